@@ -1,0 +1,198 @@
+"""Request ids, the body-size limit, and the one error handler that shapes every failure."""
+
+from __future__ import annotations
+
+import json
+import logging
+from contextvars import ContextVar
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from ulid import ULID
+
+from gate.errors import GateError, PayloadTooLarge, error_body
+
+log = logging.getLogger("gate.api")
+request_id_var: ContextVar[str] = ContextVar("request_id", default="-")
+
+_HTTP_CODES = {
+    400: "bad_request",
+    401: "unauthenticated",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    406: "not_acceptable",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+    429: "too_many_requests",
+}
+
+
+class RequestContextMiddleware:
+    """Give every request an id (from `X-Request-ID` or new), echoed in the response."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        incoming = dict(scope["headers"]).get(b"x-request-id", b"").decode("latin-1")
+        rid = incoming[:64] if incoming.isprintable() and incoming else str(ULID())
+        token = request_id_var.set(rid)
+        # Kept on the scope too: the outermost 500 handler runs after this context is reset.
+        scope.setdefault("state", {})["request_id"] = rid
+
+        async def send_with_id(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message.setdefault("headers", [])
+                message["headers"].append((b"x-request-id", rid.encode("latin-1")))
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_id)
+        finally:
+            request_id_var.reset(token)
+
+
+class BodyLimitMiddleware:
+    """Refuse bodies over `max_bytes` with 413, by Content-Length or while streaming."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        length = dict(scope["headers"]).get(b"content-length")
+        if length is not None:
+            try:
+                too_big = int(length) > self.max_bytes
+            except ValueError:
+                await _send_error(send, 400, "bad_request", "Content-Length is not a number")
+                return
+            if too_big:
+                await _send_error(send, 413, *_too_large(self.max_bytes))
+                return
+        seen = 0
+        started = False
+
+        async def limited_receive() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.max_bytes:
+                    raise _BodyTooLarge
+            return message
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, limited_receive, tracking_send)
+        except _BodyTooLarge:
+            if not started:
+                await _send_error(send, 413, *_too_large(self.max_bytes))
+
+
+class _BodyTooLarge(Exception):
+    pass
+
+
+def _too_large(limit: int) -> tuple[str, str]:
+    return "payload_too_large", f"request body is larger than the limit of {limit} bytes"
+
+
+async def _send_error(send: Send, status: int, code: str, message: str) -> None:
+    body = json.dumps(error_body(code, message)).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"x-request-id", request_id_var.get().encode("latin-1")),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Route every failure through the one error body."""
+
+    @app.exception_handler(GateError)
+    async def _gate_error(request: Request, exc: GateError) -> JSONResponse:
+        headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+        return JSONResponse(exc.body(), status_code=exc.status, headers=headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = exc.errors()
+        if any(e.get("type") == "json_invalid" for e in errors):
+            detail = next(e for e in errors if e.get("type") == "json_invalid")
+            where = detail.get("ctx", {}).get("error", "")
+            return JSONResponse(
+                error_body("malformed_json", f"the body is not valid JSON: {where}".rstrip(": ")),
+                status_code=400,
+            )
+        problems = [_problem(e) for e in errors]
+        message = "; ".join(f"{p['field']}: {p['message']}" for p in problems)
+        return JSONResponse(
+            error_body("invalid_input", message, problems=problems), status_code=422
+        )
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = _HTTP_CODES.get(exc.status_code, "http_error")
+        message = exc.detail if isinstance(exc.detail, str) else code.replace("_", " ")
+        if exc.status_code == 404 and message == "Not Found":
+            message = f"no route for {request.method} {request.url.path}"
+        if exc.status_code == 405:
+            message = f"{request.method} is not allowed on {request.url.path}"
+        return JSONResponse(
+            error_body(code, message),
+            status_code=exc.status_code,
+            headers=getattr(exc, "headers", None),
+        )
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        rid = getattr(request.state, "request_id", None) or request_id_var.get()
+        log.exception(
+            "unhandled error in %s %s (request id %s)", request.method, request.url.path, rid
+        )
+        return JSONResponse(
+            error_body(
+                "internal_error",
+                "gate hit an unexpected error; the log has details",
+                request_id=rid,
+            ),
+            status_code=500,
+        )
+
+
+def _problem(error: Any) -> dict[str, str]:
+    loc = [str(p) for p in error.get("loc", ()) if p not in ("body", "query", "path")]
+    return {"field": ".".join(loc) or "body", "message": str(error.get("msg", "invalid"))}
+
+
+__all__ = [
+    "BodyLimitMiddleware",
+    "PayloadTooLarge",
+    "RequestContextMiddleware",
+    "install_error_handlers",
+    "request_id_var",
+]

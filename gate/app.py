@@ -1,0 +1,238 @@
+"""`create_app(settings)`: builds the engine, policy, channels, notifier and scheduler.
+
+Nothing is built at import time; tests call `create_app` with their own settings.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import anyio
+from fastapi import FastAPI
+
+from channels.base import Channel, load_channels
+from gate import outbox
+from gate.api import health, v1
+from gate.api.middleware import (
+    BodyLimitMiddleware,
+    RequestContextMiddleware,
+    install_error_handlers,
+)
+from gate.auth import TokenBook
+from gate.config import Settings
+from gate.db import Database, upgrade
+from gate.models import utcnow
+from gate.notify import Notifier
+from gate.policy import Policy
+from gate.scheduler import Scheduler
+from gate.service import DecisionResult, GateService
+from gate.views import RequestView
+
+log = logging.getLogger("gate")
+
+
+@dataclass
+class AppState:
+    """Everything one gate app owns, typed (reached as `app.state.gate`)."""
+
+    settings: Settings
+    db: Database
+    policy: Policy
+    notifier: Notifier
+    service: GateService
+    tokens: TokenBook
+    scheduler: Scheduler
+    channels: dict[str, Channel] = field(default_factory=dict)
+    clock: Callable[[], datetime] = utcnow
+
+    async def pump_outbox(self) -> int:
+        """Send every due delivery once; returns how many rows were handled."""
+        now = self.clock()
+        claims = await anyio.to_thread.run_sync(outbox.claim_due, self.db, now)
+        for claim in claims:
+            view = await anyio.to_thread.run_sync(self.service.view, claim.request_id)
+            await outbox.deliver(
+                self.db,
+                claim,
+                channels=self.channels,
+                view=view,
+                now=self.clock,
+                max_attempts=self.settings.server.outbox_max_attempts,
+                run_sync=anyio.to_thread.run_sync,
+            )
+        return len(claims)
+
+    async def sweep(self) -> int:
+        """Expire every request whose deadline passed."""
+        return await anyio.to_thread.run_sync(lambda: self.service.expire_due(self.clock()))
+
+
+class ChannelGate:
+    """The `GateContext` channels get: decisions and views, never the database."""
+
+    def __init__(self, service: GateService) -> None:
+        self._service = service
+
+    @property
+    def settings(self) -> Settings:
+        return self._service.settings
+
+    async def decide(
+        self, *, request_id: str, channel: str, user_id: str, verdict: str, comment: str | None
+    ) -> DecisionResult:
+        """Decide as the approver whose `channel` id is `user_id`."""
+        return await anyio.to_thread.run_sync(
+            lambda: self._service.decide_from_channel(
+                request_id=request_id,
+                channel=channel,
+                user_id=user_id,
+                verdict=verdict,
+                comment=comment,
+            )
+        )
+
+    async def view(self, request_id: str) -> RequestView | None:
+        """The current state of a request."""
+        return await anyio.to_thread.run_sync(lambda: self._service.view(request_id))
+
+
+def build_notifier(settings: Settings, db: Database) -> Notifier:
+    """In-process wake-ups on SQLite; LISTEN/NOTIFY across replicas on PostgreSQL."""
+    if not db.sqlite:
+        try:
+            from gate.notify_pg import PostgresNotifier
+        except ImportError:  # the Postgres notifier ships with the multi-replica work
+            return Notifier()
+        return PostgresNotifier(db.url)
+    return Notifier()
+
+
+def create_app(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> FastAPI:
+    """Build a gate app for `settings`; the lifespan starts and stops its parts."""
+    server = settings.server
+    if server.migrate_on_start:
+        upgrade(server.database_url)
+    db = Database(server.database_url, pool_size=server.db_pool_size)
+    policy = Policy(settings)
+    notifier = build_notifier(settings, db)
+    service = GateService(settings=settings, db=db, policy=policy, notifier=notifier, clock=clock)
+    state_ref: dict[str, AppState] = {}
+
+    async def sweep_job() -> None:
+        await state_ref["state"].sweep()
+
+    async def pump_job() -> None:
+        await state_ref["state"].pump_outbox()
+
+    scheduler = Scheduler(
+        sweep=sweep_job,
+        pump=pump_job,
+        sweep_interval=server.sweep_interval_seconds,
+        pump_interval=server.outbox_interval_seconds,
+    )
+    service.kick_outbox = scheduler.kick
+    configured = settings.channels.configured()
+    service.configured_channels = configured
+    channels = load_channels(configured, ChannelGate(service))
+    state = AppState(
+        settings=settings,
+        db=db,
+        policy=policy,
+        notifier=notifier,
+        service=service,
+        tokens=TokenBook(settings),
+        scheduler=scheduler,
+        channels=channels,
+        clock=clock,
+    )
+    state_ref["state"] = state
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await notifier.start()
+        expired = await state.sweep()  # deadlines that passed while no server was running
+        if expired:
+            log.info(
+                "catch-up sweep expired %d request(s) whose deadline passed while down", expired
+            )
+        scheduler.start()
+        _log_startup(settings, state)
+        try:
+            yield
+        finally:
+            scheduler.shutdown()
+            await notifier.stop()
+            for channel in channels.values():
+                await channel.aclose()
+            db.dispose()
+
+    app = FastAPI(
+        title="gate",
+        version="0.1.0",
+        lifespan=lifespan,
+        description="Human approval for AI agent tool calls",
+    )
+    app.state.gate = state
+    install_error_handlers(app)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=server.max_body_bytes)
+    app.add_middleware(RequestContextMiddleware)
+    app.include_router(health.router)
+    app.include_router(v1.router)
+    for channel in channels.values():
+        router = channel.router()
+        if router is not None:
+            app.include_router(router)
+    _include_optional_routers(app, state)
+    return app
+
+
+def _include_optional_routers(app: FastAPI, state: AppState) -> None:
+    """Routers that live in their own modules (web console, metrics) when present."""
+    try:
+        from gate.api import web
+    except ImportError:
+        return
+    web.install(app, state)
+
+
+def _log_startup(settings: Settings, state: AppState) -> None:
+    server = settings.server
+    log.info(
+        "gate ready: database %s, %d rule(s), channels: %s",
+        _redact(server.database_url),
+        len(state.policy.rules),
+        ", ".join(state.channels) or "none",
+    )
+    if not settings.rules:
+        log.warning(
+            "no [[rules]] configured: every call is allowed unless the caller sets "
+            "metadata.requires_confirmation. Add rules to gate.toml (see README, 'Policy')."
+        )
+    if state.tokens.anonymous_allowed:
+        log.warning(
+            "NO TOKENS CONFIGURED: anyone who can reach %s may submit and decide as 'local' "
+            "(admin). This is allowed only because the server is bound to loopback. "
+            "Add [[tokens]] to gate.toml before exposing it.",
+            server.host,
+        )
+
+
+def _redact(url: str) -> str:
+    if "@" in url and "://" in url:
+        scheme, rest = url.split("://", 1)
+        return f"{scheme}://***@{rest.split('@', 1)[1]}"
+    return url
+
+
+def app_from_env() -> FastAPI:
+    """Factory for `uvicorn --factory gate.app:app_from_env` (reads gate.toml / GATE_*)."""
+    from gate.config import load_settings
+
+    return create_app(load_settings())
+
+
+__all__ = ["AppState", "ChannelGate", "create_app", "app_from_env"]

@@ -1,0 +1,87 @@
+"""Who is calling: API bearer tokens (agents, approvers, admins)."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from dataclasses import dataclass
+from typing import Literal
+
+from gate.config import ApproverSettings, Settings
+from gate.errors import Forbidden, Unauthenticated
+
+Role = Literal["agent", "approver", "admin"]
+ANONYMOUS_NAME = "local"
+
+
+@dataclass(frozen=True)
+class Principal:
+    """An authenticated caller."""
+
+    name: str
+    role: Role
+    approver: ApproverSettings | None = None
+    anonymous: bool = False
+
+    @property
+    def can_submit(self) -> bool:
+        return self.role in ("agent", "admin")
+
+    @property
+    def can_decide(self) -> bool:
+        return self.role in ("approver", "admin")
+
+    @property
+    def actor_name(self) -> str:
+        """The name recorded on votes and audit rows."""
+        return self.approver.name if self.approver else self.name
+
+    def require(self, *roles: Role) -> None:
+        """Raise 403 unless the caller has one of `roles`."""
+        if self.role not in roles:
+            raise Forbidden(
+                f"a token with role {self.role!r} cannot do this (needs {' or '.join(roles)})",
+                code="wrong_role",
+            )
+
+
+class TokenBook:
+    """Looks up bearer tokens by their SHA-256, so no token is compared character by character."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._by_digest: dict[str, Principal] = {}
+        for entry in settings.tokens:
+            digest = entry.token_sha256 or sha256_hex(entry.token.get_secret_value())  # type: ignore[union-attr]
+            approver = settings.approver(entry.approver) if entry.approver else None
+            self._by_digest[digest.lower()] = Principal(entry.name, entry.role, approver)
+        server = settings.server
+        self.anonymous_allowed = (
+            not settings.tokens and server.allow_anonymous_on_loopback and server.is_loopback
+        )
+
+    def authenticate(self, authorization: str | None) -> Principal:
+        """The principal for an `Authorization` header value; raises 401."""
+        if not authorization:
+            if self.anonymous_allowed:
+                return Principal(ANONYMOUS_NAME, "admin", anonymous=True)
+            raise Unauthenticated(
+                "missing bearer token: send 'Authorization: Bearer <token>' "
+                "with a token from [[tokens]] in gate.toml",
+                code="missing_token",
+            )
+        scheme, _, value = authorization.partition(" ")
+        if scheme.lower() != "bearer" or not value.strip():
+            raise Unauthenticated(
+                "the Authorization header must be 'Bearer <token>'", code="bad_authorization_header"
+            )
+        digest = sha256_hex(value.strip())
+        for known, principal in self._by_digest.items():
+            if hmac.compare_digest(known, digest):
+                return principal
+        raise Unauthenticated("unknown or revoked token", code="invalid_token")
+
+
+def sha256_hex(token: str) -> str:
+    """Hex SHA-256 of a token, as `token_sha256` in gate.toml expects."""
+    return hashlib.sha256(token.encode()).hexdigest()

@@ -1,0 +1,183 @@
+"""The `gate` command: serve | hook | db | policy | requests | users.
+
+Only the standard library is imported at module level: `gate hook` runs once per tool call,
+so everything heavy is imported inside the subcommand that needs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `gate` console script."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] == "hook":
+        from gate.hook import main as hook_main
+
+        return hook_main(args[1:])
+    parser = _parser()
+    ns = parser.parse_args(args)
+    handler: Handler | None = getattr(ns, "handler", None)
+    if handler is None:
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return handler(ns)
+    except KeyboardInterrupt:
+        return 130
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gate", description="Human approval for AI agent tool calls."
+    )
+    sub = parser.add_subparsers(metavar="COMMAND")
+
+    serve = sub.add_parser("serve", help="run the server")
+    _config_arg(serve)
+    serve.add_argument("--host", help="address to bind (default: [server].host, 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port (default: [server].port, 8000)")
+    serve.set_defaults(handler=_serve)
+
+    sub.add_parser("hook", help="pre-tool hook for agents (see `gate hook --help`)")
+
+    db = sub.add_parser("db", help="database tasks").add_subparsers(metavar="TASK")
+    up = db.add_parser("upgrade", help="apply pending migrations")
+    _config_arg(up)
+    up.set_defaults(handler=_db_upgrade)
+
+    policy = sub.add_parser("policy", help="check and explain the policy file").add_subparsers(
+        metavar="TASK"
+    )
+    check = policy.add_parser("check", help="validate gate.toml; exit 1 naming what is wrong")
+    _config_arg(check)
+    check.set_defaults(handler=_policy_check)
+    explain = policy.add_parser("explain", help="say which rule matches a call, and why")
+    _config_arg(explain)
+    explain.add_argument("payload", help="JSON file with a POST /v1/gate body (or - for stdin)")
+    explain.set_defaults(handler=_policy_explain)
+
+    from gate.operator import add_commands
+
+    add_commands(sub)
+    return parser
+
+
+def _config_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--config", "-c", help="path to gate.toml (default: $GATE_CONFIG or ./gate.toml)"
+    )
+
+
+def _load(ns: argparse.Namespace, **server: Any) -> Any:
+    from gate.config import load_settings
+    from gate.errors import ConfigError
+
+    try:
+        settings = load_settings(ns.config)
+        for key, value in server.items():
+            if value is not None:
+                setattr(settings.server, key, value)
+        return settings
+    except ConfigError as exc:
+        print(f"gate: configuration error: {exc}", file=sys.stderr)  # noqa: T201
+        raise SystemExit(1) from None
+
+
+def _serve(ns: argparse.Namespace) -> int:
+    import uvicorn
+
+    from gate.app import create_app
+    from gate.errors import ConfigError
+    from gate.logs import configure_logging
+
+    settings = _load(ns, host=ns.host, port=ns.port)
+    configure_logging(settings.server.log_level, json_logs=settings.server.log_json)
+    try:
+        app = create_app(settings)
+    except ConfigError as exc:
+        print(f"gate: configuration error: {exc}", file=sys.stderr)  # noqa: T201
+        return 1
+    uvicorn.run(
+        app,
+        host=settings.server.host,
+        port=settings.server.port,
+        log_config=None,
+        access_log=False,
+        timeout_graceful_shutdown=5,
+    )
+    return 0
+
+
+def _db_upgrade(ns: argparse.Namespace) -> int:
+    from gate.db import upgrade
+
+    settings = _load(ns)
+    upgrade(settings.server.database_url)
+    print("database is at the latest schema")  # noqa: T201
+    return 0
+
+
+def _policy_check(ns: argparse.Namespace) -> int:
+    from gate.errors import ConfigError
+    from gate.policy import Policy
+
+    settings = _load(ns)
+    try:
+        policy = Policy(settings)
+    except ConfigError as exc:
+        print(f"gate: policy error: {exc}", file=sys.stderr)  # noqa: T201
+        return 1
+    print(f"{settings.source}: OK, {len(policy.rules)} rule(s)")  # noqa: T201
+    for rule in policy.rules:
+        when = f" when {rule.when}" if rule.when else ""
+        print(f"  {rule.name}: {rule.action} {list(rule.tools)}{when}")  # noqa: T201
+    return 0
+
+
+def _policy_explain(ns: argparse.Namespace) -> int:
+    from gate.errors import ConfigError
+    from gate.policy import CallFacts, Policy
+
+    settings = _load(ns)
+    try:
+        policy = Policy(settings)
+        raw = sys.stdin.read() if ns.payload == "-" else Path(ns.payload).read_text()
+        body = json.loads(raw)
+    except ConfigError as exc:
+        print(f"gate: policy error: {exc}", file=sys.stderr)  # noqa: T201
+        return 1
+    except (OSError, json.JSONDecodeError) as exc:
+        print(f"gate: cannot read payload {ns.payload}: {exc}", file=sys.stderr)  # noqa: T201
+        return 1
+    if not isinstance(body, dict) or "tool_name" not in body:
+        print("gate: the payload must be a JSON object with tool_name", file=sys.stderr)  # noqa: T201
+        return 1
+    facts = CallFacts(
+        tool_name=str(body["tool_name"]),
+        args=body.get("tool_args") or body.get("tool_input") or {},
+        agent_id=body.get("agent_id"),
+        user_id=body.get("user_id"),
+        metadata=body.get("metadata") or {},
+    )
+    decision = policy.evaluate(facts)
+    result = {
+        "decision": decision.action or "allow",
+        "rule": decision.rule.name if decision.rule else None,
+        "reason": decision.reason,
+        "trail": list(decision.trail),
+    }
+    print(json.dumps(result, indent=2))  # noqa: T201
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,324 @@
+"""Settings: one gate.toml, with GATE_* environment variables overriding scalars.
+
+This is the only module that defines settings. Nothing here runs at import time: the CLI
+(or a test) calls `load_settings(path)` and passes the result to `create_app`.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+import tomllib
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from gate.errors import ConfigError
+
+DEFAULT_CONFIG_NAME = "gate.toml"
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+_DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(value: str | int | float | timedelta) -> timedelta:
+    """Parse "90s", "15m", "1h30m", "2d" (or a number of seconds) into a timedelta."""
+    if isinstance(value, timedelta):
+        return value
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        if value <= 0:
+            raise ValueError("a duration must be positive")
+        return timedelta(seconds=value)
+    text = str(value).strip().replace(" ", "")
+    pos, seconds = 0, 0.0
+    for match in _DURATION_PART.finditer(text):
+        if match.start() != pos:
+            break
+        seconds += float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+        pos = match.end()
+    if not text or pos != len(text):
+        raise ValueError(
+            f"{value!r} is not a duration; write it like '30s', '15m', '1h30m' or '2d'"
+        )
+    if seconds <= 0:
+        raise ValueError("a duration must be positive")
+    return timedelta(seconds=seconds)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ServerSettings(_Strict):
+    """The `[server]` table."""
+
+    database_url: str = "sqlite:///./gate.db"
+    #: base of links in cards; defaults to http://<host>:<port>
+    public_url: str | None = None
+    host: str = "127.0.0.1"
+    port: int = 8000
+    default_timeout: timedelta = timedelta(minutes=15)
+    max_timeout: timedelta = timedelta(days=7)
+    #: approvers for requests forced by `metadata.requires_confirmation` with no rule matched
+    default_approvers: list[str] = Field(default_factory=list)
+    #: channels (`name:target`) for those requests; empty means every configured channel
+    default_channels: list[str] | None = None
+    max_body_bytes: int = 256 * 1024
+    migrate_on_start: bool = True
+    #: the longest a single `/wait` call may hold; clients loop for longer waits
+    max_wait_seconds: float = 60.0
+    sweep_interval_seconds: float = 1.0
+    outbox_interval_seconds: float = 1.0
+    outbox_max_attempts: int = 12
+    #: pool size per replica; two cores rarely keep more than a handful busy
+    db_pool_size: int = 8
+    log_json: bool = False
+    log_level: str = "INFO"
+    #: allow calls without a token when bound to loopback and no [[tokens]] exist
+    allow_anonymous_on_loopback: bool = True
+    #: signs web session cookies; generated per process when unset (sessions then end on restart)
+    session_secret: SecretStr | None = None
+    #: trusted reverse-proxy header carrying the signed-in approver's name (off when unset)
+    trusted_user_header: str | None = None
+
+    _parse_durations = field_validator("default_timeout", "max_timeout", mode="before")(
+        lambda v: parse_duration(v)
+    )
+
+    @property
+    def base_url(self) -> str:
+        """Where people reach the web page (links in cards)."""
+        return (self.public_url or f"http://{self.host}:{self.port}").rstrip("/")
+
+    @property
+    def is_loopback(self) -> bool:
+        """True when the server listens only on a loopback address."""
+        if self.host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            return False
+
+
+class ApproverSettings(BaseModel):
+    """One `[[approvers]]` entry: a person, whichever surface they use.
+
+    Extra keys name that person's id on a channel (`slack = "U01..."`, `feishu = "ou_..."`),
+    so a new channel needs no change here.
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str
+    groups: list[str] = Field(default_factory=list)
+    password_hash: SecretStr | None = None
+    email: str | None = None
+
+    def identity(self, channel: str) -> str | None:
+        """This person's user id on `channel`, if configured."""
+        value = (self.model_extra or {}).get(channel)
+        return str(value) if value is not None else None
+
+    def identities(self) -> set[str]:
+        """Every name this person goes by: gate name and each channel id."""
+        ids = {self.name}
+        ids.update(str(v) for v in (self.model_extra or {}).values() if isinstance(v, str))
+        return ids
+
+
+class TokenSettings(_Strict):
+    """One `[[tokens]]` entry: an API bearer token with a role."""
+
+    name: str
+    role: Literal["agent", "approver", "admin"]
+    token: SecretStr | None = None
+    token_sha256: str | None = None
+    approver: str | None = None
+
+    @model_validator(mode="after")
+    def _one_secret(self) -> TokenSettings:
+        if (self.token is None) == (self.token_sha256 is None):
+            raise ValueError("give exactly one of `token` or `token_sha256`")
+        if self.role == "approver" and not self.approver:
+            raise ValueError('an approver token needs `approver = "<name>"`')
+        return self
+
+
+class SlackSettings(_Strict):
+    """`[channels.slack]`."""
+
+    bot_token: SecretStr | None = None
+    signing_secret: SecretStr | None = None
+    default_target: str | None = None
+    api_url: str = "https://slack.com/api/"
+
+
+class FeishuSettings(_Strict):
+    """`[channels.feishu]`."""
+
+    app_id: str | None = None
+    app_secret: SecretStr | None = None
+    verification_token: SecretStr | None = None
+    encrypt_key: SecretStr | None = None
+    default_target: str | None = None
+    base_url: str = "https://open.feishu.cn"
+
+
+class ChannelsSettings(BaseModel):
+    """`[channels.*]`: built-in channels typed here, third-party ones kept as tables."""
+
+    model_config = ConfigDict(extra="allow")
+
+    log: dict[str, Any] | None = None
+    slack: SlackSettings | None = None
+    feishu: FeishuSettings | None = None
+
+    def configured(self) -> dict[str, Any]:
+        """Channel name -> its settings, for every channel present in the file."""
+        found: dict[str, Any] = {}
+        for name in ("log", "slack", "feishu"):
+            value = getattr(self, name)
+            if value is not None:
+                found[name] = value
+        found.update({k: v for k, v in (self.model_extra or {}).items() if v is not None})
+        return found
+
+
+class RuleSettings(_Strict):
+    """One `[[rules]]` entry; `gate.policy` compiles it."""
+
+    name: str
+    tools: list[str] = Field(default_factory=lambda: ["*"])
+    when: str | None = None
+    action: Literal["allow", "deny", "ask"] = "ask"
+    approvers: list[str] = Field(default_factory=list)
+    approvals_required: int = Field(default=1, ge=1, le=20)
+    timeout: timedelta | None = None
+    on_timeout: Literal["reject", "approve"] = "reject"
+    channels: list[str] | None = None
+    reason: str | None = None
+
+    _parse_timeout = field_validator("timeout", mode="before")(
+        lambda v: None if v is None else parse_duration(v)
+    )
+
+
+class Settings(BaseSettings):
+    """Everything gate reads: the file, then GATE_* variables on top."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="GATE_",
+        env_nested_delimiter="__",
+        extra="forbid",
+        nested_model_default_partial_update=True,
+    )
+
+    server: ServerSettings = Field(default_factory=ServerSettings)
+    approvers: list[ApproverSettings] = Field(default_factory=list)
+    tokens: list[TokenSettings] = Field(default_factory=list)
+    channels: ChannelsSettings = Field(default_factory=ChannelsSettings)
+    rules: list[RuleSettings] = Field(default_factory=list)
+    #: where the settings came from, for messages (not read from the file)
+    source: str | None = Field(default=None, exclude=True)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # Environment wins over the file's values, which arrive as init kwargs.
+        return (env_settings, init_settings)
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> Settings:
+        names = [a.name for a in self.approvers]
+        dupes = {n for n in names if names.count(n) > 1}
+        if dupes:
+            raise ValueError(f"approver names must be unique; repeated: {sorted(dupes)}")
+        groups = {g for a in self.approvers for g in a.groups}
+        for token in self.tokens:
+            if token.approver and token.approver not in names:
+                raise ValueError(
+                    f"token {token.name!r} names approver {token.approver!r}, "
+                    "which is not in [[approvers]]"
+                )
+        rule_names = [r.name for r in self.rules]
+        if len(set(rule_names)) != len(rule_names):
+            raise ValueError("rule names must be unique")
+        for rule in self.rules:
+            for entry in rule.approvers:
+                if entry.startswith("group:"):
+                    if entry[6:] not in groups:
+                        raise ValueError(
+                            f"rule {rule.name!r}: approver group {entry[6:]!r} has no members"
+                        )
+                elif entry not in names:
+                    raise ValueError(
+                        f"rule {rule.name!r}: approver {entry!r} is not in [[approvers]]"
+                    )
+        return self
+
+    def approver(self, name: str) -> ApproverSettings | None:
+        """The approver called `name`, if any."""
+        return next((a for a in self.approvers if a.name == name), None)
+
+    def approver_by_identity(self, channel: str, user_id: str) -> ApproverSettings | None:
+        """The approver whose id on `channel` is `user_id`."""
+        return next((a for a in self.approvers if a.identity(channel) == user_id), None)
+
+
+def _describe(error: ValidationError) -> str:
+    parts = []
+    for err in error.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        msg = err["msg"].removeprefix("Value error, ")
+        parts.append(f"{loc}: {msg}")
+    return "; ".join(parts)
+
+
+def resolve_config_path(path: str | Path | None) -> Path | None:
+    """The file to read: an explicit path, else $GATE_CONFIG, else ./gate.toml when present."""
+    if path:
+        return Path(path)
+    env = os.environ.get("GATE_CONFIG")
+    if env:
+        return Path(env)
+    default = Path(DEFAULT_CONFIG_NAME)
+    return default if default.exists() else None
+
+
+def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
+    """Read gate.toml (if any) and the environment; raise ConfigError naming file, key, reason."""
+    config_path = resolve_config_path(path)
+    data: dict[str, Any] = {}
+    source = str(config_path) if config_path else "defaults"
+    if config_path is not None:
+        try:
+            data = tomllib.loads(config_path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ConfigError("file not found", source=source) from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"not valid TOML: {exc}", source=source) from None
+    data.update(overrides)
+    try:
+        settings = Settings(**data)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc), source=source) from None
+    settings.source = source
+    return settings

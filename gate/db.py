@@ -1,0 +1,116 @@
+"""Engine, sessions and migrations. Built by `create_app`, never at import time."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config as AlembicConfig
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
+from sqlmodel import Session
+
+from gate.resources import resource_path
+
+log = logging.getLogger(__name__)
+
+
+def normalise_url(url: str) -> str:
+    """Map plain `postgresql://` URLs to the psycopg 3 driver gate ships with."""
+    if url.startswith("postgresql://") or url.startswith("postgres://"):
+        return "postgresql+psycopg://" + url.split("://", 1)[1]
+    return url
+
+
+def is_sqlite(url: str) -> bool:
+    """True for SQLite URLs."""
+    return url.startswith("sqlite")
+
+
+class Database:
+    """One engine and the two kinds of session gate uses.
+
+    `write()` opens a transaction meant to change rows. On SQLite it starts with
+    `BEGIN IMMEDIATE`, taking the write lock up front: a deferred transaction that reads and
+    then writes can fail with "database is locked" when another writer got there first,
+    which would turn a double click into an error instead of a clean 409.
+    """
+
+    def __init__(self, url: str, *, pool_size: int = 8) -> None:
+        self.url = normalise_url(url)
+        self.sqlite = is_sqlite(self.url)
+        kwargs: dict[str, Any] = {}
+        if self.sqlite:
+            kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
+        else:
+            kwargs.update(pool_size=pool_size, max_overflow=pool_size * 2, pool_pre_ping=True)
+        self.engine: Engine = sa.create_engine(self.url, **kwargs)
+        if self.sqlite:
+            _configure_sqlite(self.engine)
+        self._writer = self.engine.execution_options(gate_write=True)
+
+    @contextmanager
+    def read(self) -> Iterator[Session]:
+        """A session for reads; rolled back on exit."""
+        with Session(self.engine, expire_on_commit=False) as session:
+            yield session
+
+    @contextmanager
+    def write(self) -> Iterator[Session]:
+        """A session whose transaction commits on success and rolls back on error."""
+        with Session(self._writer, expire_on_commit=False) as session, session.begin():
+            yield session
+
+    def dispose(self) -> None:
+        """Close every pooled connection."""
+        self.engine.dispose()
+
+    def ping(self) -> None:
+        """Run `SELECT 1`; raises when the database is unreachable."""
+        with self.engine.connect() as conn:
+            conn.execute(sa.text("SELECT 1"))
+
+
+def _configure_sqlite(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        # Let SQLAlchemy, not the driver, decide when transactions begin (see `begin` below).
+        dbapi_conn.isolation_level = None
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.execute("PRAGMA busy_timeout=30000")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: sa.Connection) -> None:
+        write = conn.get_execution_options().get("gate_write", False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+
+def alembic_config(url: str) -> AlembicConfig:
+    """An Alembic config whose script location is found from the installed package."""
+    cfg = AlembicConfig()
+    cfg.set_main_option("script_location", str(resource_path("migrations")))
+    cfg.set_main_option("sqlalchemy.url", normalise_url(url).replace("%", "%%"))
+    cfg.attributes["configure_logger"] = False
+    return cfg
+
+
+def upgrade(url: str, revision: str = "head") -> None:
+    """Apply migrations up to `revision`."""
+    command.upgrade(alembic_config(url), revision)
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The file behind a SQLite URL (None for in-memory)."""
+    if not is_sqlite(url):
+        return None
+    rest = url.split("///", 1)[1] if "///" in url else ""
+    return Path(rest) if rest and rest != ":memory:" else None

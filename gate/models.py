@@ -1,0 +1,176 @@
+"""SQLModel tables and enums. No logic: status changes live in gate.machine."""
+
+import enum
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.types import TypeDecorator
+from sqlmodel import JSON, Column, Field, SQLModel
+from ulid import ULID
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """A timezone-aware UTC datetime on every database.
+
+    SQLite keeps no offset, so values read back are re-attached to UTC; values written are
+    converted to UTC first, so an aware datetime in any zone is stored correctly.
+    """
+
+    impl = sa.DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: sa.Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetimes are not stored; pass an aware UTC datetime")
+        return value.astimezone(UTC)
+
+    def process_result_value(self, value: datetime | None, dialect: sa.Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def utcnow() -> datetime:
+    """Now, timezone-aware UTC."""
+    return datetime.now(UTC)
+
+
+def new_id() -> str:
+    """A new sortable id (ULID, 26 characters)."""
+    return str(ULID())
+
+
+class RequestStatus(enum.StrEnum):
+    pending = "pending"
+    approved = "approved"
+    rejected = "rejected"
+    expired = "expired"
+    cancelled = "cancelled"
+
+    @property
+    def is_final(self) -> bool:
+        return self is not RequestStatus.pending
+
+
+class Verdict(enum.StrEnum):
+    approve = "approve"
+    reject = "reject"
+
+
+class DeliveryKind(enum.StrEnum):
+    post = "post"
+    update = "update"
+
+
+class DeliveryStatus(enum.StrEnum):
+    pending = "pending"
+    sent = "sent"
+    dead = "dead"
+
+
+def _status_column(default: str) -> Any:
+    # Plain strings in the database (no native ENUM type): migrations stay simple and a new
+    # state is a code change, not an ALTER TYPE.
+    return Column(sa.String(16), nullable=False, default=default)
+
+
+class ConfirmationRequest(SQLModel, table=True):
+    """A tool call suspended until a person decides (or the deadline passes)."""
+
+    __tablename__ = "confirmation_request"
+    __table_args__ = (
+        sa.Index("ix_request_status_expires", "status", "expires_at"),
+        sa.Index("ix_request_created_at", "created_at"),
+        sa.Index("ix_request_session", "session_id", "status"),
+    )
+
+    id: str = Field(default_factory=new_id, primary_key=True, max_length=26)
+    idempotency_key: str | None = Field(default=None, max_length=200, unique=True)
+    tool_name: str = Field(max_length=200)
+    tool_args: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    agent_id: str | None = Field(default=None, max_length=200)
+    user_id: str | None = Field(default=None, max_length=200)
+    session_id: str | None = Field(default=None, max_length=200)
+    org_id: str | None = Field(default=None, max_length=200)
+    summary: str | None = Field(default=None, max_length=1000)
+    context: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    rule: str | None = Field(default=None, max_length=200)
+    status: str = Field(default=RequestStatus.pending, sa_column=_status_column("pending"))
+    #: who may decide, as resolved from the rule when the request was made
+    approvers: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    approvals_required: int = Field(default=1)
+    submitted_by: str | None = Field(default=None, max_length=200)
+    created_at: datetime = Field(
+        default_factory=utcnow, sa_column=Column(UTCDateTime, nullable=False)
+    )
+    expires_at: datetime = Field(sa_column=Column(UTCDateTime, nullable=False))
+    decided_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime, nullable=True))
+    decided_by: str | None = Field(default=None, max_length=200)
+    decided_via: str | None = Field(default=None, max_length=50)
+    reason: str | None = Field(default=None, max_length=4000)
+    on_timeout: str = Field(default="reject", max_length=16)
+
+
+class Vote(SQLModel, table=True):
+    """One approver's verdict on one request (one row per person)."""
+
+    __tablename__ = "vote"
+    __table_args__ = (
+        sa.UniqueConstraint("request_id", "approver", name="uq_vote_request_approver"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    request_id: str = Field(foreign_key="confirmation_request.id", max_length=26)
+    approver: str = Field(max_length=200)
+    verdict: str = Field(max_length=16)
+    comment: str | None = Field(default=None, max_length=4000)
+    via: str = Field(max_length=50)
+    at: datetime = Field(default_factory=utcnow, sa_column=Column(UTCDateTime, nullable=False))
+
+
+class Delivery(SQLModel, table=True):
+    """Outbox row: one card post or update owed to one channel target."""
+
+    __tablename__ = "delivery"
+    __table_args__ = (
+        sa.Index("ix_delivery_due", "status", "next_attempt_at"),
+        sa.Index("ix_delivery_request", "request_id"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    request_id: str = Field(foreign_key="confirmation_request.id", max_length=26)
+    channel: str = Field(max_length=50)
+    target: str = Field(max_length=200)
+    kind: str = Field(max_length=16)
+    status: str = Field(default=DeliveryStatus.pending, sa_column=_status_column("pending"))
+    attempts: int = Field(default=0)
+    next_attempt_at: datetime = Field(
+        default_factory=utcnow, sa_column=Column(UTCDateTime, nullable=False)
+    )
+    message_ref: str | None = Field(default=None, max_length=200)
+    last_error: str | None = Field(default=None, max_length=2000)
+    claimed_until: datetime | None = Field(
+        default=None, sa_column=Column(UTCDateTime, nullable=True)
+    )
+    created_at: datetime = Field(
+        default_factory=utcnow, sa_column=Column(UTCDateTime, nullable=False)
+    )
+    sent_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime, nullable=True))
+
+
+class AuditEvent(SQLModel, table=True):
+    """Append-only record of everything that happened to a request."""
+
+    __tablename__ = "audit_event"
+    __table_args__ = (sa.Index("ix_audit_request", "request_id", "id"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    request_id: str = Field(foreign_key="confirmation_request.id", max_length=26)
+    at: datetime = Field(default_factory=utcnow, sa_column=Column(UTCDateTime, nullable=False))
+    kind: str = Field(max_length=50)
+    actor: str | None = Field(default=None, max_length=200)
+    via: str | None = Field(default=None, max_length=50)
+    detail: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))

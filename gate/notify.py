@@ -1,0 +1,129 @@
+"""Wake long-polling waiters and live pages when a request changes.
+
+In one process an asyncio.Event per waiter is all it takes: a waiter costs one Event, no
+thread and no database connection. `publish` may be called from worker threads (the sync
+service code runs there); it hops onto the event loop with `call_soon_threadsafe`.
+
+Across replicas (PostgreSQL) a subclass adds LISTEN/NOTIFY: `stage()` queues a
+`pg_notify` inside the deciding transaction, so the notification is sent if and only if the
+decision commits, and every replica's listener turns it into a local `publish`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Event:
+    """Something happened to a request: kind is "created", "changed" or "final"."""
+
+    kind: str
+    request_id: str
+
+
+class Watch:
+    """One waiter's registration; `wait()` returns when the request changes or time is up."""
+
+    __slots__ = ("_event",)
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+
+    def set(self) -> None:
+        self._event.set()
+
+    async def wait(self, timeout: float) -> bool:
+        """Wait up to `timeout` seconds; True when woken by a change."""
+        try:
+            await asyncio.wait_for(self._event.wait(), timeout)
+        except TimeoutError:
+            return False
+        self._event.clear()
+        return True
+
+
+class Notifier:
+    """In-process wake-ups, and a broadcast stream of events for live pages."""
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._watches: dict[str, set[Watch]] = {}
+        self._streams: set[asyncio.Queue[Event | None]] = set()
+
+    async def start(self) -> None:
+        """Bind to the running event loop."""
+        self._loop = asyncio.get_running_loop()
+
+    async def stop(self) -> None:
+        """End every live stream."""
+        for queue in list(self._streams):
+            queue.put_nowait(None)
+
+    @property
+    def waiting(self) -> int:
+        """How many long-polls are open right now."""
+        return sum(len(w) for w in self._watches.values())
+
+    @contextmanager
+    def watch(self, request_id: str) -> Iterator[Watch]:
+        """Register interest in one request for the duration of the block."""
+        w = Watch()
+        self._watches.setdefault(request_id, set()).add(w)
+        try:
+            yield w
+        finally:
+            watches = self._watches.get(request_id)
+            if watches is not None:
+                watches.discard(w)
+                if not watches:
+                    del self._watches[request_id]
+
+    def stage(self, session: Any, event: Event) -> None:
+        """Queue a cross-replica notification inside the current transaction (PostgreSQL)."""
+
+    def publish(self, event: Event) -> None:
+        """Wake local waiters and streams; safe to call from any thread."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            self._deliver(event)
+        else:
+            loop.call_soon_threadsafe(self._deliver, event)
+
+    def wake_all(self) -> None:
+        """Wake every waiter so it re-reads the database (after a missed-notification gap)."""
+        for watches in list(self._watches.values()):
+            for w in list(watches):
+                w.set()
+
+    def _deliver(self, event: Event) -> None:
+        for w in list(self._watches.get(event.request_id, ())):
+            w.set()
+        for queue in list(self._streams):
+            try:
+                queue.put_nowait(event)
+            except asyncio.QueueFull:  # a stalled page; it will resync on reconnect
+                log.warning("dropping live event for a slow subscriber")
+
+    async def stream(self) -> AsyncIterator[Event]:
+        """Every event from now on, until the notifier stops."""
+        queue: asyncio.Queue[Event | None] = asyncio.Queue(maxsize=1000)
+        self._streams.add(queue)
+        try:
+            while (event := await queue.get()) is not None:
+                yield event
+        finally:
+            self._streams.discard(queue)

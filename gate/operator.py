@@ -1,0 +1,117 @@
+"""Operator commands over the HTTP API: `gate requests list|show|approve|reject`.
+
+They talk to a running server (GATE_URL, GATE_TOKEN) so decisions wake waiters exactly as a
+click would. Standard library only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import urllib.error
+import urllib.request
+from typing import Any
+
+
+def add_commands(sub: Any) -> None:
+    """Register `requests ...` on the top-level parser."""
+    req = sub.add_parser("requests", help="list, show and decide requests on a running server")
+    req.add_argument(
+        "--url",
+        default=os.environ.get("GATE_URL", "http://127.0.0.1:8000"),
+        help="server URL (default $GATE_URL or http://127.0.0.1:8000)",
+    )
+    req.add_argument(
+        "--token", default=os.environ.get("GATE_TOKEN"), help="bearer token (default $GATE_TOKEN)"
+    )
+    tasks = req.add_subparsers(metavar="TASK")
+    ls = tasks.add_parser("list", help="requests as a table")
+    ls.add_argument("--status", default="pending")
+    ls.add_argument("--limit", type=int, default=50)
+    ls.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    ls.set_defaults(handler=_list)
+    show = tasks.add_parser("show", help="one request")
+    show.add_argument("id")
+    show.set_defaults(handler=_show)
+    for verdict in ("approve", "reject"):
+        p = tasks.add_parser(verdict, help=f"{verdict} a request")
+        p.add_argument("id")
+        p.add_argument("--comment", "-m", help="what the agent is told")
+        p.set_defaults(handler=_decide, verdict=verdict)
+
+
+def _call(ns: argparse.Namespace, method: str, path: str, body: Any = None) -> Any:
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(ns.url.rstrip("/") + path, data=data, method=method)
+    request.add_header("Content-Type", "application/json")
+    if ns.token:
+        request.add_header("Authorization", f"Bearer {ns.token}")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        try:
+            err = json.loads(exc.read())["error"]
+            message = f"{exc.code} {err['code']}: {err['message']}"
+        except (ValueError, KeyError, TypeError):
+            message = f"HTTP {exc.code}"
+        raise SystemExit(f"gate: {message}") from None
+    except OSError as exc:
+        raise SystemExit(f"gate: cannot reach {ns.url}: {exc}") from None
+
+
+def _table(rows: list[list[str]], headers: list[str]) -> str:
+    widths = [
+        max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)
+    ]
+    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))
+    out = [line, "  ".join("-" * w for w in widths)]
+    out += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    return "\n".join(out)
+
+
+def _list(ns: argparse.Namespace) -> int:
+    page = _call(ns, "GET", f"/v1/requests?status={ns.status}&limit={ns.limit}")
+    if ns.json:
+        print(json.dumps(page["items"], indent=2))  # noqa: T201
+        return 0
+    rows = [
+        [
+            r["id"],
+            r["status"],
+            r["tool_name"][:30],
+            (r["summary"] or "")[:40],
+            r["agent_id"] or "",
+            r["rule"] or "",
+            r["expires_at"][:19],
+        ]
+        for r in page["items"]
+    ]
+    print(_table(rows, ["ID", "STATUS", "TOOL", "SUMMARY", "AGENT", "RULE", "EXPIRES (UTC)"]))  # noqa: T201
+    return 0
+
+
+def _show(ns: argparse.Namespace) -> int:
+    r = _call(ns, "GET", f"/v1/requests/{ns.id}")
+    rows = [
+        [k, json.dumps(v) if isinstance(v, dict | list) else str(v)]
+        for k, v in r.items()
+        if k not in ("tool_args", "votes")
+    ]
+    print(_table(rows, ["FIELD", "VALUE"]))  # noqa: T201
+    print("\narguments:\n" + json.dumps(r["tool_args"], indent=2))  # noqa: T201
+    for vote in r["votes"]:
+        print(f"vote: {vote['approver']} {vote['verdict']} via {vote['via']} at {vote['at']}")  # noqa: T201
+    return 0
+
+
+def _decide(ns: argparse.Namespace) -> int:
+    r = _call(
+        ns, "POST", f"/v1/requests/{ns.id}/decision", {"verdict": ns.verdict, "comment": ns.comment}
+    )
+    print(f"{r['id']}: {r['status']}" + (f" ({r['reason']})" if r.get("reason") else ""))  # noqa: T201
+    return 0
+
+
+__all__ = ["add_commands"]

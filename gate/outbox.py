@@ -1,0 +1,310 @@
+"""Durable card deliveries: rows written in the deciding transaction, sent by a pump.
+
+A `delivery` row is owed work: post a card, or refresh one already posted. The pump claims
+due rows with a lease (`claimed_until`), using `FOR UPDATE SKIP LOCKED` on PostgreSQL so
+replicas never claim the same row; a replica that dies mid-send leaves its lease to run out
+and another picks the row up. A platform outage only delays cards: requests stay decidable
+from the web page and the API the whole time.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+import sqlalchemy as sa
+from sqlmodel import Session, col, select
+
+from gate.models import Delivery, DeliveryKind, DeliveryStatus
+
+if TYPE_CHECKING:
+    from gate.db import Database
+    from gate.views import RequestView
+
+log = logging.getLogger(__name__)
+
+#: a send should take well under this; past it the claim is presumed dead and retaken
+LEASE = timedelta(seconds=60)
+#: backoff caps at five minutes: long enough not to hammer a platform that is down,
+#: short enough that a card still lands soon after it comes back
+MAX_BACKOFF_SECONDS = 300.0
+#: an update waiting for its card's first post re-checks this often
+WAIT_FOR_POST = timedelta(seconds=2)
+BATCH = 20
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """A delivery row this replica holds the lease on."""
+
+    id: int
+    request_id: str
+    channel: str
+    target: str
+    kind: str
+    attempts: int
+
+
+def enqueue_posts(
+    session: Session, request_id: str, targets: list[tuple[str, str]], now: datetime
+) -> None:
+    """Owe one card post per (channel, target)."""
+    for channel, target in dict.fromkeys(targets):
+        session.add(
+            Delivery(
+                request_id=request_id,
+                channel=channel,
+                target=target,
+                kind=DeliveryKind.post,
+                next_attempt_at=now,
+                created_at=now,
+            )
+        )
+    session.flush()
+
+
+def enqueue_updates(session: Session, request_id: str, now: datetime) -> None:
+    """Owe a refresh of every card posted (or still to be posted) for this request."""
+    posts = session.exec(
+        select(Delivery.channel, Delivery.target).where(
+            Delivery.request_id == request_id,
+            Delivery.kind == DeliveryKind.post,
+            Delivery.status != DeliveryStatus.dead,
+        )
+    ).all()
+    for channel, target in posts:
+        session.add(
+            Delivery(
+                request_id=request_id,
+                channel=channel,
+                target=target,
+                kind=DeliveryKind.update,
+                next_attempt_at=now,
+                created_at=now,
+            )
+        )
+    session.flush()
+
+
+def claim_due(db: Database, now: datetime, limit: int = BATCH) -> list[Claimed]:
+    """Take a lease on up to `limit` due rows and return them."""
+    due = (
+        select(Delivery.id)
+        .where(
+            col(Delivery.status) == DeliveryStatus.pending,
+            col(Delivery.next_attempt_at) <= now,
+            sa.or_(col(Delivery.claimed_until).is_(None), col(Delivery.claimed_until) < now),
+        )
+        .order_by(col(Delivery.id))
+        .limit(limit)
+        .with_for_update(skip_locked=True)
+    )
+    stmt = (
+        sa.update(Delivery)
+        .where(col(Delivery.id).in_(due.scalar_subquery()))
+        .values(claimed_until=now + LEASE, attempts=col(Delivery.attempts) + 1)
+        .returning(
+            col(Delivery.id),
+            col(Delivery.request_id),
+            col(Delivery.channel),
+            col(Delivery.target),
+            col(Delivery.kind),
+            col(Delivery.attempts),
+        )
+    )
+    with db.write() as session:
+        rows = session.execute(stmt).all()
+    return sorted((Claimed(*row) for row in rows), key=lambda c: c.id)
+
+
+def post_ref(db: Database, claim: Claimed) -> tuple[str | None, str | None]:
+    """For an update: the posted card's (message_ref, status of its post row)."""
+    with db.read() as session:
+        row = session.exec(
+            select(Delivery.message_ref, Delivery.status)
+            .where(
+                Delivery.request_id == claim.request_id,
+                Delivery.channel == claim.channel,
+                Delivery.target == claim.target,
+                Delivery.kind == DeliveryKind.post,
+            )
+            .order_by(col(Delivery.id))
+        ).first()
+    return (row[0], row[1]) if row else (None, None)
+
+
+def mark_sent(db: Database, claim: Claimed, now: datetime, ref: str | None) -> None:
+    """Record success; older pending updates of the same card are now redundant."""
+    with db.write() as session:
+        session.execute(
+            sa.update(Delivery)
+            .where(col(Delivery.id) == claim.id)
+            .values(
+                status=DeliveryStatus.sent,
+                message_ref=ref,
+                sent_at=now,
+                claimed_until=None,
+                last_error=None,
+            )
+        )
+        if claim.kind == DeliveryKind.update:
+            session.execute(
+                sa.update(Delivery)
+                .where(
+                    col(Delivery.request_id) == claim.request_id,
+                    col(Delivery.channel) == claim.channel,
+                    col(Delivery.target) == claim.target,
+                    col(Delivery.kind) == DeliveryKind.update,
+                    col(Delivery.status) == DeliveryStatus.pending,
+                    col(Delivery.id) < claim.id,
+                    sa.or_(
+                        col(Delivery.claimed_until).is_(None), col(Delivery.claimed_until) < now
+                    ),
+                )
+                .values(
+                    status=DeliveryStatus.sent,
+                    sent_at=now,
+                    last_error="superseded by a later update",
+                )
+            )
+
+
+def mark_failed(
+    db: Database,
+    claim: Claimed,
+    now: datetime,
+    error: str,
+    *,
+    permanent: bool,
+    retry_after: float | None,
+    max_attempts: int,
+) -> bool:
+    """Record a failure; schedule a retry or mark the row dead. True when dead."""
+    dead = permanent or claim.attempts >= max_attempts
+    if retry_after is not None:
+        delay = retry_after
+    else:
+        # Exponential backoff with jitter: 1, 2, 4 ... seconds, capped; the jitter keeps a
+        # fleet of replicas from retrying a recovering platform in lockstep.
+        delay = min(2.0 ** (claim.attempts - 1), MAX_BACKOFF_SECONDS) * random.uniform(0.75, 1.0)
+    with db.write() as session:
+        session.execute(
+            sa.update(Delivery)
+            .where(col(Delivery.id) == claim.id)
+            .values(
+                status=DeliveryStatus.dead if dead else DeliveryStatus.pending,
+                last_error=error[:2000],
+                claimed_until=None,
+                next_attempt_at=now + timedelta(seconds=delay),
+            )
+        )
+    return dead
+
+
+def postpone(db: Database, claim: Claimed, now: datetime) -> None:
+    """Give an update back unattempted: its card has not been posted yet."""
+    with db.write() as session:
+        session.execute(
+            sa.update(Delivery)
+            .where(col(Delivery.id) == claim.id)
+            .values(
+                claimed_until=None,
+                attempts=col(Delivery.attempts) - 1,
+                next_attempt_at=now + WAIT_FOR_POST,
+            )
+        )
+
+
+def give_up(db: Database, claim: Claimed, error: str) -> None:
+    """Mark a row dead without retrying (its card can never be posted)."""
+    with db.write() as session:
+        session.execute(
+            sa.update(Delivery)
+            .where(col(Delivery.id) == claim.id)
+            .values(status=DeliveryStatus.dead, last_error=error[:2000], claimed_until=None)
+        )
+
+
+async def deliver(
+    db: Database,
+    claim: Claimed,
+    *,
+    channels: dict[str, Any],
+    view: RequestView | None,
+    now: Callable[[], datetime],
+    max_attempts: int,
+    run_sync: Callable[..., Any],
+) -> str:
+    """Send one claimed row through its channel; returns what happened, for logs and tests."""
+    from channels.base import DeliveryError
+
+    channel = channels.get(claim.channel)
+    if channel is None or view is None:
+        why = (
+            f"channel {claim.channel!r} is not configured"
+            if channel is None
+            else "request no longer exists"
+        )
+        await run_sync(give_up, db, claim, why)
+        log.error("delivery %s dead: %s", claim.id, why)
+        return "dead"
+    try:
+        if claim.kind == DeliveryKind.post:
+            ref: str | None = await channel.post(view, claim.target)
+        else:
+            ref, post_status = await run_sync(post_ref, db, claim)
+            if ref is None:
+                if post_status == DeliveryStatus.dead:
+                    await run_sync(give_up, db, claim, "the card was never posted")
+                    return "dead"
+                await run_sync(postpone, db, claim, now())
+                return "postponed"
+            await channel.update(view, claim.target, ref)
+    except DeliveryError as exc:
+        dead = await run_sync(
+            partial(
+                mark_failed,
+                db,
+                claim,
+                now(),
+                str(exc),
+                permanent=exc.permanent,
+                retry_after=exc.retry_after,
+                max_attempts=max_attempts,
+            )
+        )
+        level = logging.ERROR if dead else logging.WARNING
+        log.log(
+            level,
+            "delivery %s (%s %s to %s:%s) %s: %s",
+            claim.id,
+            claim.kind,
+            claim.request_id,
+            claim.channel,
+            claim.target,
+            "dead" if dead else "will retry",
+            exc,
+        )
+        return "dead" if dead else "retry"
+    except Exception as exc:  # a channel bug must not kill the pump; retry like an outage
+        log.exception("delivery %s raised", claim.id)
+        dead = await run_sync(
+            partial(
+                mark_failed,
+                db,
+                claim,
+                now(),
+                f"{type(exc).__name__}: {exc}",
+                permanent=False,
+                retry_after=None,
+                max_attempts=max_attempts,
+            )
+        )
+        return "dead" if dead else "retry"
+    await run_sync(mark_sent, db, claim, now(), ref)
+    return "sent"

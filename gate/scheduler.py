@@ -1,0 +1,58 @@
+"""Background jobs in the server process: expiry sweep and outbox pump.
+
+Thin wiring only: the jobs are plain functions of gate.service / gate.outbox, idempotent and
+safe to run on every replica at once (compare-and-set transitions, leased outbox claims).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
+log = logging.getLogger(__name__)
+SWEEP_JOB = "expiry-sweep"
+OUTBOX_JOB = "outbox-pump"
+
+
+class Scheduler:
+    """An AsyncIOScheduler (UTC, in-memory job store) with gate's fixed jobs."""
+
+    def __init__(
+        self,
+        *,
+        sweep: Callable[[], Awaitable[Any]],
+        pump: Callable[[], Awaitable[Any]],
+        sweep_interval: float,
+        pump_interval: float,
+    ) -> None:
+        self._scheduler = AsyncIOScheduler(timezone=UTC)
+        # max_instances=1 + coalesce: a slow run is never overlapped by the next tick, and
+        # missed ticks collapse into one run instead of a burst.
+        common: dict[str, Any] = {"max_instances": 1, "coalesce": True, "misfire_grace_time": None}
+        self._scheduler.add_job(sweep, "interval", seconds=sweep_interval, id=SWEEP_JOB, **common)
+        self._scheduler.add_job(pump, "interval", seconds=pump_interval, id=OUTBOX_JOB, **common)
+
+    @property
+    def running(self) -> bool:
+        return bool(self._scheduler.running)
+
+    def start(self) -> None:
+        """Start ticking (needs a running event loop)."""
+        self._scheduler.start()
+
+    def shutdown(self) -> None:
+        """Stop without waiting for running jobs."""
+        if self._scheduler.running:
+            self._scheduler.shutdown(wait=False)
+
+    def kick(self, job_id: str = OUTBOX_JOB) -> None:
+        """Run a job now instead of at its next tick (safe from any thread)."""
+        if not self._scheduler.running:
+            return
+        job = self._scheduler.get_job(job_id)
+        if job is not None:
+            job.modify(next_run_time=datetime.now(UTC))

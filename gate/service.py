@@ -1,0 +1,487 @@
+"""Use cases: submit, decide, cancel, expire, wait. Each owns its transaction.
+
+Everything here is synchronous (it runs in a worker thread) except `wait`, which holds
+no thread and no database connection while it sleeps on the notifier.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import anyio
+import sqlalchemy as sa
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session, col, select
+
+from gate import machine, outbox
+from gate.auth import Principal
+from gate.config import ApproverSettings, Settings
+from gate.db import Database
+from gate.errors import AlreadyDecided, Conflict, Forbidden, NotFound
+from gate.models import (
+    AuditEvent,
+    ConfirmationRequest,
+    Delivery,
+    RequestStatus,
+    Verdict,
+    Vote,
+    utcnow,
+)
+from gate.notify import Event, Notifier
+from gate.policy import CallFacts, Decision, Policy, may_decide
+from gate.schemas import GateCall
+from gate.views import RequestView, build_view
+
+log = logging.getLogger(__name__)
+
+#: a waiter re-reads the database this often even without a wake-up, as a safety net for
+#: notifications lost while a listener reconnects; jittered so 10k waiters do not align
+RECHECK_SECONDS = 10.0
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """Policy's decision for a call and, for `ask`, the request (new or found again)."""
+
+    decision: Decision
+    view: RequestView | None
+    created: bool
+
+
+@dataclass(frozen=True)
+class DecisionResult:
+    """What a decision attempt did, for any surface to report."""
+
+    outcome: machine.Outcome | None
+    view: RequestView | None
+    refused: str | None = None
+
+    @property
+    def changed(self) -> bool:
+        return isinstance(self.outcome, machine.Changed | machine.Voted)
+
+    def message(self) -> str:
+        """One sentence for the person who clicked."""
+        out = self.outcome
+        if self.refused:
+            return f"Not recorded: {self.refused}."
+        if isinstance(out, machine.Missing) or self.view is None:
+            return "This request no longer exists."
+        if isinstance(out, machine.AlreadyFinal):
+            return already_final_message(out)
+        if isinstance(out, machine.AlreadyVoted):
+            return f"You already voted to {out.verdict.value} this request."
+        if isinstance(out, machine.Voted):
+            return f"Your approval is recorded ({out.approvals} of {out.required})."
+        return self.view.outcome_sentence() + "."
+
+
+def already_final_message(out: machine.AlreadyFinal) -> str:
+    """ "Already approved by alice at 2026-11-21 10:00 UTC"."""
+    by = f" by {out.decided_by}" if out.decided_by else ""
+    at = f" at {out.decided_at:%Y-%m-%d %H:%M:%S} UTC" if out.decided_at else ""
+    return f"Already {out.status.value}{by}{at}."
+
+
+class GateService:
+    """gate's use cases over one database, policy and notifier."""
+
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        db: Database,
+        policy: Policy,
+        notifier: Notifier,
+        clock: Callable[[], datetime] = utcnow,
+        kick_outbox: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.settings = settings
+        self.db = db
+        self.policy = policy
+        self.notifier = notifier
+        self.clock = clock
+        self.kick_outbox = kick_outbox
+        self.configured_channels: dict[str, Any] = {}
+
+    # -- submit -----------------------------------------------------------------------------
+
+    def submit(self, call: GateCall, principal: Principal) -> Submitted:
+        """Apply policy; for `ask`, create the request (or find it again by idempotency key)."""
+        facts = CallFacts(
+            call.tool_name, call.tool_args, call.agent_id, call.user_id, call.metadata
+        )
+        decision = self.policy.evaluate(facts)
+        if decision.action != "ask":
+            return Submitted(decision, None, False)
+        if call.idempotency_key:
+            found = self._by_key(call.idempotency_key)
+            if found is not None:
+                return Submitted(decision, found, False)
+        rule = decision.rule
+        assert rule is not None
+        now = self.clock()
+        req = ConfirmationRequest(
+            idempotency_key=call.idempotency_key,
+            tool_name=call.tool_name,
+            tool_args=call.tool_args,
+            agent_id=call.agent_id,
+            user_id=call.user_id,
+            session_id=call.session_id,
+            org_id=call.org_id,
+            summary=call.summary,
+            context={**call.context, "metadata": call.metadata} if call.metadata else call.context,
+            rule=rule.name,
+            status=RequestStatus.pending,
+            approvers=self.policy.expand_approvers(rule.approvers),
+            approvals_required=rule.approvals_required,
+            submitted_by=principal.name,
+            created_at=now,
+            expires_at=now + rule.timeout,
+            on_timeout=rule.on_timeout,
+            reason=decision.reason,
+        )
+        try:
+            with self.db.write() as session:
+                session.add(req)
+                session.flush()
+                machine.audit(
+                    session,
+                    request_id=req.id,
+                    kind="created",
+                    actor=principal.name,
+                    via="api",
+                    now=now,
+                    detail={"rule": rule.name, "trail": list(decision.trail)},
+                )
+                outbox.enqueue_posts(session, req.id, self._targets(rule.channels), now)
+                self.notifier.stage(session, Event("created", req.id))
+        except IntegrityError:
+            # Two submits with the same idempotency key raced; the other one won.
+            found = self._by_key(call.idempotency_key or "")
+            if found is None:
+                raise
+            return Submitted(decision, found, False)
+        self.notifier.publish(Event("created", req.id))
+        self.kick_outbox()
+        return Submitted(decision, self.view(req.id), True)
+
+    def _targets(self, rule_channels: tuple[str, ...] | None) -> list[tuple[str, str]]:
+        """(channel, target) pairs for a rule: its own list, or every channel's default."""
+        if rule_channels is not None:
+            pairs = [tuple(entry.split(":", 1)) for entry in rule_channels]
+            return [(c, t) for c, t in pairs if c in self.configured_channels]
+        targets = []
+        for name, channel_settings in self.configured_channels.items():
+            default = getattr(channel_settings, "default_target", None)
+            if default is None and isinstance(channel_settings, dict):
+                default = channel_settings.get("default_target")
+            if default is None and name == "log":
+                default = "log"
+            if default:
+                targets.append((name, str(default)))
+        return targets
+
+    def _by_key(self, key: str) -> RequestView | None:
+        with self.db.read() as session:
+            req = session.exec(
+                select(ConfirmationRequest).where(ConfirmationRequest.idempotency_key == key)
+            ).first()
+            return self._view(session, req) if req else None
+
+    # -- read -------------------------------------------------------------------------------
+
+    def view(self, request_id: str, *, full: bool = False) -> RequestView | None:
+        """The request with its votes (and deliveries and audit trail when `full`)."""
+        with self.db.read() as session:
+            req = session.get(ConfirmationRequest, request_id)
+            return self._view(session, req, full=full) if req else None
+
+    def _view(
+        self, session: Session, req: ConfirmationRequest, *, full: bool = False
+    ) -> RequestView:
+        votes = list(
+            session.exec(
+                select(Vote).where(Vote.request_id == req.id).order_by(col(Vote.at), col(Vote.id))
+            ).all()
+        )
+        deliveries = audit = None
+        if full:
+            deliveries = list(
+                session.exec(
+                    select(Delivery).where(Delivery.request_id == req.id).order_by(col(Delivery.id))
+                ).all()
+            )
+            audit = list(
+                session.exec(
+                    select(AuditEvent)
+                    .where(AuditEvent.request_id == req.id)
+                    .order_by(col(AuditEvent.id))
+                ).all()
+            )
+        return build_view(
+            req,
+            votes,
+            public_url=self.settings.server.base_url,
+            deliveries=deliveries,
+            audit=audit,
+        )
+
+    def get(self, request_id: str, principal: Principal, *, full: bool = False) -> RequestView:
+        """A request the caller may see; 404 when unknown, 403 when another agent's."""
+        view = self.view(request_id, full=full)
+        if view is None:
+            raise NotFound(f"no request with id {request_id!r}", code="request_not_found")
+        self._check_readable(view, principal)
+        return view
+
+    def _check_readable(self, view: RequestView, principal: Principal) -> None:
+        if principal.role == "agent" and view.submitted_by != principal.name:
+            raise Forbidden("this request was submitted by another agent", code="not_your_request")
+
+    def list(
+        self,
+        principal: Principal,
+        *,
+        status: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+        **filters: str | None,
+    ) -> tuple[list[RequestView], str | None]:
+        """Newest first; `cursor` is the last id of the previous page."""
+        stmt = select(ConfirmationRequest).order_by(col(ConfirmationRequest.id).desc())
+        if status:
+            stmt = stmt.where(ConfirmationRequest.status == status)
+        if cursor:
+            stmt = stmt.where(col(ConfirmationRequest.id) < cursor)
+        if principal.role == "agent":
+            stmt = stmt.where(ConfirmationRequest.submitted_by == principal.name)
+        for field in ("tool_name", "agent_id", "user_id", "session_id", "rule", "decided_by"):
+            value = filters.get(field)
+            if value:
+                stmt = stmt.where(getattr(ConfirmationRequest, field) == value)
+        with self.db.read() as session:
+            rows = list(session.exec(stmt.limit(limit + 1)).all())
+            more = len(rows) > limit
+            rows = rows[:limit]
+            views = [self._view(session, r) for r in rows]
+        return views, (rows[-1].id if more and rows else None)
+
+    # -- decide -----------------------------------------------------------------------------
+
+    def decide(
+        self,
+        request_id: str,
+        *,
+        actor: str,
+        approver: ApproverSettings | None,
+        verdict: Verdict,
+        comment: str | None,
+        via: str,
+        bypass_approver_list: bool = False,
+    ) -> DecisionResult:
+        """Record `actor`'s verdict, if they may decide this request."""
+        view = self.view(request_id)
+        if view is None:
+            return DecisionResult(machine.Missing(request_id), None)
+        if view.is_final:
+            out = machine.AlreadyFinal(
+                request_id,
+                RequestStatus(view.status),
+                view.decided_by,
+                view.decided_at,
+                view.decided_via,
+            )
+            return DecisionResult(out, view)
+        refused = may_decide(
+            approver,
+            actor_name=actor,
+            allowed=[] if bypass_approver_list else view.approvers,
+            requester=view.user_id,
+        )
+        if refused:
+            return DecisionResult(None, view, refused)
+        with self.db.write() as session:
+            outcome = machine.record_vote(
+                session,
+                request_id=request_id,
+                approver=actor,
+                verdict=verdict,
+                comment=comment,
+                via=via,
+                now=self.clock(),
+            )
+            if isinstance(outcome, machine.Changed | machine.Voted):
+                kind = "final" if isinstance(outcome, machine.Changed) else "changed"
+                self.notifier.stage(session, Event(kind, request_id))
+        self._after_change(outcome)
+        return DecisionResult(outcome, self.view(request_id))
+
+    def decide_as(
+        self,
+        request_id: str,
+        principal: Principal,
+        verdict: Verdict,
+        comment: str | None,
+        via: str = "api",
+    ) -> RequestView:
+        """API decision: raise the documented error for every refusal."""
+        principal.require("approver", "admin")
+        self.get(request_id, principal)
+        result = self.decide(
+            request_id,
+            actor=principal.actor_name,
+            approver=principal.approver,
+            verdict=verdict,
+            comment=comment,
+            via=via,
+            bypass_approver_list=principal.role == "admin",
+        )
+        raise_for(result)
+        assert result.view is not None
+        return result.view
+
+    def decide_from_channel(
+        self, *, request_id: str, channel: str, user_id: str, verdict: str, comment: str | None
+    ) -> DecisionResult:
+        """A click in a chat card: the platform user must be a configured approver."""
+        approver = self.settings.approver_by_identity(channel, user_id)
+        if approver is None:
+            view = self.view(request_id)
+            if view is None:
+                return DecisionResult(machine.Missing(request_id), None)
+            if view.is_final:
+                return DecisionResult(
+                    machine.AlreadyFinal(
+                        request_id,
+                        RequestStatus(view.status),
+                        view.decided_by,
+                        view.decided_at,
+                        view.decided_via,
+                    ),
+                    view,
+                )
+            return DecisionResult(None, view, "you are not an approver for this rule")
+        return self.decide(
+            request_id,
+            actor=approver.name,
+            approver=approver,
+            verdict=Verdict(verdict),
+            comment=comment,
+            via=channel,
+        )
+
+    # -- cancel / expire --------------------------------------------------------------------
+
+    def cancel(self, request_id: str, principal: Principal, why: str | None) -> RequestView:
+        """The agent withdraws its request."""
+        principal.require("agent", "admin")
+        self.get(request_id, principal)
+        with self.db.write() as session:
+            outcome = machine.cancel(
+                session,
+                request_id=request_id,
+                actor=principal.name,
+                via="agent" if principal.role == "agent" else "api",
+                why=why,
+                now=self.clock(),
+            )
+            if isinstance(outcome, machine.Changed):
+                self.notifier.stage(session, Event("final", request_id))
+        self._after_change(outcome)
+        result = DecisionResult(outcome, self.view(request_id))
+        raise_for(result)
+        assert result.view is not None
+        return result.view
+
+    def expire_due(self, now: datetime | None = None, limit: int = 500) -> int:
+        """Apply the deadline of every pending request whose time is up. Safe on N replicas."""
+        now = now or self.clock()
+        with self.db.read() as session:
+            due = list(
+                session.exec(
+                    select(ConfirmationRequest.id)
+                    .where(
+                        ConfirmationRequest.status == RequestStatus.pending,
+                        col(ConfirmationRequest.expires_at) <= now,
+                    )
+                    .order_by(col(ConfirmationRequest.expires_at))
+                    .limit(limit)
+                ).all()
+            )
+        done = 0
+        for request_id in due:
+            with self.db.write() as session:
+                outcome = machine.expire(session, request_id=request_id, now=now)
+                if isinstance(outcome, machine.Changed):
+                    self.notifier.stage(session, Event("final", request_id))
+            if isinstance(outcome, machine.Changed):
+                done += 1
+                self._after_change(outcome)
+        return done
+
+    def _after_change(self, outcome: machine.Outcome) -> None:
+        if isinstance(outcome, machine.Changed):
+            self.notifier.publish(Event("final", outcome.request_id))
+            self.kick_outbox()
+        elif isinstance(outcome, machine.Voted):
+            self.notifier.publish(Event("changed", outcome.request_id))
+            self.kick_outbox()
+
+    # -- wait -------------------------------------------------------------------------------
+
+    async def wait(self, request_id: str, principal: Principal, timeout: float) -> RequestView:
+        """Return as soon as the request is final, or the still-pending request at `timeout`."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(0.0, timeout)
+        with self.notifier.watch(request_id) as watch:
+            # Registered before the first read, so a decision landing in between still wakes us.
+            view = await anyio.to_thread.run_sync(lambda: self.get(request_id, principal))
+            while not view.is_final:
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    break
+                await watch.wait(min(remaining, RECHECK_SECONDS * random.uniform(0.8, 1.2)))
+                view = await anyio.to_thread.run_sync(lambda: self.get(request_id, principal))
+        return view
+
+    # -- stats for health and metrics --------------------------------------------------------
+
+    def counts(self) -> dict[str, int]:
+        """Requests by status."""
+        with self.db.read() as session:
+            rows = session.execute(
+                sa.select(col(ConfirmationRequest.status), sa.func.count()).group_by(
+                    ConfirmationRequest.status
+                )
+            ).all()
+        return {str(status): int(n) for status, n in rows}
+
+
+def raise_for(result: DecisionResult) -> None:
+    """Turn a refused or no-op decision into the API's error."""
+    out = result.outcome
+    if result.refused:
+        code = "self_approval" if "yourself" in result.refused else "not_an_approver"
+        raise Forbidden(result.refused[0].upper() + result.refused[1:], code=code)
+    if isinstance(out, machine.Missing):
+        raise NotFound(f"no request with id {out.request_id!r}", code="request_not_found")
+    if isinstance(out, machine.AlreadyFinal):
+        raise AlreadyDecided(
+            already_final_message(out),
+            status=out.status.value,
+            decided_by=out.decided_by,
+            decided_at=out.decided_at.isoformat() if out.decided_at else None,
+            decided_via=out.decided_via,
+        )
+    if isinstance(out, machine.AlreadyVoted):
+        raise Conflict(
+            f"{out.approver} already voted to {out.verdict.value} this request",
+            code="already_voted",
+        )

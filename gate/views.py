@@ -1,0 +1,161 @@
+"""Read-only views of a request: what channels render and what the API returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from gate.models import AuditEvent, ConfirmationRequest, Delivery, RequestStatus, Vote
+
+#: how each surface is named in sentences ("approved by alice in Slack")
+SURFACE_NAMES = {
+    "slack": "Slack",
+    "feishu": "Feishu",
+    "web": "the web console",
+    "api": "the API",
+    "cli": "the CLI",
+    "timeout": "gate (deadline passed)",
+    "agent": "the agent",
+}
+
+
+@dataclass(frozen=True)
+class VoteView:
+    approver: str
+    verdict: str
+    via: str
+    at: datetime
+    comment: str | None
+
+
+@dataclass(frozen=True)
+class DeliveryView:
+    id: int
+    channel: str
+    target: str
+    kind: str
+    status: str
+    attempts: int
+    message_ref: str | None
+    last_error: str | None
+    next_attempt_at: datetime
+
+
+@dataclass(frozen=True)
+class AuditView:
+    id: int
+    at: datetime
+    kind: str
+    actor: str | None
+    via: str | None
+    detail: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class RequestView:
+    """Everything a surface needs to show one request; plain data, safe to pass around."""
+
+    id: str
+    status: str
+    tool_name: str
+    tool_args: dict[str, Any]
+    agent_id: str | None
+    user_id: str | None
+    session_id: str | None
+    org_id: str | None
+    rule: str | None
+    summary: str | None
+    context: dict[str, Any]
+    created_at: datetime
+    expires_at: datetime
+    approvals_required: int
+    approvers: list[str]
+    votes: list[VoteView]
+    decided_at: datetime | None
+    decided_by: str | None
+    decided_via: str | None
+    reason: str | None
+    on_timeout: str
+    submitted_by: str | None
+    url: str = ""
+    deliveries: list[DeliveryView] = field(default_factory=list)
+    audit: list[AuditView] = field(default_factory=list)
+
+    @property
+    def is_final(self) -> bool:
+        return RequestStatus(self.status).is_final
+
+    @property
+    def approvals(self) -> list[VoteView]:
+        """The approve votes so far."""
+        return [v for v in self.votes if v.verdict == "approve"]
+
+    def outcome_sentence(self) -> str:
+        """One line saying what happened: "Approved by alice in Slack"."""
+        surface = SURFACE_NAMES.get(self.decided_via or "", self.decided_via or "")
+        match self.status:
+            case "pending":
+                return f"Waiting for approval ({len(self.approvals)} of {self.approvals_required})"
+            case "approved" if self.decided_via == "timeout":
+                return "Approved automatically: nobody answered before the deadline"
+            case "approved":
+                return f"Approved by {self.decided_by} in {surface}"
+            case "rejected":
+                return f"Rejected by {self.decided_by} in {surface}"
+            case "expired":
+                return "Expired: nobody answered before the deadline"
+            case "cancelled":
+                return f"Cancelled by {self.decided_by or 'the agent'}"
+        return self.status
+
+
+def build_view(
+    req: ConfirmationRequest,
+    votes: list[Vote],
+    *,
+    public_url: str,
+    deliveries: list[Delivery] | None = None,
+    audit: list[AuditEvent] | None = None,
+) -> RequestView:
+    """Assemble a RequestView from rows."""
+    return RequestView(
+        id=req.id,
+        status=req.status,
+        tool_name=req.tool_name,
+        tool_args=req.tool_args,
+        agent_id=req.agent_id,
+        user_id=req.user_id,
+        session_id=req.session_id,
+        org_id=req.org_id,
+        rule=req.rule,
+        summary=req.summary,
+        context=req.context,
+        created_at=req.created_at,
+        expires_at=req.expires_at,
+        approvals_required=req.approvals_required,
+        approvers=list(req.approvers),
+        votes=[VoteView(v.approver, v.verdict, v.via, v.at, v.comment) for v in votes],
+        decided_at=req.decided_at,
+        decided_by=req.decided_by,
+        decided_via=req.decided_via,
+        reason=req.reason,
+        on_timeout=req.on_timeout,
+        submitted_by=req.submitted_by,
+        url=f"{public_url.rstrip('/')}/requests/{req.id}",
+        deliveries=[
+            DeliveryView(
+                d.id or 0,
+                d.channel,
+                d.target,
+                d.kind,
+                d.status,
+                d.attempts,
+                d.message_ref,
+                d.last_error,
+                d.next_attempt_at,
+            )
+            for d in deliveries or []
+        ],
+        audit=[AuditView(a.id or 0, a.at, a.kind, a.actor, a.via, a.detail) for a in audit or []],
+    )

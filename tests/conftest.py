@@ -1,0 +1,144 @@
+"""Shared fixtures: databases (SQLite always, PostgreSQL when configured) and live servers."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import sqlalchemy as sa
+
+from gate.app import AppState, create_app
+from gate.config import Settings
+from tests.support import config as cfg
+from tests.support.servers import ThreadServer
+
+PG_ENV = "GATE_TEST_POSTGRES_URL"
+PG_SKIP = (
+    f"PostgreSQL tests need {PG_ENV}, e.g. "
+    f"{PG_ENV}=postgresql://postgres@127.0.0.1:5432/postgres (.ci/run sets it)"
+)
+
+
+# -- databases ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    """A fresh SQLite file."""
+    return f"sqlite:///{tmp_path / 'gate.db'}"
+
+
+def _pg_admin_url() -> str | None:
+    return os.environ.get(PG_ENV) or None
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """A fresh PostgreSQL database, dropped afterwards; skipped when not configured."""
+    admin = _pg_admin_url()
+    if not admin:
+        pytest.skip(PG_SKIP)
+    yield from _temporary_pg_database(admin)
+
+
+def _temporary_pg_database(admin_url: str) -> Iterator[str]:
+    from gate.db import normalise_url
+
+    admin = normalise_url(admin_url)
+    name = f"gate_test_{uuid.uuid4().hex[:12]}"
+    engine = sa.create_engine(admin, isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    url = sa.make_url(admin).set(database=name).render_as_string(hide_password=False)
+    try:
+        yield url
+    finally:
+        with engine.connect() as conn:
+            conn.execute(sa.text(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = :n"
+            ), {"n": name})
+            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}"'))
+        engine.dispose()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """Each database-facing test runs on SQLite and on PostgreSQL."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'gate.db'}"
+        return
+    admin = _pg_admin_url()
+    if not admin:
+        pytest.skip(PG_SKIP)
+    yield from _temporary_pg_database(admin)
+
+
+# -- live servers ---------------------------------------------------------------------------
+
+
+class Gate:
+    """A running gate app (uvicorn thread) with helpers to call it as any token."""
+
+    def __init__(self, server: ThreadServer, settings: Settings) -> None:
+        self.server = server
+        self.settings = settings
+        self.url = server.url
+
+    @property
+    def state(self) -> AppState:
+        state: AppState = self.server.app.state.gate
+        return state
+
+    def client(self, token: str | None = None, **kwargs: Any) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        return httpx.Client(base_url=self.url, headers=headers, timeout=30, **kwargs)
+
+    def submit(self, token: str = cfg.AGENT, **body: Any) -> dict[str, Any]:
+        with self.client(token) as c:
+            r = c.post("/v1/gate", json=body)
+        assert r.status_code == 200, r.text
+        data: dict[str, Any] = r.json()
+        return data
+
+    def decide(self, request_id: str, token: str, verdict: str = "approve",
+               comment: str | None = None) -> httpx.Response:
+        with self.client(token) as c:
+            return c.post(f"/v1/requests/{request_id}/decision",
+                          json={"verdict": verdict, "comment": comment})
+
+
+GateFactory = Callable[..., Gate]
+
+
+@pytest.fixture
+def make_gate(sqlite_url: str) -> Iterator[GateFactory]:
+    """Start gate apps: `make_gate()` on SQLite, or `make_gate(settings=...)` for your own."""
+    started: list[ThreadServer] = []
+
+    def factory(settings: Settings | None = None, *, database_url: str | None = None,
+                **server: Any) -> Gate:
+        settings = settings or cfg.make_settings(database_url or sqlite_url, **server)
+        thread = ThreadServer(create_app(settings)).start()
+        started.append(thread)
+        return Gate(thread, settings)
+
+    yield factory
+    for thread in reversed(started):
+        thread.stop()
+
+
+@pytest.fixture
+def gate(make_gate: GateFactory, db_url: str) -> Gate:
+    """A gate on each database (SQLite, and PostgreSQL when configured)."""
+    return make_gate(database_url=db_url)
+
+
+@pytest.fixture
+def gate_sqlite(make_gate: GateFactory) -> Gate:
+    """A gate on SQLite only, for tests that are not about the database."""
+    return make_gate()

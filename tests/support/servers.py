@@ -1,0 +1,154 @@
+"""Real servers for tests: the gate app under uvicorn in a thread, or `gate serve` as a process.
+
+Both listen on loopback port 0 (the OS picks a free port), so tests never collide.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import uvicorn
+
+
+class ThreadServer:
+    """Serve an ASGI app with uvicorn on 127.0.0.1:<free port> in a background thread."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning",
+                                lifespan="on", access_log=False, timeout_graceful_shutdown=1)
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.port = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> ThreadServer:
+        self.thread.start()
+        deadline = time.monotonic() + 20
+        while not self.server.started:
+            if not self.thread.is_alive():
+                raise RuntimeError("server thread died during start-up")
+            if time.monotonic() > deadline:
+                raise RuntimeError("server did not start within 20 s")
+            time.sleep(0.01)
+        self.port = self.server.servers[0].sockets[0].getsockname()[1]
+        return self
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+    def __enter__(self) -> ThreadServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+_LISTEN = re.compile(rb"Uvicorn running on http://127\.0\.0\.1:(\d+)")
+
+
+class ServerProcess:
+    """`gate serve` as a real child process, killable and restartable on the same port."""
+
+    def __init__(self, config_path: Path, *, env: dict[str, str] | None = None,
+                 log_path: Path | None = None) -> None:
+        self.config_path = config_path
+        self.env = {**os.environ, **(env or {})}
+        self.log_path = log_path or config_path.with_suffix(".log")
+        self.port = 0
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 30) -> ServerProcess:
+        """Start (or restart on the previous port) and wait until /healthz answers."""
+        self.starts += 1
+        log = open(self.log_path, "ab")  # noqa: SIM115  (the child owns it for its lifetime)
+        offset = self.log_path.stat().st_size
+        cmd = [sys.executable, "-m", "gate.cli", "serve", "--config", str(self.config_path),
+               "--host", "127.0.0.1", "--port", str(self.port)]
+        self.proc = subprocess.Popen(cmd, stdout=log, stderr=log, env=self.env)
+        log.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"gate serve exited with {self.proc.returncode}:\n"
+                                   + self.log_path.read_text(errors="replace")[-4000:])
+            if self.port == 0:
+                with open(self.log_path, "rb") as fh:
+                    fh.seek(offset)
+                    match = _LISTEN.search(fh.read())
+                if match:
+                    self.port = int(match.group(1))
+            if self.port and _healthy(self.url):
+                return self
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError("gate serve did not become healthy:\n"
+                           + self.log_path.read_text(errors="replace")[-4000:])
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        """Send `sig` and wait for the process to be gone."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            self.proc.wait(timeout=15)
+
+    def stop(self) -> None:
+        """terminate -> wait -> kill."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+def _healthy(url: str) -> bool:
+    try:
+        return httpx.get(url + "/healthz", timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def free_port() -> int:
+    """A port that was free a moment ago (for fakes that must be named before they start)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float = 10, interval: float = 0.02) -> Any:
+    """Poll `predicate` until it returns something truthy; fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout} s")
+        time.sleep(interval)
+
+
+__all__ = ["ServerProcess", "ThreadServer", "free_port", "signal", "wait_until"]
