@@ -59,9 +59,12 @@ def _temporary_pg_database(admin_url: str) -> Iterator[str]:
         yield url
     finally:
         with engine.connect() as conn:
-            conn.execute(sa.text(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = :n"
-            ), {"n": name})
+            conn.execute(
+                sa.text(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = :n"
+                ),
+                {"n": name},
+            )
             conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}"'))
         engine.dispose()
 
@@ -105,11 +108,13 @@ class Gate:
         data: dict[str, Any] = r.json()
         return data
 
-    def decide(self, request_id: str, token: str, verdict: str = "approve",
-               comment: str | None = None) -> httpx.Response:
+    def decide(
+        self, request_id: str, token: str, verdict: str = "approve", comment: str | None = None
+    ) -> httpx.Response:
         with self.client(token) as c:
-            return c.post(f"/v1/requests/{request_id}/decision",
-                          json={"verdict": verdict, "comment": comment})
+            return c.post(
+                f"/v1/requests/{request_id}/decision", json={"verdict": verdict, "comment": comment}
+            )
 
 
 GateFactory = Callable[..., Gate]
@@ -120,8 +125,9 @@ def make_gate(sqlite_url: str) -> Iterator[GateFactory]:
     """Start gate apps: `make_gate()` on SQLite, or `make_gate(settings=...)` for your own."""
     started: list[ThreadServer] = []
 
-    def factory(settings: Settings | None = None, *, database_url: str | None = None,
-                **server: Any) -> Gate:
+    def factory(
+        settings: Settings | None = None, *, database_url: str | None = None, **server: Any
+    ) -> Gate:
         settings = settings or cfg.make_settings(database_url or sqlite_url, **server)
         thread = ThreadServer(create_app(settings)).start()
         started.append(thread)

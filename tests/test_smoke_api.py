@@ -9,8 +9,12 @@ from tests.support import config as cfg
 
 
 def test_submit_wait_approve(gate: Gate) -> None:
-    answer = gate.submit(tool_name="pay_vendor", tool_args={"amount": 60000}, user_id="dave",
-                         idempotency_key="toolu_01")
+    answer = gate.submit(
+        tool_name="pay_vendor",
+        tool_args={"amount": 60000},
+        user_id="dave",
+        idempotency_key="toolu_01",
+    )
     assert answer["decision"] == "ask"
     assert answer["rule"] == "big-payments"
     request = answer["request"]

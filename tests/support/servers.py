@@ -26,8 +26,15 @@ class ThreadServer:
 
     def __init__(self, app: Any) -> None:
         self.app = app
-        config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning",
-                                lifespan="on", access_log=False, timeout_graceful_shutdown=1)
+        config = uvicorn.Config(
+            app,
+            host="127.0.0.1",
+            port=0,
+            log_level="warning",
+            lifespan="on",
+            access_log=False,
+            timeout_graceful_shutdown=1,
+        )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.port = 0
@@ -65,8 +72,9 @@ _LISTEN = re.compile(rb"Uvicorn running on http://127\.0\.0\.1:(\d+)")
 class ServerProcess:
     """`gate serve` as a real child process, killable and restartable on the same port."""
 
-    def __init__(self, config_path: Path, *, env: dict[str, str] | None = None,
-                 log_path: Path | None = None) -> None:
+    def __init__(
+        self, config_path: Path, *, env: dict[str, str] | None = None, log_path: Path | None = None
+    ) -> None:
         self.config_path = config_path
         self.env = {**os.environ, **(env or {})}
         self.log_path = log_path or config_path.with_suffix(".log")
@@ -81,17 +89,29 @@ class ServerProcess:
     def start(self, timeout: float = 30) -> ServerProcess:
         """Start (or restart on the previous port) and wait until /healthz answers."""
         self.starts += 1
-        log = open(self.log_path, "ab")  # noqa: SIM115  (the child owns it for its lifetime)
+        log = open(self.log_path, "ab")
         offset = self.log_path.stat().st_size
-        cmd = [sys.executable, "-m", "gate.cli", "serve", "--config", str(self.config_path),
-               "--host", "127.0.0.1", "--port", str(self.port)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "gate.cli",
+            "serve",
+            "--config",
+            str(self.config_path),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+        ]
         self.proc = subprocess.Popen(cmd, stdout=log, stderr=log, env=self.env)
         log.close()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"gate serve exited with {self.proc.returncode}:\n"
-                                   + self.log_path.read_text(errors="replace")[-4000:])
+                raise RuntimeError(
+                    f"gate serve exited with {self.proc.returncode}:\n"
+                    + self.log_path.read_text(errors="replace")[-4000:]
+                )
             if self.port == 0:
                 with open(self.log_path, "rb") as fh:
                     fh.seek(offset)
@@ -102,8 +122,10 @@ class ServerProcess:
                 return self
             time.sleep(0.05)
         self.stop()
-        raise RuntimeError("gate serve did not become healthy:\n"
-                           + self.log_path.read_text(errors="replace")[-4000:])
+        raise RuntimeError(
+            "gate serve did not become healthy:\n"
+            + self.log_path.read_text(errors="replace")[-4000:]
+        )
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
         """Send `sig` and wait for the process to be gone."""
