@@ -13,7 +13,6 @@ import sqlalchemy as sa
 from gate.config import Settings
 from tests.conftest import Gate, GateFactory
 from tests.support import config as cfg
-from tests.support.servers import wait_until
 
 
 def _terminal_audits(gate: Gate, request_id: str) -> list[tuple[str, str | None]]:
@@ -91,7 +90,7 @@ def test_concurrent_quorum_votes_are_both_counted(gate: Gate) -> None:
         request = gate.submit(tool_name="wire_funds", tool_args={})["request"]
         barrier = threading.Barrier(2)
 
-        def vote(token: str, rid: str = request["id"]) -> int:
+        def vote(token: str, rid: str = request["id"], barrier: Any = barrier) -> int:
             with gate.client(token) as c:
                 barrier.wait()
                 return c.post(
@@ -265,4 +264,3 @@ def test_idempotency_key_returns_the_same_request(gate: Gate) -> None:
     assert len(ids) == 1
     with gate.state.db.read() as s:
         assert s.execute(sa.text("SELECT count(*) FROM confirmation_request")).scalar() == 1
-    wait_until(lambda: True)
