@@ -83,31 +83,30 @@ class BodyLimitMiddleware:
                 return
         seen = 0
         started = False
+        refused = False
 
         async def limited_receive() -> Message:
-            nonlocal seen
+            nonlocal seen, refused
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
-                if seen > self.max_bytes:
-                    raise _BodyTooLarge
+                if seen > self.max_bytes and not refused:
+                    refused = True
+                    if not started:
+                        await _send_error(send, 413, *_too_large(self.max_bytes))
+                    # The app sees a client that went away; whatever it answers is dropped.
+                    return {"type": "http.disconnect"}
             return message
 
-        async def tracking_send(message: Message) -> None:
+        async def guarded_send(message: Message) -> None:
             nonlocal started
+            if refused:
+                return
             if message["type"] == "http.response.start":
                 started = True
             await send(message)
 
-        try:
-            await self.app(scope, limited_receive, tracking_send)
-        except _BodyTooLarge:
-            if not started:
-                await _send_error(send, 413, *_too_large(self.max_bytes))
-
-
-class _BodyTooLarge(Exception):
-    pass
+        await self.app(scope, limited_receive, guarded_send)
 
 
 def _too_large(limit: int) -> tuple[str, str]:
