@@ -1,0 +1,190 @@
+"""Fixtures for the hook tests: a real `gate serve` with rules that the Claude Code fixtures hit,
+and helpers to run the real `gate hook` process against it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.support import config as cfg
+from tests.support.servers import ServerProcess, wait_until
+
+FIXTURES = Path("/work/shared/fixtures")
+if not FIXTURES.is_dir():  # a fresh clone keeps its copies next to the tests
+    FIXTURES = Path(__file__).parent / "fixtures"
+
+#: rules in front of the standard ones, so the real Claude Code payloads hit each behaviour
+HOOK_RULES: list[dict[str, Any]] = [
+    {
+        "name": "risky-bash",
+        "tools": ["Bash"],
+        "when": "args.command.contains('rm ')",
+        "approvers": ["group:finance"],
+        "timeout": "10m",
+        "reason": "Deleting files needs a human",
+    },
+    {
+        "name": "dependency-edits",
+        "tools": ["Edit"],
+        "when": "args.file_path.endsWith('pubspec.yaml')",
+        "approvers": ["group:finance"],
+        "timeout": "10m",
+    },
+    {
+        "name": "kotlin-writes",
+        "tools": ["Write"],
+        "when": "args.file_path.endsWith('.kt')",
+        "timeout": "1s",
+    },
+    {
+        "name": "no-ddl",
+        "tools": ["mcp__supabase__*"],
+        "when": "args.query.contains('DROP')",
+        "action": "deny",
+        "reason": "No schema changes from agents",
+    },
+    {
+        "name": "sql-reads",
+        "tools": ["mcp__supabase__*"],
+        "when": "args.query.startsWith('SELECT')",
+        "action": "allow",
+    },
+]
+
+
+def hook_settings(database_url: str) -> dict[str, Any]:
+    """The standard settings plus HOOK_RULES in front."""
+    data = cfg.settings_data(database_url)
+    data["rules"] = HOOK_RULES + data["rules"]
+    return data
+
+
+def fixture(name: str, **changes: Any) -> dict[str, Any]:
+    """A real Claude Code payload from fixtures/, with top-level keys or tool_input changed."""
+    payload: dict[str, Any] = json.loads((FIXTURES / f"claude_pretooluse_{name}.json").read_text())
+    tool_input = changes.pop("tool_input", None)
+    if tool_input:
+        payload["tool_input"] = {**payload["tool_input"], **tool_input}
+    payload.update(changes)
+    return payload
+
+
+@dataclass
+class Live:
+    """A running `gate serve` and ways to talk to it."""
+
+    server: ServerProcess
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    def api(self, token: str = cfg.ADMIN) -> httpx.Client:
+        return httpx.Client(
+            base_url=self.url, headers={"Authorization": f"Bearer {token}"}, timeout=30
+        )
+
+    def pending(self, tool_name: str, session_id: str | None = None) -> dict[str, Any] | None:
+        """The newest pending request for `tool_name` (and session), if any."""
+        params = {"status": "pending", "tool_name": tool_name}
+        if session_id:
+            params["session_id"] = session_id
+        with self.api() as c:
+            items = c.get("/v1/requests", params=params).json()["items"]
+        return items[0] if items else None
+
+    def wait_pending(self, tool_name: str, session_id: str | None = None) -> dict[str, Any]:
+        found: dict[str, Any] = wait_until(lambda: self.pending(tool_name, session_id), 20)
+        return found
+
+    def decide(self, request_id: str, token: str, verdict: str, comment: str | None = None) -> None:
+        with self.api(token) as c:
+            r = c.post(
+                f"/v1/requests/{request_id}/decision",
+                json={"verdict": verdict, "comment": comment},
+            )
+        assert r.status_code == 200, r.text
+
+    def hook(self, *args: str, token: str | None = cfg.AGENT) -> HookProcess:
+        return HookProcess.start(self.url, token, list(args))
+
+
+@dataclass
+class HookProcess:
+    """The real `gate hook` as a child process."""
+
+    proc: subprocess.Popen[str]
+
+    @classmethod
+    def start(cls, url: str | None, token: str | None, args: list[str]) -> HookProcess:
+        env = {k: v for k, v in os.environ.items() if k not in ("GATE_URL", "GATE_TOKEN")}
+        if url:
+            env["GATE_URL"] = url
+        if token:
+            env["GATE_TOKEN"] = token
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gate.cli", "hook", *args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        return cls(proc)
+
+    def send(self, payload: Any) -> HookProcess:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(payload if isinstance(payload, str) else json.dumps(payload))
+        self.proc.stdin.close()
+        self.proc.stdin = None  # so communicate() does not touch the closed pipe
+        return self
+
+    def result(self, timeout: float = 60) -> tuple[int, str, str]:
+        out, err = self.proc.communicate(timeout=timeout)
+        return self.proc.returncode, out, err
+
+    def json(self, timeout: float = 60) -> tuple[int, Any, str]:
+        code, out, err = self.result(timeout)
+        return code, json.loads(out) if out.strip() else None, err
+
+
+def run_hook(
+    url: str | None, payload: Any, *args: str, token: str | None = cfg.AGENT
+) -> tuple[int, Any, str]:
+    """Run `gate hook ARGS` with `payload` on stdin to the end: (exit code, stdout JSON, stderr)."""
+    return HookProcess.start(url, token, list(args)).send(payload).json()
+
+
+def start_server(tmp_path: Path, data: dict[str, Any] | None = None) -> ServerProcess:
+    path = tmp_path / "gate.toml"
+    path.write_text(cfg.to_toml(data or hook_settings(f"sqlite:///{tmp_path / 'gate.db'}")))
+    return ServerProcess(path).start()
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
+    """One `gate serve` for a whole module (tests use distinct ids, so they do not meet)."""
+    server = start_server(tmp_path_factory.mktemp("live"))
+    try:
+        yield Live(server)
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def own_live(tmp_path: Path) -> Iterator[Live]:
+    """A `gate serve` of the test's own, for tests that kill or restart it."""
+    server = start_server(tmp_path)
+    try:
+        yield Live(server)
+    finally:
+        server.stop()
