@@ -1,0 +1,644 @@
+"""Feishu / Lark: approval cards (JSON 2.0) over httpx, verified and decrypted callbacks.
+
+Two pure translators do the platform work: `render_card(view)` builds the card and
+`parse_action(payload)` reads a click. `FeishuChannel` is glue: a tenant-token cache, the
+message create/update calls, and `POST /channels/feishu/events`, which verifies the raw
+bytes (signature, timestamp, verification token), decrypts, decides and answers inside
+Feishu's 3-second budget with a toast and the updated card.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import hashlib
+import hmac
+import json
+import logging
+import re
+import time
+import unicodedata
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from cryptography.hazmat.primitives import padding
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+from fastapi import APIRouter, Request
+
+from channels.base import DeliveryError, GateContext
+from gate import machine
+from gate.config import FeishuSettings
+from gate.errors import BadRequest, ConfigError, Unauthenticated
+from gate.service import DecisionResult
+from gate.views import RequestView
+
+log = logging.getLogger("gate.channels.feishu")
+
+TOKEN_PATH = "/open-apis/auth/v3/tenant_access_token/internal"
+MESSAGES_PATH = "/open-apis/im/v1/messages"
+#: codes meaning "this tenant token is no good": drop it, fetch a new one, retry once
+TOKEN_INVALID = {99991663, 99991664, 99991665, 99991668, 99991671, 99991677}
+#: frequency limits (app-wide, per chat, per message, and older message-create codes)
+RATE_LIMITED = {99991400, 230020, 11232, 11233, 11247}
+#: retrying cannot help: bot not in chat, bad receive_id/card, no permission, recalled...
+PERMANENT = {
+    10013, 10014, 10015, 99991401, 99991672, 99991676, 230001, 230002, 230006,
+    230011, 230013, 230025, 230031, 230053, 230099, 230110, 232009,
+}  # fmt: skip
+#: the SDKs refresh 3-10 minutes early; five keeps a 2-hour token for 1h55m
+TOKEN_MARGIN_SECONDS = 300.0
+#: Feishu documents no replay window; five minutes is the Slack convention and ours
+TIMESTAMP_WINDOW_SECONDS = 300
+#: Feishu shows the clicker an error after 3 s; leave room for the network
+ACK_BUDGET_SECONDS = 2.5
+#: event ids remembered for duplicate deliveries (a few minutes of clicks)
+DEDUPE_SIZE = 1024
+#: Feishu caps a card request at 30 KB; stay under it with room for the envelope
+CARD_BYTES = 28_000
+ARGS_CHARS = 2_500
+TEXT_CHARS = 500
+VOTES_SHOWN = 20
+TEMPLATES = {
+    "approved": "green",
+    "rejected": "red",
+    "expired": "grey",
+    "cancelled": "grey",
+}
+TITLES = {
+    "pending": "Approval needed",
+    "approved": "Approved",
+    "rejected": "Rejected",
+    "expired": "Expired",
+    "cancelled": "Cancelled",
+}
+
+# -- untrusted text -------------------------------------------------------------------------
+
+_SECRET_KEY = re.compile(
+    r"pass(word|wd|phrase)?|secret|token|api[-_]?key|private[-_]?key|access[-_]?key"
+    r"|credential|authorization|cookie|signature|^key$|[-_]key$",
+    re.IGNORECASE,
+)
+_SECRET_VALUE = re.compile(
+    r"sk-[A-Za-z0-9_-]{16,}|xox[abposr]-[A-Za-z0-9-]{10,}|gh[pousr]_[A-Za-z0-9]{20,}"
+    r"|AKIA[0-9A-Z]{16}|eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{4,}"
+    r"|-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)"
+    r"|(?i:bearer|basic)\s+[A-Za-z0-9._~+/-]{12,}=*|\b[tu]-[A-Za-z0-9]{24,}"
+)
+_URL_CREDENTIALS = re.compile(r"(?<=://)[^/\s:@]+:[^/\s@]+@")
+MASK = "••••••"
+#: direction overrides and isolates let text display differently from what it says
+_BIDI = dict.fromkeys(map(ord, "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"), None)
+#: inside a code block only tag-like markup and the fence itself could escape
+_CODE_ESCAPES = {"&": "&#38;", "<": "&#60;", ">": "&#62;", "`": "&#96;"}
+
+
+def mask_secrets(value: Any) -> Any:
+    """A copy of `value` with password-like keys and token-like strings masked."""
+    if isinstance(value, Mapping):
+        return {
+            str(k): MASK if _SECRET_KEY.search(str(k)) and v not in (None, "") else mask_secrets(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [mask_secrets(v) for v in value]
+    if isinstance(value, str):
+        return _URL_CREDENTIALS.sub("***@", _SECRET_VALUE.sub(MASK, value))
+    return value
+
+
+def clean(text: str | None, limit: int = TEXT_CHARS) -> str:
+    """Untrusted text made safe to show: no bidi or control characters, cut to `limit`."""
+    if not text:
+        return ""
+    text = str(text).translate(_BIDI)
+    # Format characters (zero-width spaces, marks) hide text; keep ZWJ for emoji sequences.
+    text = "".join(
+        ch
+        for ch in text
+        if ch in "\n\t\u200d" or unicodedata.category(ch) not in ("Cc", "Cf", "Co", "Cs")
+    )
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def code_block(text: str) -> str:
+    """A markdown code block whose content cannot close the block or open a tag."""
+    body = "".join(_CODE_ESCAPES.get(ch, ch) for ch in text)
+    return f"```json\n{body}\n```"
+
+
+def _plain(text: str) -> dict[str, Any]:
+    return {"tag": "plain_text", "content": text}
+
+
+def _div(text: str, element_id: str | None = None) -> dict[str, Any]:
+    div: dict[str, Any] = {"tag": "div", "text": _plain(text)}
+    if element_id:
+        div["element_id"] = element_id
+    return div
+
+
+# -- the card -------------------------------------------------------------------------------
+
+
+def render_card(view: RequestView, *, args_chars: int = ARGS_CHARS) -> dict[str, Any]:
+    """The JSON 2.0 card for a request in its current state (buttons only while pending)."""
+    card = _build_card(view, args_chars)
+    while len(json.dumps(card, ensure_ascii=False).encode()) > CARD_BYTES and args_chars > 200:
+        args_chars //= 2
+        card = _build_card(view, args_chars)
+    return card
+
+
+def _build_card(view: RequestView, args_chars: int) -> dict[str, Any]:
+    tool = clean(view.tool_name, 100)
+    pending = view.status == "pending"
+    template = TEMPLATES.get(view.status, "blue" if view.approvals else "orange")
+    title = f"{TITLES.get(view.status, view.status.title())}: {tool}"
+    elements: list[dict[str, Any]] = []
+    if view.summary:
+        elements.append(_div(clean(view.summary), "summary"))
+    deadline = f"{view.expires_at:%Y-%m-%d %H:%M} UTC (then {view.on_timeout})"
+    facts = [
+        f"Agent: {clean(view.agent_id, 100) or '-'}",
+        f"User: {clean(view.user_id, 100) or '-'}",
+        f"Rule: {clean(view.rule, 100) or '-'}",
+        f"Deadline: {deadline}" if pending else f"Asked: {view.created_at:%Y-%m-%d %H:%M} UTC",
+    ]
+    elements.append(_div("\n".join(facts), "facts"))
+    args = json.dumps(mask_secrets(view.tool_args), ensure_ascii=False, indent=2, default=str)
+    shown = clean(args, args_chars)
+    elements.append({"tag": "markdown", "element_id": "args", "content": code_block(shown)})
+    if len(shown) < len(args):
+        elements.append(_div(f"Arguments cut to {args_chars} characters: open the request."))
+    elements.append(_div(view.outcome_sentence(), "outcome"))
+    if view.reason and not pending:
+        elements.append(_div(clean(view.reason), "reason"))
+    for vote in view.votes[:VOTES_SHOWN]:
+        word = "approved" if vote.verdict == "approve" else "rejected"
+        line = f"{clean(vote.approver, 100)} {word} via {vote.via}"
+        comment = clean(vote.comment, 200)
+        elements.append(_div(f"{line}: {comment}" if comment else line))
+    if pending:
+        elements.append(_decision_form(view.id, tool))
+    elements.append(
+        {
+            "tag": "button",
+            "element_id": "open",
+            "type": "default",
+            "text": _plain("Open in gate"),
+            "behaviors": [{"type": "open_url", "default_url": view.url}],
+        }
+    )
+    return {
+        "schema": "2.0",
+        "config": {"update_multi": True, "summary": {"content": title}},
+        "header": {"title": _plain(title), "template": template},
+        "body": {"elements": elements},
+    }
+
+
+def _decision_form(request_id: str, tool: str) -> dict[str, Any]:
+    def button(verdict: str, label: str, style: str) -> dict[str, Any]:
+        value = {"request_id": request_id, "verdict": verdict}
+        return {
+            "tag": "button",
+            "element_id": verdict,
+            "name": verdict,
+            "type": style,
+            "text": _plain(label),
+            "form_action_type": "submit",
+            "behaviors": [{"type": "callback", "value": value}],
+        }
+
+    approve = button("approve", "Approve", "primary_filled")
+    approve["confirm"] = {
+        "title": _plain("Approve this call?"),
+        "text": _plain(f"{tool} runs as soon as the approval is recorded."),
+    }
+    columns = [
+        {"tag": "column", "width": "auto", "elements": [b]}
+        for b in (approve, button("reject", "Reject", "danger"))
+    ]
+    return {
+        "tag": "form",
+        "element_id": "decision",
+        "name": "decision",
+        "elements": [
+            {
+                "tag": "input",
+                "element_id": "reason",
+                "name": "reason",
+                "max_length": 500,
+                "placeholder": _plain("Reason (required to reject; the agent is told)"),
+            },
+            {"tag": "column_set", "flex_mode": "flow", "columns": columns},
+        ],
+    }
+
+
+# -- clicks ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CardAction:
+    """A click on one of our buttons, as the platform reported it."""
+
+    request_id: str
+    verdict: str
+    open_id: str
+    comment: str | None
+    event_id: str | None
+    message_id: str | None
+    legacy: bool = False
+
+
+def parse_action(payload: Mapping[str, Any]) -> CardAction:
+    """Read a `card.action.trigger` body (schema 2.0, or the legacy flat shape)."""
+    legacy = "schema" not in payload and "event" not in payload
+    event = payload if legacy else payload.get("event")
+    if not isinstance(event, Mapping):
+        raise BadRequest("card callback has no event", code="bad_callback")
+    action = event.get("action")
+    if not isinstance(action, Mapping):
+        raise BadRequest("card callback has no action", code="bad_callback")
+    value = action.get("value")
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            value = None
+    if not isinstance(value, Mapping):
+        raise BadRequest("the button value is not ours", code="bad_callback")
+    request_id, verdict = value.get("request_id"), value.get("verdict")
+    if not isinstance(request_id, str) or not request_id or verdict not in ("approve", "reject"):
+        raise BadRequest("the button value is not ours", code="bad_callback")
+    operator = event.get("operator")
+    open_id = event.get("open_id") if legacy else None
+    if isinstance(operator, Mapping):
+        open_id = operator.get("open_id")
+    if not isinstance(open_id, str) or not open_id:
+        raise BadRequest("card callback names no operator", code="bad_callback")
+    form = action.get("form_value")
+    comment = form.get("reason") if isinstance(form, Mapping) else None
+    comment = clean(comment, 500).strip() if isinstance(comment, str) else None
+    header = payload.get("header")
+    event_id = header.get("event_id") if isinstance(header, Mapping) else None
+    context = event.get("context")
+    message_id = (
+        context.get("open_message_id") if isinstance(context, Mapping) else None
+    ) or event.get("open_message_id")
+    return CardAction(
+        request_id=request_id,
+        verdict=str(verdict),
+        open_id=open_id,
+        comment=comment or None,
+        event_id=str(event_id) if event_id else None,
+        message_id=str(message_id) if message_id else None,
+        legacy=legacy,
+    )
+
+
+def toast_for(result: DecisionResult) -> dict[str, str]:
+    """The toast the clicker sees for what their click did."""
+    if result.changed:
+        kind = "success"
+    elif result.refused or isinstance(result.outcome, machine.Missing):
+        kind = "error"
+    else:
+        kind = "info"
+    return {"type": kind, "content": result.message()}
+
+
+# -- crypto ---------------------------------------------------------------------------------
+
+
+def decrypt(encrypt_key: str, data: str) -> bytes:
+    """AES-256-CBC with key sha256(encrypt_key) and the IV in front; ValueError if broken."""
+    try:
+        raw = base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise ValueError("not base64") from exc
+    if len(raw) < 32 or len(raw) % 16:
+        raise ValueError("not a whole number of AES blocks")
+    key = hashlib.sha256(encrypt_key.encode()).digest()
+    decryptor = Cipher(algorithms.AES(key), modes.CBC(raw[:16])).decryptor()
+    padded = decryptor.update(raw[16:]) + decryptor.finalize()
+    unpadder = padding.PKCS7(128).unpadder()
+    return unpadder.update(padded) + unpadder.finalize()
+
+
+def signature(timestamp: str, nonce: str, secret: str, body: bytes, algo: str = "sha256") -> str:
+    """Feishu's callback signature: a plain hash (not an HMAC) of ts+nonce+secret+body."""
+    return hashlib.new(algo, (timestamp + nonce + secret).encode() + body).hexdigest()
+
+
+# -- the channel ----------------------------------------------------------------------------
+
+
+class FeishuChannel:
+    """Posts cards with the tenant token, updates them by PATCH, and takes clicks."""
+
+    name = "feishu"
+
+    def __init__(
+        self,
+        settings: FeishuSettings,
+        gate: GateContext,
+        *,
+        clock: Callable[[], float] = time.time,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        if not settings.app_id or settings.app_secret is None:
+            raise ConfigError("app_id and app_secret are required", key="channels.feishu")
+        self.settings = settings
+        self.gate = gate
+        #: seconds since the epoch; replaced in tests to move time without sleeping
+        self.clock = clock
+        self._transport = transport
+        self._http: httpx.AsyncClient | None = None
+        self._token: str | None = None
+        self._token_expires = 0.0
+        self._token_lock = asyncio.Lock()
+        self._seen: OrderedDict[str, asyncio.Future[dict[str, Any]]] = OrderedDict()
+        self._background: set[asyncio.Task[Any]] = set()
+        if settings.encrypt_key is None:
+            log.warning(
+                "channels.feishu has no encrypt_key: callbacks are checked by verification "
+                "token only (it travels in clear). Set an Encrypt Key in production."
+            )
+
+    @classmethod
+    def from_settings(cls, settings: FeishuSettings, gate: GateContext) -> FeishuChannel:
+        """Build from `[channels.feishu]`."""
+        return cls(settings, gate)
+
+    # -- API calls ------------------------------------------------------------------------
+
+    def _client(self) -> httpx.AsyncClient:
+        if self._http is None:
+            self._http = httpx.AsyncClient(
+                base_url=self.settings.base_url.rstrip("/"),
+                timeout=httpx.Timeout(10.0),
+                transport=self._transport,
+            )
+        return self._http
+
+    async def _tenant_token(self, stale: str | None = None) -> str:
+        """The cached token, or one fresh fetch shared by every caller waiting on the lock."""
+        async with self._token_lock:
+            fresh = self._token and self.clock() < self._token_expires
+            if fresh and self._token != stale:
+                assert self._token is not None
+                return self._token
+            assert self.settings.app_secret is not None
+            body = {
+                "app_id": self.settings.app_id,
+                "app_secret": self.settings.app_secret.get_secret_value(),
+            }
+            data = await self._send("POST", TOKEN_PATH, json_body=body, token=None)
+            token, expire = data.get("tenant_access_token"), data.get("expire")
+            if not isinstance(token, str) or not isinstance(expire, int | float):
+                raise DeliveryError("token endpoint answered without a token")
+            # Short-lived tokens (tests, clock skew) keep at least half their life.
+            margin = min(TOKEN_MARGIN_SECONDS, expire / 2)
+            self._token, self._token_expires = token, self.clock() + expire - margin
+            return token
+
+    async def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        json_body: dict[str, Any],
+        params: dict[str, str] | None = None,
+    ) -> dict[str, Any]:
+        token = await self._tenant_token()
+        try:
+            return await self._send(method, path, json_body=json_body, params=params, token=token)
+        except _TokenInvalid:
+            # Revoked or expired early: one refresh (shared with concurrent callers), one retry.
+            token = await self._tenant_token(stale=token)
+            try:
+                return await self._send(
+                    method, path, json_body=json_body, params=params, token=token
+                )
+            except _TokenInvalid as exc:
+                raise DeliveryError(f"tenant token refused twice: {exc}") from exc
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        json_body: dict[str, Any],
+        token: str | None,
+        params: dict[str, str] | None = None,
+    ) -> dict[str, Any]:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        try:
+            response = await self._client().request(
+                method, path, json=json_body, params=params, headers=headers
+            )
+        except httpx.HTTPError as exc:
+            raise DeliveryError(f"Feishu unreachable: {type(exc).__name__}: {exc}") from exc
+        try:
+            envelope = response.json()
+            code = int(envelope.get("code", -1))
+        except (ValueError, AttributeError, TypeError):
+            envelope, code = {}, -1
+        msg = str(envelope.get("msg", ""))[:300] if isinstance(envelope, dict) else ""
+        where = f"{method} {path}: HTTP {response.status_code}, code {code} {msg}".strip()
+        if code == 0 and response.status_code < 400:
+            data = envelope.get("data")
+            # The token endpoint puts its fields at the top level, not under `data`.
+            return data if isinstance(data, dict) else envelope
+        if code in TOKEN_INVALID and token is not None:
+            raise _TokenInvalid(where)
+        if code in RATE_LIMITED or response.status_code == 429:
+            reset = response.headers.get("x-ogw-ratelimit-reset", "")
+            retry_after = float(reset) if reset.replace(".", "", 1).isdigit() else 1.0
+            raise DeliveryError(f"rate limited: {where}", retry_after=retry_after)
+        if code in PERMANENT:
+            raise DeliveryError(where, permanent=True)
+        if response.status_code >= 500 or code == -1:
+            raise DeliveryError(where)
+        # An unknown business error on a 4xx will not fix itself by asking again.
+        raise DeliveryError(where, permanent=response.status_code >= 400)
+
+    # -- Channel protocol -------------------------------------------------------------------
+
+    async def post(self, req: RequestView, target: str) -> str:
+        """Send the card to a chat (or person); returns the message_id."""
+        digest = hashlib.sha256(target.encode()).hexdigest()[:8]
+        body = {
+            "receive_id": target,
+            "msg_type": "interactive",
+            "content": json.dumps(render_card(req), ensure_ascii=False),
+            # Feishu sends one message per uuid per hour: a retried post never duplicates.
+            "uuid": f"gate-{req.id}-{digest}"[:50],
+        }
+        params = {"receive_id_type": receive_id_type(target)}
+        data = await self._call("POST", MESSAGES_PATH, json_body=body, params=params)
+        message_id = data.get("message_id")
+        if not isinstance(message_id, str):
+            raise DeliveryError("message create answered without a message_id")
+        return message_id
+
+    async def update(self, req: RequestView, target: str, ref: str) -> None:
+        """Replace the card with the request's current state (PATCH the message)."""
+        content = json.dumps(render_card(req), ensure_ascii=False)
+        await self._call("PATCH", f"{MESSAGES_PATH}/{ref}", json_body={"content": content})
+
+    def router(self) -> APIRouter:
+        """`POST /channels/feishu/events`: challenge, card clicks."""
+        router = APIRouter(tags=["feishu"])
+
+        @router.post("/channels/feishu/events", include_in_schema=False)
+        async def events(request: Request) -> dict[str, Any]:
+            body = await request.body()
+            return await self.handle(request.headers, body)
+
+        return router
+
+    async def aclose(self) -> None:
+        """Close the HTTP client and let in-flight decisions finish."""
+        if self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)
+        if self._http is not None:
+            await self._http.aclose()
+            self._http = None
+
+    # -- callbacks --------------------------------------------------------------------------
+
+    async def handle(self, headers: Mapping[str, str], body: bytes) -> dict[str, Any]:
+        """Verify, decrypt and answer one callback; raises the one error body when refused."""
+        payload, signed = self._open(headers, body)
+        if payload.get("type") == "url_verification":
+            self._check_token(payload.get("token"))
+            return {"challenge": str(payload.get("challenge", ""))}
+        if self.settings.encrypt_key is not None and not signed:
+            raise Unauthenticated("missing X-Lark-Signature headers", code="bad_signature")
+        if signed != "legacy":
+            header = payload.get("header")
+            self._check_token(header.get("token") if isinstance(header, dict) else None)
+            event_type = header.get("event_type") if isinstance(header, dict) else None
+            if event_type != "card.action.trigger":
+                return {}  # an event we did not subscribe to: acknowledge, do nothing
+        action = parse_action(payload)
+        if action.event_id is None:
+            return await self._act(action)
+        if action.event_id in self._seen:
+            return await asyncio.shield(self._seen[action.event_id])
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._seen[action.event_id] = future
+        while len(self._seen) > DEDUPE_SIZE:
+            self._seen.popitem(last=False)
+        try:
+            answer = await self._act(action)
+        except Exception as exc:
+            self._seen.pop(action.event_id, None)
+            future.set_exception(exc)
+            future.exception()  # retrieved: a lone failure must not warn at shutdown
+            raise
+        except BaseException:
+            self._seen.pop(action.event_id, None)
+            future.cancel()
+            raise
+        future.set_result(answer)
+        return answer
+
+    def _open(self, headers: Mapping[str, str], body: bytes) -> tuple[dict[str, Any], str | None]:
+        """Check the signature on the raw bytes, then parse and decrypt."""
+        if self.settings.verification_token is None:
+            raise Unauthenticated("Feishu callbacks are not configured", code="not_configured")
+        key = self.settings.encrypt_key.get_secret_value() if self.settings.encrypt_key else None
+        token = self.settings.verification_token.get_secret_value()
+        sent = headers.get("x-lark-signature")
+        signed: str | None = None
+        if sent:
+            ts = headers.get("x-lark-request-timestamp", "")
+            nonce = headers.get("x-lark-request-nonce", "")
+            if not ts.isdigit():
+                raise Unauthenticated("missing or malformed timestamp", code="bad_signature")
+            if abs(self.clock() - int(ts)) > TIMESTAMP_WINDOW_SECONDS:
+                raise Unauthenticated("timestamp outside the 300 s window", code="stale_request")
+            if key and hmac.compare_digest(sent, signature(ts, nonce, key, body)):
+                signed = "v2"
+            elif hmac.compare_digest(sent, signature(ts, nonce, token, body, "sha1")):
+                signed = "legacy"  # old message-card callbacks sign with the verification token
+            else:
+                raise Unauthenticated("signature does not match", code="bad_signature")
+        try:
+            payload = json.loads(body)
+        except ValueError:
+            raise BadRequest("body is not JSON", code="bad_callback") from None
+        if not isinstance(payload, dict):
+            raise BadRequest("body is not a JSON object", code="bad_callback")
+        if "encrypt" in payload:
+            if key is None:
+                raise BadRequest("encrypted body but no encrypt_key is set", code="undecryptable")
+            try:
+                payload = json.loads(decrypt(key, str(payload["encrypt"])))
+            except ValueError:
+                raise BadRequest(
+                    "body could not be decrypted with the configured encrypt_key",
+                    code="undecryptable",
+                ) from None
+            if not isinstance(payload, dict):
+                raise BadRequest("decrypted body is not a JSON object", code="undecryptable")
+        return payload, signed
+
+    def _check_token(self, sent: object) -> None:
+        assert self.settings.verification_token is not None
+        expected = self.settings.verification_token.get_secret_value()
+        if not isinstance(sent, str) or not hmac.compare_digest(sent, expected):
+            raise Unauthenticated("verification token does not match", code="bad_token")
+
+    async def _act(self, action: CardAction) -> dict[str, Any]:
+        """Decide, and answer with a toast and the card as it now stands."""
+        if action.verdict == "reject" and not action.comment:
+            view = await self.gate.view(action.request_id)
+            if view is not None and not view.is_final:
+                text = "Type a reason in the box, then press Reject: the agent is told why."
+                return {"toast": {"type": "error", "content": text}}
+        task = asyncio.ensure_future(
+            self.gate.decide(
+                request_id=action.request_id,
+                channel=self.name,
+                user_id=action.open_id,
+                verdict=action.verdict,
+                comment=action.comment,
+            )
+        )
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        try:
+            result = await asyncio.wait_for(asyncio.shield(task), ACK_BUDGET_SECONDS)
+        except TimeoutError:
+            # The decision still lands; the outbox refreshes the card when it does.
+            text = "Recording your decision; the card updates in a moment."
+            return {"toast": {"type": "info", "content": text}}
+        answer: dict[str, Any] = {"toast": toast_for(result)}
+        if result.view is not None and not action.legacy:
+            answer["card"] = {"type": "raw", "data": render_card(result.view)}
+        return answer
+
+
+class _TokenInvalid(Exception):
+    """The platform refused our tenant token."""
+
+
+def receive_id_type(target: str) -> str:
+    """Feishu's `receive_id_type` for a target id, by its prefix."""
+    if target.startswith("ou_"):
+        return "open_id"
+    if target.startswith("on_"):
+        return "union_id"
+    if "@" in target:
+        return "email"
+    return "chat_id"
