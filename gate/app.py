@@ -114,10 +114,10 @@ def build_notifier(settings: Settings, db: Database) -> Notifier:
 def create_app(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> FastAPI:
     """Build a gate app for `settings`; the lifespan starts and stops its parts."""
     server = settings.server
+    policy = Policy(settings)  # a broken policy stops start-up before anything is touched
     if server.migrate_on_start:
         upgrade(server.database_url)
     db = Database(server.database_url, pool_size=server.db_pool_size)
-    policy = Policy(settings)
     notifier = build_notifier(settings, db)
     service = GateService(settings=settings, db=db, policy=policy, notifier=notifier, clock=clock)
     state_ref: dict[str, AppState] = {}

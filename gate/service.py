@@ -138,7 +138,6 @@ class GateService:
             summary=call.summary,
             context={**call.context, "metadata": call.metadata} if call.metadata else call.context,
             rule=rule.name,
-            status=RequestStatus.pending,
             approvers=self.policy.expand_approvers(rule.approvers),
             approvals_required=rule.approvals_required,
             submitted_by=principal.name,
