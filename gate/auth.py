@@ -85,3 +85,54 @@ class TokenBook:
 def sha256_hex(token: str) -> str:
     """Hex SHA-256 of a token, as `token_sha256` in gate.toml expects."""
     return hashlib.sha256(token.encode()).hexdigest()
+
+
+# -- web sign-in ----------------------------------------------------------------------------
+
+#: verified against when the username is unknown, so a miss costs as long as a wrong password
+_DUMMY_HASH = (
+    "$argon2id$v=19$m=65536,t=3,p=4$NSEF9Wz1eeMVeFaZOu2FCQ$"
+    "N+XT8wvc7CgEb4N04lNR7sIQzF1qwtCyVUP1k6bfehw"
+)
+
+
+def hash_password(password: str) -> str:
+    """An argon2id hash for `[[approvers]] password_hash`."""
+    from argon2 import PasswordHasher
+
+    return str(PasswordHasher().hash(password))
+
+
+def verify_password(password_hash: str, password: str) -> bool:
+    """True when `password` matches the argon2 `password_hash`."""
+    from argon2 import PasswordHasher
+    from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatchError
+
+    try:
+        return bool(PasswordHasher().verify(password_hash, password))
+    except (VerifyMismatchError, VerificationError, InvalidHashError):
+        return False
+
+
+def check_password(settings: Settings, username: str, password: str) -> ApproverSettings | None:
+    """The approver signing in with `username` and `password`, or None."""
+    approver = settings.approver(username.strip())
+    stored = approver.password_hash if approver else None
+    if approver is None or stored is None:
+        verify_password(_DUMMY_HASH, password)
+        return None
+    return approver if verify_password(stored.get_secret_value(), password) else None
+
+
+def new_csrf_token() -> str:
+    """A fresh CSRF token for a web session."""
+    import secrets
+
+    return secrets.token_urlsafe(32)
+
+
+def csrf_matches(expected: str | None, given: str | None) -> bool:
+    """Constant-time comparison of the session's CSRF token with the form's."""
+    if not expected or not given:
+        return False
+    return hmac.compare_digest(expected.encode(), given.encode())

@@ -68,7 +68,33 @@ def _parser() -> argparse.ArgumentParser:
     from gate.operator import add_commands
 
     add_commands(sub)
+
+    users = sub.add_parser("users", help="approver accounts").add_subparsers(metavar="TASK")
+    hash_pw = users.add_parser(
+        "hash-password",
+        help="print an argon2 hash for [[approvers]] password_hash (password from stdin or prompt)",
+    )
+    hash_pw.set_defaults(handler=_hash_password)
     return parser
+
+
+def _hash_password(ns: argparse.Namespace) -> int:
+    import getpass
+
+    from gate.auth import hash_password
+
+    if sys.stdin.isatty():
+        password = getpass.getpass("Password: ")
+        if getpass.getpass("Again: ") != password:
+            print("gate: the passwords differ", file=sys.stderr)  # noqa: T201
+            return 1
+    else:
+        password = sys.stdin.readline().rstrip("\r\n")
+    if not password:
+        print("gate: empty password", file=sys.stderr)  # noqa: T201
+        return 1
+    print(hash_password(password))  # noqa: T201
+    return 0
 
 
 def _config_arg(p: argparse.ArgumentParser) -> None:

@@ -91,6 +91,8 @@ class ServerSettings(_Strict):
     session_secret: SecretStr | None = None
     #: trusted reverse-proxy header carrying the signed-in approver's name (off when unset)
     trusted_user_header: str | None = None
+    #: how long a web sign-in lasts (seconds); 12 h covers a working day
+    session_max_age_seconds: int = Field(default=12 * 3600, ge=60)
 
     _parse_durations = field_validator("default_timeout", "max_timeout", mode="before")(
         lambda v: parse_duration(v)

@@ -1,0 +1,1 @@
+"""The web console's helpers: sessions, read-only queries, SVG charts."""

@@ -1,0 +1,93 @@
+"""Server-side SVG charts: no JavaScript, no CDN, colours from the stylesheet.
+
+Every label is escaped here (labels are rule and approver names from config, but a chart
+must never be the one place that trusts its input). Bars carry a class per series so the
+CSS decides colours, and each chart has a <title> for screen readers; the page prints the
+same numbers in a table beside it.
+"""
+
+from __future__ import annotations
+
+from html import escape
+
+from markupsafe import Markup
+
+SERIES = ["approved", "rejected", "expired", "cancelled", "pending", "approve", "reject"]
+
+
+def _svg(width: int, height: int, title: str, body: list[str]) -> Markup:
+    label = escape(title)
+    return Markup(
+        f'<svg class="chart" viewBox="0 0 {width} {height}" role="img" aria-label="{label}" '
+        f'xmlns="http://www.w3.org/2000/svg"><title>{label}</title>{"".join(body)}</svg>'
+    )
+
+
+def columns(points: list[tuple[str, int]], *, title: str, series: str = "bar") -> Markup:
+    """Vertical columns, one per point (a distribution or a day series)."""
+    width, height, top, bottom, left = 560, 220, 16, 36, 8
+    peak = max((v for _, v in points), default=0) or 1
+    slot = (width - left * 2) / max(len(points), 1)
+    body: list[str] = [
+        f'<line class="axis" x1="{left}" y1="{height - bottom}" '
+        f'x2="{width - left}" y2="{height - bottom}"/>'
+    ]
+    plot = height - top - bottom
+    step = max(1, len(points) // 8)  # at most ~8 x labels so they never overlap
+    for i, (label, value) in enumerate(points):
+        h = plot * value / peak
+        x = left + i * slot + slot * 0.15
+        y = height - bottom - h
+        body.append(
+            f'<rect class="bar {escape(series)}" x="{x:.1f}" y="{y:.1f}" '
+            f'width="{slot * 0.7:.1f}" height="{h:.1f}"><title>{escape(label)}: {value}</title>'
+            "</rect>"
+        )
+        if value:
+            body.append(
+                f'<text class="value" x="{x + slot * 0.35:.1f}" y="{y - 3:.1f}" '
+                f'text-anchor="middle">{value}</text>'
+            )
+        if i % step == 0:
+            body.append(
+                f'<text class="label" x="{x + slot * 0.35:.1f}" y="{height - bottom + 16}" '
+                f'text-anchor="middle">{escape(label)}</text>'
+            )
+    return _svg(width, height, title, body)
+
+
+def stacked_bars(
+    rows: list[tuple[str, dict[str, int]]], series: list[str], *, title: str
+) -> Markup:
+    """Horizontal bars, one per row, split by series (outcomes by rule or approver)."""
+    width, row_h, left, right = 560, 28, 130, 40
+    height = max(row_h * len(rows), row_h) + 8
+    peak = max((sum(v.values()) for _, v in rows), default=0) or 1
+    scale = (width - left - right) / peak
+    body: list[str] = []
+    for i, (label, values) in enumerate(rows):
+        y = 4 + i * row_h
+        body.append(
+            f'<text class="label" x="{left - 6}" y="{y + row_h * 0.62:.1f}" '
+            f'text-anchor="end">{escape(_clip(label))}</text>'
+        )
+        x = float(left)
+        for name in series:
+            n = values.get(name, 0)
+            if not n:
+                continue
+            w = n * scale
+            body.append(
+                f'<rect class="bar {escape(name)}" x="{x:.1f}" y="{y + 4}" width="{w:.1f}" '
+                f'height="{row_h - 8}"><title>{escape(label)}: {n} {escape(name)}</title></rect>'
+            )
+            x += w
+        body.append(
+            f'<text class="value" x="{x + 4:.1f}" y="{y + row_h * 0.62:.1f}">'
+            f"{sum(values.values())}</text>"
+        )
+    return _svg(width, height, title, body)
+
+
+def _clip(text: str, size: int = 18) -> str:
+    return text if len(text) <= size else text[: size - 1] + "…"

@@ -1,0 +1,77 @@
+"""Web console fixtures: a gate whose approvers have passwords, and signed-in clients."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+from argon2 import PasswordHasher
+
+from gate.config import Settings
+from tests.conftest import Gate, GateFactory
+from tests.support import config as cfg
+
+PASSWORDS = {name: f"pw-{name}-correct horse" for name in ("alice", "bob", "carol", "mallory")}
+#: cheap argon2 parameters: the tests check the scheme, not its cost
+_HASHER = PasswordHasher(time_cost=1, memory_cost=8 * 1024, parallelism=1)
+_HASHES = {name: _HASHER.hash(pw) for name, pw in PASSWORDS.items()}
+CSRF_RE = re.compile(r'name="csrf_token" value="([^"]+)"')
+
+
+def web_settings(
+    database_url: str, *, without_password: tuple[str, ...] = (), **server: Any
+) -> Settings:
+    """The standard settings, with password hashes for the approvers."""
+    data = cfg.settings_data(database_url, **server)
+    for approver in data["approvers"]:
+        if approver["name"] not in without_password:
+            approver["password_hash"] = _HASHES[approver["name"]]
+    return Settings(**data)
+
+
+WebGateFactory = Callable[..., Gate]
+
+
+@pytest.fixture
+def make_web_gate(make_gate: GateFactory, sqlite_url: str) -> WebGateFactory:
+    """Start a gate whose approvers can sign in to the web console."""
+
+    def factory(**server: Any) -> Gate:
+        without = server.pop("without_password", ())
+        return make_gate(settings=web_settings(sqlite_url, without_password=without, **server))
+
+    return factory
+
+
+@pytest.fixture
+def web_gate(make_web_gate: WebGateFactory) -> Gate:
+    """A gate with signed-in-able approvers on SQLite."""
+    return make_web_gate()
+
+
+def csrf_of(html: str) -> str:
+    """The CSRF token in a rendered form."""
+    match = CSRF_RE.search(html)
+    assert match, "no CSRF field in the page"
+    return match.group(1)
+
+
+def sign_in(gate: Gate, name: str, password: str | None = None) -> httpx.Client:
+    """An httpx client with a signed-in web session."""
+    client = gate.client(follow_redirects=False)
+    page = client.get("/login")
+    assert page.status_code == 200, page.text
+    r = client.post(
+        "/login",
+        data={
+            "username": name,
+            "password": password or PASSWORDS[name],
+            "csrf_token": csrf_of(page.text),
+            "next": "/",
+        },
+    )
+    assert r.status_code == 303, r.text
+    return client
