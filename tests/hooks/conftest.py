@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,9 +20,8 @@ import pytest
 from tests.support import config as cfg
 from tests.support.servers import ServerProcess, wait_until
 
-FIXTURES = Path("/work/shared/fixtures")
-if not FIXTURES.is_dir():  # a fresh clone keeps its copies next to the tests
-    FIXTURES = Path(__file__).parent / "fixtures"
+#: real Claude Code PreToolUse payloads (copies of shared/fixtures, see fixtures/README.md)
+FIXTURES = Path(__file__).parent / "fixtures"
 
 #: rules in front of the standard ones, so the real Claude Code payloads hit each behaviour
 HOOK_RULES: list[dict[str, Any]] = [
@@ -83,6 +84,7 @@ class Live:
     """A running `gate serve` and ways to talk to it."""
 
     server: ServerProcess
+    db: Path
 
     @property
     def url(self) -> str:
@@ -113,6 +115,15 @@ class Live:
                 json={"verdict": verdict, "comment": comment},
             )
         assert r.status_code == 200, r.text
+
+    def context(self, request_id: str) -> tuple[str | None, dict[str, Any]]:
+        """(idempotency_key, context) of a stored request, read from the database file."""
+        with closing(sqlite3.connect(self.db)) as conn:
+            key, context = conn.execute(
+                "SELECT idempotency_key, context FROM confirmation_request WHERE id = ?",
+                (request_id,),
+            ).fetchone()
+        return key, json.loads(context)
 
     def hook(self, *args: str, token: str | None = cfg.AGENT) -> HookProcess:
         return HookProcess.start(self.url, token, list(args))
@@ -164,27 +175,29 @@ def run_hook(
     return HookProcess.start(url, token, list(args)).send(payload).json()
 
 
-def start_server(tmp_path: Path, data: dict[str, Any] | None = None) -> ServerProcess:
+def start_server(tmp_path: Path) -> Live:
+    """`gate serve` on a fresh SQLite file with the hook rules."""
+    db = tmp_path / "gate.db"
     path = tmp_path / "gate.toml"
-    path.write_text(cfg.to_toml(data or hook_settings(f"sqlite:///{tmp_path / 'gate.db'}")))
-    return ServerProcess(path).start()
+    path.write_text(cfg.to_toml(hook_settings(f"sqlite:///{db}")))
+    return Live(ServerProcess(path).start(), db)
 
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     """One `gate serve` for a whole module (tests use distinct ids, so they do not meet)."""
-    server = start_server(tmp_path_factory.mktemp("live"))
+    live = start_server(tmp_path_factory.mktemp("live"))
     try:
-        yield Live(server)
+        yield live
     finally:
-        server.stop()
+        live.server.stop()
 
 
 @pytest.fixture
 def own_live(tmp_path: Path) -> Iterator[Live]:
     """A `gate serve` of the test's own, for tests that kill or restart it."""
-    server = start_server(tmp_path)
+    live = start_server(tmp_path)
     try:
-        yield Live(server)
+        yield live
     finally:
-        server.stop()
+        live.server.stop()
