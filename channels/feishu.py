@@ -91,6 +91,7 @@ _SECRET_VALUE = re.compile(
 )
 _URL_CREDENTIALS = re.compile(r"(?<=://)[^/\s:@]+:[^/\s@]+@")
 MASK = "••••••"
+_TAG_OPEN = re.compile(r"<(?=[A-Za-z/!?])")
 #: direction overrides and isolates let text display differently from what it says
 _BIDI = dict.fromkeys(map(ord, "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"), None)
 #: inside a code block only tag-like markup and the fence itself could escape
@@ -111,7 +112,7 @@ def mask_secrets(value: Any) -> Any:
     return value
 
 
-def clean(text: str | None, limit: int = TEXT_CHARS) -> str:
+def clean(text: str | None, limit: int = TEXT_CHARS, *, plain: bool = True) -> str:
     """Untrusted text made safe to show: no bidi or control characters, cut to `limit`."""
     if not text:
         return ""
@@ -122,6 +123,10 @@ def clean(text: str | None, limit: int = TEXT_CHARS) -> str:
         for ch in text
         if ch in "\n\t\u200d" or unicodedata.category(ch) not in ("Cc", "Cf", "Co", "Cs")
     )
+    # plain_text is documented as plain, but whether it ever reads <at ...> is unconfirmed:
+    # a lookalike bracket makes tag-shaped text inert either way.
+    if plain:
+        text = _TAG_OPEN.sub("‹", text)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -171,7 +176,7 @@ def _build_card(view: RequestView, args_chars: int) -> dict[str, Any]:
     ]
     elements.append(_div("\n".join(facts), "facts"))
     args = json.dumps(mask_secrets(view.tool_args), ensure_ascii=False, indent=2, default=str)
-    shown = clean(args, args_chars)
+    shown = clean(args, args_chars, plain=False)
     elements.append({"tag": "markdown", "element_id": "args", "content": code_block(shown)})
     if len(shown) < len(args):
         elements.append(_div(f"Arguments cut to {args_chars} characters: open the request."))
