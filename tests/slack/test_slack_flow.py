@@ -116,3 +116,22 @@ def test_reject_through_the_modal_tells_the_agent_why(
     assert waiter.result["reason"] == "Rejected by bob in Slack: Split it into two payments"
     wait_until(lambda: not has_buttons(card))
     assert "Split it into two payments" in card_text(card)
+
+
+def test_quorum_card_shows_who_approved_so_far(slack_gate: Gate, fake_slack: FakeSlack) -> None:
+    request_id = _submit(slack_gate, tool="wire_funds")
+    card = card_for(fake_slack, request_id)
+    assert "0 of 2 approvals" in card_text(card)
+    r = interact(slack_gate, block_actions(request_id, "U0ALICE", message=card))
+    assert r.status_code == 200, r.text
+    wait_until(lambda: "1 of 2 approvals (alice)" in card_text(card))
+    assert has_buttons(card)
+    assert _status(slack_gate, request_id)["status"] == "pending"
+    wait_until(lambda: fake_slack.ephemerals)
+    assert fake_slack.ephemerals[0]["user"] == "U0ALICE"
+    assert "Your approval is recorded (1 of 2)" in fake_slack.ephemerals[0]["text"]
+    r = interact(slack_gate, block_actions(request_id, "U0BOB", message=card))
+    assert r.status_code == 200, r.text
+    wait_until(lambda: not has_buttons(card))
+    assert _status(slack_gate, request_id)["status"] == "approved"
+    assert "2 of 2 approvals (alice, bob)" in card_text(card)
