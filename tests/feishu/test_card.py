@@ -185,7 +185,10 @@ def test_pending_card_carries_what_is_asked() -> None:
     ]
     (link,) = [b for b in buttons(card) if b["element_id"] == "open"]
     assert link["behaviors"] == [
-        {"type": "open_url", "default_url": "https://gate.example/requests/01JD0000000000000000000000"}
+        {
+            "type": "open_url",
+            "default_url": "https://gate.example/requests/01JD0000000000000000000000",
+        }
     ]
     (args,) = [c for c in walk(card) if c.get("element_id") == "args"]
     assert args["content"].startswith("```json\n") and '"amount": 60000' in args["content"]
@@ -362,7 +365,10 @@ def test_docs_fixture_parses_shape_but_refuses_foreign_value() -> None:
         {"schema": "2.0", "header": {}, "event": "nope"},
         {"schema": "2.0", "event": {"operator": {"open_id": "ou_a"}}},
         {"schema": "2.0", "event": {"action": {"value": {"request_id": "r", "verdict": "maybe"}}}},
-        {"schema": "2.0", "event": {"action": {"value": {"request_id": "r", "verdict": "approve"}}}},
+        {
+            "schema": "2.0",
+            "event": {"action": {"value": {"request_id": "r", "verdict": "approve"}}},
+        },
         {"schema": "2.0", "event": {"action": {"value": "{not json"}}},
     ],
 )
