@@ -649,7 +649,9 @@ def delivery_error(method: str, exc: SlackApiError) -> DeliveryError:
     status = int(getattr(response, "status_code", 0) or 0)
     data = getattr(response, "data", None)
     error = str(data.get("error")) if isinstance(data, dict) and data.get("error") else None
-    what = f"Slack {method} failed: {error or f'HTTP {status}'}"
+    what = f"Slack {method} failed: {error or 'no error code'}"
+    if status != 200:
+        what += f" (HTTP {status})"
     if status == 429 or error == "ratelimited":
         headers = getattr(response, "headers", None) or {}
         retry_after = headers.get("Retry-After") or headers.get("retry-after")
