@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import httpx
@@ -39,11 +40,18 @@ WebGateFactory = Callable[..., Gate]
 def make_web_gate(make_gate: GateFactory, sqlite_url: str) -> WebGateFactory:
     """Start a gate whose approvers can sign in to the web console."""
 
-    def factory(**server: Any) -> Gate:
+    def factory(database_url: str | None = None, **server: Any) -> Gate:
         without = server.pop("without_password", ())
-        return make_gate(settings=web_settings(sqlite_url, without_password=without, **server))
+        url = database_url or sqlite_url
+        return make_gate(settings=web_settings(url, without_password=without, **server))
 
     return factory
+
+
+@pytest.fixture
+def web_gate_db(make_web_gate: WebGateFactory, db_url: str) -> Gate:
+    """The same, on each database (SQLite, and PostgreSQL when configured)."""
+    return make_web_gate(database_url=db_url)
 
 
 @pytest.fixture
@@ -59,19 +67,20 @@ def csrf_of(html: str) -> str:
     return match.group(1)
 
 
-def sign_in(gate: Gate, name: str, password: str | None = None) -> httpx.Client:
+@contextmanager
+def sign_in(gate: Gate, name: str, password: str | None = None) -> Iterator[httpx.Client]:
     """An httpx client with a signed-in web session."""
-    client = gate.client(follow_redirects=False)
-    page = client.get("/login")
-    assert page.status_code == 200, page.text
-    r = client.post(
-        "/login",
-        data={
-            "username": name,
-            "password": password or PASSWORDS[name],
-            "csrf_token": csrf_of(page.text),
-            "next": "/",
-        },
-    )
-    assert r.status_code == 303, r.text
-    return client
+    with gate.client(follow_redirects=False) as client:
+        page = client.get("/login")
+        assert page.status_code == 200, page.text
+        r = client.post(
+            "/login",
+            data={
+                "username": name,
+                "password": password or PASSWORDS[name],
+                "csrf_token": csrf_of(page.text),
+                "next": "/",
+            },
+        )
+        assert r.status_code == 303, r.text
+        yield client
