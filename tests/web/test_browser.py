@@ -1,0 +1,281 @@
+"""The web console in a real browser: Playwright driving Debian's headless Chromium.
+
+Skipped unless GATE_TEST_BROWSER=1 or /usr/bin/chromium exists (CI sets the variable and
+installs the package). Screenshots land in test-artifacts/ for the README's tour.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gate.api.web import CSRF_MESSAGE
+from tests.conftest import Gate
+from tests.support import config as cfg
+from tests.web.conftest import PASSWORDS
+
+CHROMIUM = "/usr/bin/chromium"
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+ENABLED = os.environ.get("GATE_TEST_BROWSER") == "1" or Path(CHROMIUM).exists()
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(
+        not ENABLED,
+        reason=f"browser tests need Chromium at {CHROMIUM} (apt-get install chromium) "
+        "or GATE_TEST_BROWSER=1",
+    ),
+]
+
+if ENABLED:
+    from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """One headless Chromium for the module (Debian's; Playwright never downloads one)."""
+    with sync_playwright() as p:
+        b = p.chromium.launch(
+            executable_path=CHROMIUM,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+            ],
+        )
+        yield b
+        b.close()
+
+
+class Watched:
+    """A page plus everything it said: dialogs, console errors, uncaught exceptions."""
+
+    def __init__(self, page: Page) -> None:
+        self.page = page
+        self.dialogs: list[str] = []
+        self.errors: list[str] = []
+        page.on("dialog", self._dialog)
+        page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: self.errors.append(str(e)))
+
+    def _dialog(self, dialog: Any) -> None:
+        self.dialogs.append(dialog.message)
+        dialog.dismiss()
+
+
+OpenPage = Callable[..., Watched]
+
+
+@pytest.fixture
+def open_page(browser: Browser) -> Iterator[OpenPage]:
+    """`open_page(gate, "alice")`: a fresh browser context signed in through the form."""
+    contexts: list[Any] = []
+
+    def factory(gate: Gate, name: str, *, viewport: tuple[int, int] = (1280, 860)) -> Watched:
+        context = browser.new_context(viewport={"width": viewport[0], "height": viewport[1]})
+        contexts.append(context)
+        watched = Watched(context.new_page())
+        page = watched.page
+        page.goto(gate.url + "/")
+        expect(page).to_have_url(re.compile(r"/login\?next=/$"))
+        page.fill("#username", name)
+        page.fill("#password", PASSWORDS[name])
+        page.get_by_role("button", name="Sign in").click()
+        expect(page).to_have_url(gate.url + "/")
+        expect(page.locator("#live")).to_have_attribute("data-state", "live")
+        return watched
+
+    yield factory
+    for context in contexts:
+        context.close()
+
+
+def _pay(gate: Gate, summary: str, amount: int = 60000, **extra: Any) -> str:
+    answer = gate.submit(
+        tool_name="pay_vendor",
+        tool_args={"vendor": "ACME Corp", "amount": amount, "currency": "EUR", "invoice": "4471"},
+        summary=summary,
+        agent_id="billing-bot",
+        user_id="dave",
+        **extra,
+    )
+    request_id: str = answer["request"]["id"]
+    return request_id
+
+
+def _shot(page: Page, name: str, *, full_page: bool = False) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / name), full_page=full_page)
+
+
+def test_live_queue_open_reject_and_the_waiter_hears_why(
+    web_gate: Gate, open_page: OpenPage
+) -> None:
+    watched = open_page(web_gate, "alice")
+    page = watched.page
+    page.evaluate("window.__sameDocument = true")
+    web_gate.submit(
+        tool_name="deploy_service",
+        tool_args={"service": "checkout", "version": "2.14.0", "env": "prod"},
+        summary="Deploy checkout 2.14.0 to prod",
+        agent_id="release-bot",
+        user_id="erin",
+    )
+    request_id = _pay(web_gate, "Pay ACME Corp invoice 4471 (EUR 60,000)")
+
+    row = page.locator(f'tr[data-id="{request_id}"]')
+    expect(row).to_be_visible()
+    expect(row).to_contain_text("Pay ACME Corp invoice 4471")
+    expect(row).to_contain_text("yours to decide")
+    expect(row.locator("[data-expires]")).to_have_text(re.compile(r"^9m \d\ds left$"))
+    # Arrived without a reload.
+    assert page.evaluate("window.__sameDocument") is True
+    _shot(page, "web-queue.png")
+
+    result: dict[str, Any] = {}
+
+    def wait() -> None:
+        with web_gate.client(cfg.AGENT) as c:
+            r = c.get(f"/v1/requests/{request_id}/wait", params={"timeout": 30})
+            result.update(r.json())
+
+    waiter = threading.Thread(target=wait, daemon=True)
+    waiter.start()
+
+    row.get_by_role("link").click()
+    expect(page).to_have_url(f"{web_gate.url}/requests/{request_id}")
+    expect(page.locator("pre.json").first).to_contain_text('"vendor": "ACME Corp"')
+    expect(page.get_by_role("button", name="Approve")).to_be_visible()
+    _shot(page, "web-detail.png", full_page=True)
+
+    page.fill("#reject-reason", "ACME is not on the approved vendor list")
+    page.get_by_role("button", name="Reject").click()
+    expect(page.locator(".flash.ok")).to_have_text("Rejected by alice in the web console.")
+    expect(page.locator(".decision q")).to_have_text(
+        "Rejected by alice in the web console: ACME is not on the approved vendor list"
+    )
+    expect(page.get_by_role("button", name="Approve")).to_have_count(0)
+
+    waiter.join(20)
+    assert result["status"] == "rejected"
+    assert result["reason"] == (
+        "Rejected by alice in the web console: ACME is not on the approved vendor list"
+    )
+    assert watched.errors == []
+
+
+def test_reject_needs_a_reason_in_the_browser_too(web_gate: Gate, open_page: OpenPage) -> None:
+    request_id = _pay(web_gate, "Pay without a reason")
+    page = open_page(web_gate, "bob").page
+    page.goto(f"{web_gate.url}/requests/{request_id}")
+    page.get_by_role("button", name="Reject").click()
+    # The browser's own `required` check stops the form; nothing was sent.
+    assert page.evaluate("document.querySelector('#reject-reason').validity.valueMissing")
+    expect(page).to_have_url(f"{web_gate.url}/requests/{request_id}")
+    with web_gate.client(cfg.AGENT) as c:
+        assert c.get(f"/v1/requests/{request_id}").json()["status"] == "pending"
+
+
+def test_a_request_decided_elsewhere_leaves_the_queue_live(
+    web_gate: Gate, open_page: OpenPage
+) -> None:
+    watched = open_page(web_gate, "alice")
+    page = watched.page
+    page.evaluate("window.__sameDocument = true")
+    keep = _pay(web_gate, "Stays in the queue")
+    leave = _pay(web_gate, "Decided through the API")
+    expect(page.locator(f'tr[data-id="{leave}"]')).to_be_visible()
+    expect(page.locator(f'tr[data-id="{keep}"]')).to_be_visible()
+
+    assert web_gate.decide(leave, cfg.BOB, "approve", "fine").status_code == 200
+    expect(page.locator(f'tr[data-id="{leave}"]')).to_have_count(0)
+    expect(page.locator(f'tr[data-id="{keep}"]')).to_be_visible()
+    assert page.evaluate("window.__sameDocument") is True
+    assert watched.errors == []
+
+
+def test_a_non_approver_sees_no_buttons(web_gate: Gate, open_page: OpenPage) -> None:
+    request_id = _pay(web_gate, "Finance only")
+    page = open_page(web_gate, "carol").page
+    row = page.locator(f'tr[data-id="{request_id}"]')
+    expect(row).to_be_visible()
+    expect(row).not_to_contain_text("yours to decide")
+    page.goto(f"{web_gate.url}/requests/{request_id}")
+    expect(page.locator("#readonly-reason")).to_have_text(
+        "Read only: you are not an approver for this rule."
+    )
+    expect(page.locator("main button")).to_have_count(0)
+    expect(page.locator("main form")).to_have_count(0)
+
+
+def test_script_bearing_arguments_are_text(web_gate: Gate, open_page: OpenPage) -> None:
+    watched = open_page(web_gate, "alice")
+    page = watched.page
+    # Submitted after the page loaded, so it also arrives through the live update path.
+    answer = web_gate.submit(
+        tool_name="ask_anything",
+        tool_args={
+            "html": "<img src=x onerror=\"alert('img-args')\">",
+            "script": "<script>alert('script-args');window.__pwned=1</script>",
+        },
+        summary="<script>alert('summary')</script><img src=x onerror=alert('summary-img')>",
+        agent_id="<b onmouseover=alert(1)>agent</b>",
+    )
+    request_id = answer["request"]["id"]
+    row = page.locator(f'tr[data-id="{request_id}"]')
+    expect(row).to_contain_text("<script>alert('summary')</script>")
+    expect(row).to_contain_text("<b onmouseover=alert(1)>agent</b>")
+    row.get_by_role("link").click()
+    expect(page.locator("pre.json").first).to_contain_text(
+        '"html": "<img src=x onerror=\\"alert(\'img-args\')\\">"'
+    )
+    expect(page.locator(".summary")).to_have_text(
+        "<script>alert('summary')</script><img src=x onerror=alert('summary-img')>"
+    )
+    page.wait_for_timeout(300)  # give any injected handler a chance to fire (it must not)
+    assert page.locator("main img").count() == 0
+    assert page.locator("main script").count() == 0
+    assert page.evaluate("window.__pwned") is None
+    assert watched.dialogs == []
+    assert watched.errors == []
+
+
+def test_a_form_without_the_csrf_token_is_refused(web_gate: Gate, open_page: OpenPage) -> None:
+    request_id = _pay(web_gate, "CSRF probe")
+    page = open_page(web_gate, "alice").page
+    page.goto(f"{web_gate.url}/requests/{request_id}")
+    page.evaluate("document.querySelectorAll('input[name=csrf_token]').forEach(e => e.remove())")
+    page.get_by_role("button", name="Approve").click()
+    expect(page.get_by_role("heading", name="Form refused")).to_be_visible()
+    expect(page.locator(".flash.error")).to_have_text(CSRF_MESSAGE)
+    with web_gate.client(cfg.AGENT) as c:
+        assert c.get(f"/v1/requests/{request_id}").json()["status"] == "pending"
+
+
+def test_phone_layout_and_lost_connection(web_gate: Gate, open_page: OpenPage) -> None:
+    _pay(web_gate, "Pay ACME Corp invoice 4471 (EUR 60,000)")
+    web_gate.submit(
+        tool_name="wire_transfer",
+        tool_args={"to": "DE89 3704 0044 0532 0130 00", "amount": 125000},
+        summary="Wire EUR 125,000 to Hanse Logistik",
+        agent_id="treasury-bot",
+        user_id="frank",
+    )
+    page = open_page(web_gate, "bob", viewport=(390, 844)).page
+    expect(page.locator("tr[data-id]")).to_have_count(2)
+    # No horizontal scrolling on a phone.
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    _shot(page, "web-queue-phone.png", full_page=True)
+
+    web_gate.server.stop()
+    expect(page.locator("#live")).to_have_attribute("data-state", "lost", timeout=15000)
+    expect(page.locator("#live")).to_contain_text("Connection lost, retrying")
