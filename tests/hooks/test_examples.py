@@ -1,0 +1,176 @@
+"""Every file in examples/ runs against a live gate, so none of them rots."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from gate.client import GateClient
+from tests.conftest import Gate
+from tests.hooks.conftest import Live, fixture
+from tests.hooks.test_client import Decider
+from tests.support import config as cfg
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def load(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"example_{name}", EXAMPLES / f"{name}.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def as_process(command: str) -> list[str]:
+    """The example's shell command, with `gate` as this interpreter's `python -m gate.cli`."""
+    argv = shlex.split(command)
+    assert argv[0] == "gate"
+    return [sys.executable, "-m", "gate.cli", *argv[1:]]
+
+
+def test_claude_code_settings_snippet(live: Live) -> None:
+    settings = json.loads((EXAMPLES / "claude-code" / "settings.json").read_text())
+    entry = settings["hooks"]["PreToolUse"][0]
+    handler = entry["hooks"][0]
+    argv = as_process(handler["command"])
+    hook_timeout = float(argv[argv.index("--timeout") + 1])
+    # Claude Code kills the hook at `timeout` and then lets the call through: the hook's own
+    # deadline must come first, with room to withdraw the request and answer.
+    assert handler["type"] == "command"
+    assert handler["timeout"] >= hook_timeout + 30
+    matcher = re.compile(entry["matcher"])  # unanchored, like Claude Code's JavaScript regex
+    for tool in ("Bash", "Write", "Edit", "mcp__supabase__execute_sql"):
+        assert matcher.search(tool)
+    assert not matcher.search("Read")
+
+    payload = fixture("bash", session_id=str(uuid.uuid4()), tool_input={"command": "rm -r a"})
+    env = {**os.environ, **settings["env"], "GATE_URL": live.url, "GATE_TOKEN": cfg.AGENT}
+    proc = subprocess.Popen(
+        argv,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        text=True,
+    )
+    assert proc.stdin is not None
+    proc.stdin.write(json.dumps(payload))
+    proc.stdin.close()
+    proc.stdin = None  # so communicate() does not touch the closed pipe
+    request = live.wait_pending("Bash", payload["session_id"])
+    live.decide(request["id"], cfg.ALICE, "approve")
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 0
+    assert json.loads(out)["hookSpecificOutput"]["permissionDecision"] == "allow"
+
+
+def test_command_hook_entry(live: Live) -> None:
+    entry = json.loads((EXAMPLES / "command-hook.json").read_text())["hooks"]["tool.pre"][0]
+    argv = as_process(entry["command"])
+    assert entry["timeoutMs"] >= 1000 * (float(argv[argv.index("--timeout") + 1]) + 30)
+    env = {**os.environ, "GATE_URL": live.url, "GATE_TOKEN": cfg.AGENT}
+
+    denied = subprocess.run(
+        argv,
+        input=json.dumps(
+            {"event": "tool.pre", "toolName": "db_write", "toolInput": {"env": "prod"}}
+        ),
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    allowed = subprocess.run(
+        argv,
+        input=json.dumps({"event": "tool.pre", "toolName": "read_notes", "toolInput": {}}),
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+
+    assert denied.returncode == 2
+    assert "No writes to prod from agents" in denied.stderr
+    assert json.loads(denied.stdout)["continue"] is False
+    assert (allowed.returncode, json.loads(allowed.stdout)["continue"]) == (0, True)
+
+
+class FakeTool:
+    """Shaped like a LangChain tool."""
+
+    def __init__(self, name: str) -> None:
+        self.name, self.description, self.calls = name, f"the {name} tool", []
+
+    def invoke(self, tool_input: Any, config: Any = None) -> str:
+        self.calls.append(tool_input)
+        return f"ran {self.name}"
+
+
+async def test_langgraph_style_wrapper(gate_sqlite: Gate) -> None:
+    example = load("langgraph_tool")
+    pay, read, drop = FakeTool("pay_vendor"), FakeTool("read_notes"), FakeTool("db_drop")
+    client = GateClient(gate_sqlite.url, cfg.AGENT, timeout=20)
+    tools = example.gate_tools([pay, read, drop], client, session_id="thread-1")
+
+    person = Decider(gate_sqlite, "pay_vendor", cfg.ALICE, "reject", "wrong vendor")
+    refused = tools[0].invoke({"amount": 70000})
+    person.join()
+    assert refused.startswith("gate: Rejected by alice in the API: wrong vendor.")
+    assert pay.calls == []
+
+    assert tools[1].invoke({"q": "x"}) == "ran read_notes"
+    assert "No writes to prod" in await tools[2].ainvoke({"env": "prod"})
+    person = Decider(gate_sqlite, "pay_vendor", cfg.BOB, "approve")
+    assert await tools[0].ainvoke({"amount": 80000}) == "ran pay_vendor"
+    person.join()
+    assert [v.kind for v in tools[0].verdicts] == ["rejected", "approved"]
+    await client.aclose()
+
+
+async def test_openai_agents_style_needs_approval(gate_sqlite: Gate) -> None:
+    example = load("openai_agents_approval")
+    client = GateClient(gate_sqlite.url, cfg.AGENT, timeout=20)
+    needs = example.gate_needs_approval(client, "pay_vendor")
+
+    person = Decider(gate_sqlite, "pay_vendor", cfg.ALICE, "approve")
+    assert await needs(None, {"amount": 60000}, "call_1") is False
+    person.join()
+    assert await needs(None, {"amount": 10}, "call_2") is False  # under the rule's threshold
+
+    person = Decider(gate_sqlite, "pay_vendor", cfg.BOB, "reject", "not this month")
+    assert await needs(None, {"amount": 70000}, "call_3") is True
+    person.join()
+    assert needs.verdicts["call_3"].reason.startswith("gate: Rejected by bob in the API")
+    await client.aclose()
+
+
+def test_node_tool_call_hook(gate_sqlite: Gate) -> None:
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed: the JavaScript example runs under `node --test`")
+    env = {
+        **os.environ,
+        "GATE_URL": gate_sqlite.url,
+        "GATE_TOKEN": cfg.AGENT,
+        "GATE_APPROVER_TOKEN": cfg.ALICE,
+    }
+    result = subprocess.run(
+        [node, "--test", str(EXAMPLES / "js" / "gate-hook.test.mjs")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "# fail 0" in result.stdout
