@@ -22,7 +22,7 @@ import unicodedata
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 from cryptography.hazmat.primitives import padding
@@ -30,11 +30,12 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from fastapi import APIRouter, Request
 
 from channels.base import DeliveryError, GateContext
-from gate import machine
 from gate.config import FeishuSettings
 from gate.errors import BadRequest, ConfigError, Unauthenticated
-from gate.service import DecisionResult
 from gate.views import RequestView
+
+if TYPE_CHECKING:
+    from gate.service import DecisionResult
 
 log = logging.getLogger("gate.channels.feishu")
 
@@ -312,7 +313,7 @@ def toast_for(result: DecisionResult) -> dict[str, str]:
     """The toast the clicker sees for what their click did."""
     if result.changed:
         kind = "success"
-    elif result.refused or isinstance(result.outcome, machine.Missing):
+    elif result.refused or result.view is None:  # refused, or no such request
         kind = "error"
     else:
         kind = "info"
