@@ -33,6 +33,11 @@ def columns(points: list[tuple[str, int]], *, title: str, series: str = "bar") -
         f'x2="{width - left}" y2="{height - bottom}"/>'
     ]
     plot = height - top - bottom
+    if not any(v for _, v in points):
+        body.append(
+            f'<text class="label" x="{width / 2}" y="{height / 2}" text-anchor="middle">'
+            "none in this period</text>"
+        )
     step = max(1, len(points) // 8)  # at most ~8 x labels so they never overlap
     for i, (label, value) in enumerate(points):
         h = plot * value / peak

@@ -279,3 +279,31 @@ def test_phone_layout_and_lost_connection(web_gate: Gate, open_page: OpenPage) -
     web_gate.server.stop()
     expect(page.locator("#live")).to_have_attribute("data-state", "lost", timeout=15000)
     expect(page.locator("#live")).to_contain_text("Connection lost, retrying")
+
+
+def test_history_and_stats_render_within_the_csp(web_gate: Gate, open_page: OpenPage) -> None:
+    decided = []
+    for i, (token, verdict) in enumerate(
+        [(cfg.ALICE, "approve"), (cfg.BOB, "reject"), (cfg.ALICE, "approve"), (cfg.BOB, "approve")]
+    ):
+        request_id = _pay(web_gate, f"Invoice {i}", amount=60000 + i)
+        assert web_gate.decide(request_id, token, verdict, "checked").status_code == 200
+        decided.append(request_id)
+    deploy = web_gate.submit(tool_name="deploy_api", tool_args={"v": 3}, summary="Deploy api v3")
+    assert web_gate.decide(deploy["request"]["id"], cfg.CAROL, "approve").status_code == 200
+    _pay(web_gate, "Still waiting")
+    watched = open_page(web_gate, "alice")
+    page = watched.page
+    page.get_by_role("link", name="History").click()
+    expect(page.locator("table.history tbody tr")).to_have_count(5)
+    page.select_option("#f-status", "rejected")
+    page.get_by_role("button", name="Filter").click()
+    expect(page.locator("table.history tbody tr")).to_have_count(1)
+    expect(page.get_by_role("link", name="CSV")).to_have_attribute(
+        "href", "/history/export.csv?status=rejected"
+    )
+    page.get_by_role("link", name="Stats").click()
+    expect(page.locator("svg.chart")).to_have_count(5)
+    expect(page.locator("table.numbers").nth(1)).to_contain_text("big-payments")
+    _shot(page, "web-stats.png", full_page=True)
+    assert watched.errors == []
