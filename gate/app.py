@@ -70,6 +70,14 @@ class AppState:
         """Expire every request whose deadline passed."""
         return await anyio.to_thread.run_sync(lambda: self.service.expire_due(self.clock()))
 
+    async def followups(self) -> tuple[int, int]:
+        """Send due reminders and escalations."""
+        from gate.followups import remind_and_escalate
+
+        return await anyio.to_thread.run_sync(
+            lambda: remind_and_escalate(self.service, self.clock())
+        )
+
 
 class ChannelGate:
     """The `GateContext` channels get: decisions and views, never the database."""
@@ -128,11 +136,16 @@ def create_app(settings: Settings, *, clock: Callable[[], datetime] = utcnow) ->
     async def pump_job() -> None:
         await state_ref["state"].pump_outbox()
 
+    async def followup_job() -> None:
+        await state_ref["state"].followups()
+
     scheduler = Scheduler(
         sweep=sweep_job,
         pump=pump_job,
         sweep_interval=server.sweep_interval_seconds,
         pump_interval=server.outbox_interval_seconds,
+        followups=followup_job,
+        followup_interval=server.followup_interval_seconds,
     )
     service.kick_outbox = scheduler.kick
     configured = settings.channels.configured()

@@ -81,6 +81,8 @@ class ServerSettings(_Strict):
     sweep_interval_seconds: float = 1.0
     outbox_interval_seconds: float = 1.0
     outbox_max_attempts: int = 12
+    #: how often reminders and escalations are checked (they are minutes-scale promises)
+    followup_interval_seconds: float = 5.0
     #: pool size per replica; two cores rarely keep more than a handful busy
     db_pool_size: int = 8
     log_json: bool = False
@@ -211,10 +213,25 @@ class RuleSettings(_Strict):
     on_timeout: Literal["reject", "approve"] = "reject"
     channels: list[str] | None = None
     reason: str | None = None
+    #: approvers may change the arguments before approving (single-approver rules only)
+    allow_edits: bool = True
+    #: top-level argument keys chat forms offer for editing (None: all of them)
+    editable: list[str] | None = None
+    #: grants an approver may attach to an approval ("call", "session", "agent"); none by default
+    grant_scopes: list[Literal["call", "session", "agent"]] = Field(default_factory=list)
+    max_grant: timedelta = timedelta(hours=1)
+    #: one-click reasons offered beside free text when rejecting
+    reject_reasons: list[str] = Field(default_factory=list)
+    remind_after: timedelta | None = None
+    escalate_after: timedelta | None = None
+    #: extra `channel:target`s that get the card on escalation
+    escalate_to: list[str] = Field(default_factory=list)
+    #: extra approvers (names or group:x) who may decide after escalation
+    escalate_approvers: list[str] = Field(default_factory=list)
 
-    _parse_timeout = field_validator("timeout", mode="before")(
-        lambda v: None if v is None else parse_duration(v)
-    )
+    _parse_timeout = field_validator(
+        "timeout", "remind_after", "escalate_after", "max_grant", mode="before"
+    )(lambda v: None if v is None else parse_duration(v))
 
 
 class Settings(BaseSettings):
@@ -264,7 +281,7 @@ class Settings(BaseSettings):
         if len(set(rule_names)) != len(rule_names):
             raise ValueError("rule names must be unique")
         for rule in self.rules:
-            for entry in rule.approvers:
+            for entry in [*rule.approvers, *rule.escalate_approvers]:
                 if entry.startswith("group:"):
                     if entry[6:] not in groups:
                         raise ValueError(

@@ -18,14 +18,25 @@ the same instant are counted one after the other and the second sees the first's
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
+from typing import Any
 
 import sqlalchemy as sa
 from sqlmodel import Session, col, func, select
 
 from gate import outbox
-from gate.models import AuditEvent, ConfirmationRequest, RequestStatus, Verdict, Vote
+from gate.binding import canonical_json
+from gate.models import (
+    AuditEvent,
+    ConfirmationRequest,
+    Grant,
+    GrantStatus,
+    RequestStatus,
+    Verdict,
+    Vote,
+)
 from gate.views import SURFACE_NAMES
 
 
@@ -67,13 +78,21 @@ class AlreadyVoted:
 
 
 @dataclass(frozen=True)
+class Extended:
+    """The pending request's deadline moved."""
+
+    request_id: str
+    until: datetime
+
+
+@dataclass(frozen=True)
 class Missing:
     """No request has that id."""
 
     request_id: str
 
 
-Outcome = Changed | Voted | AlreadyFinal | AlreadyVoted | Missing
+Outcome = Changed | Voted | AlreadyFinal | AlreadyVoted | Missing | Extended
 
 
 def record_vote(
@@ -85,8 +104,13 @@ def record_vote(
     comment: str | None,
     via: str,
     now: datetime,
+    edited_args: dict[str, Any] | None = None,
 ) -> Outcome:
-    """Count one approver's verdict; approve on quorum, reject on any reject."""
+    """Count one approver's verdict; approve on quorum, reject on any reject.
+
+    `edited_args` (approve only) replaces the arguments the call will run with; the
+    originals stay on the request and the audit trail records the difference.
+    """
     req = session.exec(
         select(ConfirmationRequest).where(ConfirmationRequest.id == request_id).with_for_update()
     ).first()
@@ -146,7 +170,14 @@ def record_vote(
         )
         outbox.enqueue_updates(session, request_id, now)
         return Voted(request_id, approvals, req.approvals_required)
-    reason = _decision_reason("Approved", approver, via, comment)
+    edits = argument_diff(req.tool_args, edited_args) if edited_args is not None else {}
+    verb = "Approved with edits" if edits else "Approved"
+    reason = _decision_reason(verb, approver, via, comment)
+    if edits:
+        reason += " Changed: " + "; ".join(
+            f"{key} {canonical_json(d['from'])} -> {canonical_json(d['to'])}"
+            for key, d in edits.items()
+        )
     return _transition(
         session,
         req,
@@ -155,7 +186,8 @@ def record_vote(
         by=approver,
         via=via,
         reason=reason,
-        detail={"comment": comment, "approvals": approvals},
+        detail={"comment": comment, "approvals": approvals, "edits": edits or None},
+        values={"approved_args": edited_args} if edits else None,
     )
 
 
@@ -231,6 +263,7 @@ def _transition(
     via: str,
     reason: str,
     detail: dict[str, object],
+    values: dict[str, Any] | None = None,
 ) -> Outcome:
     result = session.execute(
         sa.update(ConfirmationRequest)
@@ -238,7 +271,14 @@ def _transition(
             col(ConfirmationRequest.id) == req.id,
             col(ConfirmationRequest.status) == RequestStatus.pending,
         )
-        .values(status=to, decided_at=now, decided_by=by, decided_via=via, reason=reason)
+        .values(
+            status=to,
+            decided_at=now,
+            decided_by=by,
+            decided_via=via,
+            reason=reason,
+            **(values or {}),
+        )
         .execution_options(synchronize_session=False)
     )
     if result.rowcount != 1:  # type: ignore[attr-defined]
@@ -265,17 +305,38 @@ def _audit(
     now: datetime,
     detail: dict[str, object],
 ) -> None:
-    session.add(
-        AuditEvent(
-            request_id=request_id,
-            at=now,
-            kind=kind,
-            actor=actor,
-            via=via,
-            detail={k: v for k, v in detail.items() if v is not None},
-        )
+    prev = session.exec(
+        select(AuditEvent.chain_hash)
+        .where(AuditEvent.request_id == request_id)
+        .order_by(col(AuditEvent.id).desc())
+        .limit(1)
+    ).first()
+    event = AuditEvent(
+        request_id=request_id,
+        at=now,
+        kind=kind,
+        actor=actor,
+        via=via,
+        detail={k: v for k, v in detail.items() if v is not None},
+        prev_hash=prev,
     )
+    event.chain_hash = audit_hash(event)
+    session.add(event)
     session.flush()
+
+
+def audit_hash(event: AuditEvent) -> str:
+    """The chained hash of one audit event: its content plus the previous event's hash."""
+    body = {
+        "request_id": event.request_id,
+        "at": event.at.astimezone(UTC).isoformat(),
+        "kind": event.kind,
+        "actor": event.actor,
+        "via": event.via,
+        "detail": event.detail,
+        "prev": event.prev_hash,
+    }
+    return hashlib.sha256(canonical_json(body).encode()).hexdigest()
 
 
 def audit(
@@ -316,3 +377,116 @@ def count_votes(session: Session, request_id: str) -> int:
         .select_from(Vote)
         .where(col(Vote.request_id) == request_id, col(Vote.verdict) == Verdict.approve)
     ).one()
+
+
+def argument_diff(before: dict[str, Any], after: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Top-level keys whose values differ: {key: {"from": old, "to": new}}."""
+    keys = sorted(set(before) | set(after))
+    missing = object()
+    diff: dict[str, dict[str, Any]] = {}
+    for key in keys:
+        old, new = before.get(key, missing), after.get(key, missing)
+        if old != new:
+            diff[key] = {
+                "from": None if old is missing else old,
+                "to": None if new is missing else new,
+            }
+    return diff
+
+
+def extend(
+    session: Session, *, request_id: str, until: datetime, actor: str, via: str, now: datetime
+) -> Outcome:
+    """Move a pending request's deadline (approvers asking for more time)."""
+    result = session.execute(
+        sa.update(ConfirmationRequest)
+        .where(
+            col(ConfirmationRequest.id) == request_id,
+            col(ConfirmationRequest.status) == RequestStatus.pending,
+        )
+        .values(expires_at=until)
+        .execution_options(synchronize_session=False)
+    )
+    req = session.get(ConfirmationRequest, request_id)
+    if req is None:
+        return Missing(request_id)
+    if result.rowcount != 1:  # type: ignore[attr-defined]
+        return _already_final(req)
+    session.refresh(req)
+    _audit(session, request_id, "extended", actor, via, now, {"until": until.isoformat()})
+    outbox.enqueue_updates(session, request_id, now)
+    return Extended(request_id, until)
+
+
+def record_outcome(
+    session: Session,
+    *,
+    request_id: str,
+    outcome: str,
+    summary: str | None,
+    actor: str,
+    now: datetime,
+) -> bool:
+    """Record once what happened after approval ("ran", "failed", "not_run")."""
+    result = session.execute(
+        sa.update(ConfirmationRequest)
+        .where(
+            col(ConfirmationRequest.id) == request_id,
+            col(ConfirmationRequest.status) == RequestStatus.approved,
+            col(ConfirmationRequest.outcome).is_(None),
+        )
+        .values(outcome=outcome)
+        .execution_options(synchronize_session=False)
+    )
+    if result.rowcount != 1:  # type: ignore[attr-defined]
+        return False
+    _audit(session, request_id, outcome, actor, "agent", now, {"summary": summary})
+    return True
+
+
+def allow_by_grant(
+    session: Session, *, req: ConfirmationRequest, grant: Grant, now: datetime
+) -> ConfirmationRequest:
+    """Record a call a grant let through: born approved, linked to the approval behind it."""
+    until = f"{grant.expires_at:%Y-%m-%d %H:%M} UTC"
+    req.status = RequestStatus.approved
+    req.decided_at, req.decided_by, req.decided_via = now, grant.created_by, "grant"
+    req.grant_id = grant.id
+    req.reason = (
+        f"Allowed by a grant from {grant.created_by} (scope: {grant.scope}, until "
+        f"{until}), made when approving request {grant.request_id}."
+    )
+    session.add(req)
+    session.execute(
+        sa.update(Grant).where(col(Grant.id) == grant.id).values(uses=col(Grant.uses) + 1)
+    )
+    session.flush()
+    _audit(
+        session,
+        req.id,
+        "allowed_by_grant",
+        grant.created_by,
+        "grant",
+        now,
+        {"grant": grant.id, "approval": grant.request_id, "scope": grant.scope},
+    )
+    return req
+
+
+def end_grant(
+    session: Session, *, grant_id: str, to: GrantStatus, actor: str | None, now: datetime
+) -> bool:
+    """Revoke or expire an active grant (compare-and-set, like requests)."""
+    result = session.execute(
+        sa.update(Grant)
+        .where(col(Grant.id) == grant_id, col(Grant.status) == GrantStatus.active)
+        .values(status=to, ended_at=now, ended_by=actor)
+    )
+    if result.rowcount != 1:  # type: ignore[attr-defined]
+        return False
+    grant = session.get(Grant, grant_id)
+    if grant is not None:
+        _audit(
+            session, grant.request_id, f"grant_{to.value}", actor, None, now, {"grant": grant_id}
+        )
+    return True

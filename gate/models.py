@@ -112,6 +112,18 @@ class ConfirmationRequest(SQLModel, table=True):
     decided_via: str | None = Field(default=None, max_length=50)
     reason: str | None = Field(default=None, max_length=4000)
     on_timeout: str = Field(default="reject", max_length=16)
+    #: sha256 of tool name + canonical args (+ idempotency key): what an approval is bound to
+    args_hash: str | None = Field(default=None, max_length=64)
+    #: the arguments as an approver edited them (None: approved as asked)
+    approved_args: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
+    #: what the rule offered when the request was made (reject reasons, edits, grants, escalation)
+    options: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    #: set when this call was let through by a grant instead of a person
+    grant_id: str | None = Field(default=None, max_length=26)
+    reminded_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime, nullable=True))
+    escalated_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime, nullable=True))
+    #: what happened after approval, reported by the agent: "ran" | "failed" | "not_run"
+    outcome: str | None = Field(default=None, max_length=16)
 
 
 class Vote(SQLModel, table=True):
@@ -174,3 +186,36 @@ class AuditEvent(SQLModel, table=True):
     actor: str | None = Field(default=None, max_length=200)
     via: str | None = Field(default=None, max_length=50)
     detail: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    #: tamper evidence: sha256 over this event and the previous event's hash for the request
+    prev_hash: str | None = Field(default=None, max_length=64)
+    chain_hash: str | None = Field(default=None, max_length=64)
+
+
+class GrantStatus(enum.StrEnum):
+    active = "active"
+    expired = "expired"
+    revoked = "revoked"
+
+
+class Grant(SQLModel, table=True):
+    """"Approve, and allow the same for 30 minutes": later matching calls skip the human."""
+
+    __tablename__ = "approval_grant"
+    __table_args__ = (sa.Index("ix_grant_lookup", "status", "tool_name", "expires_at"),)
+
+    id: str = Field(default_factory=new_id, primary_key=True, max_length=26)
+    request_id: str = Field(foreign_key="confirmation_request.id", max_length=26)
+    rule: str | None = Field(default=None, max_length=200)
+    tool_name: str = Field(max_length=200)
+    #: "call" (same arguments), "session" (this tool in this session), "agent" (this tool, agent)
+    scope: str = Field(max_length=16)
+    session_id: str | None = Field(default=None, max_length=200)
+    agent_id: str | None = Field(default=None, max_length=200)
+    args_hash: str | None = Field(default=None, max_length=64)
+    created_by: str = Field(max_length=200)
+    created_at: datetime = Field(default_factory=utcnow, sa_column=Column(UTCDateTime, nullable=False))
+    expires_at: datetime = Field(sa_column=Column(UTCDateTime, nullable=False))
+    status: str = Field(default=GrantStatus.active, sa_column=_status_column("active"))
+    ended_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime, nullable=True))
+    ended_by: str | None = Field(default=None, max_length=200)
+    uses: int = Field(default=0)

@@ -61,6 +61,7 @@ class Rule:
     on_timeout: Literal["reject", "approve"]
     channels: tuple[str, ...] | None
     reason: str | None
+    options: dict[str, Any] = field(default_factory=dict)
 
     def tool_matches(self, tool_name: str) -> bool:
         """True when `tool_name` matches one of the rule's globs."""
@@ -147,6 +148,7 @@ class Policy:
             if server.default_channels is not None
             else None,
             reason="The caller marked this call as requiring confirmation",
+            options=_options(RuleSettings(name=FORCED_RULE)),
         )
 
     def rule(self, name: str | None) -> Rule | None:
@@ -203,7 +205,7 @@ def _compile(rule: RuleSettings, settings: Settings, source: str | None) -> Rule
             source=source,
             key=f"rules.{rule.name}.timeout",
         )
-    for channel in rule.channels or ():
+    for channel in [*(rule.channels or ()), *rule.escalate_to]:
         if ":" not in channel:
             raise ConfigError(
                 f"channel {channel!r} must look like 'slack:C0123' (name:target)",
@@ -222,7 +224,27 @@ def _compile(rule: RuleSettings, settings: Settings, source: str | None) -> Rule
         on_timeout=rule.on_timeout,
         channels=tuple(rule.channels) if rule.channels is not None else None,
         reason=rule.reason,
+        options=_options(rule),
     )
+
+
+def _options(rule: RuleSettings) -> dict[str, Any]:
+    """What a request made under `rule` offers its approvers; frozen onto the request."""
+
+    def seconds(d: timedelta | None) -> float | None:
+        return d.total_seconds() if d is not None else None
+
+    return {
+        "allow_edits": rule.allow_edits and rule.approvals_required == 1,
+        "editable": rule.editable,
+        "grant_scopes": list(rule.grant_scopes),
+        "max_grant_seconds": seconds(rule.max_grant),
+        "reject_reasons": list(rule.reject_reasons),
+        "remind_after_seconds": seconds(rule.remind_after),
+        "escalate_after_seconds": seconds(rule.escalate_after),
+        "escalate_to": list(rule.escalate_to),
+        "escalate_approvers": list(rule.escalate_approvers),
+    }
 
 
 def _rule_reason(rule: Rule) -> str:

@@ -16,6 +16,10 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 log = logging.getLogger(__name__)
 SWEEP_JOB = "expiry-sweep"
 OUTBOX_JOB = "outbox-pump"
+FOLLOWUP_JOB = "reminders"
+#: reminders and escalations are minutes-scale promises; checking every 5 s keeps them
+#: punctual without scanning pending requests every second
+FOLLOWUP_INTERVAL = 5.0
 
 
 class Scheduler:
@@ -28,6 +32,8 @@ class Scheduler:
         pump: Callable[[], Awaitable[Any]],
         sweep_interval: float,
         pump_interval: float,
+        followups: Callable[[], Awaitable[Any]] | None = None,
+        followup_interval: float = FOLLOWUP_INTERVAL,
     ) -> None:
         self._scheduler = AsyncIOScheduler(timezone=UTC)
         # max_instances=1 + coalesce: a slow run is never overlapped by the next tick, and
@@ -35,6 +41,10 @@ class Scheduler:
         common: dict[str, Any] = {"max_instances": 1, "coalesce": True, "misfire_grace_time": None}
         self._scheduler.add_job(sweep, "interval", seconds=sweep_interval, id=SWEEP_JOB, **common)
         self._scheduler.add_job(pump, "interval", seconds=pump_interval, id=OUTBOX_JOB, **common)
+        if followups is not None:
+            self._scheduler.add_job(
+                followups, "interval", seconds=followup_interval, id=FOLLOWUP_JOB, **common
+            )
 
     @property
     def running(self) -> bool:

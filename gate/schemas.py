@@ -71,6 +71,12 @@ class RequestPublic(BaseModel):
     decided_via: str | None
     reason: str | None
     url: str
+    args_hash: str = Field(description="sha256 binding of tool + the args that will run + call id")
+    approved_args: dict[str, Any] | None = Field(
+        default=None, description="the arguments as edited by the approver (null: as asked)")
+    options: dict[str, Any] = Field(default_factory=dict)
+    grant_id: str | None = None
+    outcome: str | None = None
 
     @classmethod
     def of(cls, view: RequestView) -> RequestPublic:
@@ -87,6 +93,15 @@ class GateAnswer(BaseModel):
     request: RequestPublic | None = None
 
 
+class GrantRequest(BaseModel):
+    """Attach a time-boxed grant to an approval."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    scope: Literal["call", "session", "agent"]
+    duration: str = Field(description='how long, e.g. "30m"', max_length=20)
+
+
 class DecisionBody(BaseModel):
     """`POST /v1/requests/{id}/decision`."""
 
@@ -94,6 +109,64 @@ class DecisionBody(BaseModel):
 
     verdict: Literal["approve", "reject"]
     comment: str | None = Field(default=None, max_length=4000)
+    #: approve with these arguments instead (the full object)
+    edited_args: dict[str, Any] | None = None
+    #: preset reject reasons from the rule's `reject_reasons`
+    reasons: list[str] = Field(default_factory=list, max_length=20)
+    grant: GrantRequest | None = None
+
+
+class ExtendBody(BaseModel):
+    """`POST /v1/requests/{id}/extend`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    by: str = Field(description='more time, e.g. "15m"', max_length=20)
+
+
+class OutcomeBody(BaseModel):
+    """`POST /v1/requests/{id}/outcome`: what happened after approval."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    outcome: Literal["ran", "failed", "not_run"]
+    summary: str | None = Field(default=None, max_length=4000)
+
+
+class GrantPublic(BaseModel):
+    """A time-boxed grant as the API shows it."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    id: str
+    request_id: str
+    rule: str | None
+    tool_name: str
+    scope: str
+    session_id: str | None
+    agent_id: str | None
+    created_by: str
+    created_at: datetime
+    expires_at: datetime
+    status: str
+    ended_at: datetime | None
+    ended_by: str | None
+    uses: int
+
+
+class AuditPublic(BaseModel):
+    """One audit event with its place in the tamper-evident chain."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    id: int | None
+    at: datetime
+    kind: str
+    actor: str | None
+    via: str | None
+    detail: dict[str, Any]
+    prev_hash: str | None
+    chain_hash: str | None
 
 
 class CancelBody(BaseModel):

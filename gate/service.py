@@ -19,15 +19,17 @@ import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from gate import machine, outbox
+from gate import grants, machine, outbox
 from gate.auth import Principal
+from gate.binding import call_hash
 from gate.config import ApproverSettings, Settings
 from gate.db import Database
-from gate.errors import AlreadyDecided, Conflict, Forbidden, NotFound
+from gate.errors import AlreadyDecided, Conflict, Forbidden, InvalidInput, NotFound
 from gate.models import (
     AuditEvent,
     ConfirmationRequest,
     Delivery,
+    GrantStatus,
     RequestStatus,
     Verdict,
     Vote,
@@ -120,8 +122,9 @@ class GateService:
         decision = self.policy.evaluate(facts)
         if decision.action != "ask":
             return Submitted(decision, None, False)
+        args_hash = call_hash(call.tool_name, call.tool_args, call.idempotency_key)
         if call.idempotency_key:
-            found = self._by_key(call.idempotency_key)
+            found = self._by_key(call.idempotency_key, args_hash)
             if found is not None:
                 return Submitted(decision, found, False)
         rule = decision.rule
@@ -145,31 +148,53 @@ class GateService:
             expires_at=now + rule.timeout,
             on_timeout=rule.on_timeout,
             reason=decision.reason,
+            args_hash=args_hash,
+            options=rule.options,
         )
         try:
             with self.db.write() as session:
-                session.add(req)
-                session.flush()
-                machine.audit(
+                grant = grants.find(
                     session,
-                    request_id=req.id,
-                    kind="created",
-                    actor=principal.name,
-                    via="api",
+                    tool_name=call.tool_name,
+                    args=call.tool_args,
+                    session_id=call.session_id,
+                    agent_id=call.agent_id,
                     now=now,
-                    detail={"rule": rule.name, "trail": list(decision.trail)},
                 )
-                outbox.enqueue_posts(session, req.id, self._targets(rule.channels), now)
-                self.notifier.stage(session, Event("created", req.id))
+                if grant is not None:
+                    machine.allow_by_grant(session, req=req, grant=grant, now=now)
+                    self.notifier.stage(session, Event("final", req.id))
+                    granted = True
+                else:
+                    granted = False
+                    session.add(req)
+                    session.flush()
+                    machine.audit(
+                        session,
+                        request_id=req.id,
+                        kind="created",
+                        actor=principal.name,
+                        via="api",
+                        now=now,
+                        detail={"rule": rule.name, "trail": list(decision.trail)},
+                    )
+                    outbox.enqueue_posts(session, req.id, self._targets(rule.channels), now)
+                    self.notifier.stage(session, Event("created", req.id))
         except IntegrityError:
             # Two submits with the same idempotency key raced; the other one won.
-            found = self._by_key(call.idempotency_key or "")
+            found = self._by_key(call.idempotency_key or "", args_hash)
             if found is None:
                 raise
             return Submitted(decision, found, False)
+        view = self.view(req.id)
+        if granted:
+            self.notifier.publish(Event("final", req.id))
+            assert view is not None and view.reason is not None
+            allowed = Decision("allow", rule, view.reason, (*decision.trail, "granted"))
+            return Submitted(allowed, view, True)
         self.notifier.publish(Event("created", req.id))
         self.kick_outbox()
-        return Submitted(decision, self.view(req.id), True)
+        return Submitted(decision, view, True)
 
     def _targets(self, rule_channels: tuple[str, ...] | None) -> list[tuple[str, str]]:
         """(channel, target) pairs for a rule: its own list, or every channel's default."""
@@ -187,12 +212,22 @@ class GateService:
                 targets.append((name, str(default)))
         return targets
 
-    def _by_key(self, key: str) -> RequestView | None:
+    def _by_key(self, key: str, args_hash: str) -> RequestView | None:
+        """The request made earlier under `key`; 409 if it was for a different call."""
         with self.db.read() as session:
             req = session.exec(
                 select(ConfirmationRequest).where(ConfirmationRequest.idempotency_key == key)
             ).first()
-            return self._view(session, req) if req else None
+            if req is None:
+                return None
+            if req.args_hash and req.args_hash != args_hash:
+                raise Conflict(
+                    f"idempotency key {key!r} was already used for a different call "
+                    "(other tool or arguments); an approval never carries over to other "
+                    "arguments",
+                    code="idempotency_key_reused",
+                )
+            return self._view(session, req)
 
     # -- read -------------------------------------------------------------------------------
 
@@ -284,8 +319,16 @@ class GateService:
         comment: str | None,
         via: str,
         bypass_approver_list: bool = False,
+        edited_args: dict[str, Any] | None = None,
+        reasons: list[str] | None = None,
+        grant: tuple[str, str] | None = None,
     ) -> DecisionResult:
-        """Record `actor`'s verdict, if they may decide this request."""
+        """Record `actor`'s verdict, if they may decide this request.
+
+        `edited_args` approves with changed arguments, `reasons` are the rule's preset
+        reject reasons, and `grant` is a (scope, duration) pair to attach to an approval;
+        each is checked against what the rule offers (InvalidInput when it does not).
+        """
         view = self.view(request_id)
         if view is None:
             return DecisionResult(machine.Missing(request_id), None)
@@ -306,6 +349,15 @@ class GateService:
         )
         if refused:
             return DecisionResult(None, view, refused)
+        comment = _with_reasons(view, verdict, comment, reasons or [])
+        spec = None
+        if grant is not None:
+            if verdict != Verdict.approve:
+                raise InvalidInput("only an approval can carry a grant", code="invalid_input")
+            spec = grants.validate(view, *grant)
+        if edited_args is not None:
+            _check_edits(view, verdict, edited_args)
+        now = self.clock()
         with self.db.write() as session:
             outcome = machine.record_vote(
                 session,
@@ -314,8 +366,13 @@ class GateService:
                 verdict=verdict,
                 comment=comment,
                 via=via,
-                now=self.clock(),
+                now=now,
+                edited_args=edited_args,
             )
+            if spec is not None and isinstance(outcome, machine.Changed):
+                req = session.get(ConfirmationRequest, request_id)
+                if req is not None and req.status == RequestStatus.approved:
+                    grants.create(session, req, spec, by=actor, now=now)
             if isinstance(outcome, machine.Changed | machine.Voted):
                 kind = "final" if isinstance(outcome, machine.Changed) else "changed"
                 self.notifier.stage(session, Event(kind, request_id))
@@ -329,8 +386,12 @@ class GateService:
         verdict: Verdict,
         comment: str | None,
         via: str = "api",
+        **extras: Any,
     ) -> RequestView:
-        """API decision: raise the documented error for every refusal."""
+        """API decision: raise the documented error for every refusal.
+
+        `extras` are `decide`'s edited_args, reasons and grant.
+        """
         principal.require("approver", "admin")
         self.get(request_id, principal)
         result = self.decide(
@@ -341,6 +402,7 @@ class GateService:
             comment=comment,
             via=via,
             bypass_approver_list=principal.role == "admin",
+            **extras,
         )
         raise_for(result)
         assert result.view is not None
@@ -423,6 +485,14 @@ class GateService:
             if isinstance(outcome, machine.Changed):
                 done += 1
                 self._after_change(outcome)
+        with self.db.read() as session:
+            ended = grants.due(session, now)
+        if ended:
+            with self.db.write() as session:
+                for grant_id in ended:
+                    machine.end_grant(
+                        session, grant_id=grant_id, to=GrantStatus.expired, actor=None, now=now
+                    )
         return done
 
     def _after_change(self, outcome: machine.Outcome) -> None:
@@ -461,6 +531,36 @@ class GateService:
                 )
             ).all()
         return {str(status): int(n) for status, n in rows}
+
+
+def _with_reasons(
+    view: RequestView, verdict: Verdict, comment: str | None, reasons: list[str]
+) -> str | None:
+    """Combine preset reject reasons and free text into what the model is told."""
+    if not reasons:
+        return comment
+    if verdict != Verdict.reject:
+        raise InvalidInput("preset reasons go with a reject", code="invalid_input")
+    offered = view.options.get("reject_reasons") or []
+    unknown = [r for r in reasons if r not in offered]
+    if unknown:
+        raise InvalidInput(
+            f"not one of this rule's reject reasons: {unknown} (offered: {offered})",
+            code="unknown_reason",
+        )
+    text = "; ".join(reasons)
+    return f"{text} - {comment}" if comment else text
+
+
+def _check_edits(view: RequestView, verdict: Verdict, edited_args: dict[str, Any]) -> None:
+    if verdict != Verdict.approve:
+        raise InvalidInput("edited arguments go with an approval", code="invalid_input")
+    if not view.options.get("allow_edits", True):
+        raise InvalidInput(
+            "this rule does not allow approving with edits "
+            "(it forbids them, or it needs more than one approver)",
+            code="edits_not_allowed",
+        )
 
 
 def raise_for(result: DecisionResult) -> None:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from gate.binding import call_hash
 from gate.models import AuditEvent, ConfirmationRequest, Delivery, RequestStatus, Vote
 
 #: how each surface is named in sentences ("approved by alice in Slack")
@@ -81,6 +82,22 @@ class RequestView:
     url: str = ""
     deliveries: list[DeliveryView] = field(default_factory=list)
     audit: list[AuditView] = field(default_factory=list)
+    #: hash of tool + the arguments that will run (+ call id): what an approval is bound to
+    args_hash: str = ""
+    #: arguments as an approver edited them; None when approved (or pending) as asked
+    approved_args: dict[str, Any] | None = None
+    #: what the rule offers: reject_reasons, allow_edits, editable, grant_scopes, ...
+    options: dict[str, Any] = field(default_factory=dict)
+    #: set when a grant, not a person, let this call through
+    grant_id: str | None = None
+    #: what the agent reported after approval: "ran" | "failed" | "not_run"
+    outcome: str | None = None
+    idempotency_key: str | None = None
+
+    @property
+    def run_args(self) -> dict[str, Any]:
+        """The arguments the call runs with: edited ones when an approver changed them."""
+        return self.approved_args if self.approved_args is not None else self.tool_args
 
     @property
     def is_final(self) -> bool:
@@ -97,6 +114,8 @@ class RequestView:
         match self.status:
             case "pending":
                 return f"Waiting for approval ({len(self.approvals)} of {self.approvals_required})"
+            case "approved" if self.decided_via == "grant":
+                return f"Allowed by a grant from {self.decided_by}"
             case "approved" if self.decided_via == "timeout":
                 return "Approved automatically: nobody answered before the deadline"
             case "approved":
@@ -158,4 +177,16 @@ def build_view(
             for d in deliveries or []
         ],
         audit=[AuditView(a.id or 0, a.at, a.kind, a.actor, a.via, a.detail) for a in audit or []],
+        args_hash=binding_of(req),
+        approved_args=req.approved_args,
+        options=req.options,
+        grant_id=req.grant_id,
+        outcome=req.outcome,
+        idempotency_key=req.idempotency_key,
     )
+
+
+def binding_of(req: ConfirmationRequest) -> str:
+    """The hash an approval of `req` is bound to: what will run, not what was asked."""
+    args = req.approved_args if req.approved_args is not None else req.tool_args
+    return call_hash(req.tool_name, args, req.idempotency_key)

@@ -6,13 +6,18 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Query
 
+from gate import followups
 from gate.api.deps import PrincipalDep, ServiceDep
 from gate.models import RequestStatus, Verdict
 from gate.schemas import (
+    AuditPublic,
     CancelBody,
     DecisionBody,
+    ExtendBody,
     GateAnswer,
     GateCall,
+    GrantPublic,
+    OutcomeBody,
     RequestPage,
     RequestPublic,
 )
@@ -93,8 +98,21 @@ async def wait_request(
 def decide(
     request_id: str, body: DecisionBody, principal: PrincipalDep, service: ServiceDep
 ) -> RequestPublic:
-    """Approve or reject, as the approver the token belongs to."""
-    view = service.decide_as(request_id, principal, Verdict(body.verdict), body.comment)
+    """Approve or reject, as the approver the token belongs to.
+
+    An approval may carry `edited_args` (the call runs with them instead) and a `grant`
+    ({"scope": "call"|"session"|"agent", "duration": "30m"}) when the rule offers one; a
+    reject may carry preset `reasons` from the rule.
+    """
+    view = service.decide_as(
+        request_id,
+        principal,
+        Verdict(body.verdict),
+        body.comment,
+        edited_args=body.edited_args,
+        reasons=body.reasons,
+        grant=(body.grant.scope, body.grant.duration) if body.grant else None,
+    )
     return RequestPublic.of(view)
 
 
@@ -111,3 +129,66 @@ def cancel(
 ) -> RequestPublic:
     """Withdraw a pending request (the agent no longer needs the call)."""
     return RequestPublic.of(service.cancel(request_id, principal, body.reason if body else None))
+
+
+@router.post(
+    "/requests/{request_id}/extend",
+    response_model=RequestPublic,
+    responses={**ERRORS, 409: {"description": "Already finished"}},
+)
+def extend(
+    request_id: str, body: ExtendBody, principal: PrincipalDep, service: ServiceDep
+) -> RequestPublic:
+    """Give a pending request more time (approvers of the request only)."""
+    return RequestPublic.of(followups.extend(service, request_id, principal, body.by))
+
+
+@router.post(
+    "/requests/{request_id}/outcome",
+    response_model=RequestPublic,
+    responses={**ERRORS, 409: {"description": "Not approved, or already recorded"}},
+)
+def outcome(
+    request_id: str, body: OutcomeBody, principal: PrincipalDep, service: ServiceDep
+) -> RequestPublic:
+    """Record whether the approved call ran, and what came of it."""
+    view = followups.record_outcome(service, request_id, principal, body.outcome, body.summary)
+    return RequestPublic.of(view)
+
+
+@router.get("/requests/{request_id}/audit", response_model=list[AuditPublic], responses=ERRORS)
+def audit(request_id: str, principal: PrincipalDep, service: ServiceDep) -> list[AuditPublic]:
+    """The audit trail with its hash chain (`gate audit verify` checks it)."""
+    events = followups.audit_trail(service, request_id, principal)
+    return [AuditPublic.model_validate(e) for e in events]
+
+
+@router.post("/sessions/{session_id}/cancel", responses=ERRORS)
+def cancel_session(
+    session_id: str,
+    principal: PrincipalDep,
+    service: ServiceDep,
+    body: Annotated[CancelBody | None, Body()] = None,
+) -> dict[str, list[str]]:
+    """Cancel every pending request of an agent session (the session ended)."""
+    ids = followups.cancel_session(service, session_id, principal, body.reason if body else None)
+    return {"cancelled": ids}
+
+
+@router.get("/grants", response_model=list[GrantPublic], responses=ERRORS)
+def list_grants(
+    principal: PrincipalDep, service: ServiceDep, active: bool = True
+) -> list[GrantPublic]:
+    """Time-boxed grants (active ones by default)."""
+    rows = followups.list_grants(service, principal, active)
+    return [GrantPublic.model_validate(g) for g in rows]
+
+
+@router.post(
+    "/grants/{grant_id}/revoke",
+    response_model=GrantPublic,
+    responses={**ERRORS, 409: {"description": "Already ended"}},
+)
+def revoke_grant(grant_id: str, principal: PrincipalDep, service: ServiceDep) -> GrantPublic:
+    """End a grant now; later calls go back to asking a human."""
+    return GrantPublic.model_validate(followups.revoke_grant(service, grant_id, principal))

@@ -1,0 +1,269 @@
+"""Use cases around a request's life: extend, remind, escalate, session end, outcome, audit.
+
+Each owns its transaction, like those in gate.service; status changes still go through
+gate.machine.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+
+import sqlalchemy as sa
+from sqlmodel import col, select
+
+from gate import grants, machine, outbox
+from gate.auth import Principal
+from gate.config import parse_duration
+from gate.errors import AlreadyDecided, Conflict, Forbidden, InvalidInput
+from gate.models import AuditEvent, ConfirmationRequest, Grant, GrantStatus, RequestStatus
+from gate.notify import Event
+from gate.policy import may_decide
+from gate.service import GateService, already_final_message
+from gate.views import RequestView
+
+log = logging.getLogger(__name__)
+
+
+def extend(service: GateService, request_id: str, principal: Principal, by: str) -> RequestView:
+    """Give a pending request more time; only someone who may decide it can."""
+    principal.require("approver", "admin")
+    view = service.get(request_id, principal)
+    refused = may_decide(
+        principal.approver,
+        actor_name=principal.actor_name,
+        allowed=[] if principal.role == "admin" else view.approvers,
+        requester=view.user_id,
+    )
+    if refused:
+        raise Forbidden(refused[0].upper() + refused[1:], code="not_an_approver")
+    try:
+        more = parse_duration(by)
+    except ValueError as exc:
+        raise InvalidInput(f"by: {exc}") from None
+    limit = view.created_at + service.settings.server.max_timeout
+    until = min(max(view.expires_at, service.clock()) + more, limit)
+    with service.db.write() as session:
+        outcome = machine.extend(
+            session,
+            request_id=request_id,
+            until=until,
+            actor=principal.actor_name,
+            via="api",
+            now=service.clock(),
+        )
+        if isinstance(outcome, machine.Extended):
+            service.notifier.stage(session, Event("changed", request_id))
+    if isinstance(outcome, machine.AlreadyFinal):
+        raise AlreadyDecided(
+            already_final_message(outcome),
+            status=outcome.status.value,
+            decided_by=outcome.decided_by,
+        )
+    service.notifier.publish(Event("changed", request_id))
+    service.kick_outbox()
+    return service.get(request_id, principal)
+
+
+def record_outcome(
+    service: GateService, request_id: str, principal: Principal, outcome: str, summary: str | None
+) -> RequestView:
+    """The agent reports whether the approved call ran and how it went (once)."""
+    principal.require("agent", "admin")
+    view = service.get(request_id, principal)
+    if view.status != RequestStatus.approved:
+        raise Conflict(
+            f"only approved calls have an outcome; this one is {view.status}", code="not_approved"
+        )
+    with service.db.write() as session:
+        recorded = machine.record_outcome(
+            session,
+            request_id=request_id,
+            outcome=outcome,
+            summary=summary,
+            actor=principal.name,
+            now=service.clock(),
+        )
+    if not recorded:
+        raise Conflict(
+            f"the outcome was already recorded as {view.outcome!r}", code="outcome_recorded"
+        )
+    service.notifier.publish(Event("changed", request_id))
+    return service.get(request_id, principal)
+
+
+def cancel_session(
+    service: GateService, session_id: str, principal: Principal, why: str | None
+) -> list[str]:
+    """Cancel every pending request of an agent session (its session ended)."""
+    principal.require("agent", "admin")
+    with service.db.read() as session:
+        stmt = select(ConfirmationRequest.id).where(
+            col(ConfirmationRequest.session_id) == session_id,
+            col(ConfirmationRequest.status) == RequestStatus.pending,
+        )
+        if principal.role == "agent":
+            stmt = stmt.where(col(ConfirmationRequest.submitted_by) == principal.name)
+        ids = list(session.exec(stmt).all())
+    cancelled = []
+    for request_id in ids:
+        with service.db.write() as session:
+            outcome = machine.cancel(
+                session,
+                request_id=request_id,
+                actor=principal.name,
+                via="agent",
+                why=why or "the agent session ended",
+                now=service.clock(),
+            )
+            if isinstance(outcome, machine.Changed):
+                service.notifier.stage(session, Event("final", request_id))
+        if isinstance(outcome, machine.Changed):
+            cancelled.append(request_id)
+            service.notifier.publish(Event("final", request_id))
+    if cancelled:
+        service.kick_outbox()
+    return cancelled
+
+
+def revoke_grant(service: GateService, grant_id: str, principal: Principal) -> Grant:
+    """End a grant early. Approvers and admins may revoke."""
+    principal.require("approver", "admin")
+    with service.db.write() as session:
+        grant = session.get(Grant, grant_id)
+        if grant is None:
+            from gate.errors import NotFound
+
+            raise NotFound(f"no grant with id {grant_id!r}", code="grant_not_found")
+        if not machine.end_grant(
+            session,
+            grant_id=grant_id,
+            to=GrantStatus.revoked,
+            actor=principal.actor_name,
+            now=service.clock(),
+        ):
+            raise Conflict(f"grant {grant_id} already ended ({grant.status})", code="grant_ended")
+        session.refresh(grant)
+        return grant
+
+
+def list_grants(service: GateService, principal: Principal, active_only: bool) -> list[Grant]:
+    """Grants for approvers and admins to review."""
+    principal.require("approver", "admin")
+    with service.db.read() as session:
+        return grants.list_grants(session, active_only=active_only, now=service.clock())
+
+
+def audit_trail(service: GateService, request_id: str, principal: Principal) -> list[AuditEvent]:
+    """The request's audit events with their chain hashes."""
+    service.get(request_id, principal)
+    with service.db.read() as session:
+        return list(
+            session.exec(
+                select(AuditEvent)
+                .where(AuditEvent.request_id == request_id)
+                .order_by(col(AuditEvent.id))
+            ).all()
+        )
+
+
+def remind_and_escalate(service: GateService, now: datetime) -> tuple[int, int]:
+    """Remind approvers of requests waiting past `remind_after`; escalate past `escalate_after`.
+
+    Each happens once per request: the marker columns are set with a compare-and-set, so
+    every replica may run this job.
+    """
+    reminded = escalated = 0
+    with service.db.read() as session:
+        rows = list(
+            session.exec(
+                select(ConfirmationRequest).where(
+                    col(ConfirmationRequest.status) == RequestStatus.pending,
+                    sa.or_(
+                        col(ConfirmationRequest.reminded_at).is_(None),
+                        col(ConfirmationRequest.escalated_at).is_(None),
+                    ),
+                )
+            ).all()
+        )
+    for req in rows:
+        remind = req.options.get("remind_after_seconds")
+        if remind and req.reminded_at is None and now >= req.created_at + timedelta(seconds=remind):
+            reminded += _mark(service, req, "reminded_at", now, escalate=False)
+        escalate = req.options.get("escalate_after_seconds")
+        if (
+            escalate
+            and req.escalated_at is None
+            and now >= req.created_at + timedelta(seconds=escalate)
+        ):
+            escalated += _mark(service, req, "escalated_at", now, escalate=True)
+    return reminded, escalated
+
+
+def _mark(
+    service: GateService, req: ConfirmationRequest, column: str, now: datetime, *, escalate: bool
+) -> int:
+    with service.db.write() as session:
+        result = session.execute(
+            sa.update(ConfirmationRequest)
+            .where(
+                col(ConfirmationRequest.id) == req.id,
+                col(ConfirmationRequest.status) == RequestStatus.pending,
+                getattr(ConfirmationRequest, column).is_(None),
+            )
+            .values({column: now})
+        )
+        if result.rowcount != 1:  # type: ignore[attr-defined]
+            return 0
+        detail: dict[str, object] = {}
+        if escalate:
+            extra = service.policy.expand_approvers(req.options.get("escalate_approvers") or [])
+            approvers = list(dict.fromkeys([*req.approvers, *extra])) if req.approvers else []
+            session.execute(
+                sa.update(ConfirmationRequest)
+                .where(col(ConfirmationRequest.id) == req.id)
+                .values(approvers=approvers)
+            )
+            targets = [tuple(t.split(":", 1)) for t in req.options.get("escalate_to") or []]
+            targets = [(c, t) for c, t in targets if c in service.configured_channels]
+            outbox.enqueue_posts(session, req.id, targets, now)  # type: ignore[arg-type]
+            detail = {"approvers": extra, "channels": [f"{c}:{t}" for c, t in targets]}
+        outbox.enqueue_updates(session, req.id, now)
+        machine.audit(
+            session,
+            request_id=req.id,
+            kind="escalated" if escalate else "reminded",
+            actor=None,
+            via=None,
+            now=now,
+            detail=detail,
+        )
+        service.notifier.stage(session, Event("changed", req.id))
+    service.notifier.publish(Event("changed", req.id))
+    service.kick_outbox()
+    log.info("request %s %s", req.id, "escalated" if escalate else "reminder sent")
+    return 1
+
+
+def verify_audit(service: GateService) -> list[str]:
+    """Recompute every request's audit chain; return one line per broken link."""
+    problems: list[str] = []
+    with service.db.read() as session:
+        events = session.exec(
+            select(AuditEvent).order_by(col(AuditEvent.request_id), col(AuditEvent.id))
+        ).all()
+        prev_by_request: dict[str, str | None] = {}
+        for event in events:
+            expected_prev = prev_by_request.get(event.request_id)
+            if event.prev_hash != expected_prev:
+                problems.append(
+                    f"{event.request_id} event {event.id} ({event.kind}): "
+                    "prev_hash does not match the previous event"
+                )
+            if event.chain_hash != machine.audit_hash(event):
+                problems.append(
+                    f"{event.request_id} event {event.id} ({event.kind}): "
+                    "content does not match its hash (edited after the fact)"
+                )
+            prev_by_request[event.request_id] = event.chain_hash
+    return problems

@@ -1,0 +1,161 @@
+"""Time-boxed grants: "approve, and allow the same for 30 minutes".
+
+An approver attaches a grant to an approval, with a scope the rule offers: `call` (the same
+tool with the same arguments), `session` (this tool in this agent session) or `agent` (this
+tool for this agent). While it lasts, matching calls are let through at once and recorded as
+requests born approved, linked to the approval that made the grant. Grants end by revocation
+or by the expiry sweep; lookups also ignore any grant whose time is up, so a slow sweep can
+never stretch one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+import sqlalchemy as sa
+from sqlmodel import Session, col, select
+
+from gate import machine
+from gate.binding import call_hash
+from gate.config import parse_duration
+from gate.errors import InvalidInput
+from gate.models import ConfirmationRequest, Grant, GrantStatus
+
+if TYPE_CHECKING:
+    from gate.views import RequestView
+
+SCOPES = ("call", "session", "agent")
+
+
+@dataclass(frozen=True)
+class GrantSpec:
+    """What an approver asked for: a scope and how long."""
+
+    scope: str
+    duration: timedelta
+
+
+def validate(view: RequestView, scope: str, duration: str) -> GrantSpec:
+    """Check a requested grant against what the request's rule offers."""
+    offered = view.options.get("grant_scopes") or []
+    if scope not in offered:
+        allowed = ", ".join(offered) if offered else "none"
+        raise InvalidInput(
+            f"this rule offers no {scope!r} grant (offered: {allowed})", code="grant_not_offered"
+        )
+    try:
+        length = parse_duration(duration)
+    except ValueError as exc:
+        raise InvalidInput(f"grant duration: {exc}", code="invalid_input") from None
+    cap = view.options.get("max_grant_seconds") or 3600
+    if length.total_seconds() > cap:
+        raise InvalidInput(
+            f"grant duration {duration} is longer than this rule allows ({int(cap // 60)}m)",
+            code="grant_too_long",
+        )
+    if scope == "session" and not view.session_id:
+        raise InvalidInput(
+            "a session grant needs a request with a session_id", code="grant_not_offered"
+        )
+    if scope == "agent" and not view.agent_id:
+        raise InvalidInput(
+            "an agent grant needs a request with an agent_id", code="grant_not_offered"
+        )
+    return GrantSpec(scope, length)
+
+
+def create(
+    session: Session, req: ConfirmationRequest, spec: GrantSpec, *, by: str, now: datetime
+) -> Grant:
+    """Add the grant an approval carries, in the approving transaction."""
+    grant = Grant(
+        request_id=req.id,
+        rule=req.rule,
+        tool_name=req.tool_name,
+        scope=spec.scope,
+        session_id=req.session_id if spec.scope == "session" else None,
+        agent_id=req.agent_id if spec.scope == "agent" else None,
+        args_hash=call_hash(req.tool_name, req.approved_args or req.tool_args)
+        if spec.scope == "call"
+        else None,
+        created_by=by,
+        created_at=now,
+        expires_at=now + spec.duration,
+    )
+    session.add(grant)
+    session.flush()
+    machine.audit(
+        session,
+        request_id=req.id,
+        kind="grant_created",
+        actor=by,
+        via=None,
+        now=now,
+        detail={"grant": grant.id, "scope": spec.scope, "until": grant.expires_at.isoformat()},
+    )
+    return grant
+
+
+def find(
+    session: Session,
+    *,
+    tool_name: str,
+    args: dict[str, object],
+    session_id: str | None,
+    agent_id: str | None,
+    now: datetime,
+) -> Grant | None:
+    """The active grant that covers this call, if any (narrowest scope first)."""
+    candidates = session.exec(
+        select(Grant)
+        .where(
+            col(Grant.status) == GrantStatus.active,
+            col(Grant.tool_name) == tool_name,
+            col(Grant.expires_at) > now,
+        )
+        .order_by(col(Grant.expires_at).desc())
+    ).all()
+    args_hash = call_hash(tool_name, args)
+    for scope in SCOPES:
+        for grant in candidates:
+            if grant.scope != scope:
+                continue
+            if scope == "call" and grant.args_hash == args_hash:
+                return grant
+            if scope == "session" and session_id and grant.session_id == session_id:
+                return grant
+            if scope == "agent" and agent_id and grant.agent_id == agent_id:
+                return grant
+    return None
+
+
+def list_grants(session: Session, *, active_only: bool, now: datetime) -> list[Grant]:
+    """Grants, newest first."""
+    stmt = select(Grant).order_by(col(Grant.created_at).desc()).limit(500)
+    if active_only:
+        stmt = stmt.where(col(Grant.status) == GrantStatus.active, col(Grant.expires_at) > now)
+    return list(session.exec(stmt).all())
+
+
+def due(session: Session, now: datetime) -> list[str]:
+    """Ids of active grants whose time is up (the expiry sweep ends them)."""
+    return list(
+        session.exec(
+            select(Grant.id)
+            .where(col(Grant.status) == GrantStatus.active, col(Grant.expires_at) <= now)
+            .limit(500)
+        ).all()
+    )
+
+
+def count_active(session: Session, now: datetime) -> int:
+    """Active grants right now."""
+    return int(
+        session.execute(
+            sa.select(sa.func.count())
+            .select_from(Grant)
+            .where(col(Grant.status) == GrantStatus.active, col(Grant.expires_at) > now)
+        ).scalar_one()
+    )
