@@ -135,3 +135,22 @@ def test_quorum_card_shows_who_approved_so_far(slack_gate: Gate, fake_slack: Fak
     wait_until(lambda: not has_buttons(card))
     assert _status(slack_gate, request_id)["status"] == "approved"
     assert "2 of 2 approvals (alice, bob)" in card_text(card)
+
+
+def test_cancel_and_expiry_update_the_card(slack_gate: Gate, fake_slack: FakeSlack) -> None:
+    cancelled = _submit(slack_gate)
+    expiring = slack_gate.submit(tool_name="ephemeral_probe", tool_args={})["request"]["id"]
+    cancelled_card = card_for(fake_slack, cancelled)
+    expiring_card = card_for(fake_slack, expiring)
+    with slack_gate.client(cfg.AGENT) as c:
+        r = c.post(f"/v1/requests/{cancelled}/cancel", json={"reason": "user gave up"})
+    assert r.status_code == 200, r.text
+    wait_until(lambda: not has_buttons(cancelled_card))
+    assert "Cancelled by billing-agent" in card_text(cancelled_card)
+    wait_until(lambda: not has_buttons(expiring_card))
+    assert "Expired: nobody answered before the deadline" in card_text(expiring_card)
+    # a late click on the expired card is answered, not counted
+    r = interact(slack_gate, block_actions(expiring, "U0ALICE", message=expiring_card))
+    assert r.status_code == 200
+    wait_until(lambda: fake_slack.ephemerals)
+    assert fake_slack.ephemerals[0]["text"].startswith("Already expired")

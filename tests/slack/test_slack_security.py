@@ -32,11 +32,11 @@ def _forged(body: bytes) -> dict[str, str]:
 
 
 def _stale(body: bytes) -> dict[str, str]:
-    return sign(body, timestamp=int(time.time()) - 301)
+    return sign(body, timestamp=int(time.time()) - 360)  # past the 5-minute window
 
 
 def _future(body: bytes) -> dict[str, str]:
-    return sign(body, timestamp=int(time.time()) + 301)
+    return sign(body, timestamp=int(time.time()) + 360)
 
 
 def _no_signature(body: bytes) -> dict[str, str]:
