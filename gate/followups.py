@@ -226,7 +226,7 @@ def _mark(
             )
             targets = [tuple(t.split(":", 1)) for t in req.options.get("escalate_to") or []]
             targets = [(c, t) for c, t in targets if c in service.configured_channels]
-            outbox.enqueue_posts(session, req.id, targets, now)  # type: ignore[arg-type]
+            outbox.enqueue_posts(session, req.id, targets, now)
             detail = {"approvers": extra, "channels": [f"{c}:{t}" for c, t in targets]}
         outbox.enqueue_updates(session, req.id, now)
         machine.audit(

@@ -115,13 +115,17 @@ class ConfirmationRequest(SQLModel, table=True):
     #: sha256 of tool name + canonical args (+ idempotency key): what an approval is bound to
     args_hash: str | None = Field(default=None, max_length=64)
     #: the arguments as an approver edited them (None: approved as asked)
-    approved_args: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
+    approved_args: dict[str, Any] | None = Field(
+        default=None, sa_column=Column(JSON, nullable=True)
+    )
     #: what the rule offered when the request was made (reject reasons, edits, grants, escalation)
     options: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
     #: set when this call was let through by a grant instead of a person
     grant_id: str | None = Field(default=None, max_length=26)
     reminded_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime, nullable=True))
-    escalated_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime, nullable=True))
+    escalated_at: datetime | None = Field(
+        default=None, sa_column=Column(UTCDateTime, nullable=True)
+    )
     #: what happened after approval, reported by the agent: "ran" | "failed" | "not_run"
     outcome: str | None = Field(default=None, max_length=16)
 
@@ -198,7 +202,7 @@ class GrantStatus(enum.StrEnum):
 
 
 class Grant(SQLModel, table=True):
-    """"Approve, and allow the same for 30 minutes": later matching calls skip the human."""
+    """ "Approve, and allow the same for 30 minutes": later matching calls skip the human."""
 
     __tablename__ = "approval_grant"
     __table_args__ = (sa.Index("ix_grant_lookup", "status", "tool_name", "expires_at"),)
@@ -213,7 +217,9 @@ class Grant(SQLModel, table=True):
     agent_id: str | None = Field(default=None, max_length=200)
     args_hash: str | None = Field(default=None, max_length=64)
     created_by: str = Field(max_length=200)
-    created_at: datetime = Field(default_factory=utcnow, sa_column=Column(UTCDateTime, nullable=False))
+    created_at: datetime = Field(
+        default_factory=utcnow, sa_column=Column(UTCDateTime, nullable=False)
+    )
     expires_at: datetime = Field(sa_column=Column(UTCDateTime, nullable=False))
     status: str = Field(default=GrantStatus.active, sa_column=_status_column("active"))
     ended_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime, nullable=True))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -320,7 +320,7 @@ class GateService:
         via: str,
         bypass_approver_list: bool = False,
         edited_args: dict[str, Any] | None = None,
-        reasons: list[str] | None = None,
+        reasons: Sequence[str] | None = None,
         grant: tuple[str, str] | None = None,
     ) -> DecisionResult:
         """Record `actor`'s verdict, if they may decide this request.
@@ -349,7 +349,7 @@ class GateService:
         )
         if refused:
             return DecisionResult(None, view, refused)
-        comment = _with_reasons(view, verdict, comment, reasons or [])
+        comment = _with_reasons(view, verdict, comment, list(reasons or ()))
         spec = None
         if grant is not None:
             if verdict != Verdict.approve:
