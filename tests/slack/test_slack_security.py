@@ -207,3 +207,26 @@ def test_unknown_request_says_so(slack_gate_sqlite: Gate, fake_slack: FakeSlack)
     assert r.status_code == 200
     wait_until(lambda: fake_slack.ephemerals)
     assert fake_slack.ephemerals[0]["text"] == "This request no longer exists."
+
+
+def test_the_window_is_five_minutes_either_way_on_an_injected_clock() -> None:
+    from pydantic import SecretStr
+
+    from channels.slack import SlackChannel
+    from gate.config import SlackSettings
+    from gate.errors import Unauthenticated
+
+    body = b"payload=%7B%7D"
+    signed_at = 1_531_420_618
+    headers = {k.lower(): v for k, v in sign(body, signed_at).items()}
+    settings = SlackSettings(
+        bot_token=SecretStr("xoxb-x"), signing_secret=SecretStr(SIGNING_SECRET)
+    )
+    no_gate: Any = None  # verify() never reaches gate
+    for offset, ok in [(0, True), (300, True), (-300, True), (301, False), (-301, False)]:
+        channel = SlackChannel(settings, no_gate, clock=lambda o=offset: float(signed_at + o))
+        if ok:
+            channel.verify(body, headers)
+        else:
+            with pytest.raises(Unauthenticated):
+                channel.verify(body, headers)
