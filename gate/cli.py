@@ -65,6 +65,13 @@ def _parser() -> argparse.ArgumentParser:
     explain.add_argument("payload", help="JSON file with a POST /v1/gate body (or - for stdin)")
     explain.set_defaults(handler=_policy_explain)
 
+    audit = sub.add_parser("audit", help="the tamper-evident audit log").add_subparsers(
+        metavar="TASK"
+    )
+    verify = audit.add_parser("verify", help="recompute every audit hash chain; exit 1 if broken")
+    _config_arg(verify)
+    verify.set_defaults(handler=_audit_verify)
+
     from gate.operator import add_commands
 
     add_commands(sub)
@@ -140,6 +147,31 @@ def _serve(ns: argparse.Namespace) -> int:
         access_log=False,
         timeout_graceful_shutdown=5,
     )
+    return 0
+
+
+def _audit_verify(ns: argparse.Namespace) -> int:
+    from gate.db import Database
+    from gate.followups import verify_audit
+    from gate.notify import Notifier
+    from gate.policy import Policy
+    from gate.service import GateService
+
+    settings = _load(ns)
+    db = Database(settings.server.database_url)
+    try:
+        service = GateService(
+            settings=settings, db=db, policy=Policy(settings), notifier=Notifier()
+        )
+        problems = verify_audit(service)
+    finally:
+        db.dispose()
+    for line in problems:
+        print(line)  # noqa: T201
+    if problems:
+        print(f"audit chain BROKEN: {len(problems)} problem(s)", file=sys.stderr)  # noqa: T201
+        return 1
+    print("audit chain intact")  # noqa: T201
     return 0
 
 
