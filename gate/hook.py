@@ -21,10 +21,7 @@ import os
 import sys
 import urllib.error
 import urllib.request
-from collections.abc import Callable
-from dataclasses import dataclass
 from http.client import HTTPException
-from typing import Any
 
 from gate.protocol import (
     DEFAULT_TIMEOUT,
@@ -41,6 +38,12 @@ from gate.protocol import (
     drive,
     summarise,
 )
+
+# Not `typing.TYPE_CHECKING`: importing typing alone costs milliseconds on every tool call.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
 
 # -- talking HTTP with the standard library --------------------------------------------------
 
@@ -198,13 +201,15 @@ def _event(flag: str, given: Any) -> str:
 # -- answering in the agent's dialect -------------------------------------------------------
 
 
-@dataclass(frozen=True)
 class Answer:
     """What the hook process writes and returns."""
 
-    stdout: dict[str, Any] | None
-    exit_code: int = 0
-    stderr: str | None = None
+    __slots__ = ("stdout", "exit_code", "stderr")
+
+    def __init__(
+        self, stdout: dict[str, Any] | None, exit_code: int = 0, stderr: str | None = None
+    ) -> None:
+        self.stdout, self.exit_code, self.stderr = stdout, exit_code, stderr
 
 
 def answer_claude(verdict: Verdict, event: str, on_no_rule: str, fail_open: bool) -> Answer:

@@ -8,12 +8,14 @@ waits, reconnects, withdraws and words its answers the same way.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from collections.abc import Callable, Generator
-from dataclasses import dataclass, field
-from typing import Any
+
+# Not `typing.TYPE_CHECKING`: importing typing alone costs milliseconds on every tool call.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 #: Claude Code kills a command hook after 600 s by default and then lets the call through its
@@ -37,30 +39,37 @@ FINAL = frozenset({"approved", "rejected", "expired", "cancelled"})
 # -- what the flow asks for, and what it gets -----------------------------------------------
 
 
-@dataclass(frozen=True)
 class Exchange:
     """One HTTP call the flow wants made; `path` is relative to the gate URL."""
 
-    method: str
-    path: str
-    body: dict[str, Any] | None
-    timeout: float
+    __slots__ = ("method", "path", "body", "timeout")
+
+    def __init__(self, method: str, path: str, body: dict[str, Any] | None, timeout: float):
+        self.method, self.path, self.body, self.timeout = method, path, body, timeout
+
+    def __repr__(self) -> str:
+        return f"Exchange({self.method} {self.path}, timeout={self.timeout:g})"
 
 
-@dataclass(frozen=True)
 class Pause:
     """The flow wants to sleep (backoff between retries)."""
 
-    seconds: float
+    __slots__ = ("seconds",)
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
 
 
-@dataclass(frozen=True)
 class Reply:
     """The answer to an Exchange: `status` 0 when no HTTP answer arrived."""
 
-    status: int
-    body: Any = None
-    problem: str | None = None
+    __slots__ = ("status", "body", "problem")
+
+    def __init__(self, status: int, body: Any = None, problem: str | None = None) -> None:
+        self.status, self.body, self.problem = status, body, problem
+
+    def __repr__(self) -> str:
+        return f"Reply({self.status}, problem={self.problem!r})"
 
 
 Step = Exchange | Pause
@@ -72,7 +81,6 @@ ALLOWING = frozenset({"approved", "allowed"})
 GATE_DOWN = frozenset({"unreachable", "error"})
 
 
-@dataclass(frozen=True)
 class Verdict:
     """The hook's answer: a kind and a reason written for the model.
 
@@ -80,10 +88,19 @@ class Verdict:
     (policy); unreachable, lost, error, unauthorized, misconfigured, deadline, bad_input.
     """
 
-    kind: str
-    reason: str
-    rule: str | None = None
-    request: dict[str, Any] | None = None
+    __slots__ = ("kind", "reason", "rule", "request")
+
+    def __init__(
+        self,
+        kind: str,
+        reason: str,
+        rule: str | None = None,
+        request: dict[str, Any] | None = None,
+    ) -> None:
+        self.kind, self.reason, self.rule, self.request = kind, reason, rule, request
+
+    def __repr__(self) -> str:
+        return f"Verdict({self.kind!r}, {self.reason!r}, rule={self.rule!r})"
 
     @property
     def allowed(self) -> bool:
@@ -96,22 +113,37 @@ class Verdict:
         return str(self.request["id"]) if self.request else None
 
 
-@dataclass(frozen=True)
 class Call:
-    """One tool call to ask gate about (the fields of `POST /v1/gate`)."""
+    """One tool call to ask gate about (the fields of `POST /v1/gate`).
 
-    tool_name: str
-    tool_args: dict[str, Any] = field(default_factory=dict)
-    agent_id: str | None = None
-    user_id: str | None = None
-    session_id: str | None = None
-    idempotency_key: str | None = None
-    summary: str | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
-    context: dict[str, Any] = field(default_factory=dict)
-    #: the key was derived from session, tool and args (no call id): a finished request under
-    #: it is an earlier, identical call, so ask again under a fresh key
-    derived_key: bool = False
+    `derived_key`: the key was derived from session, tool and args (there was no call id), so
+    a finished request under it is an earlier, identical call: ask again under a fresh key.
+    """
+
+    def __init__(
+        self,
+        tool_name: str,
+        tool_args: dict[str, Any] | None = None,
+        *,
+        agent_id: str | None = None,
+        user_id: str | None = None,
+        session_id: str | None = None,
+        idempotency_key: str | None = None,
+        summary: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        context: dict[str, Any] | None = None,
+        derived_key: bool = False,
+    ) -> None:
+        self.tool_name = tool_name
+        self.tool_args = tool_args if tool_args is not None else {}
+        self.agent_id = agent_id
+        self.user_id = user_id
+        self.session_id = session_id
+        self.idempotency_key = idempotency_key
+        self.summary = summary
+        self.metadata = metadata if metadata is not None else {}
+        self.context = context if context is not None else {}
+        self.derived_key = derived_key
 
     def body(self, key: str | None) -> dict[str, Any]:
         """The JSON body of `POST /v1/gate` (the server refuses unknown fields)."""
@@ -301,15 +333,12 @@ def _error_text(reply: Reply) -> str:
     return reply.problem or "no answer"
 
 
-@dataclass(frozen=True)
 class _Words:
     """Every sentence the hook can say, distinct per outcome so the model can tell
     "a human said no" from "nobody answered" from "the gate is down"."""
 
-    tool: str
-    url: str
-    limit: float
-    token_hint: str
+    def __init__(self, tool: str, url: str, limit: float, token_hint: str) -> None:
+        self.tool, self.url, self.limit, self.token_hint = tool, url, limit, token_hint
 
     def approved(self, reason: str) -> str:
         return f"gate: {_sentence(reason or 'Approved by a human')}"
@@ -417,6 +446,8 @@ def derived_key(prefix: str, session_id: str | None, tool_name: str, args: Any) 
     canonical = json.dumps(
         [session_id, tool_name, args], sort_keys=True, separators=(",", ":"), ensure_ascii=False
     )
+    import hashlib  # only calls without an id need it
+
     return f"{prefix}:{hashlib.sha256(canonical.encode()).hexdigest()[:40]}"
 
 
