@@ -629,6 +629,9 @@ class FeishuChannel:
             # The decision still lands; the outbox refreshes the card when it does.
             text = "Recording your decision; the card updates in a moment."
             return {"toast": {"type": "info", "content": text}}
+        if result.refused:
+            # open_ids are per app and hard to look up: log it so an admin can add the person.
+            log.info("feishu click by %s refused: %s", action.open_id, result.refused)
         answer: dict[str, Any] = {"toast": toast_for(result)}
         if result.view is not None and not action.legacy:
             answer["card"] = {"type": "raw", "data": render_card(result.view)}
