@@ -621,9 +621,19 @@ class SlackChannel:
             verdict="reject",
             comment=action.reason[:MAX_REASON],
         )
-        if result.changed:
+        if result.changed or self._own_rejection(result.outcome, action.user_id):
             return Response(status_code=200)  # closes the modal; the outbox refreshes the card
         return _modal_error(result.message())
+
+    def _own_rejection(self, outcome: object, user_id: str) -> bool:
+        """A second submission (or a retry) of a rejection this person already made."""
+        approver = self.gate.settings.approver_by_identity(self.name, user_id)
+        return (
+            isinstance(outcome, AlreadyFinal)
+            and approver is not None
+            and outcome.status == RequestStatus.rejected
+            and outcome.decided_by == approver.name
+        )
 
     def _tell(self, background: BackgroundTasks, action: Action, text: str) -> None:
         """Answer the clicker privately, after the 200 has gone out."""

@@ -154,3 +154,23 @@ def test_cancel_and_expiry_update_the_card(slack_gate: Gate, fake_slack: FakeSla
     assert r.status_code == 200
     wait_until(lambda: fake_slack.ephemerals)
     assert fake_slack.ephemerals[0]["text"].startswith("Already expired")
+
+
+def test_submitting_the_reason_twice_rejects_once(slack_gate: Gate, fake_slack: FakeSlack) -> None:
+    request_id = _submit(slack_gate)
+    card = card_for(fake_slack, request_id)
+    interact(slack_gate, block_actions(request_id, "U0BOB", "gate_reject", message=card))
+    [opened] = fake_slack.calls_to("views.open", ok=True)
+    submission = view_submission(opened.body["view"], "U0BOB", "no")
+    assert interact(slack_gate, submission).status_code == 200
+    retry = {"X-Slack-Retry-Num": "1"}
+    r = interact(slack_gate, submission, headers=retry)
+    assert r.status_code == 200 and r.content == b""  # the modal just closes
+    # alice rejecting afterwards is told it is already decided, inside the modal
+    r = interact(slack_gate, view_submission(opened.body["view"], "U0ALICE", "also no"))
+    assert r.json()["response_action"] == "errors"
+    assert r.json()["errors"]["reason"].startswith("Already rejected by bob at ")
+    # an empty reason is refused in the modal, before anything is decided
+    r = interact(slack_gate, view_submission(opened.body["view"], "U0ALICE", "   "))
+    assert r.json()["errors"]["reason"].startswith("Say why")
+    assert [v["approver"] for v in _status(slack_gate, request_id)["votes"]] == ["bob"]
