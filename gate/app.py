@@ -6,6 +6,7 @@ Nothing is built at import time; tests call `create_app` with their own settings
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -48,6 +49,8 @@ class AppState:
     scheduler: Scheduler
     channels: dict[str, Channel] = field(default_factory=dict)
     clock: Callable[[], datetime] = utcnow
+    #: told how long each sweep took, in seconds (metrics)
+    on_sweep: Callable[[float], None] = lambda seconds: None
 
     async def pump_outbox(self) -> int:
         """Send every due delivery once; returns how many rows were handled."""
@@ -68,7 +71,10 @@ class AppState:
 
     async def sweep(self) -> int:
         """Expire every request whose deadline passed."""
-        return await anyio.to_thread.run_sync(lambda: self.service.expire_due(self.clock()))
+        started = time.perf_counter()
+        done = await anyio.to_thread.run_sync(lambda: self.service.expire_due(self.clock()))
+        self.on_sweep(time.perf_counter() - started)
+        return done
 
     async def followups(self) -> tuple[int, int]:
         """Send due reminders and escalations."""
@@ -205,6 +211,9 @@ def create_app(settings: Settings, *, clock: Callable[[], datetime] = utcnow) ->
 
 def _include_optional_routers(app: FastAPI, state: AppState) -> None:
     """Routers that live in their own modules (web console, metrics) when present."""
+    from gate import metrics
+
+    metrics.install(app, state)
     try:
         from gate.api import web
     except ImportError:

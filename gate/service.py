@@ -111,6 +111,8 @@ class GateService:
         self.clock = clock
         self.kick_outbox = kick_outbox
         self.configured_channels: dict[str, Any] = {}
+        #: called after commit with the id of each request this process finished (metrics)
+        self.on_final: Callable[[str], None] = lambda request_id: None
 
     # -- submit -----------------------------------------------------------------------------
 
@@ -499,6 +501,7 @@ class GateService:
         if isinstance(outcome, machine.Changed):
             self.notifier.publish(Event("final", outcome.request_id))
             self.kick_outbox()
+            self.on_final(outcome.request_id)
         elif isinstance(outcome, machine.Voted):
             self.notifier.publish(Event("changed", outcome.request_id))
             self.kick_outbox()
