@@ -58,6 +58,9 @@ def _temporary_pg_database(admin_url: str) -> Iterator[str]:
     try:
         yield url
     finally:
+        # Servers of this test still hold pooled connections: stop them before the drop, or
+        # their sweep and pump would run against a vanished database.
+        _stop_servers()
         with engine.connect() as conn:
             conn.execute(
                 sa.text(
@@ -118,24 +121,27 @@ class Gate:
 
 
 GateFactory = Callable[..., Gate]
+_RUNNING: list[ThreadServer] = []
+
+
+def _stop_servers() -> None:
+    while _RUNNING:
+        _RUNNING.pop().stop()
 
 
 @pytest.fixture
 def make_gate(sqlite_url: str) -> Iterator[GateFactory]:
     """Start gate apps: `make_gate()` on SQLite, or `make_gate(settings=...)` for your own."""
-    started: list[ThreadServer] = []
-
     def factory(
         settings: Settings | None = None, *, database_url: str | None = None, **server: Any
     ) -> Gate:
         settings = settings or cfg.make_settings(database_url or sqlite_url, **server)
         thread = ThreadServer(create_app(settings)).start()
-        started.append(thread)
+        _RUNNING.append(thread)
         return Gate(thread, settings)
 
     yield factory
-    for thread in reversed(started):
-        thread.stop()
+    _stop_servers()
 
 
 @pytest.fixture
