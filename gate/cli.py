@@ -10,8 +10,12 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import Any
+
+# `gate hook` pays for every module-level import on each tool call: pathlib and typing are
+# only needed elsewhere (typing only for annotations).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -202,6 +206,8 @@ def _policy_check(ns: argparse.Namespace) -> int:
 
 
 def _policy_explain(ns: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from gate.errors import ConfigError
     from gate.policy import CallFacts, Policy
 
