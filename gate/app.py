@@ -184,6 +184,7 @@ def create_app(settings: Settings, *, clock: Callable[[], datetime] = utcnow) ->
             yield
         finally:
             scheduler.shutdown()
+            await scheduler.drain()
             await notifier.stop()
             for channel in channels.values():
                 await channel.aclose()

@@ -6,6 +6,7 @@ safe to run on every replica at once (compare-and-set transitions, leased outbox
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
@@ -36,6 +37,9 @@ class Scheduler:
         followup_interval: float = FOLLOWUP_INTERVAL,
     ) -> None:
         self._scheduler = AsyncIOScheduler(timezone=UTC)
+        self._inflight: set[asyncio.Task[Any]] = set()
+        sweep, pump = self._tracked(sweep), self._tracked(pump)
+        followups = self._tracked(followups) if followups is not None else None
         # max_instances=1 + coalesce: a slow run is never overlapped by the next tick, and
         # missed ticks collapse into one run instead of a burst.
         common: dict[str, Any] = {"max_instances": 1, "coalesce": True, "misfire_grace_time": None}
@@ -58,6 +62,33 @@ class Scheduler:
         """Stop without waiting for running jobs."""
         if self._scheduler.running:
             self._scheduler.shutdown(wait=False)
+
+    def _tracked(self, job: Callable[[], Awaitable[Any]]) -> Callable[[], Awaitable[None]]:
+        """Run `job` as a task the scheduler cannot cancel half-way.
+
+        A job's database work runs in a worker thread that cancellation cannot stop; if
+        shutdown cancelled the coroutine and then disposed of the engine, that thread would
+        keep a connection the pool no longer knows. Shielded and tracked, every running job
+        finishes before `drain()` returns.
+        """
+
+        async def run() -> None:
+            task = asyncio.ensure_future(job())
+            self._inflight.add(task)
+            task.add_done_callback(self._finished)
+            await asyncio.shield(task)
+
+        return run
+
+    def _finished(self, task: asyncio.Task[Any]) -> None:
+        self._inflight.discard(task)
+        if not task.cancelled():
+            task.exception()  # retrieved here too: the awaiting job may have been cancelled
+
+    async def drain(self, timeout: float = 30.0) -> None:
+        """Wait for jobs still running after `shutdown()`."""
+        if self._inflight:
+            await asyncio.wait(set(self._inflight), timeout=timeout)
 
     def kick(self, job_id: str = OUTBOX_JOB) -> None:
         """Run a job now instead of at its next tick (safe from any thread)."""

@@ -68,7 +68,7 @@ def _temporary_pg_database(admin_url: str) -> Iterator[str]:
                 ),
                 {"n": name},
             )
-            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}"'))
+            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         engine.dispose()
 
 
