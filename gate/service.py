@@ -298,7 +298,15 @@ class GateService:
             stmt = stmt.where(col(ConfirmationRequest.id) < cursor)
         if principal.role == "agent":
             stmt = stmt.where(ConfirmationRequest.submitted_by == principal.name)
-        for field in ("tool_name", "agent_id", "user_id", "session_id", "rule", "decided_by"):
+        for field in (
+            "tool_name",
+            "agent_id",
+            "user_id",
+            "session_id",
+            "rule",
+            "decided_by",
+            "idempotency_key",
+        ):
             value = filters.get(field)
             if value:
                 stmt = stmt.where(getattr(ConfirmationRequest, field) == value)

@@ -57,6 +57,7 @@ def list_requests(
     tool_name: Annotated[str | None, Query(max_length=200)] = None,
     agent_id: Annotated[str | None, Query(max_length=200)] = None,
     session_id: Annotated[str | None, Query(max_length=200)] = None,
+    idempotency_key: Annotated[str | None, Query(max_length=200)] = None,
 ) -> RequestPage:
     """Requests, newest first, one page at a time (`next_cursor` fetches the next)."""
     views, next_cursor = service.list(
@@ -67,6 +68,7 @@ def list_requests(
         tool_name=tool_name,
         agent_id=agent_id,
         session_id=session_id,
+        idempotency_key=idempotency_key,
     )
     return RequestPage(items=[RequestPublic.of(v) for v in views], next_cursor=next_cursor)
 
