@@ -52,8 +52,21 @@ class GateContext(Protocol):
         user_id: str,
         verdict: str,
         comment: str | None,
+        edited_args: dict[str, Any] | None = None,
+        reasons: list[str] | None = None,
+        grant: tuple[str, str] | None = None,
     ) -> DecisionResult:
-        """Decide as the approver whose id on `channel` is `user_id`."""
+        """Decide as the approver whose id on `channel` is `user_id`.
+
+        `edited_args` (approve), `reasons` (reject) and `grant` ((scope, duration), approve)
+        are checked against the rule; `gate.errors.InvalidInput` when it does not offer them.
+        """
+        ...
+
+    async def extend(
+        self, *, request_id: str, channel: str, user_id: str, by: str
+    ) -> DecisionResult:
+        """Move the deadline as that approver; `outcome` is `Extended` when it moved."""
         ...
 
     async def view(self, request_id: str) -> RequestView | None:

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 import anyio
 from fastapi import FastAPI
@@ -96,7 +97,16 @@ class ChannelGate:
         return self._service.settings
 
     async def decide(
-        self, *, request_id: str, channel: str, user_id: str, verdict: str, comment: str | None
+        self,
+        *,
+        request_id: str,
+        channel: str,
+        user_id: str,
+        verdict: str,
+        comment: str | None,
+        edited_args: dict[str, Any] | None = None,
+        reasons: list[str] | None = None,
+        grant: tuple[str, str] | None = None,
     ) -> DecisionResult:
         """Decide as the approver whose `channel` id is `user_id`."""
         return await anyio.to_thread.run_sync(
@@ -106,6 +116,21 @@ class ChannelGate:
                 user_id=user_id,
                 verdict=verdict,
                 comment=comment,
+                edited_args=edited_args,
+                reasons=reasons,
+                grant=grant,
+            )
+        )
+
+    async def extend(
+        self, *, request_id: str, channel: str, user_id: str, by: str
+    ) -> DecisionResult:
+        """Move a pending request's deadline as the approver whose `channel` id is `user_id`."""
+        from gate.followups import extend_from_channel
+
+        return await anyio.to_thread.run_sync(
+            lambda: extend_from_channel(
+                self._service, request_id=request_id, channel=channel, user_id=user_id, by=by
             )
         )
 

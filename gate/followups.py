@@ -19,13 +19,15 @@ from gate.errors import AlreadyDecided, Conflict, Forbidden, InvalidInput
 from gate.models import AuditEvent, ConfirmationRequest, Grant, GrantStatus, RequestStatus
 from gate.notify import Event
 from gate.policy import may_decide
-from gate.service import GateService, already_final_message
+from gate.service import DecisionResult, GateService, already_final_message
 from gate.views import RequestView
 
 log = logging.getLogger(__name__)
 
 
-def extend(service: GateService, request_id: str, principal: Principal, by: str) -> RequestView:
+def extend(
+    service: GateService, request_id: str, principal: Principal, by: str, *, via: str = "api"
+) -> RequestView:
     """Give a pending request more time; only someone who may decide it can."""
     principal.require("approver", "admin")
     view = service.get(request_id, principal)
@@ -49,7 +51,7 @@ def extend(service: GateService, request_id: str, principal: Principal, by: str)
             request_id=request_id,
             until=until,
             actor=principal.actor_name,
-            via="api",
+            via=via,
             now=service.clock(),
         )
         if isinstance(outcome, machine.Extended):
@@ -63,6 +65,35 @@ def extend(service: GateService, request_id: str, principal: Principal, by: str)
     service.notifier.publish(Event("changed", request_id))
     service.kick_outbox()
     return service.get(request_id, principal)
+
+
+def extend_from_channel(
+    service: GateService, *, request_id: str, channel: str, user_id: str, by: str
+) -> DecisionResult:
+    """An "extend deadline" click in a chat card, by the approver whose `channel` id is `user_id`.
+
+    Refusals come back as a result (never an exception), like `decide_from_channel`.
+    """
+    approver = service.settings.approver_by_identity(channel, user_id)
+    view = service.view(request_id)
+    if view is not None and not view.is_final:
+        if approver is None:
+            return DecisionResult(None, view, "you are not an approver for this rule")
+        principal = Principal(name=approver.name, role="approver", approver=approver)
+        try:
+            extended = extend(service, request_id, principal, by, via=channel)
+        except Forbidden as exc:
+            return DecisionResult(None, view, exc.message[0].lower() + exc.message[1:])
+        except AlreadyDecided:  # decided between our read and the update
+            view = service.view(request_id)
+        else:
+            return DecisionResult(machine.Extended(request_id, extended.expires_at), extended)
+    if view is None:
+        return DecisionResult(machine.Missing(request_id), None)
+    final = machine.AlreadyFinal(
+        request_id, RequestStatus(view.status), view.decided_by, view.decided_at, view.decided_via
+    )
+    return DecisionResult(final, view)
 
 
 def record_outcome(

@@ -419,9 +419,21 @@ class GateService:
         return result.view
 
     def decide_from_channel(
-        self, *, request_id: str, channel: str, user_id: str, verdict: str, comment: str | None
+        self,
+        *,
+        request_id: str,
+        channel: str,
+        user_id: str,
+        verdict: str,
+        comment: str | None,
+        edited_args: dict[str, Any] | None = None,
+        reasons: Sequence[str] | None = None,
+        grant: tuple[str, str] | None = None,
     ) -> DecisionResult:
-        """A click in a chat card: the platform user must be a configured approver."""
+        """A click in a chat card: the platform user must be a configured approver.
+
+        `edited_args`, `reasons` and `grant` are `decide`'s (InvalidInput when refused).
+        """
         approver = self.settings.approver_by_identity(channel, user_id)
         if approver is None:
             view = self.view(request_id)
@@ -446,6 +458,9 @@ class GateService:
             verdict=Verdict(verdict),
             comment=comment,
             via=channel,
+            edited_args=edited_args,
+            reasons=reasons,
+            grant=grant,
         )
 
     # -- cancel / expire --------------------------------------------------------------------
