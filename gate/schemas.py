@@ -73,7 +73,8 @@ class RequestPublic(BaseModel):
     url: str
     args_hash: str = Field(description="sha256 binding of tool + the args that will run + call id")
     approved_args: dict[str, Any] | None = Field(
-        default=None, description="the arguments as edited by the approver (null: as asked)")
+        default=None, description="the arguments as edited by the approver (null: as asked)"
+    )
     options: dict[str, Any] = Field(default_factory=dict)
     grant_id: str | None = None
     outcome: str | None = None

@@ -132,6 +132,7 @@ def _stop_servers() -> None:
 @pytest.fixture
 def make_gate(sqlite_url: str) -> Iterator[GateFactory]:
     """Start gate apps: `make_gate()` on SQLite, or `make_gate(settings=...)` for your own."""
+
     def factory(
         settings: Settings | None = None, *, database_url: str | None = None, **server: Any
     ) -> Gate:
