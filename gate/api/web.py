@@ -25,12 +25,15 @@ from starlette.staticfiles import StaticFiles
 from gate import machine
 from gate.auth import Principal, check_password, csrf_matches, new_csrf_token
 from gate.config import ApproverSettings
+from gate.errors import GateError
 from gate.models import Verdict
 from gate.policy import may_decide
 from gate.resources import resource_path
 from gate.service import DecisionResult
 from gate.views import SURFACE_NAMES
 from gate.web import charts, queries
+from gate.web.beyond import Beyond, detail_context, sentence
+from gate.web.forms import MAX_COMMENT, DecideForm, FormError, parse_decide
 from gate.web.session import (
     CSRF_FIELD,
     SecurityHeadersMiddleware,
@@ -46,7 +49,6 @@ log = logging.getLogger("gate.web")
 
 QUEUE_LIMIT = 200
 HISTORY_PAGE = 50
-MAX_COMMENT = 2000
 #: an SSE comment this often keeps proxies from closing an idle stream (most cut at 30-60 s)
 KEEPALIVE_SECONDS = 15.0
 CSRF_MESSAGE = (
@@ -62,6 +64,7 @@ def install(app: FastAPI, state: AppState) -> None:
     static = resource_path("templates") / "static"
     app.mount("/static", StaticFiles(directory=static), name="static")
     app.include_router(console.router())
+    app.include_router(Beyond(console).router())
     if state.settings.server.session_secret is None:
         log.info("web sessions are signed with a per-process key; set server.session_secret")
 
@@ -81,6 +84,7 @@ def environment(clock: Callable[[], datetime]) -> jinja2.Environment:
         ago=lambda dt: _span((clock() - dt).total_seconds()) + " ago",
         left=lambda dt: _left((dt - clock()).total_seconds()),
         pretty=lambda obj: json.dumps(obj, indent=2, ensure_ascii=False, default=str),
+        compact=lambda obj: json.dumps(obj, ensure_ascii=False, default=str),
         surface=lambda via: SURFACE_NAMES.get(via or "", via or ""),
     )
     return env
@@ -206,7 +210,7 @@ class Console:
         status: int = 200,
         notice: str | None = None,
         error: str | None = None,
-        comment: str = "",
+        form: DecideForm | None = None,
     ) -> HTMLResponse:
         """The request detail page, with the decide forms when `me` may decide."""
         view = self.service.view(request_id, full=True)
@@ -233,8 +237,8 @@ class Console:
             my_vote=my_vote,
             notice=notice,
             error=error,
-            comment=comment,
             max_comment=MAX_COMMENT,
+            **detail_context(self, view, can_decide=can_decide, refusal=refusal, form=form),
         )
 
     async def decide(self, request: Request, request_id: str) -> Response:
@@ -245,33 +249,40 @@ class Console:
             return self.refuse_csrf(request, session, me)
         if me is None:
             return self.to_login(request)
-        verdict = _field(form, "verdict")
-        comment = (_field(form, "comment") or "").strip()
-        error, status = None, 200
-        if verdict not in ("approve", "reject"):
-            error, status = "Choose Approve or Reject.", 400
-        elif verdict == "reject" and not comment:
-            error, status = "Say why you reject it: the reason is what the agent is told.", 422
-        elif len(comment) > MAX_COMMENT:
-            error, status = f"The reason is longer than {MAX_COMMENT} characters.", 422
-        if error:
+        try:
+            parsed = parse_decide(form)
+        except FormError as exc:
+            error, status, sticky = exc.message, exc.status, exc.form
             return await anyio.to_thread.run_sync(
                 lambda: self.detail(
-                    request, session, me, request_id, status=status, error=error, comment=comment
+                    request, session, me, request_id, status=status, error=error, form=sticky
                 )
             )
-        result = await anyio.to_thread.run_sync(
-            lambda: self.service.decide(
-                request_id,
-                actor=me.name,
-                approver=me,
-                verdict=Verdict(verdict or ""),
-                comment=comment or None,
-                via="web",
+        try:
+            result = await anyio.to_thread.run_sync(
+                lambda: self.service.decide(
+                    request_id,
+                    actor=me.name,
+                    approver=me,
+                    verdict=Verdict(parsed.verdict),
+                    comment=parsed.comment or None,
+                    via="web",
+                    edited_args=parsed.edited_args,
+                    reasons=parsed.reasons or None,
+                    grant=parsed.grant,
+                )
             )
-        )
+        except GateError as exc:  # the rule offers no such edit, reason or grant
+            error, status = sentence(exc.message), exc.status
+            return await anyio.to_thread.run_sync(
+                lambda: self.detail(
+                    request, session, me, request_id, status=status, error=error, form=parsed
+                )
+            )
         status = _result_status(result)
         message = result.message()
+        if result.view is not None and result.view.approved_args is not None and status == 200:
+            message += " The call runs with your edited arguments."
         return await anyio.to_thread.run_sync(
             lambda: self.detail(
                 request,

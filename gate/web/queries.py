@@ -19,7 +19,8 @@ import sqlalchemy as sa
 from sqlmodel import col, select
 
 from gate.db import Database
-from gate.models import AuditEvent, ConfirmationRequest, RequestStatus, Vote
+from gate.machine import audit_hash
+from gate.models import AuditEvent, ConfirmationRequest, Grant, RequestStatus, Vote
 
 FINAL_STATUSES = [s.value for s in RequestStatus if s.is_final]
 EXPORT_COLUMNS = [
@@ -269,3 +270,60 @@ def stats(db: Database, *, now: datetime, days: int = 14) -> Stats:
 
 def _bucket(seconds: float) -> str:
     return next(label for bound, label in DECISION_BUCKETS if seconds < bound)
+
+
+# -- one request: grants and the audit chain ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ChainCheck:
+    """One request's audit chain, recomputed: the short hash per event and what is broken."""
+
+    short: dict[int, str]
+    broken: list[int]
+
+    @property
+    def intact(self) -> bool:
+        return not self.broken
+
+
+def audit_chain(db: Database, request_id: str) -> ChainCheck:
+    """Recompute the hash chain of one request's audit events (a few rows, so cheap)."""
+    short: dict[int, str] = {}
+    broken: list[int] = []
+    prev: str | None = None
+    with db.read() as session:
+        events = session.exec(
+            select(AuditEvent)
+            .where(AuditEvent.request_id == request_id)
+            .order_by(col(AuditEvent.id))
+        ).all()
+        for event in events:
+            event_id = event.id or 0
+            short[event_id] = (event.chain_hash or "")[:12]
+            if event.prev_hash != prev or event.chain_hash != audit_hash(event):
+                broken.append(event_id)
+            prev = event.chain_hash
+    return ChainCheck(short, broken)
+
+
+def grant(db: Database, grant_id: str) -> Grant | None:
+    """One grant, detached from its session."""
+    with db.read() as session:
+        row = session.get(Grant, grant_id)
+        if row is not None:
+            session.expunge(row)
+        return row
+
+
+def grants_from(db: Database, request_id: str) -> list[Grant]:
+    """The grants made when approving `request_id`."""
+    with db.read() as session:
+        rows = list(
+            session.exec(
+                select(Grant).where(Grant.request_id == request_id).order_by(col(Grant.created_at))
+            ).all()
+        )
+        for row in rows:
+            session.expunge(row)
+    return rows

@@ -1,4 +1,5 @@
-// gate web console: live queue (server-sent events), countdowns, "changed elsewhere" notice.
+// gate web console: live queue (server-sent events), countdowns, "changed elsewhere" notice,
+// and checks on the "Approve with edits" and preset-reason forms.
 // No framework and no build step. Markup always comes from the server's escaped templates.
 (function () {
   "use strict";
@@ -83,6 +84,64 @@
     }, function () {});
   }
 
+  // The "Approve with edits" editor: the text must parse as a JSON object before the form
+  // goes; the server checks again (and says precisely what is wrong) whatever the browser did.
+  function checkEdit(text) {
+    var value;
+    if (!text.trim()) return { error: "The edited arguments are empty: write a JSON object, or use Approve." };
+    try {
+      value = JSON.parse(text);
+    } catch (err) {
+      return { error: "Not valid JSON: " + err.message };
+    }
+    if (value === null || typeof value !== "object" || Array.isArray(value)) {
+      var kind = Array.isArray(value) ? "an array" : value === null ? "null" : "a " + typeof value;
+      return { error: "The edited arguments must be a JSON object ({...}), not " + kind + "." };
+    }
+    return { value: value };
+  }
+
+  function changedKeys(before, after) {
+    var keys = Object.keys(before).concat(Object.keys(after).filter(function (k) { return !(k in before); }));
+    return keys.filter(function (k) { return JSON.stringify(before[k]) !== JSON.stringify(after[k]); });
+  }
+
+  function setupEditor(form) {
+    var box = form.querySelector("#edited-args");
+    var error = form.querySelector("#edit-error");
+    var changes = form.querySelector("#edit-changes");
+    var original = null;
+    try { original = JSON.parse(box.dataset.original); } catch (err) { original = null; }
+    function show(result) {
+      var bad = Boolean(result.error);
+      box.setAttribute("aria-invalid", bad ? "true" : "false");
+      error.hidden = !bad;
+      error.textContent = bad ? result.error : "";
+      if (bad || !original) { changes.textContent = ""; return; }
+      var keys = changedKeys(original, result.value);
+      changes.textContent = keys.length ? "Changed: " + keys.join(", ") : "No changes yet: this would approve the call as asked.";
+    }
+    box.addEventListener("input", function () { show(checkEdit(box.value)); });
+    form.addEventListener("submit", function (e) {
+      var result = checkEdit(box.value);
+      show(result);
+      if (result.error) { e.preventDefault(); box.focus(); }
+    });
+  }
+
+  // With preset reasons the free text is optional, but one of the two is still required.
+  function setupReasons(form) {
+    var text = form.querySelector("textarea[name=comment]");
+    var error = form.querySelector("#reject-error");
+    form.addEventListener("submit", function (e) {
+      var picked = form.querySelectorAll("input[name=reasons]:checked").length > 0;
+      var ok = picked || text.value.trim() !== "";
+      error.hidden = ok;
+      text.setAttribute("aria-invalid", ok ? "false" : "true");
+      if (!ok) { e.preventDefault(); text.focus(); }
+    });
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
     tick();
     setInterval(tick, 1000);
@@ -90,5 +149,9 @@
     if (queue) setupQueue(queue);
     var article = document.querySelector("[data-request-id]");
     if (article && article.dataset.status === "pending") setupDetail(article);
+    var editForm = document.getElementById("edit-form");
+    if (editForm) setupEditor(editForm);
+    var reasons = document.querySelector("form.reject[data-reasons=preset]");
+    if (reasons) setupReasons(reasons);
   });
 })();

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -20,6 +21,26 @@ PASSWORDS = {name: f"pw-{name}-correct horse" for name in ("alice", "bob", "caro
 _HASHER = PasswordHasher(time_cost=1, memory_cost=8 * 1024, parallelism=1)
 _HASHES = {name: _HASHER.hash(pw) for name, pw in PASSWORDS.items()}
 CSRF_RE = re.compile(r'name="csrf_token" value="([^"]+)"')
+#: rules for the beyond-yes/no pages, ahead of the standard ones (tools no other test uses)
+WEB_RULES: list[dict[str, Any]] = [
+    {
+        "name": "refunds",
+        "tools": ["refund_*"],
+        "approvers": ["group:finance"],
+        "timeout": "10m",
+        "reject_reasons": ["wrong customer", "too expensive"],
+        "grant_scopes": ["call", "session", "agent"],
+        "max_grant": "1h",
+    },
+    {"name": "no-edits", "tools": ["strict_*"], "allow_edits": False, "timeout": "10m"},
+    {
+        "name": "grantable",
+        "tools": ["shell_*"],
+        "timeout": "10m",
+        "grant_scopes": ["session", "agent"],
+        "max_grant": "45m",
+    },
+]
 
 
 def web_settings(
@@ -27,6 +48,7 @@ def web_settings(
 ) -> Settings:
     """The standard settings, with password hashes for the approvers."""
     data = cfg.settings_data(database_url, **server)
+    data["rules"] = copy.deepcopy(WEB_RULES) + data["rules"]
     for approver in data["approvers"]:
         if approver["name"] not in without_password:
             approver["password_hash"] = _HASHES[approver["name"]]

@@ -154,7 +154,7 @@ def test_live_queue_open_reject_and_the_waiter_hears_why(
     row.get_by_role("link").click()
     expect(page).to_have_url(f"{web_gate.url}/requests/{request_id}")
     expect(page.locator("pre.json").first).to_contain_text('"vendor": "ACME Corp"')
-    expect(page.get_by_role("button", name="Approve")).to_be_visible()
+    expect(page.get_by_role("button", name="Approve", exact=True)).to_be_visible()
     _shot(page, "web-detail.png", full_page=True)
 
     page.fill("#reject-reason", "ACME is not on the approved vendor list")
@@ -163,7 +163,7 @@ def test_live_queue_open_reject_and_the_waiter_hears_why(
     expect(page.locator(".decision q")).to_have_text(
         "Rejected by alice in the web console: ACME is not on the approved vendor list"
     )
-    expect(page.get_by_role("button", name="Approve")).to_have_count(0)
+    expect(page.get_by_role("button", name="Approve", exact=True)).to_have_count(0)
 
     waiter.join(20)
     assert result["status"] == "rejected"
@@ -254,7 +254,7 @@ def test_a_form_without_the_csrf_token_is_refused(web_gate: Gate, open_page: Ope
     page = open_page(web_gate, "alice").page
     page.goto(f"{web_gate.url}/requests/{request_id}")
     page.evaluate("document.querySelectorAll('input[name=csrf_token]').forEach(e => e.remove())")
-    page.get_by_role("button", name="Approve").click()
+    page.get_by_role("button", name="Approve", exact=True).click()
     expect(page.get_by_role("heading", name="Form refused")).to_be_visible()
     expect(page.locator(".flash.error")).to_have_text(CSRF_MESSAGE)
     with web_gate.client(cfg.AGENT) as c:
