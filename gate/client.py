@@ -8,6 +8,12 @@ drives it over httpx.
     verdict = client.check("pay_vendor", {"amount": 60000})      # blocks until decided
     if not verdict.allowed:
         return verdict.reason                                     # tell the model why
+    args = verdict.updated_args or {"amount": 60000}              # an approver may edit
+    ...run the call with args...
+    client.record_outcome(verdict, "ran", "paid, txn 881")        # the audit trail's last line
+
+A yes is only returned when the approval is bound to exactly the call that will run (see
+`gate.binding`); otherwise the verdict's kind is "mismatch" and `.allowed` is False.
 """
 
 from __future__ import annotations
@@ -39,6 +45,9 @@ from gate.protocol import (
     drive,
     summarise,
 )
+
+#: the outcomes `record_outcome` accepts
+Outcome = Literal["ran", "failed", "not_run"]
 
 __all__ = [
     "ApprovalDenied",
@@ -239,16 +248,70 @@ class GateClient:
         return _unwrap(await self._send_async(_cancel(request_id, reason)))
 
     def decide(
-        self, request_id: str, verdict: Literal["approve", "reject"], comment: str | None = None
+        self,
+        request_id: str,
+        verdict: Literal["approve", "reject"],
+        comment: str | None = None,
+        **extras: Any,
     ) -> Any:
-        """Approve or reject (needs an approver token)."""
-        return _unwrap(self._send(_decision(request_id, verdict, comment)))
+        """Approve or reject (needs an approver token).
+
+        Args:
+            request_id: the request.
+            verdict: "approve" or "reject".
+            comment: free text for the agent's model.
+            **extras: edited_args (approve with this full argument object instead), reasons
+                (preset reject reasons of the rule), grant ({"scope", "duration"}).
+        """
+        return _unwrap(self._send(_decision(request_id, verdict, comment, extras)))
 
     async def decide_async(
-        self, request_id: str, verdict: Literal["approve", "reject"], comment: str | None = None
+        self,
+        request_id: str,
+        verdict: Literal["approve", "reject"],
+        comment: str | None = None,
+        **extras: Any,
     ) -> Any:
-        """Approve or reject (async; needs an approver token)."""
-        return _unwrap(await self._send_async(_decision(request_id, verdict, comment)))
+        """Approve or reject (async; needs an approver token); see `decide`."""
+        return _unwrap(await self._send_async(_decision(request_id, verdict, comment, extras)))
+
+    def extend(self, request_id: str, by: str) -> Any:
+        """Give a pending request more time, e.g. `by="15m"` (needs an approver token)."""
+        exchange = Exchange("POST", f"/v1/requests/{request_id}/extend", {"by": by}, 30)
+        return _unwrap(self._send(exchange))
+
+    def record_outcome(
+        self, request: str | Verdict, outcome: Outcome = "ran", summary: str | None = None
+    ) -> Any:
+        """Record whether an approved call ran and what came of it (once per request).
+
+        Args:
+            request: the request id, or the Verdict `check()` returned.
+            outcome: "ran", "failed" or "not_run".
+            summary: a short line about the result, for the audit trail.
+
+        Returns:
+            The request, or None when the verdict had no request (policy allowed the call).
+        """
+        exchange = _outcome(request, outcome, summary)
+        return None if exchange is None else _unwrap(self._send(exchange))
+
+    async def record_outcome_async(
+        self, request: str | Verdict, outcome: Outcome = "ran", summary: str | None = None
+    ) -> Any:
+        """`record_outcome()` for asyncio."""
+        exchange = _outcome(request, outcome, summary)
+        return None if exchange is None else _unwrap(await self._send_async(exchange))
+
+    def cancel_session(self, session_id: str, reason: str | None = None) -> list[str]:
+        """Withdraw every pending request of an agent session that ended; returns their ids."""
+        body = _unwrap(self._send(_end_session(session_id, reason)))
+        return [str(i) for i in body["cancelled"]]
+
+    async def cancel_session_async(self, session_id: str, reason: str | None = None) -> list[str]:
+        """`cancel_session()` for asyncio."""
+        body = _unwrap(await self._send_async(_end_session(session_id, reason)))
+        return [str(i) for i in body["cancelled"]]
 
     # -- ask and wait --------------------------------------------------------------------------
 
@@ -329,9 +392,30 @@ def _cancel(request_id: str, reason: str | None) -> Exchange:
     return Exchange("POST", f"/v1/requests/{request_id}/cancel", body, 30)
 
 
-def _decision(request_id: str, verdict: str, comment: str | None) -> Exchange:
+def _decision(
+    request_id: str, verdict: str, comment: str | None, extras: dict[str, Any]
+) -> Exchange:
+    unknown = set(extras) - {"edited_args", "reasons", "grant"}
+    if unknown:
+        raise TypeError(f"unknown argument(s) to decide(): {sorted(unknown)}")
     body = {"verdict": verdict, "comment": comment}
+    body.update({k: v for k, v in extras.items() if v is not None})
     return Exchange("POST", f"/v1/requests/{request_id}/decision", body, 30)
+
+
+def _outcome(request: str | Verdict, outcome: str, summary: str | None) -> Exchange | None:
+    request_id = request.request_id if isinstance(request, Verdict) else request
+    if request_id is None:
+        return None
+    body = {"outcome": outcome, "summary": summary}
+    return Exchange("POST", f"/v1/requests/{request_id}/outcome", body, 30)
+
+
+def _end_session(session_id: str, reason: str | None) -> Exchange:
+    from urllib.parse import quote
+
+    body = {"reason": reason} if reason else None
+    return Exchange("POST", f"/v1/sessions/{quote(session_id, safe='')}/cancel", body, 30)
 
 
 def _reply(response: httpx.Response) -> Reply:
@@ -379,7 +463,10 @@ class HookContext:
 
 @dataclass
 class HookResult:
-    """What a hook answers: `allow=False` blocks and `error` is shown to the model."""
+    """What a hook answers: `allow=False` blocks and `error` is shown to the model.
+
+    `modified_args` is the full argument object to run with when an approver edited it.
+    """
 
     allow: bool = True
     error: str | None = None
@@ -445,7 +532,11 @@ class PreToolUseHook:
             or (self.fail_open and verdict.kind in GATE_DOWN)
         )
         if allow:
-            return HookResult(allow=True, side_effects=[f"{trail}: {verdict.reason}"])
+            return HookResult(
+                allow=True,
+                modified_args=verdict.updated_args,
+                side_effects=[f"{trail}: {verdict.reason}"],
+            )
         return HookResult(allow=False, error=verdict.reason, side_effects=[trail])
 
 
@@ -465,7 +556,8 @@ def require_approval(
 
     The call is always asked about (`metadata.requires_confirmation`), so a function marked
     this way needs a person even when no rule names it; a rule that matches still decides
-    approvers, timeout, or an outright allow/deny.
+    approvers, timeout, or an outright allow/deny. When the approver edited the arguments, the
+    function is called with the edited values.
 
     Args:
         rule: a label sent as `metadata.rule`, for `when` expressions and approvers to see.
@@ -506,16 +598,23 @@ def require_approval(
                 )
             return tool_args, kw
 
-        def settle(verdict: Verdict) -> None:
+        def settle(
+            verdict: Verdict, args: tuple[Any, ...], kwargs: dict[str, Any], sent: dict[str, Any]
+        ) -> tuple[tuple[Any, ...], dict[str, Any]]:
             if not verdict.allowed:
                 raise ApprovalDenied(verdict.reason, verdict.request, verdict=verdict)
+            edited = verdict.updated_args
+            if edited is None:
+                return args, kwargs
+            return _with_edits(signature, args, kwargs, sent, edited, verdict)
 
         if inspect.iscoroutinefunction(fn):
 
             @functools.wraps(fn)
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
                 tool_args, kw = ask(args, kwargs)
-                settle(await get_client().check_async(name, tool_args, **kw))
+                verdict = await get_client().check_async(name, tool_args, **kw)
+                args, kwargs = settle(verdict, args, kwargs, tool_args)
                 return await fn(*args, **kwargs)
 
             return cast(F, async_wrapper)
@@ -523,9 +622,38 @@ def require_approval(
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             tool_args, kw = ask(args, kwargs)
-            settle(get_client().check(name, tool_args, **kw))
+            args, kwargs = settle(
+                get_client().check(name, tool_args, **kw), args, kwargs, tool_args
+            )
             return fn(*args, **kwargs)
 
         return cast(F, wrapper)
 
     return decorate
+
+
+def _with_edits(
+    signature: inspect.Signature,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    sent: dict[str, Any],
+    edited: dict[str, Any],
+    verdict: Verdict,
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The call's arguments with the approver's edits applied (unchanged ones keep their
+    Python objects); ApprovalDenied when the edits do not fit the function's parameters."""
+    bound = signature.bind(*args, **kwargs)
+    bound.apply_defaults()
+    extra = sorted(set(edited) - set(bound.arguments))
+    missing = sorted(set(bound.arguments) - set(edited))
+    if extra or missing:
+        raise ApprovalDenied(
+            f"gate: The approver edited the arguments of this call in a way the function cannot "
+            f"take (unknown: {extra}, removed: {missing}), so it was not run.",
+            verdict.request,
+            verdict=verdict,
+        )
+    for name, value in edited.items():
+        if value != sent.get(name):
+            bound.arguments[name] = value
+    return bound.args, bound.kwargs

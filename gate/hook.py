@@ -10,7 +10,14 @@ imports the standard library only (a test holds it to that). The waiting itself 
 `gate.protocol.decide()`, driven here with urllib.
 
 Everything that is not a yes fails closed: gate unreachable, an error reply, a bad token, the
-hook's deadline. `--fail-open` exists for people who prefer availability, and says so loudly.
+hook's deadline, an approval that is not bound to this exact call. `--fail-open` exists for
+people who prefer availability, and says so loudly. An approver's edited arguments reach the
+agent as `updatedInput`.
+
+Two more events run after the call and never block: `--event post-tool` records whether an
+approved call ran (Claude Code PostToolUse / PostToolUseFailure), `--event session-end`
+withdraws the pending requests of a session that ended (Claude Code SessionEnd). Both print
+nothing on stdout and exit 0.
 """
 
 from __future__ import annotations
@@ -32,10 +39,14 @@ from gate.protocol import (
     Call,
     Exchange,
     Reply,
+    Report,
     Verdict,
     decide,
     derived_key,
     drive,
+    end_session,
+    outcome_of,
+    report_outcome,
     summarise,
 )
 
@@ -198,6 +209,72 @@ def _event(flag: str, given: Any) -> str:
     return "PermissionRequest" if given == "PermissionRequest" else "PreToolUse"
 
 
+#: event names in hook inputs that mean "after the call" / "the session ended"
+_AFTER_EVENTS = {
+    "PostToolUse": "post-tool",
+    "PostToolUseFailure": "post-tool",
+    "tool.post": "post-tool",
+    "SessionEnd": "session-end",
+    "session.end": "session-end",
+}
+
+
+def _phase(flag: str, payload: Any) -> str:
+    """pre (ask before the call), post-tool, or session-end."""
+    if flag in ("post-tool", "session-end"):
+        return flag
+    if flag == "auto" and isinstance(payload, dict):
+        given = payload.get("hook_event_name") or payload.get("event")
+        if isinstance(given, str):
+            return _AFTER_EVENTS.get(given, "pre")
+    return "pre"
+
+
+def _call_id(payload: dict[str, Any]) -> str | None:
+    nested = payload.get("tool_call") if isinstance(payload.get("tool_call"), dict) else {}
+    assert isinstance(nested, dict)
+    return _str(
+        payload.get("tool_use_id")
+        or payload.get("toolUseId")
+        or payload.get("tool_call_id")
+        or payload.get("toolCallId")
+        or nested.get("id")
+    )
+
+
+def after_call(payload: Any, phase: str, source: str) -> tuple[Any, str] | None:
+    """The flow for a post-tool / session-end input, or None when there is nothing to do."""
+    if not isinstance(payload, dict):
+        raise BadInput("stdin is not a JSON object")
+    if phase == "session-end":
+        session = _str(payload.get("session_id") or payload.get("sessionId"))
+        if session is None:
+            raise BadInput("no session_id in the session-end input")
+        why = _str(payload.get("reason"))
+        text = f"the {source} session ended" + (f" ({why})" if why else "")
+        return end_session(session, text), session
+    key = _call_id(payload)
+    nested = payload.get("tool_call") if isinstance(payload.get("tool_call"), dict) else {}
+    assert isinstance(nested, dict)
+    tool = payload.get("tool_name") or payload.get("toolName") or nested.get("name")
+    if key is None or not isinstance(tool, str):
+        return None  # no call id: the request (if any) cannot be found again
+    args = payload.get("tool_input", payload.get("toolInput"))
+    response = payload.get("tool_response", payload.get("toolResponse", payload.get("result")))
+    error = payload.get("error")
+    if payload.get("hook_event_name") == "PostToolUseFailure" and not error:
+        error = "the tool failed"
+    outcome, summary = outcome_of(response, error)
+    flow = report_outcome(
+        key=key,
+        tool_name=tool,
+        outcome=outcome,
+        summary=summary,
+        tool_args=args if isinstance(args, dict) else None,
+    )
+    return flow, key
+
+
 # -- answering in the agent's dialect -------------------------------------------------------
 
 
@@ -213,9 +290,13 @@ class Answer:
 
 
 def answer_claude(verdict: Verdict, event: str, on_no_rule: str, fail_open: bool) -> Answer:
-    """Claude Code: exactly one JSON object on stdout (or none: "no decision"), exit 0."""
+    """Claude Code: exactly one JSON object on stdout (or none: "no decision"), exit 0.
+
+    An approval with edits carries `updatedInput`: the full edited object replaces the input.
+    """
     decision = _decision(verdict, on_no_rule, fail_open)
     reason = _cut(verdict.reason)
+    edited = verdict.updated_args if decision == "allow" else None
     if decision == "defer":
         return Answer(None, 0, reason)
     if event == "PermissionRequest":
@@ -224,23 +305,30 @@ def answer_claude(verdict: Verdict, event: str, on_no_rule: str, fail_open: bool
         body: dict[str, Any] = {"behavior": decision}
         if decision == "deny":
             body["message"] = reason
+        if edited is not None:
+            body["updatedInput"] = edited
         return Answer({"hookSpecificOutput": {"hookEventName": event, "decision": body}})
-    return Answer(
-        {
-            "hookSpecificOutput": {
-                "hookEventName": "PreToolUse",
-                "permissionDecision": decision,
-                "permissionDecisionReason": reason,
-            }
-        }
-    )
+    out: dict[str, Any] = {
+        "hookEventName": "PreToolUse",
+        "permissionDecision": decision,
+        "permissionDecisionReason": reason,
+    }
+    if edited is not None:
+        out["updatedInput"] = edited
+    return Answer({"hookSpecificOutput": out})
 
 
 def answer_command(verdict: Verdict, on_no_rule: str, fail_open: bool) -> Answer:
-    """Command hooks: exit 0 allows, exit 2 blocks with the reason on stderr; JSON on stdout."""
+    """Command hooks: exit 0 allows, exit 2 blocks with the reason on stderr; JSON on stdout.
+
+    An approval with edits adds `updatedInput` (the full edited arguments) to the JSON.
+    """
     decision = _decision(verdict, on_no_rule, fail_open)
     reason = _cut(verdict.reason)
     if decision in ("allow", "defer"):
+        edited = verdict.updated_args if decision == "allow" else None
+        if edited is not None:
+            return Answer({"continue": True, "reason": reason, "updatedInput": edited}, 0)
         return Answer({"continue": True, "reason": reason}, 0)
     if decision == "ask":
         reason = _cut(
@@ -281,9 +369,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--event",
-        choices=["auto", "pre-tool-use", "permission-request"],
+        choices=["auto", "pre-tool-use", "permission-request", "post-tool", "session-end"],
         default="auto",
-        help="Claude Code hook event (default: from hook_event_name in the input)",
+        help="hook event (default: from hook_event_name in the input). post-tool records "
+        "whether an approved call ran; session-end withdraws the session's pending requests",
     )
     p.add_argument("--url", help=f"gate server URL (default: $GATE_URL or {DEFAULT_URL})")
     p.add_argument("--token", help="agent token (default: $GATE_TOKEN)")
@@ -335,8 +424,16 @@ def main(argv: list[str]) -> int:
             "WARNING: gate hook runs with --fail-open: when the gate server is down or errors, "
             "tool calls go through WITHOUT approval."
         )
+    raw = sys.stdin.read()
     try:
-        verdict, event = _run(ns, sys.stdin.read())
+        payload: Any = json.loads(raw)
+    except ValueError:
+        payload = None
+    phase = _phase(ns.event, payload)
+    if phase != "pre":
+        return _after_main(ns, payload, phase)
+    try:
+        verdict, event = _run(ns, raw)
     except Exception as exc:  # fail closed on our own bugs too, never a traceback on stdout
         verdict = Verdict(
             "error", f"gate: The gate hook failed ({exc!r}), so the call was blocked."
@@ -354,6 +451,27 @@ def main(argv: list[str]) -> int:
         sys.stdout.write(json.dumps(answer.stdout, ensure_ascii=False) + "\n")
         sys.stdout.flush()
     return answer.exit_code
+
+
+def _after_main(ns: argparse.Namespace, payload: Any, phase: str) -> int:
+    """post-tool / session-end: tell gate, print nothing, never block (exit 0)."""
+    url = (ns.url or os.environ.get("GATE_URL") or DEFAULT_URL).strip()
+    token = ns.token or os.environ.get("GATE_TOKEN") or None
+    source = "Claude Code" if ns.format == "claude-code" else "agent"
+    try:
+        if payload is None:
+            raise BadInput("stdin is not valid JSON")
+        found = after_call(payload, phase, source)
+        if found is None:
+            return 0
+        flow, _ = found
+        report: Report = drive(flow, urllib_sender(url, token))
+    except Exception as exc:  # an audit side-channel: report it, never break the agent
+        _warn(f"gate hook --event {phase}: {exc}")
+        return 0
+    if report.kind == "failed":
+        _warn(f"gate hook --event {phase}: {report.text}")
+    return 0
 
 
 def _run(ns: argparse.Namespace, raw: str) -> tuple[Verdict, str]:

@@ -4,6 +4,13 @@ Sans-IO and standard library only: `decide()` is a generator that yields the HTT
 and pauses it needs and returns a `Verdict` whose reason is written for the model. `gate hook`
 drives it with urllib (`drive()`), `gate.client` with httpx, sync or async, so every adapter
 waits, reconnects, withdraws and words its answers the same way.
+
+A yes is checked before it is trusted: the verdict's `args_hash` must equal
+`gate.binding.call_hash` over what will actually run (the approver's edited arguments, else
+the call's own) and the idempotency key that was sent, or the call is refused.
+
+After the call, `report_outcome()` records whether it ran (`POST /v1/requests/{id}/outcome`),
+and `end_session()` withdraws a finished session's pending requests.
 """
 
 from __future__ import annotations
@@ -15,7 +22,9 @@ from collections.abc import Callable, Generator
 # Not `typing.TYPE_CHECKING`: importing typing alone costs milliseconds on every tool call.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, TypeVar
+
+    T = TypeVar("T")
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 #: Claude Code kills a command hook after 600 s by default and then lets the call through its
@@ -27,6 +36,10 @@ WAIT_SLICE = 25.0
 SUBMIT_ATTEMPTS = 3
 SUBMIT_TIMEOUT = 15.0
 CANCEL_TIMEOUT = 3.0
+#: post-tool and session-end calls: the agent has moved on, a slow gate must not hold it
+AFTER_TIMEOUT = 5.0
+#: an outcome summary is a glance at the result for the audit trail, not the result itself
+OUTCOME_SUMMARY_MAX = 300
 #: connection lost mid-wait: retry after 0.2, 0.4, ... capped at 2 s, until the deadline
 BACKOFF_FIRST, BACKOFF_CAP = 0.2, 2.0
 #: a derived key that finds an earlier, finished request asks again under key#2, key#3, ...
@@ -76,7 +89,7 @@ Step = Exchange | Pause
 Flow = Generator[Step, Reply | None, "Verdict"]
 
 #: kinds that let the call run
-ALLOWING = frozenset({"approved", "allowed"})
+ALLOWING = frozenset({"approved", "allowed", "granted"})
 #: kinds where the gate itself failed before anyone was asked (what --fail-open opens)
 GATE_DOWN = frozenset({"unreachable", "error"})
 
@@ -85,7 +98,9 @@ class Verdict:
     """The hook's answer: a kind and a reason written for the model.
 
     Kinds: approved, rejected, expired, cancelled (a request's end); allowed, denied, no_rule
-    (policy); unreachable, lost, error, unauthorized, misconfigured, deadline, bad_input.
+    (policy); granted (a time-boxed grant let it through); mismatch (the approval is not bound
+    to this call), reused (the call id was used for another call); unreachable, lost, error,
+    unauthorized, misconfigured, deadline, bad_input.
     """
 
     __slots__ = ("kind", "reason", "rule", "request")
@@ -111,6 +126,12 @@ class Verdict:
     def request_id(self) -> str | None:
         """The id of the approval request, when one was made."""
         return str(self.request["id"]) if self.request else None
+
+    @property
+    def updated_args(self) -> dict[str, Any] | None:
+        """The full argument object to run with when an approver edited it; None: as asked."""
+        edited = self.request.get("approved_args") if self.allowed and self.request else None
+        return dict(edited) if isinstance(edited, dict) else None
 
 
 class Call:
@@ -196,6 +217,8 @@ def decide(
             if reply.status == 0:
                 return Verdict("unreachable", words.unreachable(reply.problem or "no answer"))
             return Verdict("error", words.error(reply))
+        if reply.status == 409 and _error_code(reply) == "idempotency_key_reused":
+            return Verdict("reused", words.reused(key))
         if reply.status != 200:
             return _refused(reply, words)
         answer = reply.body
@@ -205,6 +228,12 @@ def decide(
         if decision == "allow":
             if rule is None:
                 return Verdict("no_rule", words.no_rule())
+            granted = answer.get("request")
+            if _is_request(granted):
+                # A grant let it through: a request born approved, bound like any approval.
+                assert isinstance(granted, dict)
+                verdict = Verdict("granted", words.allowed(reason), rule, granted)
+                return _bound(verdict, call, key, words)
             return Verdict("allowed", words.allowed(reason), rule)
         if decision == "deny":
             return Verdict("denied", words.denied(rule, reason), rule)
@@ -254,7 +283,7 @@ def decide(
             )
             continue
         return _refused(reply, words)
-    return _final(request, rule, words)
+    return _bound(_final(request, rule, words), call, key, words)
 
 
 def _call(exchange: Exchange) -> Generator[Step, Reply | None, Reply]:
@@ -288,6 +317,31 @@ def _withdraw(
     return None
 
 
+def _bound(verdict: Verdict, call: Call, key: str | None, words: _Words) -> Verdict:
+    """Let a yes through only if it was given for exactly this call (see gate.binding)."""
+    if not verdict.allowed or verdict.request is None:
+        return verdict
+    from gate.binding import call_hash  # only calls a person (or a grant) decided need it
+
+    edited = verdict.updated_args
+    runs = edited if edited is not None else call.tool_args
+    expected = call_hash(call.tool_name, runs, key)
+    got = verdict.request.get("args_hash")
+    if got == expected:
+        return verdict
+    return Verdict(
+        "mismatch",
+        words.mismatch(str(verdict.request["id"]), got, expected),
+        verdict.rule,
+        verdict.request,
+    )
+
+
+def _error_code(reply: Reply) -> str | None:
+    err = reply.body.get("error") if isinstance(reply.body, dict) else None
+    return str(err.get("code")) if isinstance(err, dict) else None
+
+
 def _transient(reply: Reply) -> bool:
     return reply.status == 0 or reply.status in (429, 500, 502, 503, 504)
 
@@ -306,7 +360,8 @@ def _final(request: dict[str, Any], rule: str | None, words: _Words) -> Verdict:
     status = request["status"]
     reason = str(request.get("reason") or "")
     if status == "approved":
-        return Verdict("approved", words.approved(reason), rule, request)
+        edited = isinstance(request.get("approved_args"), dict)
+        return Verdict("approved", words.approved(reason, edited), rule, request)
     if status == "rejected":
         return Verdict("rejected", words.rejected(reason), rule, request)
     if status == "expired":
@@ -340,8 +395,31 @@ class _Words:
     def __init__(self, tool: str, url: str, limit: float, token_hint: str) -> None:
         self.tool, self.url, self.limit, self.token_hint = tool, url, limit, token_hint
 
-    def approved(self, reason: str) -> str:
-        return f"gate: {_sentence(reason or 'Approved by a human')}"
+    def approved(self, reason: str, edited: bool = False) -> str:
+        text = f"gate: {_sentence(reason or 'Approved by a human')}"
+        if edited:
+            text += (
+                f" The {self.tool} call runs with the arguments as the approver edited them, "
+                "not as they were sent."
+            )
+        return text
+
+    def mismatch(self, request_id: str, got: Any, expected: str) -> str:
+        bound = f"{got[:12]}…" if isinstance(got, str) and got else "nothing"
+        return (
+            f"gate: The approval does not match this {self.tool} call: request {request_id} "
+            f"was approved for other arguments or another call id (approval bound to {bound}, "
+            f"this call is {expected[:12]}…), so the call was blocked. Nobody approved these "
+            "exact arguments: ask for approval again, or tell the user."
+        )
+
+    def reused(self, key: str | None) -> str:
+        return (
+            f"gate: The call id {key!r} was already used for a different call (another tool or "
+            f"other arguments), and an approval never carries over to other arguments, so this "
+            f"{self.tool} call was blocked. Nobody reviewed it. Make the call again with a fresh "
+            "call id, or tell the user."
+        )
 
     def rejected(self, reason: str) -> str:
         return (
@@ -422,9 +500,11 @@ class _Words:
 
 
 def drive(
-    flow: Flow, send: Callable[[Exchange], Reply], sleep: Callable[[float], None] = time.sleep
-) -> Verdict:
-    """Run a flow to its verdict with a blocking `send`."""
+    flow: Generator[Step, Reply | None, T],
+    send: Callable[[Exchange], Reply],
+    sleep: Callable[[float], None] = time.sleep,
+) -> T:
+    """Run a flow to its result (a Verdict, or a Report) with a blocking `send`."""
     try:
         step = next(flow)
         while True:
@@ -434,8 +514,142 @@ def drive(
             else:
                 step = flow.send(send(step))
     except StopIteration as stop:
-        verdict: Verdict = stop.value
-        return verdict
+        result: T = stop.value
+        return result
+
+
+# -- after the call: outcome and session end ------------------------------------------------
+
+
+class Report:
+    """What a post-tool or session-end call did.
+
+    Kinds: recorded, cancelled (done); ungated (no request for this call), skipped (nothing to
+    record); failed (the gate could not be told: `text` says why).
+    """
+
+    __slots__ = ("kind", "text", "request_ids")
+
+    def __init__(self, kind: str, text: str, request_ids: list[str] | None = None) -> None:
+        self.kind, self.text = kind, text
+        self.request_ids = request_ids if request_ids is not None else []
+
+    def __repr__(self) -> str:
+        return f"Report({self.kind!r}, {self.text!r})"
+
+
+def report_outcome(
+    *,
+    key: str,
+    tool_name: str,
+    outcome: str,
+    summary: str | None,
+    tool_args: dict[str, Any] | None = None,
+) -> Generator[Step, Reply | None, Report]:
+    """Record what came of the call made under idempotency `key` (sans-IO).
+
+    A call no request was made for (un-gated, or allowed by policy) is not an error: there is
+    nothing to record. `tool_args`, when given, is what actually ran; if it is not what was
+    approved, the summary says so.
+    """
+    from urllib.parse import quote
+
+    found = yield from _after(
+        Exchange(
+            "GET",
+            f"/v1/requests?idempotency_key={quote(key, safe='')}&limit=1",
+            None,
+            AFTER_TIMEOUT,
+        )
+    )
+    items = found.body.get("items") if isinstance(found.body, dict) else None
+    if found.status != 200 or not isinstance(items, list):
+        return Report("failed", f"could not look up the request for {key!r}: {_error_text(found)}")
+    if not items or not _is_request(items[0]) or items[0].get("tool_name") != tool_name:
+        return Report("ungated", f"no approval request was made for {tool_name} call {key!r}")
+    request = items[0]
+    request_id = str(request["id"])
+    if request["status"] != "approved":
+        return Report("skipped", f"request {request_id} is {request['status']}: nothing ran")
+    if request.get("outcome"):
+        return Report("skipped", f"request {request_id} already has outcome {request['outcome']}")
+    if tool_args is not None:
+        from gate.binding import call_hash
+
+        if call_hash(tool_name, tool_args, key) != request.get("args_hash"):
+            note = "ran with arguments other than the approved ones"
+            summary = f"{note}: {summary}" if summary else note
+    reply = yield from _after(
+        Exchange(
+            "POST",
+            f"/v1/requests/{request_id}/outcome",
+            {"outcome": outcome, "summary": summary},
+            AFTER_TIMEOUT,
+        )
+    )
+    if reply.status == 200:
+        return Report("recorded", f"request {request_id}: {outcome}", [request_id])
+    if reply.status == 409:
+        return Report("skipped", f"request {request_id}: {_error_text(reply)}", [request_id])
+    return Report("failed", f"request {request_id}: {_error_text(reply)}", [request_id])
+
+
+def end_session(session_id: str, why: str) -> Generator[Step, Reply | None, Report]:
+    """Withdraw every pending request of an agent session that ended (sans-IO)."""
+    from urllib.parse import quote
+
+    reply = yield from _after(
+        Exchange(
+            "POST",
+            f"/v1/sessions/{quote(session_id, safe='')}/cancel",
+            {"reason": why},
+            AFTER_TIMEOUT,
+        )
+    )
+    ids = reply.body.get("cancelled") if isinstance(reply.body, dict) else None
+    if reply.status != 200 or not isinstance(ids, list):
+        return Report("failed", f"could not cancel session {session_id!r}: {_error_text(reply)}")
+    ids = [str(i) for i in ids]
+    return Report("cancelled", f"cancelled {len(ids)} pending request(s)", ids)
+
+
+def _after(exchange: Exchange) -> Generator[Step, Reply | None, Reply]:
+    """One call, tried twice: a restart blip should not lose an audit record."""
+    reply = yield from _call(exchange)
+    if _transient(reply):
+        yield Pause(BACKOFF_FIRST)
+        reply = yield from _call(exchange)
+    return reply
+
+
+def outcome_of(tool_response: Any, error: Any = None) -> tuple[str, str | None]:
+    """("ran" | "failed", a short summary) from an agent's tool response or error."""
+    failed = error is not None and error is not False and error != ""
+    if isinstance(tool_response, dict):
+        failed = failed or bool(
+            tool_response.get("is_error")
+            or tool_response.get("isError")
+            or tool_response.get("error")
+            or tool_response.get("success") is False
+        )
+    text = _glance(error if failed and error else tool_response)
+    return ("failed" if failed else "ran"), text
+
+
+def _glance(value: Any) -> str | None:
+    if value is None or value == "" or value == {}:
+        return None
+    if isinstance(value, dict) and ("stdout" in value or "stderr" in value):
+        parts = [str(value.get(k) or "").strip() for k in ("stdout", "stderr")]
+        text = " | ".join(p for p in parts if p) or "(no output)"
+    elif isinstance(value, str):
+        text = value.strip()
+    else:
+        text = json.dumps(value, ensure_ascii=False, default=str)
+    text = " ".join(text.split())
+    if len(text) > OUTCOME_SUMMARY_MAX:
+        text = text[: OUTCOME_SUMMARY_MAX - 1] + "…"
+    return text or None
 
 
 # -- helpers for adapters -------------------------------------------------------------------

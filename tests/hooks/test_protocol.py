@@ -8,13 +8,21 @@ from __future__ import annotations
 
 from typing import Any
 
+from gate.binding import call_hash
 from gate.protocol import Call, Exchange, Pause, Reply, Verdict, decide
 
 URL = "http://gate.test"
 
 
-def request(status: str = "pending", **extra: Any) -> dict[str, Any]:
-    return {"id": "r1", "status": status, "reason": extra.pop("reason", None), **extra}
+def request(status: str = "pending", key: str = "k", **extra: Any) -> dict[str, Any]:
+    """A request as the server shows it, bound to a `Bash {}` call made under `key`."""
+    return {
+        "id": "r1",
+        "status": status,
+        "reason": extra.pop("reason", None),
+        "args_hash": call_hash("Bash", {}, key),
+        **extra,
+    }
 
 
 class Script:
@@ -83,7 +91,7 @@ def test_a_derived_key_that_finds_an_old_answer_asks_again() -> None:
     script = Script(
         ask(request("rejected", reason="Rejected by bob in Slack: no")),
         ask(request()),
-        Reply(200, request("approved", reason="Approved by alice in Slack")),
+        Reply(200, request("approved", key="cmd:abc#2", reason="Approved by alice in Slack")),
     )
 
     verdict = script.run(Call("Bash", idempotency_key="cmd:abc", derived_key=True))
