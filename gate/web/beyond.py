@@ -39,7 +39,7 @@ def principal_of(me: ApproverSettings) -> Principal:
 def sentence(message: str) -> str:
     """An error message as a sentence for the page."""
     text = message[:1].upper() + message[1:]
-    return text if text.endswith((".", "!", "?", ")")) else text + "."
+    return text if text.endswith((".", "!", "?")) else text + "."
 
 
 def detail_context(
