@@ -4,9 +4,8 @@ Two pure translators do the work: `render_card(view)` turns a request into block
 `parse_action(payload)` turns an interaction payload into an `Action`. The route around
 them is glue: verify the signature on the raw bytes, parse, decide, answer within 3 s.
 
-Card text built from tool arguments is untrusted. Every such string is cleaned (unicode
-bidi and control characters stripped, secrets masked), escaped for mrkdwn (`&`, `<`, `>`),
-cut to Slack's limits, and shown only inside inline code or a code block.
+The rendering (and the escaping of untrusted text) lives in `channels.slack_card`; its
+names are re-exported here.
 """
 
 from __future__ import annotations
@@ -29,33 +28,48 @@ from slack_sdk.signature import Clock, SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
+from channels import decisions
 from channels.base import DeliveryError, GateContext
+from channels.slack_card import (
+    APPROVE_ACTION,
+    COMMENT_BLOCK,
+    COMMENT_INPUT,
+    EDIT_ACTION,
+    EDIT_CALLBACK,
+    EDIT_INPUT,
+    EXTEND_ACTION,
+    GRANT_ACTION,
+    MASK,
+    MAX_REASON,
+    REASON_BLOCK,
+    REASON_INPUT,
+    REASONS_BLOCK,
+    REASONS_INPUT,
+    REJECT_ACTION,
+    REJECT_CALLBACK,
+    args_block_text,
+    clean,
+    cut,
+    edit_block_id,
+    edit_modal,
+    editable,
+    escape,
+    fallback_text,
+    inline,
+    mask_text,
+    mask_value,
+    plain,
+    reason_modal,
+    render_card,
+)
 from gate.config import SlackSettings
-from gate.errors import BadRequest, ConfigError, Unauthenticated
+from gate.errors import BadRequest, ConfigError, InvalidInput, Unauthenticated
 from gate.machine import AlreadyFinal, AlreadyVoted, Voted
-from gate.models import RequestStatus
-from gate.policy import may_decide
-from gate.service import already_final_message
+from gate.models import RequestStatus, utcnow
 from gate.views import RequestView
 
 log = logging.getLogger("gate.channels.slack")
 
-APPROVE_ACTION = "gate_approve"
-REJECT_ACTION = "gate_reject"
-REJECT_CALLBACK = "gate_reject_reason"
-REASON_BLOCK = "reason"
-REASON_INPUT = "reason_input"
-
-# Slack's Block Kit limits (docs.slack.dev, and slack-sdk's own block classes).
-MAX_SECTION_TEXT = 3000
-MAX_FIELD_TEXT = 2000
-MAX_HEADER_TEXT = 150
-MAX_FALLBACK_TEXT = 4000
-#: what we allow one inline value (tool, agent, user...) before cutting: a card is read at
-#: a glance, the web page has the rest
-MAX_INLINE = 200
-#: the modal's reason box; the reason is what the model is told, so a paragraph is plenty
-MAX_REASON = 2000
 #: views.open must use the trigger_id within Slack's 3 s; leave room to answer the click
 INTERACTIVE_TIMEOUT = 2.5
 #: posts and updates run in the outbox pump, which retries; no need to wait long
@@ -67,283 +81,36 @@ TRANSIENT_ERRORS = frozenset(
 )
 
 _ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-# Bidi overrides/isolates/marks, zero-width characters and C0/C1 controls other than \n and
-# \t: they can make a card read differently from what it says (Trojan Source style).
-_INVISIBLE = re.compile(
-    "[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200b-\u200f\u2028\u2029"
-    "\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]"
-)
-_SECRET_KEY = re.compile(
-    r"(password|passwd|passphrase|secret|private_?key|credential|cookie|"
-    r"(^|[_.-])(pwd|token|api_?key|apikey|access_?key|auth|authorization|session_?id)$)",
-    re.IGNORECASE,
-)
-MASK = "[masked]"
-_SECRET_VALUES = [
-    re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(-----END [A-Z ]*PRIVATE KEY-----|$)", re.S),
-    re.compile(r"\bxox[abposre]-[A-Za-z0-9-]{6,}"),
-    re.compile(r"\bxapp-[A-Za-z0-9-]{6,}"),
-    re.compile(r"\bsk-[A-Za-z0-9_-]{16,}"),
-    re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),
-    re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,}"),
-    re.compile(r"\bgithub_pat_[A-Za-z0-9_]{20,}"),
-    re.compile(r"\bAIza[0-9A-Za-z_-]{30,}"),
-    re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
-]
-# `password=hunter2`, `"token": "abc"`, `Authorization: Bearer abc`: keep the key, mask the value
-_SECRET_ASSIGN = re.compile(
-    r"(?i)((?:password|passwd|pwd|secret|token|api[_-]?key|apikey|access[_-]?key|"
-    r"client[_-]?secret)[\"']?\s*[:=]\s*[\"']?)([^\s\"'&,;]+)"
-)
-_BEARER = re.compile(r"(?i)\b(bearer|basic|token)\s+([A-Za-z0-9._~+/=-]{8,})")
-_URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@]+:)([^@\s/]+)(@)")
-
-
-# -- cleaning untrusted text ----------------------------------------------------------------
-
-
-def mask_text(text: str) -> str:
-    """Replace things that look like secrets (tokens, keys, passwords) with a mask."""
-    for pattern in _SECRET_VALUES:
-        text = pattern.sub(MASK, text)
-    text = _SECRET_ASSIGN.sub(lambda m: m.group(1) + MASK, text)
-    text = _BEARER.sub(lambda m: f"{m.group(1)} {MASK}", text)
-    return _URL_PASSWORD.sub(lambda m: m.group(1) + MASK + m.group(3), text)
-
-
-def mask_value(value: Any) -> Any:
-    """Mask secrets in a JSON-like value: by key name, and by pattern inside strings."""
-    if isinstance(value, dict):
-        return {
-            str(k): MASK if _SECRET_KEY.search(str(k)) and v not in (None, "") else mask_value(v)
-            for k, v in value.items()
-        }
-    if isinstance(value, list | tuple):
-        return [mask_value(v) for v in value]
-    if isinstance(value, str):
-        return mask_text(value)
-    return value
-
-
-def escape(text: str) -> str:
-    """Escape Slack's three control characters (`&` first), which neutralises `<...>` syntax."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-def clean(text: str) -> str:
-    """Strip invisible and direction-changing characters, then mask secrets."""
-    return mask_text(_INVISIBLE.sub("", text))
-
-
-def cut(escaped: str, limit: int) -> str:
-    """Cut already-escaped text to `limit` characters without splitting an `&...;` entity."""
-    if len(escaped) <= limit:
-        return escaped
-    head = escaped[: limit - 1]
-    amp = head.rfind("&")
-    if amp != -1 and ";" not in head[amp:]:
-        head = head[:amp]
-    return head + "…"
-
-
-def inline(value: Any, limit: int = MAX_INLINE) -> str:
-    """An untrusted value as one line of inline code: no formatting, mentions or links."""
-    if value is None or value == "":
-        return "—"
-    text = " ".join(clean(str(value)).split())
-    # A backtick would end the inline code and let mrkdwn formatting back in.
-    text = escape(text.replace("`", "ˋ"))
-    return f"`{cut(text, limit - 2)}`"
-
-
-def plain(value: Any, limit: int) -> str:
-    """An untrusted value for a plain_text object: cleaned, escaped, cut."""
-    return cut(escape(" ".join(clean(str(value)).split())), limit)
-
-
-def args_block_text(args: dict[str, Any], url: str) -> str:
-    """The arguments as a code block that fits one section, with a link when cut."""
-    body = json.dumps(mask_value(args), indent=2, ensure_ascii=False, default=str)
-    # Backticks become a look-alike so "```" inside an argument cannot close the block.
-    body = escape(_INVISIBLE.sub("", body).replace("`", "ˋ"))
-    head, tail = "*Arguments*\n```\n", "\n```"
-    more = f"\n_Cut to fit Slack: <{url}|view all in gate>_"
-    if len(head) + len(body) + len(tail) <= MAX_SECTION_TEXT:
-        return head + body + tail
-    return head + cut(body, MAX_SECTION_TEXT - len(head) - len(tail) - len(more)) + tail + more
-
-
-# -- the card -------------------------------------------------------------------------------
-
-_TITLES = {
-    "pending": "Approval needed",
-    "approved": "Approved",
-    "rejected": "Rejected",
-    "expired": "Expired",
-    "cancelled": "Cancelled",
-}
-
-
-def _when(view_time: Any) -> str:
-    return f"{view_time:%Y-%m-%d %H:%M} UTC" if view_time else "—"
-
-
-def _mrkdwn(text: str) -> dict[str, Any]:
-    # verbatim: no auto-linking of URLs or channel names in what we send.
-    return {"type": "mrkdwn", "text": text, "verbatim": True}
-
-
-def _plain(text: str) -> dict[str, Any]:
-    return {"type": "plain_text", "text": text, "emoji": False}
-
-
-def fallback_text(view: RequestView) -> str:
-    """The notification / screen-reader line Slack shows outside the blocks."""
-    title = _TITLES.get(view.status, view.status)
-    summary = f": {plain(view.summary, 300)}" if view.summary else ""
-    return cut(f"{title}: {plain(view.tool_name, MAX_INLINE)}{summary}", MAX_FALLBACK_TEXT)
-
-
-def render_card(view: RequestView) -> list[dict[str, Any]]:
-    """The Block Kit blocks for a request: the question while pending, the outcome after."""
-    iteration = f"{view.status}-{len(view.votes)}"  # block_ids must change with each update
-    title = _TITLES.get(view.status, view.status)
-    blocks: list[dict[str, Any]] = [
-        {
-            "type": "header",
-            "text": _plain(cut(f"{title}: {plain(view.tool_name, MAX_HEADER_TEXT)}", 150)),
-        }
-    ]
-    if view.summary:
-        blocks.append({"type": "section", "text": _plain(plain(view.summary, MAX_SECTION_TEXT))})
-    fields = [
-        f"*Tool*\n{inline(view.tool_name)}",
-        f"*Rule*\n{inline(view.rule)}",
-        f"*Agent*\n{inline(view.agent_id)}",
-        f"*User*\n{inline(view.user_id)}",
-        f"*Deadline*\n{_when(view.expires_at)}",
-        f"*Approvals*\n{_approvals(view)}",
-    ]
-    blocks.append(
-        {
-            "type": "section",
-            "block_id": f"facts-{iteration}",
-            "fields": [_mrkdwn(cut(f, MAX_FIELD_TEXT)) for f in fields],
-        }
-    )
-    blocks.append(
-        {
-            "type": "section",
-            "block_id": f"args-{iteration}",
-            "text": _mrkdwn(args_block_text(view.tool_args, view.url)),
-        }
-    )
-    if view.status == "pending":
-        blocks.append(_buttons(view, iteration))
-    else:
-        blocks.append(
-            {
-                "type": "section",
-                "block_id": f"outcome-{iteration}",
-                "text": _mrkdwn(_outcome(view)),
-            }
-        )
-    blocks.append(
-        {
-            "type": "context",
-            "elements": [_mrkdwn(f"Request {inline(view.id, 70)} · <{view.url}|Open in gate>")],
-        }
-    )
-    return blocks
-
-
-def _approvals(view: RequestView) -> str:
-    names = ", ".join(escape(v.approver) for v in view.approvals)
-    count = f"{len(view.approvals)} of {view.approvals_required}"
-    return cut(f"{count} approval{'s' if view.approvals_required > 1 else ''}", 100) + (
-        f" ({cut(names, 500)})" if names else ""
-    )
-
-
-def _outcome(view: RequestView) -> str:
-    text = f"*{escape(view.outcome_sentence())}*"
-    if view.decided_at:
-        text += f" at {_when(view.decided_at)}"
-    rejecting = [v for v in view.votes if v.verdict == "reject" and v.comment]
-    if view.status == "rejected" and rejecting:
-        text += f"\n*Reason:* {inline(rejecting[-1].comment, MAX_REASON)}"
-    return cut(text, MAX_SECTION_TEXT)
-
-
-def _buttons(view: RequestView, iteration: str) -> dict[str, Any]:
-    return {
-        "type": "actions",
-        "block_id": f"decide-{iteration}",
-        "elements": [
-            {
-                "type": "button",
-                "action_id": APPROVE_ACTION,
-                "style": "primary",
-                "text": _plain("Approve"),
-                "value": view.id,
-                "confirm": {
-                    "title": _plain("Approve this call?"),
-                    "text": _plain("The agent's tool call will run as shown."),
-                    "confirm": _plain("Approve"),
-                    "deny": _plain("Cancel"),
-                },
-            },
-            {
-                "type": "button",
-                "action_id": REJECT_ACTION,
-                "style": "danger",
-                "text": _plain("Reject…"),
-                "value": view.id,
-            },
-        ],
-    }
-
-
-def reason_modal(request_id: str, channel_id: str | None, message_ts: str | None) -> dict[str, Any]:
-    """The modal that asks why a request is rejected; the reason is what the model is told."""
-    meta = json.dumps({"request_id": request_id, "channel_id": channel_id, "ts": message_ts})
-    return {
-        "type": "modal",
-        "callback_id": REJECT_CALLBACK,
-        "private_metadata": meta,
-        "title": _plain("Reject request"),
-        "submit": _plain("Reject"),
-        "close": _plain("Cancel"),
-        "blocks": [
-            {
-                "type": "input",
-                "block_id": REASON_BLOCK,
-                "label": _plain("Why? The agent is told this."),
-                "element": {
-                    "type": "plain_text_input",
-                    "action_id": REASON_INPUT,
-                    "multiline": True,
-                    "max_length": MAX_REASON,
-                },
-            }
-        ],
-    }
 
 
 # -- reading interactions -------------------------------------------------------------------
+
+Kind = Literal["approve", "ask_reason", "reject", "ask_edits", "edit", "extend", "ignore"]
+_BUTTONS: dict[str, Kind] = {
+    APPROVE_ACTION: "approve",
+    REJECT_ACTION: "ask_reason",
+    EDIT_ACTION: "ask_edits",
+    EXTEND_ACTION: "extend",
+}
 
 
 @dataclass(frozen=True)
 class Action:
     """What an interaction asks for, in gate's terms."""
 
-    kind: Literal["approve", "ask_reason", "reject", "ignore"]
+    kind: Kind
     user_id: str = ""
     request_id: str = ""
     channel_id: str | None = None
     message_ts: str | None = None
     trigger_id: str | None = None
     reason: str | None = None
+    #: (scope, duration) picked in the "Approve for a while" select
+    grant: tuple[str, str] | None = None
+    #: option values (`r<index>`) of the preset reject reasons ticked in the modal
+    reasons: tuple[str, ...] = ()
+    #: (block_id, text) of each edit box in the "Edit & approve" modal
+    edits: tuple[tuple[str, str], ...] = ()
 
 
 def parse_action(payload: Mapping[str, Any]) -> Action:
@@ -362,41 +129,67 @@ def parse_action(payload: Mapping[str, Any]) -> Action:
         raise ValueError("a block_actions payload needs actions[]")
     first = actions[0]
     action_id = first.get("action_id")
-    if action_id not in (APPROVE_ACTION, REJECT_ACTION):
+    grant = None
+    request_id: Any
+    if action_id == GRANT_ACTION:
+        selected = first.get("selected_option")
+        value = selected.get("value") if isinstance(selected, dict) else None
+        request_id, _, choice = str(value or "").partition("|")
+        grant = decisions.parse_grant(choice)
+        clicked: Kind = "approve"
+    elif action_id in _BUTTONS:
+        request_id, clicked = first.get("value"), _BUTTONS[action_id]
+    else:
         return Action("ignore", user_id)  # e.g. a link button: acknowledged, nothing to do
     container, channel = _obj(payload, "container"), _obj(payload, "channel")
     trigger = payload.get("trigger_id")
     return Action(
-        "approve" if action_id == APPROVE_ACTION else "ask_reason",
+        clicked,
         user_id,
-        _request_id(first.get("value")),
+        _request_id(request_id),
         _str(container.get("channel_id")) or _str(channel.get("id")),
         _str(container.get("message_ts")),
         trigger if isinstance(trigger, str) and trigger else None,
+        grant=grant,
     )
 
 
 def _parse_submission(payload: Mapping[str, Any], user_id: str) -> Action:
     view = payload.get("view")
-    if not isinstance(view, dict) or view.get("callback_id") != REJECT_CALLBACK:
+    callback = view.get("callback_id") if isinstance(view, dict) else None
+    if not isinstance(view, dict) or callback not in (REJECT_CALLBACK, EDIT_CALLBACK):
         return Action("ignore", user_id)
     try:
         meta = json.loads(view.get("private_metadata") or "")
         values = view["state"]["values"]
-        entry = values[REASON_BLOCK][REASON_INPUT]
+        if not isinstance(meta, dict) or not isinstance(values, dict):
+            raise TypeError
     except (ValueError, KeyError, TypeError):
-        raise ValueError("the modal submission lacks its request or reason") from None
-    if not isinstance(meta, dict) or not isinstance(entry, dict):
-        raise ValueError("the modal submission lacks its request or reason")
-    reason = entry.get("value")
-    return Action(
-        "reject",
-        user_id,
+        raise ValueError("the modal submission lacks its request or values") from None
+    where = (
         _request_id(meta.get("request_id")),
         _str(meta.get("channel_id")),
         _str(meta.get("ts")),
-        reason=reason.strip() if isinstance(reason, str) else "",
     )
+    if callback == EDIT_CALLBACK:
+        edits = tuple(
+            (block_id, _input_text(values, block_id, EDIT_INPUT))
+            for block_id in values
+            if isinstance(block_id, str) and block_id.startswith("edit_")
+        )
+        comment = _input_text(values, COMMENT_BLOCK, COMMENT_INPUT).strip()
+        return Action("edit", user_id, *where, reason=comment or None, edits=edits)
+    picked = _obj(_obj(values, REASONS_BLOCK), REASONS_INPUT).get("selected_options") or []
+    reasons = tuple(str(o.get("value")) for o in picked if isinstance(o, dict) and o.get("value"))
+    if REASON_BLOCK not in values and not reasons:
+        raise ValueError("the modal submission lacks its reason")
+    reason = _input_text(values, REASON_BLOCK, REASON_INPUT).strip()
+    return Action("reject", user_id, *where, reason=reason, reasons=reasons)
+
+
+def _input_text(values: Mapping[str, Any], block_id: str, action_id: str) -> str:
+    value = _obj(_obj(values, block_id), action_id).get("value")
+    return value if isinstance(value, str) else ""
 
 
 def _request_id(value: Any) -> str:
@@ -554,20 +347,29 @@ class SlackChannel:
         retry = request.headers.get("x-slack-retry-num") is not None
         if action.kind == "approve":
             await self._approve(action, background, retry=retry)
-        elif action.kind == "ask_reason":
-            await self._ask_reason(action, background)
+        elif action.kind in ("ask_reason", "ask_edits"):
+            await self._open_modal(action, background)
+        elif action.kind == "extend":
+            await self._extend(action, background)
         elif action.kind == "reject":
             return await self._reject(action)
+        elif action.kind == "edit":
+            return await self._edit(action)
         return Response(status_code=200)
 
     async def _approve(self, action: Action, background: BackgroundTasks, *, retry: bool) -> None:
-        result = await self.gate.decide(
-            request_id=action.request_id,
-            channel=self.name,
-            user_id=action.user_id,
-            verdict="approve",
-            comment=None,
-        )
+        try:
+            result = await self.gate.decide(
+                request_id=action.request_id,
+                channel=self.name,
+                user_id=action.user_id,
+                verdict="approve",
+                comment=None,
+                grant=action.grant,
+            )
+        except InvalidInput as exc:  # a grant the rule no longer offers
+            self._tell(background, action, f"Not recorded: {exc.message}")
+            return
         repeat = isinstance(result.outcome, AlreadyFinal | AlreadyVoted)
         if result.changed and not isinstance(result.outcome, Voted):
             return  # the outbox refreshes the card, which is the answer everybody sees
@@ -575,63 +377,102 @@ class SlackChannel:
             return  # Slack re-sent a click we already handled; the clicker was answered then
         self._tell(background, action, result.message())
 
-    async def _ask_reason(self, action: Action, background: BackgroundTasks) -> None:
+    async def _open_modal(self, action: Action, background: BackgroundTasks) -> None:
+        """Reject... and Edit & approve... open a modal (with the click's trigger_id)."""
         view = await self.gate.view(action.request_id)
-        refusal = self._refusal(view, action.user_id)
+        refusal = decisions.refusal(self.gate.settings, self.name, view, action.user_id)
         if refusal:
             self._tell(background, action, refusal)
             return
+        assert view is not None
+        what = "reason" if action.kind == "ask_reason" else "edit"
+        if action.kind == "ask_reason":
+            reasons = decisions.reject_reasons(view)
+            modal = reason_modal(view.id, action.channel_id, action.message_ts, reasons)
+        else:
+            fields = editable(view)
+            if not fields:
+                text = f"Nothing here can be edited in Slack; edit it in gate: {view.url}"
+                self._tell(background, action, text)
+                return
+            modal = edit_modal(view, fields, action.channel_id, action.message_ts)
         if action.trigger_id is None:
-            self._tell(background, action, "Slack sent no trigger to open the reason dialog.")
+            self._tell(background, action, f"Slack sent no trigger to open the {what} dialog.")
             return
-        modal = reason_modal(action.request_id, action.channel_id, action.message_ts)
         try:
             async with asyncio.timeout(INTERACTIVE_TIMEOUT):
                 await self._call("views.open", trigger_id=action.trigger_id, view=modal)
         except (DeliveryError, TimeoutError) as exc:
             log.warning("views.open for %s failed: %s", action.request_id, exc)
-            url = view.url if view else ""
-            self._tell(background, action, f"Could not open the reason dialog; reject at {url}")
+            self._tell(background, action, f"Could not open the {what} dialog; use {view.url}")
 
-    def _refusal(self, view: RequestView | None, user_id: str) -> str | None:
-        """Why this user cannot reject now (checked again, for real, on submission)."""
-        if view is None:
-            return "This request no longer exists."
-        if view.is_final:
-            status = RequestStatus(view.status)
-            final = AlreadyFinal(
-                view.id, status, view.decided_by, view.decided_at, view.decided_via
-            )
-            return already_final_message(final)
-        approver = self.gate.settings.approver_by_identity(self.name, user_id)
-        if approver is None:
-            return "Not recorded: you are not an approver for this rule."
-        why = may_decide(
-            approver, actor_name=approver.name, allowed=view.approvers, requester=view.user_id
-        )
-        return f"Not recorded: {why}." if why else None
-
-    async def _reject(self, action: Action) -> Response:
-        if not action.reason:
-            return _modal_error("Say why, so the agent knows what to do instead.")
-        result = await self.gate.decide(
+    async def _extend(self, action: Action, background: BackgroundTasks) -> None:
+        result = await self.gate.extend(
             request_id=action.request_id,
             channel=self.name,
             user_id=action.user_id,
-            verdict="reject",
-            comment=action.reason[:MAX_REASON],
+            by=decisions.EXTEND_BY,
         )
-        if result.changed or self._own_rejection(result.outcome, action.user_id):
+        # Moved: the outbox refreshes the card for everybody; the clicker also hears it here.
+        self._tell(background, action, decisions.extend_message(result, utcnow()))
+
+    async def _reject(self, action: Action) -> Response:
+        if not action.reason and not action.reasons:
+            return _modal_error("Say why, so the agent knows what to do instead.")
+        view = await self.gate.view(action.request_id)
+        try:
+            reasons = decisions.reasons_from(view, list(action.reasons)) if view else []
+            result = await self.gate.decide(
+                request_id=action.request_id,
+                channel=self.name,
+                user_id=action.user_id,
+                verdict="reject",
+                comment=(action.reason or "")[:MAX_REASON] or None,
+                reasons=reasons or None,
+            )
+        except (ValueError, InvalidInput) as exc:
+            block = REASONS_BLOCK if action.reasons else REASON_BLOCK
+            return _modal_error(getattr(exc, "message", str(exc)), block)
+        if result.changed or self._own_decision(result.outcome, action.user_id, "rejected"):
             return Response(status_code=200)  # closes the modal; the outbox refreshes the card
         return _modal_error(result.message())
 
-    def _own_rejection(self, outcome: object, user_id: str) -> bool:
-        """A second submission (or a retry) of a rejection this person already made."""
+    async def _edit(self, action: Action) -> Response:
+        """The "Edit & approve" modal was submitted: approve with the edited arguments."""
+        view = await self.gate.view(action.request_id)
+        fields = editable(view) if view is not None else []
+        by_block = {edit_block_id(i): f for i, f in enumerate(fields)}
+        first = edit_block_id(0) if fields else COMMENT_BLOCK
+        if view is None or view.is_final or not fields:
+            why = decisions.refusal(self.gate.settings, self.name, view, action.user_id)
+            return _modal_error(why or "Nothing here can be edited any more.", first)
+        texts = {by_block[b].key: text for b, text in action.edits if b in by_block}
+        edited, errors = decisions.apply_edits(view, fields, texts)
+        if errors:
+            block_of = {f.key: b for b, f in by_block.items()}
+            return _modal_errors({block_of[k]: why for k, why in errors.items()})
+        try:
+            result = await self.gate.decide(
+                request_id=action.request_id,
+                channel=self.name,
+                user_id=action.user_id,
+                verdict="approve",
+                comment=(action.reason or "")[:MAX_REASON] or None,
+                edited_args=edited,
+            )
+        except InvalidInput as exc:  # e.g. the rule forbids edits
+            return _modal_error(exc.message, first)
+        if result.changed or self._own_decision(result.outcome, action.user_id, "approved"):
+            return Response(status_code=200)
+        return _modal_error(result.message(), first)
+
+    def _own_decision(self, outcome: object, user_id: str, status: str) -> bool:
+        """A second submission (or a retry) of a decision this person already made."""
         approver = self.gate.settings.approver_by_identity(self.name, user_id)
         return (
             isinstance(outcome, AlreadyFinal)
             and approver is not None
-            and outcome.status == RequestStatus.rejected
+            and outcome.status == RequestStatus(status)
             and outcome.decided_by == approver.name
         )
 
@@ -647,9 +488,16 @@ class SlackChannel:
             log.warning("ephemeral to %s in %s failed: %s", user, channel, exc)
 
 
-def _modal_error(message: str) -> Response:
-    # Shown under the reason box; the modal stays open so the approver sees why.
-    body = {"response_action": "errors", "errors": {REASON_BLOCK: cut(escape(message), 150)}}
+def _modal_error(message: str, block: str = REASON_BLOCK) -> Response:
+    # Shown under the named input; the modal stays open so the approver sees why.
+    return _modal_errors({block: message})
+
+
+def _modal_errors(errors: Mapping[str, str]) -> Response:
+    body = {
+        "response_action": "errors",
+        "errors": {block: cut(escape(text), 150) for block, text in errors.items()},
+    }
     return JSONResponse(body)
 
 
@@ -676,3 +524,24 @@ def delivery_error(method: str, exc: SlackApiError) -> DeliveryError:
     # invalid_auth, not_in_channel, token_revoked, missing_scope, invalid_blocks ...) is about
     # this call or this app, not the moment: retrying the same call would fail the same way.
     return DeliveryError(what, permanent=True)
+
+
+__all__ = [
+    "Action",
+    "SlackChannel",
+    "args_block_text",
+    "clean",
+    "cut",
+    "delivery_error",
+    "escape",
+    "fallback_text",
+    "form_payload",
+    "inline",
+    "mask_text",
+    "mask_value",
+    "MASK",
+    "parse_action",
+    "plain",
+    "reason_modal",
+    "render_card",
+]

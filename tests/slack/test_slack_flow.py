@@ -61,9 +61,15 @@ def test_submit_posts_a_card(slack_gate: Gate, fake_slack: FakeSlack) -> None:
     assert "pay_vendor" in text and "Pay acme 60k" in text and "big-payments" in text
     assert "billing-agent" in text and "dave" in text and "60000" in text
     buttons = next(b for b in card.blocks if b["type"] == "actions")["elements"]
-    assert [b["value"] for b in buttons] == [request_id, request_id]
+    assert [b["action_id"] for b in buttons] == [
+        "gate_approve",
+        "gate_edit",
+        "gate_reject",
+        "gate_extend",
+    ]
+    assert {b["value"] for b in buttons} == {request_id}
     assert buttons[0]["style"] == "primary" and "confirm" in buttons[0]
-    assert buttons[1]["style"] == "danger"
+    assert buttons[2]["style"] == "danger"
     post = fake_slack.calls_to("chat.postMessage", ok=True)[0]
     assert post.body["unfurl_links"] is False and post.body["text"]
     view = wait_until(

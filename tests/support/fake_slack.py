@@ -1,7 +1,8 @@
 """A fake Slack Web API on loopback: the real slack-sdk client talks to it in tests.
 
 It implements chat.postMessage, chat.update, chat.postEphemeral and views.open with Slack's
-response shapes, checks the bot token, validates blocks against Block Kit's limits, can be
+response shapes, checks the bot token, validates blocks against Block Kit's limits (buttons,
+selects, checkboxes, plain-text inputs and their initial values included), can be
 told to fail (429 with Retry-After, 5xx, any Slack error code), and records every call.
 
 What it cannot check: how Slack's clients render mrkdwn (we assert on the JSON instead),
@@ -324,12 +325,57 @@ def _button(el: dict[str, Any], where: str) -> None:
         raise BlockKitError(f"{where}.url: over 3000 characters")
     if el.get("style") not in (None, "primary", "danger"):
         raise BlockKitError(f"{where}.style: must be primary or danger")
-    confirm = el.get("confirm")
-    if confirm is not None:
-        _text(confirm.get("title"), f"{where}.confirm.title", 100, plain_only=True)
-        _text(confirm.get("text"), f"{where}.confirm.text", 300)
-        _text(confirm.get("confirm"), f"{where}.confirm.confirm", 30, plain_only=True)
-        _text(confirm.get("deny"), f"{where}.confirm.deny", 30, plain_only=True)
+    _confirm(el.get("confirm"), f"{where}.confirm")
+
+
+def _confirm(confirm: Any, where: str) -> None:
+    if confirm is None:
+        return
+    _text(confirm.get("title"), f"{where}.title", 100, plain_only=True)
+    _text(confirm.get("text"), f"{where}.text", 300)
+    _text(confirm.get("confirm"), f"{where}.confirm", 30, plain_only=True)
+    _text(confirm.get("deny"), f"{where}.deny", 30, plain_only=True)
+
+
+def _select(el: dict[str, Any], where: str, *, max_options: int) -> None:
+    """static_select / multi_static_select / checkboxes: options within Slack's limits."""
+    if not el.get("action_id") or len(str(el["action_id"])) > 255:
+        raise BlockKitError(f"{where}.action_id: required, at most 255 characters")
+    if "placeholder" in el:
+        _text(el["placeholder"], f"{where}.placeholder", 150, plain_only=True)
+    options = el.get("options")
+    if not isinstance(options, list) or not 1 <= len(options) <= max_options:
+        raise BlockKitError(f"{where}.options: 1..{max_options}")
+    values = []
+    for k, option in enumerate(options):
+        plain_only = el.get("type") != "checkboxes"
+        _text(option.get("text"), f"{where}.options[{k}].text", 75, plain_only=plain_only)
+        value = option.get("value")
+        if not isinstance(value, str) or not 1 <= len(value) <= 150:
+            raise BlockKitError(f"{where}.options[{k}].value: 1..150 characters")
+        values.append(value)
+    if len(values) != len(set(values)):
+        raise BlockKitError(f"{where}.options: values must be unique")
+    _confirm(el.get("confirm"), f"{where}.confirm")
+
+
+def _input_element(el: dict[str, Any], where: str) -> None:
+    kind = el.get("type")
+    if kind == "plain_text_input":
+        if not el.get("action_id"):
+            raise BlockKitError(f"{where}.action_id: required")
+        limit = el.get("max_length", 3000)
+        if limit > 3000:
+            raise BlockKitError(f"{where}.max_length: at most 3000")
+        initial = el.get("initial_value")
+        if initial is not None and (not isinstance(initial, str) or len(initial) > limit):
+            raise BlockKitError(f"{where}.initial_value: a string of at most {limit} characters")
+    elif kind == "checkboxes":
+        _select(el, where, max_options=10)
+    elif kind == "multi_static_select":
+        _select(el, where, max_options=100)
+    else:
+        raise BlockKitError(f"{where}: the fake does not know input element {kind!r}")
 
 
 def check_blocks(blocks: Any, *, max_blocks: int) -> None:
@@ -371,6 +417,10 @@ def check_blocks(blocks: Any, *, max_blocks: int) -> None:
             for j, el in enumerate(elements):
                 if el.get("type") == "button":
                     _button(el, f"{where}.elements[{j}]")
+                elif el.get("type") == "static_select":
+                    _select(el, f"{where}.elements[{j}]", max_options=100)
+                else:
+                    raise BlockKitError(f"{where}.elements[{j}]: unknown element {el.get('type')}")
         elif kind == "context":
             elements = block.get("elements") or []
             if not 1 <= len(elements) <= 10:
@@ -379,9 +429,7 @@ def check_blocks(blocks: Any, *, max_blocks: int) -> None:
                 _text(el, f"{where}.elements[{j}]", 3000)
         elif kind == "input":
             _text(block.get("label"), f"{where}.label", 2000, plain_only=True)
-            element = block.get("element") or {}
-            if element.get("type") == "plain_text_input" and element.get("max_length", 0) > 3000:
-                raise BlockKitError(f"{where}.element.max_length: at most 3000")
+            _input_element(block.get("element") or {}, f"{where}.element")
         elif kind != "divider":
             raise BlockKitError(f"{where}: the fake does not know block type {kind!r}")
 

@@ -1,0 +1,256 @@
+"""What a chat card offers beyond yes/no, for every chat channel: the fields an approver may
+edit, the grants a rule offers, its preset reject reasons, the countdown, and who may act.
+
+Pure functions over a `RequestView`; each channel renders them in its own card language and
+reads them back from its own callback shape.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from gate.config import Settings
+from gate.machine import AlreadyFinal, Extended, argument_diff
+from gate.models import RequestStatus
+from gate.policy import may_decide
+from gate.service import DecisionResult, already_final_message
+from gate.views import RequestView
+
+#: what one "Extend" click adds to the deadline
+EXTEND_BY = "15m"
+EXTEND_LABEL = "Extend +15m"
+#: a chat form is read on a phone; more fields than this belong in the web page's editor
+MAX_EDIT_FIELDS = 10
+#: the grant length offered first ("approve, and allow the same for 30 minutes")
+GRANT_DEFAULT_SECONDS = 1800
+SCOPE_WORDS = {
+    "call": "this exact call",
+    "session": "this tool in this session",
+    "agent": "this tool for this agent",
+}
+# Shown as \uXXXX escapes in prefilled JSON so an edit box cannot read differently from
+# what it holds (the same set the cards strip).
+_INVISIBLE = re.compile(
+    "[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200b-\u200f\u2028\u2029"
+    "\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]"
+)
+
+
+# -- who may act ------------------------------------------------------------------------------
+
+
+def refusal(settings: Settings, channel: str, view: RequestView | None, user_id: str) -> str | None:
+    """Why this platform user cannot act on the request now (the service checks again)."""
+    if view is None:
+        return "This request no longer exists."
+    if view.is_final:
+        status = RequestStatus(view.status)
+        final = AlreadyFinal(view.id, status, view.decided_by, view.decided_at, view.decided_via)
+        return already_final_message(final)
+    approver = settings.approver_by_identity(channel, user_id)
+    if approver is None:
+        return "Not recorded: you are not an approver for this rule."
+    why = may_decide(
+        approver, actor_name=approver.name, allowed=view.approvers, requester=view.user_id
+    )
+    return f"Not recorded: {why}." if why else None
+
+
+def extend_message(result: DecisionResult, now: datetime) -> str:
+    """What the person who pressed Extend is told."""
+    if isinstance(result.outcome, Extended):
+        until = result.outcome.until
+        return f"Deadline moved to {until:%Y-%m-%d %H:%M} UTC ({countdown(until, now)})."
+    return result.message()
+
+
+# -- the countdown ----------------------------------------------------------------------------
+
+
+def countdown(deadline: datetime, now: datetime) -> str:
+    """ "expires in 9 min": the time left, as of rendering (cards refresh on reminders)."""
+    left = int((deadline - now).total_seconds())
+    if left <= 0:
+        return "deadline passed"
+    if left < 60:
+        return "expires in under a minute"
+    minutes = (left + 59) // 60  # round up: "in 1 min" until the last minute is over
+    if minutes < 90:
+        return f"expires in {minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 48:
+        return f"expires in {hours} h {minutes} min" if minutes else f"expires in {hours} h"
+    days, hours = divmod(hours, 24)
+    return f"expires in {days} d {hours} h" if hours else f"expires in {days} d"
+
+
+# -- approve with edits -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EditField:
+    """One top-level argument offered for editing, with its current value as JSON text."""
+
+    key: str
+    text: str
+
+
+def editable_fields(
+    view: RequestView, *, max_chars: int, mask: Callable[[Any], Any]
+) -> list[EditField]:
+    """The arguments a chat form may offer for editing; empty when edits are not allowed.
+
+    Fields holding secrets (what `mask` would hide) and values longer than the platform's
+    input box (`max_chars`) are left out: they keep their values, the web page can edit them.
+    """
+    if view.status != "pending" or not view.options.get("allow_edits", True):
+        return []
+    wanted = view.options.get("editable")
+    keys = list(view.tool_args) if wanted is None else [k for k in wanted if k in view.tool_args]
+    fields = []
+    for key in keys:
+        value = view.tool_args[key]
+        if mask({key: value}) != {key: value}:
+            continue
+        text = json.dumps(value, ensure_ascii=False)
+        if _INVISIBLE.search(text):
+            text = json.dumps(value)  # invisible characters as escapes, which parse back
+        if len(text) <= max_chars and len(key) <= 200:
+            fields.append(EditField(key, text))
+        if len(fields) == MAX_EDIT_FIELDS:
+            break
+    return fields
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true or false"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "text"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return "null"
+
+
+def parse_edit(original: Any, text: str) -> Any:
+    """An edited value: JSON when it parses, otherwise the text itself as a string.
+
+    Raises ValueError for broken JSON (text starting with `{`, `[` or `"`) and for a value
+    of another type than the original (a number stays a number), so a slip is caught here.
+    """
+    stripped = text.strip()
+    try:
+        value = json.loads(stripped)
+    except ValueError:
+        if stripped[:1] in ("{", "[", '"'):
+            raise ValueError("not valid JSON: check the brackets and quotes") from None
+        value = text
+    if isinstance(original, str) and not isinstance(value, str):
+        return text  # unquoted text in a text field stays text ("123" for an id)
+    if original is not None and _kind(value) != _kind(original):
+        raise ValueError(f"expected {_kind(original)}, like the original value")
+    return value
+
+
+def apply_edits(
+    view: RequestView, fields: list[EditField], texts: Mapping[str, str]
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """The full edited arguments from the submitted `texts` (by key), and errors by key."""
+    edited = dict(view.tool_args)
+    errors: dict[str, str] = {}
+    for field in fields:
+        if field.key not in texts:
+            continue
+        try:
+            edited[field.key] = parse_edit(view.tool_args[field.key], texts[field.key])
+        except ValueError as exc:
+            errors[field.key] = str(exc)
+    return edited, errors
+
+
+def changes(view: RequestView, mask: Callable[[Any], Any]) -> list[tuple[str, str, str]]:
+    """(key, before, after) for each argument an approver changed, secrets masked."""
+    if view.approved_args is None:
+        return []
+    diff = argument_diff(mask(view.tool_args), mask(view.approved_args))
+    return [
+        (key, json.dumps(d["from"], ensure_ascii=False), json.dumps(d["to"], ensure_ascii=False))
+        for key, d in diff.items()
+    ]
+
+
+# -- grants -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GrantChoice:
+    """One "approve, and allow the same for a while" choice the rule offers."""
+
+    scope: str
+    duration: str
+    label: str
+
+
+def _human(seconds: int) -> str:
+    if seconds % 3600 == 0:
+        return f"{seconds // 3600} h"
+    if seconds % 60 == 0:
+        return f"{seconds // 60} min"
+    return f"{seconds} s"
+
+
+def grant_choices(view: RequestView) -> list[GrantChoice]:
+    """The grants offered for this request: each scope the rule allows, for 30 min and for the
+    rule's longest (max_grant)."""
+    if view.status != "pending":
+        return []
+    cap = int(view.options.get("max_grant_seconds") or 3600)
+    lengths = sorted({min(GRANT_DEFAULT_SECONDS, cap), cap})
+    choices = []
+    for scope in view.options.get("grant_scopes") or []:
+        if scope not in SCOPE_WORDS:
+            continue
+        if (scope == "session" and not view.session_id) or (scope == "agent" and not view.agent_id):
+            continue  # nothing to tie the grant to
+        for seconds in lengths:
+            label = f"Approve + allow {SCOPE_WORDS[scope]} for {_human(seconds)}"
+            choices.append(GrantChoice(scope, f"{seconds}s", label))
+    return choices
+
+
+def parse_grant(value: str) -> tuple[str, str]:
+    """A grant choice's `scope:duration` value; ValueError when it is not one."""
+    scope, _, duration = value.partition(":")
+    if scope not in SCOPE_WORDS or not duration:
+        raise ValueError(f"not a grant choice: {value[:40]!r}")
+    return scope, duration
+
+
+# -- preset reject reasons --------------------------------------------------------------------
+
+
+def reject_reasons(view: RequestView) -> list[str]:
+    """The rule's preset reject reasons (offered as options whose values are `r<index>`)."""
+    reasons = view.options.get("reject_reasons") or []
+    return [str(r) for r in reasons]
+
+
+def reasons_from(view: RequestView, values: list[str]) -> list[str]:
+    """The preset reasons behind the option values an approver picked."""
+    offered = reject_reasons(view)
+    picked = []
+    for value in values:
+        index = value[1:]
+        if not value.startswith("r") or not index.isdigit() or int(index) >= len(offered):
+            raise ValueError(f"not one of this rule's reasons: {value[:40]!r}")
+        picked.append(offered[int(index)])
+    return list(dict.fromkeys(picked))
