@@ -6,6 +6,7 @@ installs the package). Screenshots land in test-artifacts/ for the README's tour
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import threading
@@ -112,9 +113,13 @@ def _pay(gate: Gate, summary: str, amount: int = 60000, **extra: Any) -> str:
     return request_id
 
 
-def _shot(page: Page, name: str, *, full_page: bool = False) -> None:
+def _artifact(name: str) -> Path:
     ARTIFACTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / name), full_page=full_page)
+    return ARTIFACTS / name
+
+
+def _shot(page: Page, name: str, *, full_page: bool = False) -> None:
+    page.screenshot(path=str(_artifact(name)), full_page=full_page)
 
 
 def test_live_queue_open_reject_and_the_waiter_hears_why(
@@ -306,4 +311,131 @@ def test_history_and_stats_render_within_the_csp(web_gate: Gate, open_page: Open
     expect(page.locator("svg.chart")).to_have_count(5)
     expect(page.locator("table.numbers").nth(1)).to_contain_text("big-payments")
     _shot(page, "web-stats.png", full_page=True)
+    assert watched.errors == []
+
+
+# -- beyond yes/no --------------------------------------------------------------------------
+
+
+def test_edit_then_approve_reaches_the_waiting_agent(web_gate: Gate, open_page: OpenPage) -> None:
+    request_id = _pay(web_gate, "Pay ACME Corp invoice 4471 (EUR 60,000)")
+    result: dict[str, Any] = {}
+
+    def wait() -> None:
+        with web_gate.client(cfg.AGENT) as c:
+            r = c.get(f"/v1/requests/{request_id}/wait", params={"timeout": 30})
+            result.update(r.json())
+
+    waiter = threading.Thread(target=wait, daemon=True)
+    waiter.start()
+    watched = open_page(web_gate, "alice")
+    page = watched.page
+    page.goto(f"{web_gate.url}/requests/{request_id}")
+    page.evaluate("window.__sameDocument = true")
+    editor = page.locator("#edited-args")
+    assert '"amount": 60000' in editor.input_value()
+
+    # Broken JSON: the inline error shows and the form does not go.
+    editor.fill('{"vendor": "ACME Corp", "amount": 45000,, "currency": "EUR"}')
+    expect(page.locator("#edit-error")).to_contain_text("Not valid JSON")
+    expect(editor).to_have_attribute("aria-invalid", "true")
+    page.get_by_role("button", name="Approve with edits").click()
+    expect(page.locator("#edit-error")).to_be_visible()
+    assert page.evaluate("window.__sameDocument") is True
+    with web_gate.client(cfg.AGENT) as c:
+        assert c.get(f"/v1/requests/{request_id}").json()["status"] == "pending"
+    editor.fill("[45000]")
+    expect(page.locator("#edit-error")).to_have_text(
+        "The edited arguments must be a JSON object ({...}), not an array."
+    )
+
+    edited = {"vendor": "ACME Corp", "amount": 45000, "currency": "EUR", "invoice": "4471"}
+    editor.fill(json.dumps(edited, indent=2))
+    expect(page.locator("#edit-error")).to_be_hidden()
+    expect(page.locator("#edit-changes")).to_have_text("Changed: amount")
+    page.fill("#edit-comment", "pay the agreed 45k only")
+    page.locator("#edit-form").scroll_into_view_if_needed()
+    page.locator("section.decision").screenshot(path=str(_artifact("web-edit.png")))
+    page.get_by_role("button", name="Approve with edits").click()
+    expect(page.locator(".flash.ok")).to_have_text(
+        "Approved by alice in the web console. The call runs with your edited arguments."
+    )
+
+    waiter.join(20)
+    assert result["status"] == "approved"
+    assert result["approved_args"] == edited
+    assert result["tool_args"]["amount"] == 60000
+    assert result["reason"] == (
+        "Approved with edits by alice in the web console: pay the agreed 45k only "
+        "Changed: amount 60000 -> 45000"
+    )
+    expect(page.locator("#args-asked")).to_contain_text('"amount": 60000')
+    expect(page.locator("#args-approved")).to_contain_text('"amount": 45000')
+    diff = page.locator("#edits tbody tr")
+    expect(diff).to_have_count(1)
+    expect(diff.locator("del")).to_have_text("60000")
+    expect(diff.locator("ins")).to_have_text("45000")
+    expect(page.locator('tr[data-kind="approved"] ins')).to_have_text("45000")
+    expect(page.locator("#chain")).to_contain_text("Chain intact")
+    page.locator("#fields-h").scroll_into_view_if_needed()
+    page.locator("section[aria-labelledby=fields-h]").screenshot(
+        path=str(_artifact("web-edit-diff.png"))
+    )
+    assert watched.errors == []
+
+
+def test_session_grant_then_revoke_in_the_page(web_gate: Gate, open_page: OpenPage) -> None:
+    def call(cmd: str) -> dict[str, Any]:
+        return web_gate.submit(
+            tool_name="shell_run",
+            tool_args={"cmd": cmd},
+            summary=f"Run `{cmd}`",
+            agent_id="dev-bot",
+            session_id="sess-42",
+            user_id="dave",
+        )
+
+    first = call("make test")
+    assert first["decision"] == "ask"
+    first_id = first["request"]["id"]
+    watched = open_page(web_gate, "alice")
+    page = watched.page
+    page.goto(f"{web_gate.url}/requests/{first_id}")
+    approve = page.locator("form.approve")
+    approve.get_by_label("this tool in this agent session").check()
+    approve.get_by_label("for how long").select_option("30m")
+    approve.get_by_role("button", name="Approve", exact=True).click()
+    expect(page.locator(".flash.ok")).to_have_text("Approved by alice in the web console.")
+    expect(page.locator("#grants-made")).to_contain_text("shell_run (session sess-42)")
+
+    second = call("make lint")
+    assert second["decision"] == "allow"
+    assert second["request"]["decided_via"] == "grant"
+
+    page.get_by_role("link", name="Grants").click()
+    expect(page).to_have_url(f"{web_gate.url}/grants")
+    row = page.locator(f'#active-grants tr[data-grant-id="{second["request"]["grant_id"]}"]')
+    expect(row).to_contain_text("shell_run")
+    expect(row).to_contain_text("session sess-42")
+    expect(row.locator('td[data-label="Uses"]')).to_have_text("1")
+    expect(row.locator("[data-expires]")).to_have_text(re.compile(r"^(29m \d\ds|30m 00s) left$"))
+    expect(row.get_by_role("link", name=first_id)).to_have_attribute(
+        "href", f"/requests/{first_id}"
+    )
+    _shot(page, "web-grants.png", full_page=True)
+
+    # The call the grant let through links back to the approval that made it.
+    page.goto(f"{web_gate.url}/requests/{second['request']['id']}")
+    expect(page.locator("#granted")).to_contain_text("Allowed by a grant (session scope")
+    page.get_by_role("link", name="the approval it came from").click()
+    expect(page).to_have_url(f"{web_gate.url}/requests/{first_id}")
+
+    page.get_by_role("link", name="Grants").click()
+    page.get_by_role("button", name="Revoke").click()
+    expect(page.locator(".flash.ok")).to_contain_text("Revoked the grant for shell_run (session)")
+    expect(page.locator("#active-grants")).to_have_count(0)
+    expect(page.locator("#ended-grants")).to_contain_text("revoked")
+
+    third = call("make deploy")
+    assert third["decision"] == "ask"
     assert watched.errors == []
