@@ -23,6 +23,7 @@ import functools
 import inspect
 import json
 import os
+import threading
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -126,6 +127,8 @@ class GateClient:
         self._transport = transport
         self._async_transport = async_transport
         self._sync: httpx.Client | None = None
+        # one agent may check calls from several threads: make one pool, not one per thread
+        self._sync_lock = threading.Lock()
         self._async: httpx.AsyncClient | None = None
 
     # -- plumbing ------------------------------------------------------------------------------
@@ -140,9 +143,14 @@ class GateClient:
     def http(self) -> httpx.Client:
         """The underlying httpx.Client (created on first use)."""
         if self._sync is None:
-            self._sync = httpx.Client(
-                base_url=self.url, headers=self._headers(), transport=self._transport, timeout=30
-            )
+            with self._sync_lock:
+                if self._sync is None:
+                    self._sync = httpx.Client(
+                        base_url=self.url,
+                        headers=self._headers(),
+                        transport=self._transport,
+                        timeout=30,
+                    )
         return self._sync
 
     @property
