@@ -423,6 +423,9 @@ def test_session_grant_then_revoke_in_the_page(web_gate: Gate, open_page: OpenPa
         "href", f"/requests/{first_id}"
     )
     _shot(page, "web-grants.png", full_page=True)
+    page.set_viewport_size({"width": 390, "height": 844})
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    page.set_viewport_size({"width": 1280, "height": 860})
 
     # The call the grant let through links back to the approval that made it.
     page.goto(f"{web_gate.url}/requests/{second['request']['id']}")
@@ -438,4 +441,25 @@ def test_session_grant_then_revoke_in_the_page(web_gate: Gate, open_page: OpenPa
 
     third = call("make deploy")
     assert third["decision"] == "ask"
+    assert watched.errors == []
+
+
+def test_preset_reasons_stand_in_for_the_free_text(web_gate: Gate, open_page: OpenPage) -> None:
+    answer = web_gate.submit(
+        tool_name="refund_customer", tool_args={"customer": "c9", "amount": 90}, user_id="dave"
+    )
+    request_id = answer["request"]["id"]
+    watched = open_page(web_gate, "bob", viewport=(390, 844))
+    page = watched.page
+    page.goto(f"{web_gate.url}/requests/{request_id}")
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    page.evaluate("window.__sameDocument = true")
+    page.get_by_role("button", name="Reject").click()
+    expect(page.locator("#reject-error")).to_be_visible()
+    assert page.evaluate("window.__sameDocument") is True
+    page.get_by_label("wrong customer").check()
+    page.get_by_role("button", name="Reject").click()
+    expect(page.locator(".decision q")).to_have_text(
+        "Rejected by bob in the web console: wrong customer"
+    )
     assert watched.errors == []
