@@ -10,6 +10,10 @@
  * decides, reconnecting if the server restarts. Anything that is not a yes blocks: rejected,
  * expired, cancelled, policy deny, gate unreachable, own deadline (fail closed). No rule
  * matched lets the call through, as if gate were not there.
+ *
+ * An approver may approve with edited arguments (`request.approved_args`, the full object):
+ * the handler then replaces the contents of the event's `input` (or `args`) object in place,
+ * so a runtime that runs the tool with that object runs the edited call.
  */
 
 /**
@@ -115,12 +119,31 @@ export function gateToolCall(options = {}) {
         return { block: true, reason: `gate: the approval server answered ${problem(reply)}, so this ${tool} call was blocked.` };
       }
     }
-    if (request.status === "approved") return undefined;
+    if (request.status === "approved") {
+      applyEdits(event, request.approved_args);
+      return undefined;
+    }
     if (request.status === "rejected") {
       return { block: true, reason: `gate: ${request.reason}. A person said no; do not retry it unchanged.` };
     }
     return { block: true, reason: `gate: ${request.reason} The call was not run; no human rejected it.` };
   };
+}
+
+/**
+ * Replace the call's arguments with the approver's edited ones, in place.
+ * @param {ToolCallEvent} event
+ * @param {unknown} edited  the full edited object, or null when approved as asked
+ */
+function applyEdits(event, edited) {
+  if (!edited || typeof edited !== "object") return;
+  const target = event.input ?? event.args;
+  if (!target) {
+    event.input = { .../** @type {Record<string, unknown>} */ (edited) };
+    return;
+  }
+  for (const key of Object.keys(target)) delete target[key];
+  Object.assign(target, edited);
 }
 
 /**

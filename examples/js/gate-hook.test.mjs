@@ -11,7 +11,7 @@ const url = process.env.GATE_URL ?? "";
 const approver = process.env.GATE_APPROVER_TOKEN ?? "";
 
 /** Decide the pending request of `session` as the approver, once it shows up. */
-async function decideWhenPending(/** @type {string} */ session, /** @type {string} */ verdict, /** @type {string} */ comment) {
+async function decideWhenPending(/** @type {string} */ session, /** @type {string} */ verdict, /** @type {string} */ comment, /** @type {unknown} */ edited = undefined) {
   const headers = { authorization: `Bearer ${approver}`, "content-type": "application/json" };
   for (let i = 0; i < 500; i++) {
     const res = await fetch(`${url}/v1/requests?status=pending&session_id=${session}`, { headers });
@@ -20,7 +20,7 @@ async function decideWhenPending(/** @type {string} */ session, /** @type {strin
       const r = await fetch(`${url}/v1/requests/${items[0].id}/decision`, {
         method: "POST",
         headers,
-        body: JSON.stringify({ verdict, comment }),
+        body: JSON.stringify({ verdict, comment, edited_args: edited }),
       });
       assert.equal(r.status, 200);
       return;
@@ -70,4 +70,16 @@ test("own deadline and an unreachable gate block", async () => {
   const down = await gateToolCall({ url: "http://127.0.0.1:9" })({ toolName: "ask_x", input: {} });
   assert.equal(down?.block, true);
   assert.match(down?.reason ?? "", /could not be reached/);
+});
+
+test("an approval with edits rewrites the call's input in place", async () => {
+  const onToolCall = gateToolCall();
+  const session = randomUUID();
+  const input = { amount: 90000, vendor: "acme" };
+  const [approved] = await Promise.all([
+    onToolCall({ toolName: "pay_vendor", input, sessionId: session, toolCallId: randomUUID() }),
+    decideWhenPending(session, "approve", "cap it", { amount: 60000, vendor: "acme" }),
+  ]);
+  assert.equal(approved, undefined);
+  assert.deepEqual(input, { amount: 60000, vendor: "acme" });
 });

@@ -77,6 +77,43 @@ def test_claude_code_settings_snippet(live: Live) -> None:
     assert json.loads(out)["hookSpecificOutput"]["permissionDecision"] == "allow"
 
 
+def test_claude_code_post_tool_and_session_end_entries(live: Live) -> None:
+    settings = json.loads((EXAMPLES / "claude-code" / "settings.json").read_text())
+    hooks = settings["hooks"]
+    assert hooks["PostToolUse"][0]["matcher"] == hooks["PreToolUse"][0]["matcher"]
+    env = {**os.environ, "GATE_URL": live.url, "GATE_TOKEN": cfg.AGENT}
+
+    def run(event: str, payload: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+        handler = hooks[event][0]["hooks"][0]
+        assert handler["type"] == "command"
+        argv = as_process(handler["command"])
+        return subprocess.run(
+            argv, input=json.dumps(payload), capture_output=True, text=True, env=env, timeout=60
+        )
+
+    session = str(uuid.uuid4())
+    pre = fixture("bash", session_id=session, tool_input={"command": "rm -r dist"})
+    pre["tool_use_id"] = f"toolu_{uuid.uuid4().hex[:24]}"
+    hook = live.hook().send(pre)
+    request = live.wait_pending("Bash", session)
+    live.decide(request["id"], cfg.ALICE, "approve")
+    assert hook.json()[1]["hookSpecificOutput"]["permissionDecision"] == "allow"
+    post = {**pre, "hook_event_name": "PostToolUse", "tool_response": {"stdout": "", "stderr": ""}}
+    recorded = run("PostToolUse", post)
+    assert (recorded.returncode, recorded.stdout) == (0, "")
+    with live.api() as c:
+        assert c.get(f"/v1/requests/{request['id']}").json()["outcome"] == "ran"
+
+    waiting = live.hook().send({**pre, "tool_use_id": f"toolu_{uuid.uuid4().hex[:24]}"})
+    pending = live.wait_pending("Bash", session)
+    end = {"session_id": session, "cwd": "/p", "hook_event_name": "SessionEnd", "reason": "other"}
+    done = run("SessionEnd", end)
+    assert (done.returncode, done.stdout) == (0, "")
+    assert waiting.json()[1]["hookSpecificOutput"]["permissionDecision"] == "deny"
+    with live.api() as c:
+        assert c.get(f"/v1/requests/{pending['id']}").json()["status"] == "cancelled"
+
+
 def test_command_hook_entry(live: Live) -> None:
     entry = json.loads((EXAMPLES / "command-hook.json").read_text())["hooks"]["tool.pre"][0]
     argv = as_process(entry["command"])
