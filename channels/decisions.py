@@ -110,6 +110,8 @@ def editable_fields(
     """
     if view.status != "pending" or not view.options.get("allow_edits", True):
         return []
+    if view.approvals_required != 1:
+        return []  # one approver cannot edit what others approve as asked
     wanted = view.options.get("editable")
     keys = list(view.tool_args) if wanted is None else [k for k in wanted if k in view.tool_args]
     fields = []

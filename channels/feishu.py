@@ -1,10 +1,11 @@
 """Feishu / Lark: approval cards (JSON 2.0) over httpx, verified and decrypted callbacks.
 
-Two pure translators do the platform work: `render_card(view)` builds the card and
-`parse_action(payload)` reads a click. `FeishuChannel` is glue: a tenant-token cache, the
-message create/update calls, and `POST /channels/feishu/events`, which verifies the raw
-bytes (signature, timestamp, verification token), decrypts, decides and answers inside
-Feishu's 3-second budget with a toast and the updated card.
+Two pure translators do the platform work: `render_card(view)` builds the card (in
+`channels.feishu_card`, re-exported here) and `parse_action(payload)` reads a click.
+`FeishuChannel` is glue: a tenant-token cache, the message create/update calls, and
+`POST /channels/feishu/events`, which verifies the raw bytes (signature, timestamp,
+verification token), decrypts, decides and answers inside Feishu's 3-second budget with a
+toast and the updated card.
 """
 
 from __future__ import annotations
@@ -16,9 +17,7 @@ import hashlib
 import hmac
 import json
 import logging
-import re
 import time
-import unicodedata
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -29,9 +28,24 @@ from cryptography.hazmat.primitives import padding
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from fastapi import APIRouter, Request
 
+from channels import decisions
 from channels.base import DeliveryError, GateContext
+from channels.feishu_card import (
+    ARGS_CHARS,
+    CARD_BYTES,
+    MASK,
+    TEXT_CHARS,
+    clean,
+    code_block,
+    editable,
+    edits_from,
+    mask_secrets,
+    render_card,
+)
 from gate.config import FeishuSettings
-from gate.errors import BadRequest, ConfigError, Unauthenticated
+from gate.errors import BadRequest, ConfigError, InvalidInput, Unauthenticated
+from gate.machine import Extended
+from gate.models import utcnow
 from gate.views import RequestView
 
 if TYPE_CHECKING:
@@ -58,194 +72,8 @@ TIMESTAMP_WINDOW_SECONDS = 300
 ACK_BUDGET_SECONDS = 2.5
 #: event ids remembered for duplicate deliveries (a few minutes of clicks)
 DEDUPE_SIZE = 1024
-#: Feishu caps a card request at 30 KB; stay under it with room for the envelope
-CARD_BYTES = 28_000
-ARGS_CHARS = 2_500
-TEXT_CHARS = 500
-VOTES_SHOWN = 20
-TEMPLATES = {
-    "approved": "green",
-    "rejected": "red",
-    "expired": "grey",
-    "cancelled": "grey",
-}
-TITLES = {
-    "pending": "Approval needed",
-    "approved": "Approved",
-    "rejected": "Rejected",
-    "expired": "Expired",
-    "cancelled": "Cancelled",
-}
-
-# -- untrusted text -------------------------------------------------------------------------
-
-_SECRET_KEY = re.compile(
-    r"pass(word|wd|phrase)?|secret|token|api[-_]?key|private[-_]?key|access[-_]?key"
-    r"|credential|authorization|cookie|signature|^key$|[-_]key$",
-    re.IGNORECASE,
-)
-_SECRET_VALUE = re.compile(
-    r"sk-[A-Za-z0-9_-]{16,}|xox[abposr]-[A-Za-z0-9-]{10,}|gh[pousr]_[A-Za-z0-9]{20,}"
-    r"|AKIA[0-9A-Z]{16}|eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{4,}"
-    r"|-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)"
-    r"|(?i:bearer|basic)\s+[A-Za-z0-9._~+/-]{12,}=*|\b[tu]-[A-Za-z0-9]{24,}"
-)
-_URL_CREDENTIALS = re.compile(r"(?<=://)[^/\s:@]+:[^/\s@]+@")
-MASK = "••••••"
-_TAG_OPEN = re.compile(r"<(?=[A-Za-z/!?])")
-#: direction overrides and isolates let text display differently from what it says
-_BIDI = dict.fromkeys(map(ord, "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"), None)
-#: inside a code block only tag-like markup and the fence itself could escape
-_CODE_ESCAPES = {"&": "&#38;", "<": "&#60;", ">": "&#62;", "`": "&#96;"}
-
-
-def mask_secrets(value: Any) -> Any:
-    """A copy of `value` with password-like keys and token-like strings masked."""
-    if isinstance(value, Mapping):
-        return {
-            str(k): MASK if _SECRET_KEY.search(str(k)) and v not in (None, "") else mask_secrets(v)
-            for k, v in value.items()
-        }
-    if isinstance(value, list | tuple):
-        return [mask_secrets(v) for v in value]
-    if isinstance(value, str):
-        return _URL_CREDENTIALS.sub("***@", _SECRET_VALUE.sub(MASK, value))
-    return value
-
-
-def clean(text: str | None, limit: int = TEXT_CHARS, *, plain: bool = True) -> str:
-    """Untrusted text made safe to show: no bidi or control characters, cut to `limit`."""
-    if not text:
-        return ""
-    text = str(text).translate(_BIDI)
-    # Format characters (zero-width spaces, marks) hide text; keep ZWJ for emoji sequences.
-    text = "".join(
-        ch
-        for ch in text
-        if ch in "\n\t\u200d" or unicodedata.category(ch) not in ("Cc", "Cf", "Co", "Cs")
-    )
-    # plain_text is documented as plain, but whether it ever reads <at ...> is unconfirmed:
-    # a lookalike bracket makes tag-shaped text inert either way.
-    if plain:
-        text = _TAG_OPEN.sub("‹", text)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def code_block(text: str) -> str:
-    """A markdown code block whose content cannot close the block or open a tag."""
-    body = "".join(_CODE_ESCAPES.get(ch, ch) for ch in text)
-    return f"```json\n{body}\n```"
-
-
-def _plain(text: str) -> dict[str, Any]:
-    return {"tag": "plain_text", "content": text}
-
-
-def _div(text: str, element_id: str | None = None) -> dict[str, Any]:
-    div: dict[str, Any] = {"tag": "div", "text": _plain(text)}
-    if element_id:
-        div["element_id"] = element_id
-    return div
-
-
-# -- the card -------------------------------------------------------------------------------
-
-
-def render_card(view: RequestView, *, args_chars: int = ARGS_CHARS) -> dict[str, Any]:
-    """The JSON 2.0 card for a request in its current state (buttons only while pending)."""
-    card = _build_card(view, args_chars)
-    while len(json.dumps(card, ensure_ascii=False).encode()) > CARD_BYTES and args_chars > 200:
-        args_chars //= 2
-        card = _build_card(view, args_chars)
-    return card
-
-
-def _build_card(view: RequestView, args_chars: int) -> dict[str, Any]:
-    tool = clean(view.tool_name, 100)
-    pending = view.status == "pending"
-    template = TEMPLATES.get(view.status, "blue" if view.approvals else "orange")
-    title = f"{TITLES.get(view.status, view.status.title())}: {tool}"
-    elements: list[dict[str, Any]] = []
-    if view.summary:
-        elements.append(_div(clean(view.summary), "summary"))
-    deadline = f"{view.expires_at:%Y-%m-%d %H:%M} UTC (then {view.on_timeout})"
-    facts = [
-        f"Agent: {clean(view.agent_id, 100) or '-'}",
-        f"User: {clean(view.user_id, 100) or '-'}",
-        f"Rule: {clean(view.rule, 100) or '-'}",
-        f"Deadline: {deadline}" if pending else f"Asked: {view.created_at:%Y-%m-%d %H:%M} UTC",
-    ]
-    elements.append(_div("\n".join(facts), "facts"))
-    args = json.dumps(mask_secrets(view.tool_args), ensure_ascii=False, indent=2, default=str)
-    shown = clean(args, args_chars, plain=False)
-    elements.append({"tag": "markdown", "element_id": "args", "content": code_block(shown)})
-    if len(shown) < len(args):
-        elements.append(_div(f"Arguments cut to {args_chars} characters: open the request."))
-    elements.append(_div(view.outcome_sentence(), "outcome"))
-    if view.reason and not pending:
-        elements.append(_div(clean(view.reason), "reason"))
-    for vote in view.votes[:VOTES_SHOWN]:
-        word = "approved" if vote.verdict == "approve" else "rejected"
-        line = f"{clean(vote.approver, 100)} {word} via {vote.via}"
-        comment = clean(vote.comment, 200)
-        elements.append(_div(f"{line}: {comment}" if comment else line))
-    if pending:
-        elements.append(_decision_form(view.id, tool))
-    elements.append(
-        {
-            "tag": "button",
-            "element_id": "open",
-            "type": "default",
-            "text": _plain("Open in gate"),
-            "behaviors": [{"type": "open_url", "default_url": view.url}],
-        }
-    )
-    return {
-        "schema": "2.0",
-        "config": {"update_multi": True, "summary": {"content": title}},
-        "header": {"title": _plain(title), "template": template},
-        "body": {"elements": elements},
-    }
-
-
-def _decision_form(request_id: str, tool: str) -> dict[str, Any]:
-    def button(verdict: str, label: str, style: str) -> dict[str, Any]:
-        value = {"request_id": request_id, "verdict": verdict}
-        return {
-            "tag": "button",
-            "element_id": verdict,
-            "name": verdict,
-            "type": style,
-            "text": _plain(label),
-            "form_action_type": "submit",
-            "behaviors": [{"type": "callback", "value": value}],
-        }
-
-    approve = button("approve", "Approve", "primary_filled")
-    approve["confirm"] = {
-        "title": _plain("Approve this call?"),
-        "text": _plain(f"{tool} runs as soon as the approval is recorded."),
-    }
-    columns = [
-        {"tag": "column", "width": "auto", "elements": [b]}
-        for b in (approve, button("reject", "Reject", "danger"))
-    ]
-    return {
-        "tag": "form",
-        "element_id": "decision",
-        "name": "decision",
-        "elements": [
-            {
-                "tag": "input",
-                "element_id": "reason",
-                "name": "reason",
-                "max_length": 500,
-                "placeholder": _plain("Reason (required to reject; the agent is told)"),
-            },
-            {"tag": "column_set", "flex_mode": "flow", "columns": columns},
-        ],
-    }
-
+#: what a card button may ask for: decide, open or leave the edit form, extend the deadline
+VERDICTS = ("approve", "reject", "edit", "approve_edits", "view", "extend")
 
 # -- clicks ---------------------------------------------------------------------------------
 
@@ -261,6 +89,12 @@ class CardAction:
     event_id: str | None
     message_id: str | None
     legacy: bool = False
+    #: option values (`r<index>`) of the preset reject reasons picked in the form
+    reasons: tuple[str, ...] = ()
+    #: the "approve for a while" choice (`scope:duration`), if one was picked
+    grant: str | None = None
+    #: the edit form's texts by field index ("approve_edits")
+    edits: tuple[tuple[int, str], ...] = ()
 
 
 def parse_action(payload: Mapping[str, Any]) -> CardAction:
@@ -281,7 +115,7 @@ def parse_action(payload: Mapping[str, Any]) -> CardAction:
     if not isinstance(value, Mapping):
         raise BadRequest("the button value is not ours", code="bad_callback")
     request_id, verdict = value.get("request_id"), value.get("verdict")
-    if not isinstance(request_id, str) or not request_id or verdict not in ("approve", "reject"):
+    if not isinstance(request_id, str) or not request_id or verdict not in VERDICTS:
         raise BadRequest("the button value is not ours", code="bad_callback")
     operator = event.get("operator")
     open_id = event.get("open_id") if legacy else None
@@ -290,8 +124,12 @@ def parse_action(payload: Mapping[str, Any]) -> CardAction:
     if not isinstance(open_id, str) or not open_id:
         raise BadRequest("card callback names no operator", code="bad_callback")
     form = action.get("form_value")
-    comment = form.get("reason") if isinstance(form, Mapping) else None
+    form = form if isinstance(form, Mapping) else {}
+    comment = form.get("reason")
     comment = clean(comment, 500).strip() if isinstance(comment, str) else None
+    picked = form.get("reasons")
+    reasons = tuple(str(r) for r in picked) if isinstance(picked, list) else ()
+    grant = form.get("grant") if isinstance(form.get("grant"), str) else None
     header = payload.get("header")
     event_id = header.get("event_id") if isinstance(header, Mapping) else None
     context = event.get("context")
@@ -306,6 +144,9 @@ def parse_action(payload: Mapping[str, Any]) -> CardAction:
         event_id=str(event_id) if event_id else None,
         message_id=str(message_id) if message_id else None,
         legacy=legacy,
+        reasons=reasons,
+        grant=grant or None,
+        edits=tuple(sorted(edits_from(form).items())),
     )
 
 
@@ -606,36 +447,108 @@ class FeishuChannel:
             raise Unauthenticated("verification token does not match", code="bad_token")
 
     async def _act(self, action: CardAction) -> dict[str, Any]:
-        """Decide, and answer with a toast and the card as it now stands."""
-        if action.verdict == "reject" and not action.comment:
-            view = await self.gate.view(action.request_id)
-            if view is not None and not view.is_final:
-                text = "Type a reason in the box, then press Reject: the agent is told why."
-                return {"toast": {"type": "error", "content": text}}
+        """Decide (or open the edit form, or extend), and answer with a toast and the card."""
+        if action.verdict in ("edit", "view"):
+            return await self._show(action)
+        if action.verdict == "extend":
+            moved = await self.gate.extend(
+                request_id=action.request_id,
+                channel=self.name,
+                user_id=action.open_id,
+                by=decisions.EXTEND_BY,
+            )
+            if isinstance(moved.outcome, Extended):
+                text = decisions.extend_message(moved, utcnow())
+                return self._answer(action, {"type": "success", "content": text}, moved.view)
+            return self._answer(action, toast_for(moved), moved.view)
+        extras = await self._extras(action)
+        if isinstance(extras, str):
+            return {"toast": {"type": "error", "content": extras}}
         task = asyncio.ensure_future(
             self.gate.decide(
                 request_id=action.request_id,
                 channel=self.name,
                 user_id=action.open_id,
-                verdict=action.verdict,
+                verdict="reject" if action.verdict == "reject" else "approve",
                 comment=action.comment,
+                **extras,
             )
         )
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+        task.add_done_callback(_retrieve)
         try:
             result = await asyncio.wait_for(asyncio.shield(task), ACK_BUDGET_SECONDS)
         except TimeoutError:
             # The decision still lands; the outbox refreshes the card when it does.
             text = "Recording your decision; the card updates in a moment."
             return {"toast": {"type": "info", "content": text}}
+        except InvalidInput as exc:  # what the rule does not offer (edits, a grant, a reason)
+            return {"toast": {"type": "error", "content": f"Not recorded: {exc.message}"}}
         if result.refused:
             # open_ids are per app and hard to look up: log it so an admin can add the person.
             log.info("feishu click by %s refused: %s", action.open_id, result.refused)
-        answer: dict[str, Any] = {"toast": toast_for(result)}
-        if result.view is not None and not action.legacy:
-            answer["card"] = {"type": "raw", "data": render_card(result.view)}
+        return self._answer(action, toast_for(result), result.view)
+
+    def _answer(
+        self, action: CardAction, toast: dict[str, str], view: RequestView | None, **kw: Any
+    ) -> dict[str, Any]:
+        answer: dict[str, Any] = {"toast": toast}
+        if view is not None and not action.legacy:
+            answer["card"] = {"type": "raw", "data": render_card(view, **kw)}
         return answer
+
+    async def _extras(self, action: CardAction) -> dict[str, Any] | str:
+        """`decide`'s reasons / grant / edited_args from the form, or why the click is refused."""
+        if action.verdict == "approve":
+            if not action.grant:
+                return {}
+            try:
+                return {"grant": decisions.parse_grant(action.grant)}
+            except ValueError as exc:
+                return f"Not recorded: {exc}."
+        view = await self.gate.view(action.request_id)
+        if view is None or view.is_final:
+            return {}  # decide answers "already approved by X" / "no longer exists"
+        if action.verdict == "reject":
+            if not action.comment and not action.reasons:
+                return (
+                    "Type a reason in the box (or pick a preset), then press Reject: "
+                    "the agent is told why."
+                )
+            try:
+                picked = decisions.reasons_from(view, list(action.reasons))
+            except ValueError as exc:
+                return f"Not recorded: {exc}."
+            return {"reasons": picked or None}
+        fields = editable(view)
+        if not fields:
+            return "Nothing here can be edited in Feishu; edit it in gate."
+        texts = {fields[i].key: text for i, text in action.edits if i < len(fields)}
+        edited, errors = decisions.apply_edits(view, fields, texts)
+        if errors:
+            return "Not recorded: " + "; ".join(f"{k[:40]}: {why}" for k, why in errors.items())
+        return {"edited_args": edited}
+
+    async def _show(self, action: CardAction) -> dict[str, Any]:
+        """Swap the card between its decision form and its edit form."""
+        view = await self.gate.view(action.request_id)
+        if action.verdict == "view" or view is None:
+            return self._answer(action, {"type": "info", "content": "Back to the decision."}, view)
+        refusal = decisions.refusal(self.gate.settings, self.name, view, action.open_id)
+        if refusal:
+            return self._answer(action, {"type": "error", "content": refusal}, view)
+        if not editable(view):
+            text = "Nothing here can be edited in Feishu; edit it in gate."
+            return self._answer(action, {"type": "error", "content": text}, view)
+        text = "Change the values, then press Approve with edits."
+        return self._answer(action, {"type": "info", "content": text}, view, editing=True)
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    # A decision that fails after the 3 s answer went out must not warn "never retrieved".
+    if not task.cancelled():
+        task.exception()
 
 
 class _TokenInvalid(Exception):
@@ -651,3 +564,22 @@ def receive_id_type(target: str) -> str:
     if "@" in target:
         return "email"
     return "chat_id"
+
+
+__all__ = [
+    "ARGS_CHARS",
+    "CARD_BYTES",
+    "MASK",
+    "TEXT_CHARS",
+    "CardAction",
+    "FeishuChannel",
+    "clean",
+    "code_block",
+    "decrypt",
+    "mask_secrets",
+    "parse_action",
+    "receive_id_type",
+    "render_card",
+    "signature",
+    "toast_for",
+]

@@ -170,7 +170,8 @@ def test_card_colour_and_buttons_follow_the_state(
     forms = [c for c in walk(card) if c.get("tag") == "form"]
     assert bool(forms) == has_form
     names = sorted(b.get("element_id", "") for b in buttons(card))
-    assert names == (["approve", "open", "reject"] if has_form else ["open"])
+    pending = ["approve", "edit", "extend", "open", "reject"]
+    assert names == (pending if has_form else ["open"])
 
 
 def test_pending_card_carries_what_is_asked() -> None:
@@ -182,6 +183,8 @@ def test_pending_card_carries_what_is_asked() -> None:
     assert values == [
         {"request_id": "01JD0000000000000000000000", "verdict": "approve"},
         {"request_id": "01JD0000000000000000000000", "verdict": "reject"},
+        {"request_id": "01JD0000000000000000000000", "verdict": "edit"},
+        {"request_id": "01JD0000000000000000000000", "verdict": "extend"},
     ]
     (link,) = [b for b in buttons(card) if b["element_id"] == "open"]
     assert link["behaviors"] == [
@@ -241,7 +244,8 @@ def test_injection_corpus_renders_inert(payload: str) -> None:
     dumped = json.dumps(card, ensure_ascii=False)
     assert check_card(dumped) == []
     # Exactly our buttons, with exactly our values.
-    assert sorted(b["element_id"] for b in buttons(card)) == ["approve", "open", "reject"]
+    ours = ["approve", "extend", "open", "reject"]  # no edits: two approvals are needed
+    assert sorted(b["element_id"] for b in buttons(card)) == ours
     for b in buttons(card):
         for behavior in b["behaviors"]:
             assert behavior.get("value", {}).get("request_id", view.id) == view.id

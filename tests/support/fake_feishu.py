@@ -44,7 +44,10 @@ BUTTON_TYPES = {
 TAGS = {
     "div", "markdown", "hr", "button", "column_set", "column", "form", "input", "note",
     "img", "collapsible_panel", "plain_text", "lark_md", "select_static", "person",
+    "multi_select_static",
 }  # fmt: skip
+#: the input component's max_length range
+INPUT_MAX = 1000
 ELEMENT_ID = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,19}$")
 CARD_LIMIT = 30 * 1024
 
@@ -136,8 +139,15 @@ def _walk(
             problems.append("markdown needs content")
         if tag == "button":
             _check_button(el, problems, in_form)
-        if tag == "input" and in_form and not el.get("name"):
-            problems.append("a form input needs a name (client error 200530)")
+        if tag in ("input", "select_static", "multi_select_static") and in_form:
+            if not el.get("name"):
+                problems.append(f"a form {tag} needs a name (client error 200530)")
+        if tag == "input":
+            _check_input(el, problems)
+        if tag in ("select_static", "multi_select_static"):
+            _check_select(el, problems)
+            if tag == "multi_select_static" and not in_form:
+                problems.append("multi_select_static only works inside a form")
         if tag == "form":
             if not root:
                 problems.append("a form may only sit at the card root")
@@ -150,6 +160,37 @@ def _walk(
                     column.get("elements", []), problems, ids, root=False, in_form=in_form
                 )
     return count
+
+
+def _check_input(el: dict[str, Any], problems: list[str]) -> None:
+    limit = el.get("max_length", INPUT_MAX)
+    if not isinstance(limit, int) or not 1 <= limit <= INPUT_MAX:
+        problems.append(f"input max_length must be 1..{INPUT_MAX}")
+        return
+    default = el.get("default_value")
+    if default is not None and (not isinstance(default, str) or len(default) > limit):
+        problems.append(f"input default_value must be a string of at most {limit} characters")
+    for key in ("label", "placeholder"):
+        if key in el and el[key].get("tag") != "plain_text":
+            problems.append(f"input {key} must be plain_text")
+
+
+def _check_select(el: dict[str, Any], problems: list[str]) -> None:
+    options = el.get("options")
+    if not isinstance(options, list) or not options:
+        problems.append(f"{el.get('tag')} needs options")
+        return
+    values = []
+    for option in options:
+        text = option.get("text", {}) if isinstance(option, dict) else {}
+        if text.get("tag") != "plain_text" or not isinstance(text.get("content"), str):
+            problems.append("an option's text must be plain_text")
+        value = option.get("value") if isinstance(option, dict) else None
+        if not isinstance(value, str) or not value:
+            problems.append("an option needs a string value")
+        values.append(value)
+    if len(values) != len(set(map(str, values))):
+        problems.append("option values must be unique")
 
 
 def _check_button(el: dict[str, Any], problems: list[str], in_form: bool) -> None:
@@ -261,11 +302,17 @@ class FakeFeishu:
         reason: str | None = None,
         event_id: str | None = None,
         verification_token: str,
+        form: dict[str, Any] | None = None,
+        card: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """The `card.action.trigger` body Feishu sends when `open_id` presses `button`."""
+        """The `card.action.trigger` body Feishu sends when `open_id` presses `button`.
+
+        `form` adds form values (select choices, edit boxes) beside `reason`; `card` is the card
+        the person sees when it is not the message's last one (a callback's answer).
+        """
         with self.lock:
             message = self.messages[message_id]
-            card = message.card
+            card = card or message.card
         found = _find_button(card["body"]["elements"], button, in_form=False)
         if found is None:
             raise AssertionError(f"no button {button!r} on the card")
@@ -277,7 +324,7 @@ class FakeFeishu:
             "name": el.get("name", "Button_x"),
         }
         if in_form:
-            action["form_value"] = {"reason": reason or ""}
+            action["form_value"] = {"reason": reason or "", **(form or {})}
         return card_action_payload(
             action=action,
             open_id=open_id,

@@ -1,0 +1,333 @@
+"""Feishu / Lark card rendering (JSON 2.0), as pure functions.
+
+Untrusted text (tool arguments, summaries, names) goes into `plain_text` elements after
+`clean` (no bidi or control characters, tag-shaped text defused), or into a code block whose
+content cannot close the block or open a tag; secrets are masked first. In the edit form,
+argument values appear only as input default values, never as markdown.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from channels import decisions
+from gate.models import utcnow
+from gate.views import RequestView
+
+#: Feishu caps a card request at 30 KB; stay under it with room for the envelope
+CARD_BYTES = 28_000
+ARGS_CHARS = 2_500
+TEXT_CHARS = 500
+VOTES_SHOWN = 20
+#: Feishu's input box holds at most 1,000 characters; longer values are edited in gate
+MAX_INPUT = 1000
+#: the reason box (what the model is told)
+MAX_REASON = 500
+TEMPLATES = {
+    "approved": "green",
+    "rejected": "red",
+    "expired": "grey",
+    "cancelled": "grey",
+}
+TITLES = {
+    "pending": "Approval needed",
+    "approved": "Approved",
+    "rejected": "Rejected",
+    "expired": "Expired",
+    "cancelled": "Cancelled",
+}
+
+# -- untrusted text -------------------------------------------------------------------------
+
+_SECRET_KEY = re.compile(
+    r"pass(word|wd|phrase)?|secret|token|api[-_]?key|private[-_]?key|access[-_]?key"
+    r"|credential|authorization|cookie|signature|^key$|[-_]key$",
+    re.IGNORECASE,
+)
+_SECRET_VALUE = re.compile(
+    r"sk-[A-Za-z0-9_-]{16,}|xox[abposr]-[A-Za-z0-9-]{10,}|gh[pousr]_[A-Za-z0-9]{20,}"
+    r"|AKIA[0-9A-Z]{16}|eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{4,}"
+    r"|-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)"
+    r"|(?i:bearer|basic)\s+[A-Za-z0-9._~+/-]{12,}=*|\b[tu]-[A-Za-z0-9]{24,}"
+)
+_URL_CREDENTIALS = re.compile(r"(?<=://)[^/\s:@]+:[^/\s@]+@")
+MASK = "••••••"
+_TAG_OPEN = re.compile(r"<(?=[A-Za-z/!?])")
+#: direction overrides and isolates let text display differently from what it says
+_BIDI = dict.fromkeys(map(ord, "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"), None)
+#: inside a code block only tag-like markup and the fence itself could escape
+_CODE_ESCAPES = {"&": "&#38;", "<": "&#60;", ">": "&#62;", "`": "&#96;"}
+
+
+def mask_secrets(value: Any) -> Any:
+    """A copy of `value` with password-like keys and token-like strings masked."""
+    if isinstance(value, Mapping):
+        return {
+            str(k): MASK if _SECRET_KEY.search(str(k)) and v not in (None, "") else mask_secrets(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [mask_secrets(v) for v in value]
+    if isinstance(value, str):
+        return _URL_CREDENTIALS.sub("***@", _SECRET_VALUE.sub(MASK, value))
+    return value
+
+
+def clean(text: str | None, limit: int = TEXT_CHARS, *, plain: bool = True) -> str:
+    """Untrusted text made safe to show: no bidi or control characters, cut to `limit`."""
+    if not text:
+        return ""
+    text = str(text).translate(_BIDI)
+    # Format characters (zero-width spaces, marks) hide text; keep ZWJ for emoji sequences.
+    text = "".join(
+        ch
+        for ch in text
+        if ch in "\n\t\u200d" or unicodedata.category(ch) not in ("Cc", "Cf", "Co", "Cs")
+    )
+    # plain_text is documented as plain, but whether it ever reads <at ...> is unconfirmed:
+    # a lookalike bracket makes tag-shaped text inert either way.
+    if plain:
+        text = _TAG_OPEN.sub("‹", text)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def code_block(text: str) -> str:
+    """A markdown code block whose content cannot close the block or open a tag."""
+    body = "".join(_CODE_ESCAPES.get(ch, ch) for ch in text)
+    return f"```json\n{body}\n```"
+
+
+def _plain(text: str) -> dict[str, Any]:
+    return {"tag": "plain_text", "content": text}
+
+
+def _div(text: str, element_id: str | None = None) -> dict[str, Any]:
+    div: dict[str, Any] = {"tag": "div", "text": _plain(text)}
+    if element_id:
+        div["element_id"] = element_id
+    return div
+
+
+# -- the card -------------------------------------------------------------------------------
+
+
+def render_card(
+    view: RequestView,
+    *,
+    args_chars: int = ARGS_CHARS,
+    editing: bool = False,
+    now: datetime | None = None,
+) -> dict[str, Any]:
+    """The JSON 2.0 card for a request in its current state (buttons only while pending).
+
+    `editing` shows the "edit & approve" form instead of the decision form (the card an
+    approver gets back after pressing "Edit & approve"); `now` is what the countdown counts
+    from (default: the current time).
+    """
+    now = now or utcnow()
+    card = _build_card(view, args_chars, editing, now)
+    while len(json.dumps(card, ensure_ascii=False).encode()) > CARD_BYTES and args_chars > 200:
+        args_chars //= 2
+        card = _build_card(view, args_chars, editing, now)
+    return card
+
+
+def _build_card(view: RequestView, args_chars: int, editing: bool, now: datetime) -> dict[str, Any]:
+    tool = clean(view.tool_name, 100)
+    pending = view.status == "pending"
+    template = TEMPLATES.get(view.status, "blue" if view.approvals else "orange")
+    title = f"{TITLES.get(view.status, view.status.title())}: {tool}"
+    elements: list[dict[str, Any]] = []
+    if view.summary:
+        elements.append(_div(clean(view.summary), "summary"))
+    deadline = (
+        f"{view.expires_at:%Y-%m-%d %H:%M} UTC, {decisions.countdown(view.expires_at, now)} "
+        f"(then {view.on_timeout})"
+    )
+    facts = [
+        f"Agent: {clean(view.agent_id, 100) or '-'}",
+        f"User: {clean(view.user_id, 100) or '-'}",
+        f"Rule: {clean(view.rule, 100) or '-'}",
+        f"Deadline: {deadline}" if pending else f"Asked: {view.created_at:%Y-%m-%d %H:%M} UTC",
+    ]
+    elements.append(_div("\n".join(facts), "facts"))
+    args = json.dumps(mask_secrets(view.tool_args), ensure_ascii=False, indent=2, default=str)
+    shown = clean(args, args_chars, plain=False)
+    elements.append({"tag": "markdown", "element_id": "args", "content": code_block(shown)})
+    if len(shown) < len(args):
+        elements.append(_div(f"Arguments cut to {args_chars} characters: open the request."))
+    outcome = view.outcome_sentence()
+    if decisions.changes(view, mask_secrets):
+        outcome = outcome.replace("Approved by", "Approved with edits by", 1)
+    elements.append(_div(outcome, "outcome"))
+    if view.reason and not pending:
+        elements.append(_div(clean(mask_secrets(view.reason)), "reason"))
+    for vote in view.votes[:VOTES_SHOWN]:
+        word = "approved" if vote.verdict == "approve" else "rejected"
+        line = f"{clean(vote.approver, 100)} {word} via {vote.via}"
+        comment = clean(vote.comment, 200)
+        elements.append(_div(f"{line}: {comment}" if comment else line))
+    fields = editable(view) if pending else []
+    if pending and editing and fields:
+        elements.append(_edit_form(view, fields, tool))
+        elements.append(_row([_callback(view.id, "view", "Back", "default")]))
+    elif pending:
+        elements.append(_decision_form(view, tool))
+        extras = [_callback(view.id, "edit", "Edit & approve…", "default")] if fields else []
+        extras.append(_callback(view.id, "extend", decisions.EXTEND_LABEL, "default"))
+        elements.append(_row(extras))
+    elements.append(
+        {
+            "tag": "button",
+            "element_id": "open",
+            "type": "default",
+            "text": _plain("Open in gate"),
+            "behaviors": [{"type": "open_url", "default_url": view.url}],
+        }
+    )
+    return {
+        "schema": "2.0",
+        "config": {"update_multi": True, "summary": {"content": title}},
+        "header": {"title": _plain(title), "template": template},
+        "body": {"elements": elements},
+    }
+
+
+def editable(view: RequestView) -> list[decisions.EditField]:
+    """The arguments the edit form offers (secrets and over-long values left out)."""
+    return decisions.editable_fields(view, max_chars=MAX_INPUT, mask=mask_secrets)
+
+
+def _callback(
+    request_id: str, verdict: str, label: str, style: str, *, submit: bool = False
+) -> dict[str, Any]:
+    button: dict[str, Any] = {
+        "tag": "button",
+        "element_id": verdict,
+        "name": verdict,
+        "type": style,
+        "text": _plain(label),
+        "behaviors": [
+            {"type": "callback", "value": {"request_id": request_id, "verdict": verdict}}
+        ],
+    }
+    if submit:
+        button["form_action_type"] = "submit"
+    return button
+
+
+def _row(buttons: list[dict[str, Any]]) -> dict[str, Any]:
+    columns = [{"tag": "column", "width": "auto", "elements": [b]} for b in buttons]
+    return {"tag": "column_set", "flex_mode": "flow", "columns": columns}
+
+
+def _options(pairs: list[tuple[str, str]]) -> list[dict[str, Any]]:
+    return [{"text": _plain(clean(text, 100)), "value": value} for text, value in pairs]
+
+
+def _decision_form(view: RequestView, tool: str) -> dict[str, Any]:
+    approve = _callback(view.id, "approve", "Approve", "primary_filled", submit=True)
+    approve["confirm"] = {
+        "title": _plain("Approve this call?"),
+        "text": _plain(f"{tool} runs as soon as the approval is recorded."),
+    }
+    reject = _callback(view.id, "reject", "Reject", "danger", submit=True)
+    inputs: list[dict[str, Any]] = []
+    reasons = decisions.reject_reasons(view)
+    if reasons:
+        inputs.append(
+            {
+                "tag": "multi_select_static",
+                "element_id": "reasons",
+                "name": "reasons",
+                "placeholder": _plain("Preset reasons (to reject)"),
+                "options": _options([(r, f"r{i}") for i, r in enumerate(reasons)]),
+            }
+        )
+    hint = " unless a preset is picked" if reasons else ""
+    inputs.append(
+        {
+            "tag": "input",
+            "element_id": "reason",
+            "name": "reason",
+            "max_length": MAX_REASON,
+            "placeholder": _plain(f"Reason (required to reject{hint}; the agent is told)"),
+        }
+    )
+    grants = decisions.grant_choices(view)
+    if grants:
+        inputs.append(
+            {
+                "tag": "select_static",
+                "element_id": "grant",
+                "name": "grant",
+                "placeholder": _plain("Approve for a while… (optional)"),
+                "options": _options([(g.label, f"{g.scope}:{g.duration}") for g in grants]),
+            }
+        )
+    return {
+        "tag": "form",
+        "element_id": "decision",
+        "name": "decision",
+        "elements": [*inputs, _row([approve, reject])],
+    }
+
+
+def edit_input_name(index: int) -> str:
+    """The form name of the `index`th editable field's input."""
+    return f"f{index}"
+
+
+def _edit_form(view: RequestView, fields: list[decisions.EditField], tool: str) -> dict[str, Any]:
+    note = (
+        'Values are JSON (500, "text", [1, 2]); plain words are taken as text. '
+        "Arguments not shown keep their values."
+    )
+    inputs: list[dict[str, Any]] = [_div(note, "edit_note")]
+    for i, field in enumerate(fields):
+        inputs.append(
+            {
+                "tag": "input",
+                "element_id": edit_input_name(i),
+                "name": edit_input_name(i),
+                "label": _plain(clean(field.key, 100) or "(empty key)"),
+                "default_value": field.text,
+                "max_length": MAX_INPUT,
+            }
+        )
+    inputs.append(
+        {
+            "tag": "input",
+            "element_id": "reason",
+            "name": "reason",
+            "max_length": MAX_REASON,
+            "placeholder": _plain("Note for the agent (optional)"),
+        }
+    )
+    approve = _callback(
+        view.id, "approve_edits", "Approve with edits", "primary_filled", submit=True
+    )
+    approve["confirm"] = {
+        "title": _plain("Approve with these values?"),
+        "text": _plain(f"{tool} runs with the edited arguments."),
+    }
+    return {
+        "tag": "form",
+        "element_id": "edit",
+        "name": "edit",
+        "elements": [*inputs, _row([approve])],
+    }
+
+
+def edits_from(form: Mapping[str, Any]) -> dict[int, str]:
+    """The edit inputs' texts in a submitted form, by field index."""
+    texts = {}
+    for name, value in form.items():
+        if isinstance(name, str) and name[:1] == "f" and name[1:].isdigit():
+            texts[int(name[1:])] = value if isinstance(value, str) else ""
+    return texts
