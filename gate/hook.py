@@ -424,16 +424,15 @@ def main(argv: list[str]) -> int:
             "WARNING: gate hook runs with --fail-open: when the gate server is down or errors, "
             "tool calls go through WITHOUT approval."
         )
-    raw = sys.stdin.read()
     try:
-        payload: Any = json.loads(raw)
+        payload: Any = json.loads(sys.stdin.read())
     except ValueError:
-        payload = None
+        payload = _UNREADABLE
     phase = _phase(ns.event, payload)
     if phase != "pre":
         return _after_main(ns, payload, phase)
     try:
-        verdict, event = _run(ns, raw)
+        verdict, event = _run(ns, payload)
     except Exception as exc:  # fail closed on our own bugs too, never a traceback on stdout
         verdict = Verdict(
             "error", f"gate: The gate hook failed ({exc!r}), so the call was blocked."
@@ -459,7 +458,7 @@ def _after_main(ns: argparse.Namespace, payload: Any, phase: str) -> int:
     token = ns.token or os.environ.get("GATE_TOKEN") or None
     source = "Claude Code" if ns.format == "claude-code" else "agent"
     try:
-        if payload is None:
+        if payload is _UNREADABLE:
             raise BadInput("stdin is not valid JSON")
         found = after_call(payload, phase, source)
         if found is None:
@@ -474,19 +473,24 @@ def _after_main(ns: argparse.Namespace, payload: Any, phase: str) -> int:
     return 0
 
 
-def _run(ns: argparse.Namespace, raw: str) -> tuple[Verdict, str]:
+#: stands for "stdin was not JSON" (None would be the JSON `null`)
+_UNREADABLE = object()
+
+
+def _run(ns: argparse.Namespace, payload: Any) -> tuple[Verdict, str]:
     url = (ns.url or os.environ.get("GATE_URL") or DEFAULT_URL).strip()
     token = ns.token or os.environ.get("GATE_TOKEN") or None
     limit = DEFAULT_TIMEOUT if ns.timeout is None else ns.timeout
     event = "PreToolUse"
     try:
-        payload = json.loads(raw)
+        if payload is _UNREADABLE:
+            raise BadInput("stdin is not valid JSON")
         if ns.format == "command":
             call = parse_command(payload, ns)
         else:
             call, event = parse_claude(payload, ns)
     except (ValueError, BadInput) as exc:
-        problem = str(exc) if isinstance(exc, BadInput) else "stdin is not valid JSON"
+        problem = str(exc) if isinstance(exc, BadInput) else f"bad input: {exc}"
         return (
             Verdict(
                 "bad_input",
