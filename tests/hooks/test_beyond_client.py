@@ -185,7 +185,9 @@ def test_cancel_session_withdraws_it_and_the_waiter_is_told(
     assert client.get(elsewhere["id"])["status"] == "pending"
 
 
-def test_decide_takes_the_extras_and_refuses_unknown_ones(gate_sqlite: Gate, client: GateClient) -> None:
+def test_decide_takes_the_extras_and_refuses_unknown_ones(
+    gate_sqlite: Gate, client: GateClient
+) -> None:
     request = client.submit("pay_vendor", {"amount": 64000})["request"]
     with GateClient(gate_sqlite.url, cfg.ALICE) as person:
         with pytest.raises(TypeError):
