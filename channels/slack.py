@@ -66,6 +66,7 @@ from gate.config import SlackSettings
 from gate.errors import BadRequest, ConfigError, InvalidInput, Unauthenticated
 from gate.machine import AlreadyFinal, AlreadyVoted, Voted
 from gate.models import RequestStatus, utcnow
+from gate.service import DecisionResult
 from gate.views import RequestView
 
 log = logging.getLogger("gate.channels.slack")
@@ -359,14 +360,7 @@ class SlackChannel:
 
     async def _approve(self, action: Action, background: BackgroundTasks, *, retry: bool) -> None:
         try:
-            result = await self.gate.decide(
-                request_id=action.request_id,
-                channel=self.name,
-                user_id=action.user_id,
-                verdict="approve",
-                comment=None,
-                grant=action.grant,
-            )
+            result = await self._decide(action, "approve", grant=action.grant)
         except InvalidInput as exc:  # a grant the rule no longer offers
             self._tell(background, action, f"Not recorded: {exc.message}")
             return
@@ -422,14 +416,7 @@ class SlackChannel:
         view = await self.gate.view(action.request_id)
         try:
             reasons = decisions.reasons_from(view, list(action.reasons)) if view else []
-            result = await self.gate.decide(
-                request_id=action.request_id,
-                channel=self.name,
-                user_id=action.user_id,
-                verdict="reject",
-                comment=(action.reason or "")[:MAX_REASON] or None,
-                reasons=reasons or None,
-            )
+            result = await self._decide(action, "reject", reasons=reasons or None)
         except (ValueError, InvalidInput) as exc:
             block = REASONS_BLOCK if action.reasons else REASON_BLOCK
             return _modal_error(getattr(exc, "message", str(exc)), block)
@@ -452,19 +439,23 @@ class SlackChannel:
             block_of = {f.key: b for b, f in by_block.items()}
             return _modal_errors({block_of[k]: why for k, why in errors.items()})
         try:
-            result = await self.gate.decide(
-                request_id=action.request_id,
-                channel=self.name,
-                user_id=action.user_id,
-                verdict="approve",
-                comment=(action.reason or "")[:MAX_REASON] or None,
-                edited_args=edited,
-            )
+            result = await self._decide(action, "approve", edited_args=edited)
         except InvalidInput as exc:  # e.g. the rule forbids edits
             return _modal_error(exc.message, first)
         if result.changed or self._own_decision(result.outcome, action.user_id, "approved"):
             return Response(status_code=200)
         return _modal_error(result.message(), first)
+
+    async def _decide(self, action: Action, verdict: str, **extras: Any) -> DecisionResult:
+        """Decide as the clicker; the modal's text (if any) is the comment."""
+        return await self.gate.decide(
+            request_id=action.request_id,
+            channel=self.name,
+            user_id=action.user_id,
+            verdict=verdict,
+            comment=(action.reason or "")[:MAX_REASON] or None,
+            **extras,
+        )
 
     def _own_decision(self, outcome: object, user_id: str, status: str) -> bool:
         """A second submission (or a retry) of a decision this person already made."""

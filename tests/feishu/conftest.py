@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import httpx
@@ -19,9 +19,15 @@ ENCRYPT_KEY = "ek-gate-tests-0001"
 CHAT = "oc_approvals"
 
 
-def feishu_settings(db_url: str, fake: FakeFeishu, **overrides: Any) -> Settings:
-    """The standard settings with only the Feishu channel, pointed at the fake."""
+def feishu_settings(
+    db_url: str, fake: FakeFeishu, *, extra_rules: Sequence[dict[str, Any]] = (), **overrides: Any
+) -> Settings:
+    """The standard settings with only the Feishu channel, pointed at the fake.
+
+    `extra_rules` are matched before the standard ones.
+    """
     data = cfg.settings_data(db_url)
+    data["rules"] = [*extra_rules, *data["rules"]]
     data["channels"] = {
         "feishu": {
             "app_id": APP_ID,

@@ -9,65 +9,18 @@ from typing import Any
 import pytest
 
 from channels.feishu import render_card
-from gate.config import Settings
 from tests.conftest import Gate, GateFactory
-from tests.feishu.conftest import CHAT, ENCRYPT_KEY, VERIFICATION_TOKEN, send_callback
+from tests.feishu.conftest import feishu_settings, send_callback
 from tests.feishu.test_callbacks import Waiter, click, state, submit_and_card
-from tests.feishu.test_card import make_view
-from tests.support import config as cfg
-from tests.support.fake_feishu import APP_ID, APP_SECRET, FakeFeishu, check_card
+from tests.feishu.test_card import make_view, walk
+from tests.support.chat_rules import CHAT_RULES
+from tests.support.fake_feishu import FakeFeishu, check_card
 from tests.support.servers import wait_until
-
-RULES: list[dict[str, Any]] = [
-    {
-        "name": "refunds",
-        "tools": ["refund_*"],
-        "approvers": ["group:finance"],
-        "timeout": "10m",
-        "reject_reasons": ["wrong customer", "too expensive"],
-        "editable": ["amount", "currency", "password"],
-    },
-    {"name": "strict", "tools": ["strict_*"], "approvers": ["group:finance"], "allow_edits": False},
-    {
-        "name": "grantable",
-        "tools": ["shell_*"],
-        "approvers": ["group:finance"],
-        "timeout": "10m",
-        "grant_scopes": ["session", "agent"],
-        "max_grant": "30m",
-    },
-]
 
 
 @pytest.fixture
 def gate(make_gate: GateFactory, sqlite_url: str, fake_feishu: FakeFeishu) -> Gate:
-    data = cfg.settings_data(sqlite_url)
-    data["rules"] = RULES + data["rules"]
-    data["channels"] = {
-        "feishu": {
-            "app_id": APP_ID,
-            "app_secret": APP_SECRET,
-            "verification_token": VERIFICATION_TOKEN,
-            "encrypt_key": ENCRYPT_KEY,
-            "default_target": CHAT,
-            "base_url": fake_feishu.url,
-        }
-    }
-    return make_gate(settings=Settings(**data))
-
-
-def walk(node: Any) -> list[dict[str, Any]]:
-    """Every component of a card, depth first."""
-    found: list[dict[str, Any]] = []
-    if isinstance(node, dict):
-        if "tag" in node:
-            found.append(node)
-        for value in node.values():
-            found.extend(walk(value))
-    elif isinstance(node, list):
-        for item in node:
-            found.extend(walk(item))
-    return found
+    return make_gate(settings=feishu_settings(sqlite_url, fake_feishu, extra_rules=CHAT_RULES))
 
 
 def answer_of(gate: Gate, payload: dict[str, Any]) -> dict[str, Any]:
@@ -218,7 +171,9 @@ def test_grant_from_the_form_allows_later_calls(gate: Gate, fake_feishu: FakeFei
     labels = [o["text"]["content"] for o in select["options"]]
     assert labels == [
         "Approve + allow this tool in this session for 30 min",
+        "Approve + allow this tool in this session for 1 h",
         "Approve + allow this tool for this agent for 30 min",
+        "Approve + allow this tool for this agent for 1 h",
     ]
     payload = click(fake_feishu, card, "approve", "ou_alice", form={"grant": "session:1800s"})
     assert answer_of(gate, payload)["toast"]["type"] == "success"

@@ -7,7 +7,7 @@ import hashlib
 import hmac
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -42,9 +42,15 @@ def fake_slack() -> Iterator[FakeSlack]:
     fake.stop()
 
 
-def slack_settings(database_url: str, fake: FakeSlack, **slack: Any) -> Settings:
-    """The standard test settings plus `[channels.slack]` pointed at the fake."""
+def slack_settings(
+    database_url: str, fake: FakeSlack, *, extra_rules: Sequence[dict[str, Any]] = (), **slack: Any
+) -> Settings:
+    """The standard test settings plus `[channels.slack]` pointed at the fake.
+
+    `extra_rules` are matched before the standard ones.
+    """
     data = cfg.settings_data(database_url)
+    data["rules"] = [*extra_rules, *data["rules"]]
     data["channels"]["slack"] = {
         "bot_token": TOKEN,
         "signing_secret": SIGNING_SECRET,

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import copy
-import threading
 from datetime import datetime
 from typing import Any
 
 import pytest
 
 from channels.slack_card import EDIT_CALLBACK, REJECT_CALLBACK
-from gate.config import Settings
 from tests.conftest import Gate, GateFactory
 from tests.slack.conftest import (
     _fixture,
@@ -21,54 +19,22 @@ from tests.slack.conftest import (
     interact,
     slack_settings,
 )
+from tests.slack.test_slack_flow import Waiter
 from tests.support import config as cfg
+from tests.support.chat_rules import CHAT_RULES
 from tests.support.fake_slack import CHANNEL, FakeSlack, Message, check_modal
 from tests.support.servers import wait_until
-
-RULES: list[dict[str, Any]] = [
-    {
-        "name": "refunds",
-        "tools": ["refund_*"],
-        "approvers": ["group:finance"],
-        "timeout": "10m",
-        "reject_reasons": ["wrong customer", "too expensive"],
-        "editable": ["amount", "currency", "api_key"],
-    },
-    {"name": "strict", "tools": ["strict_*"], "approvers": ["group:finance"], "allow_edits": False},
-    {
-        "name": "grantable",
-        "tools": ["shell_*"],
-        "approvers": ["group:finance"],
-        "timeout": "10m",
-        "grant_scopes": ["session"],
-        "max_grant": "1h",
-    },
-]
 
 
 @pytest.fixture
 def gate(make_gate: GateFactory, sqlite_url: str, fake_slack: FakeSlack) -> Gate:
-    settings = slack_settings(sqlite_url, fake_slack)
-    data = settings.model_dump(mode="python")
-    data["rules"] = RULES + data["rules"]
-    for name in ("bot_token", "signing_secret"):
-        data["channels"]["slack"][name] = getattr(settings.channels.slack, name).get_secret_value()
-    return make_gate(settings=Settings(**data))
+    return make_gate(settings=slack_settings(sqlite_url, fake_slack, extra_rules=CHAT_RULES))
 
 
-class Waiter(threading.Thread):
-    """An agent long-polling /wait in the background."""
-
-    def __init__(self, gate: Gate, request_id: str) -> None:
-        super().__init__(daemon=True)
-        self.gate, self.request_id = gate, request_id
-        self.result: dict[str, Any] = {}
-        self.start()
-
-    def run(self) -> None:
-        with self.gate.client(cfg.AGENT) as c:
-            r = c.get(f"/v1/requests/{self.request_id}/wait", params={"timeout": 20})
-        self.result = r.json()
+def _waiter(gate: Gate, request_id: str) -> Waiter:
+    waiter = Waiter(gate, request_id)
+    waiter.start()
+    return waiter
 
 
 def _submit(gate: Gate, tool: str, args: dict[str, Any], **extra: Any) -> str:
@@ -146,7 +112,7 @@ def _edit_values(view: dict[str, Any], **changed: str) -> dict[str, Any]:
 def test_preset_reasons_reach_the_waiter(gate: Gate, fake_slack: FakeSlack) -> None:
     request_id = _submit(gate, "refund_order", {"amount": 900, "customer": "c-1"})
     card = card_for(fake_slack, request_id)
-    waiter = Waiter(gate, request_id)
+    waiter = _waiter(gate, request_id)
     modal = _open(gate, fake_slack, card, "U0BOB", "gate_reject")
     assert modal["callback_id"] == REJECT_CALLBACK
     reasons, reason = modal["blocks"]
@@ -201,7 +167,7 @@ def test_edit_and_approve_through_the_modal(gate: Gate, fake_slack: FakeSlack) -
     request_id = _submit(gate, "refund_order", args)
     card = card_for(fake_slack, request_id)
     assert "gate_edit" in [e["action_id"] for e in _actions(card)]
-    waiter = Waiter(gate, request_id)
+    waiter = _waiter(gate, request_id)
     modal = _open(gate, fake_slack, card, "U0ALICE", "gate_edit")
     assert modal["callback_id"] == EDIT_CALLBACK
     inputs = {
