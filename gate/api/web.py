@@ -242,7 +242,7 @@ class Console:
         )
 
     async def decide(self, request: Request, request_id: str) -> Response:
-        """Handle the Approve / Reject forms."""
+        """Handle the Approve, Approve with edits and Reject forms."""
         session, me = self.who(request)
         form = await request.form()
         if not csrf_matches(session.csrf, _field(form, CSRF_FIELD)):
@@ -252,7 +252,7 @@ class Console:
         try:
             parsed = parse_decide(form)
         except FormError as exc:
-            error, status, sticky = exc.message, exc.status, exc.form
+            error, status, sticky = exc.message, exc.http_status, exc.form
             return await anyio.to_thread.run_sync(
                 lambda: self.detail(
                     request, session, me, request_id, status=status, error=error, form=sticky

@@ -43,7 +43,7 @@ class FormError(Exception):
     def __init__(self, message: str, status: int = 422, form: DecideForm | None = None) -> None:
         super().__init__(message)
         self.message = message
-        self.status = status
+        self.http_status = status
         #: what was sent, so the page can show it again
         self.form = form
 
