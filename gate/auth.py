@@ -55,10 +55,7 @@ class TokenBook:
             digest = entry.token_sha256 or sha256_hex(entry.token.get_secret_value())  # type: ignore[union-attr]
             approver = settings.approver(entry.approver) if entry.approver else None
             self._by_digest[digest.lower()] = Principal(entry.name, entry.role, approver)
-        server = settings.server
-        self.anonymous_allowed = (
-            not settings.tokens and server.allow_anonymous_on_loopback and server.is_loopback
-        )
+        self.anonymous_allowed = anonymous_allowed(settings)
 
     def authenticate(self, authorization: str | None) -> Principal:
         """The principal for an `Authorization` header value; raises 401."""
@@ -80,6 +77,26 @@ class TokenBook:
             if hmac.compare_digest(known, digest):
                 return principal
         raise Unauthenticated("unknown or revoked token", code="invalid_token")
+
+
+def anonymous_allowed(settings: Settings) -> bool:
+    """Token-less local mode: no [[tokens]], bound to loopback, and not switched off."""
+    server = settings.server
+    return not settings.tokens and server.allow_anonymous_on_loopback and server.is_loopback
+
+
+def local_web_user(settings: Settings) -> ApproverSettings | None:
+    """The web console's user in local mode, when nobody could sign in any other way.
+
+    With no tokens, a loopback bind, no proxy header and no approver password, the person at
+    this machine is the only possible approver: they act as `local`, like the API's
+    token-less caller, and every page says so.
+    """
+    if not anonymous_allowed(settings) or settings.server.trusted_user_header:
+        return None
+    if any(a.password_hash for a in settings.approvers):
+        return None
+    return settings.approver(ANONYMOUS_NAME) or ApproverSettings(name=ANONYMOUS_NAME)
 
 
 def sha256_hex(token: str) -> str:

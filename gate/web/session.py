@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from gate.auth import new_csrf_token
+from gate.auth import local_web_user, new_csrf_token
 from gate.config import ApproverSettings, Settings
 
 log = logging.getLogger("gate.web")
@@ -111,7 +111,7 @@ def signed_in(settings: Settings, request: Request, session: WebSession) -> Appr
             )
     if session.user:
         return settings.approver(session.user)
-    return None
+    return local_web_user(settings)
 
 
 class SecurityHeadersMiddleware:
