@@ -18,6 +18,7 @@ SURFACE_NAMES = {
     "cli": "the CLI",
     "timeout": "gate (deadline passed)",
     "agent": "the agent",
+    "grant": "a time-boxed grant",
 }
 
 
