@@ -45,6 +45,12 @@ def extend(
         raise InvalidInput(f"by: {exc}") from None
     limit = view.created_at + service.settings.server.max_timeout
     until = min(max(view.expires_at, service.clock()) + more, limit)
+    if until <= view.expires_at and not view.is_final:
+        raise Conflict(
+            f"the deadline is already at the longest allowed (server.max_timeout "
+            f"{service.settings.server.max_timeout} after the request was made)",
+            code="deadline_at_limit",
+        )
     with service.db.write() as session:
         outcome = machine.extend(
             session,
@@ -82,7 +88,7 @@ def extend_from_channel(
         principal = Principal(name=approver.name, role="approver", approver=approver)
         try:
             extended = extend(service, request_id, principal, by, via=channel)
-        except Forbidden as exc:
+        except (Forbidden, Conflict) as exc:  # not an approver; deadline already at the cap
             return DecisionResult(None, view, exc.message[0].lower() + exc.message[1:])
         except AlreadyDecided:  # decided between our read and the update
             view = service.view(request_id)

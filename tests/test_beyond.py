@@ -384,3 +384,13 @@ def test_session_end_cancels_its_pending_requests(beyond: Gate) -> None:
     assert seen["reason"] == "Cancelled by billing-agent: session ended"
     with beyond.client(cfg.ADMIN) as c:
         assert c.get(f"/v1/requests/{other}").json()["status"] == "pending"
+
+
+def test_extend_stops_at_the_servers_limit(beyond: Gate) -> None:
+    req = beyond.submit(tool_name="pay_vendor", tool_args={"amount": 60000})["request"]
+    # max_timeout is 7 days: ask for more than that in one go, then once more.
+    first = _post(beyond, cfg.ALICE, f"/v1/requests/{req['id']}/extend", {"by": "8d"})
+    assert first.status_code == 200
+    again = _post(beyond, cfg.ALICE, f"/v1/requests/{req['id']}/extend", {"by": "1h"})
+    assert again.status_code == 409
+    assert again.json()["error"]["code"] == "deadline_at_limit"
