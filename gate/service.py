@@ -535,15 +535,28 @@ class GateService:
         """Return as soon as the request is final, or the still-pending request at `timeout`."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(0.0, timeout)
-        with self.notifier.watch(request_id) as watch:
+        notifier = self.notifier
+
+        async def read() -> RequestView:
+            # Waiters of one request that arrive or wake together share one database read;
+            # `seq` makes sure none gets a read begun before the change that concerns it.
+            view = await notifier.shared_read(
+                request_id, notifier.seq, lambda: anyio.to_thread.run_sync(self.view, request_id)
+            )
+            if view is None:
+                raise NotFound(f"no request with id {request_id!r}", code="request_not_found")
+            return view
+
+        with notifier.watch(request_id) as watch:
             # Registered before the first read, so a decision landing in between still wakes us.
-            view = await anyio.to_thread.run_sync(lambda: self.get(request_id, principal))
+            view = await read()
+            self._check_readable(view, principal)
             while not view.is_final:
                 remaining = deadline - loop.time()
                 if remaining <= 0:
                     break
                 await watch.wait(min(remaining, RECHECK_SECONDS * random.uniform(0.8, 1.2)))
-                view = await anyio.to_thread.run_sync(lambda: self.get(request_id, principal))
+                view = await read()
         return view
 
     # -- stats for health and metrics --------------------------------------------------------
