@@ -150,6 +150,9 @@ def _serve(ns: argparse.Namespace) -> int:
         log_config=None,
         access_log=False,
         timeout_graceful_shutdown=5,
+        # Thousands of hooks may (re)connect their long-polls at once, e.g. after a restart;
+        # uvicorn's default 2048 resets them. The kernel caps it at net.core.somaxconn.
+        backlog=16384,
     )
     return 0
 
