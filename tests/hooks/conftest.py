@@ -105,8 +105,23 @@ class Live:
         return items[0] if items else None
 
     def wait_pending(self, tool_name: str, session_id: str | None = None) -> dict[str, Any]:
+        """The hook's request once it exists AND the hook is long-polling it.
+
+        Waiting for the long-poll matters to the kill/restart tests: killed between the
+        insert and the submit's reply, the hook would be in its submit phase, not its wait.
+        """
         found: dict[str, Any] = wait_until(lambda: self.pending(tool_name, session_id), 20)
+        wait_until(lambda: self.open_waiters() >= 1, 20)
         return found
+
+    def open_waiters(self) -> int:
+        """Long-polls open on the server right now, from /metrics."""
+        with self.api() as c:
+            text = c.get("/metrics").text
+        for line in text.splitlines():
+            if line.startswith("gate_open_waiters "):
+                return int(float(line.split()[1]))
+        return 0
 
     def decide(self, request_id: str, token: str, verdict: str, comment: str | None = None) -> None:
         with self.api(token) as c:
