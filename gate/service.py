@@ -188,12 +188,14 @@ class GateService:
             if found is None:
                 raise
             return Submitted(decision, found, False)
-        view = self.view(req.id)
         if granted:
+            view = self.view(req.id)  # the grant changed the row in SQL: read it back
             self.notifier.publish(Event("final", req.id))
             assert view is not None and view.reason is not None
             allowed = Decision("allow", rule, view.reason, (*decision.trail, "granted"))
             return Submitted(allowed, view, True)
+        # A new request has no votes yet: the row just inserted is its view, no read-back.
+        view = build_view(req, [], public_url=self.settings.server.base_url)
         self.notifier.publish(Event("created", req.id))
         self.kick_outbox()
         return Submitted(decision, view, True)
