@@ -19,6 +19,8 @@ import json
 import time
 from collections.abc import Callable, Generator
 
+from gate.wording import Words, error_text
+
 # Not `typing.TYPE_CHECKING`: importing typing alone costs milliseconds on every tool call.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -199,7 +201,7 @@ def decide(
 ) -> Flow:
     """Ask gate about `call` and wait up to `limit` seconds for the verdict (sans-IO)."""
     deadline = clock() + limit
-    words = _Words(call.tool_name, url, limit, token_hint)
+    words = Words(call.tool_name, url, limit, token_hint)
 
     # 1. submit (retried briefly: the idempotency key makes a repeated POST harmless)
     key = call.idempotency_key
@@ -293,7 +295,7 @@ def _call(exchange: Exchange) -> Generator[Step, Reply | None, Reply]:
 
 
 def _withdraw(
-    request_id: str, words: _Words
+    request_id: str, words: Words
 ) -> Generator[Step, Reply | None, dict[str, Any] | None]:
     """Cancel a request nobody waits for any more; return it if a decision beat the cancel."""
     reply = yield from _call(
@@ -317,7 +319,7 @@ def _withdraw(
     return None
 
 
-def _bound(verdict: Verdict, call: Call, key: str | None, words: _Words) -> Verdict:
+def _bound(verdict: Verdict, call: Call, key: str | None, words: Words) -> Verdict:
     """Let a yes through only if it was given for exactly this call (see gate.binding)."""
     if not verdict.allowed or verdict.request is None:
         return verdict
@@ -350,13 +352,13 @@ def _is_request(value: Any) -> bool:
     return isinstance(value, dict) and isinstance(value.get("id"), str) and "status" in value
 
 
-def _refused(reply: Reply, words: _Words) -> Verdict:
+def _refused(reply: Reply, words: Words) -> Verdict:
     if reply.status in (401, 403):
         return Verdict("unauthorized", words.unauthorized(reply))
     return Verdict("error", words.error(reply))
 
 
-def _final(request: dict[str, Any], rule: str | None, words: _Words) -> Verdict:
+def _final(request: dict[str, Any], rule: str | None, words: Words) -> Verdict:
     status = request["status"]
     reason = str(request.get("reason") or "")
     if status == "approved":
@@ -369,134 +371,6 @@ def _final(request: dict[str, Any], rule: str | None, words: _Words) -> Verdict:
     if status == "cancelled":
         return Verdict("cancelled", words.cancelled(reason), rule, request)
     return Verdict("error", words.error(Reply(200, problem=f"unknown status {status!r}")))
-
-
-# -- words for the model ----------------------------------------------------------------------
-
-
-def _sentence(text: str) -> str:
-    text = text.strip()
-    return text if not text or text[-1] in ".!?" else text + "."
-
-
-def _error_text(reply: Reply) -> str:
-    err = reply.body.get("error") if isinstance(reply.body, dict) else None
-    if isinstance(err, dict):
-        return f"HTTP {reply.status} {err.get('code')}: {err.get('message')}"
-    if reply.status:
-        return f"HTTP {reply.status}" + (f", {reply.problem}" if reply.problem else "")
-    return reply.problem or "no answer"
-
-
-class _Words:
-    """Every sentence the hook can say, distinct per outcome so the model can tell
-    "a human said no" from "nobody answered" from "the gate is down"."""
-
-    def __init__(self, tool: str, url: str, limit: float, token_hint: str) -> None:
-        self.tool, self.url, self.limit, self.token_hint = tool, url, limit, token_hint
-
-    def approved(self, reason: str, edited: bool = False) -> str:
-        text = f"gate: {_sentence(reason or 'Approved by a human')}"
-        if edited:
-            text += (
-                f" The {self.tool} call runs with the arguments as the approver edited them, "
-                "not as they were sent."
-            )
-        return text
-
-    def mismatch(self, request_id: str, got: Any, expected: str) -> str:
-        bound = f"{got[:12]}…" if isinstance(got, str) and got else "nothing"
-        return (
-            f"gate: The approval does not match this {self.tool} call: request {request_id} "
-            f"was approved for other arguments or another call id (approval bound to {bound}, "
-            f"this call is {expected[:12]}…), so the call was blocked. Nobody approved these "
-            "exact arguments: ask for approval again, or tell the user."
-        )
-
-    def reused(self, key: str | None) -> str:
-        return (
-            f"gate: The call id {key!r} was already used for a different call (another tool or "
-            f"other arguments), and an approval never carries over to other arguments, so this "
-            f"{self.tool} call was blocked. Nobody reviewed it. Make the call again with a fresh "
-            "call id, or tell the user."
-        )
-
-    def rejected(self, reason: str) -> str:
-        return (
-            f"gate: {_sentence(reason or 'Rejected')} A person reviewed this {self.tool} call "
-            "and said no, so it was not run. Do not retry it unchanged: take the comment into "
-            "account, change the approach or ask the user."
-        )
-
-    def expired(self, reason: str) -> str:
-        return f"gate: {_sentence(reason or 'Nobody answered before the deadline')}"
-
-    def cancelled(self, reason: str) -> str:
-        return (
-            f"gate: The approval request for this {self.tool} call was withdrawn before anyone "
-            f"decided ({reason or 'cancelled'}). The call was not run; no human rejected it."
-        )
-
-    def deadline(self, request_id: str) -> str:
-        return (
-            f"gate: Nobody decided this {self.tool} call within the hook's {self.limit:g} s "
-            f"limit, so it was not run and approval request {request_id} was withdrawn. No "
-            "human rejected it: ask the user whether to try again."
-        )
-
-    def withdrawn(self) -> str:
-        return f"the agent's hook stopped waiting after {self.limit:g} s"
-
-    def lost(self, request_id: str, problem: str) -> str:
-        return (
-            f"gate: Lost contact with the approval server at {self.url} while waiting for a "
-            f"decision on request {request_id} ({problem}), and it did not come back within the "
-            f"hook's {self.limit:g} s limit, so this {self.tool} call was blocked to be safe. "
-            "No human rejected it: tell the user the gate server went down."
-        )
-
-    def unreachable(self, problem: str) -> str:
-        return (
-            f"gate: The approval server at {self.url} could not be reached ({problem}), so this "
-            f"{self.tool} call was blocked to be safe. Nobody reviewed it. Tell the user the gate "
-            "server is down: start it with `gate serve`, or point GATE_URL (or --url) at it."
-        )
-
-    def error(self, reply: Reply) -> str:
-        return (
-            f"gate: The approval server at {self.url} answered with an error "
-            f"({_error_text(reply)}), so this {self.tool} call was blocked to be safe. Nobody "
-            "reviewed it. Tell the user the gate server is failing."
-        )
-
-    def unauthorized(self, reply: Reply) -> str:
-        what = (
-            "refused the hook's credentials" if reply.status == 401 else "does not let this token"
-        )
-        fix = 'use a token whose role is "agent"' if reply.status == 403 else self.token_hint
-        return (
-            f"gate: The approval server at {self.url} {what} ({_error_text(reply)}"
-            f"{'' if reply.status == 401 else ': ask for approvals'}), so this {self.tool} call "
-            f"was blocked. Nobody reviewed it. Tell the user to fix the hook's configuration: "
-            f"{fix}."
-        )
-
-    def allowed(self, reason: str) -> str:
-        return f"gate: {_sentence(reason or 'Allowed by policy')}"
-
-    def denied(self, rule: str | None, reason: str) -> str:
-        head = "" if rule is None or rule in reason else f"Blocked by rule {rule!r}: "
-        return (
-            f"gate: {head}{_sentence(reason or 'Denied by policy')} This is a standing policy, "
-            "not a person's decision: do not retry this call; take another approach or ask the "
-            "user."
-        )
-
-    def no_rule(self) -> str:
-        return f"gate: No rule covers this {self.tool} call."
-
-
-# -- drivers --------------------------------------------------------------------------------
 
 
 def drive(
@@ -564,7 +438,7 @@ def report_outcome(
     )
     items = found.body.get("items") if isinstance(found.body, dict) else None
     if found.status != 200 or not isinstance(items, list):
-        return Report("failed", f"could not look up the request for {key!r}: {_error_text(found)}")
+        return Report("failed", f"could not look up the request for {key!r}: {error_text(found)}")
     if not items or not _is_request(items[0]) or items[0].get("tool_name") != tool_name:
         return Report("ungated", f"no approval request was made for {tool_name} call {key!r}")
     request = items[0]
@@ -590,8 +464,8 @@ def report_outcome(
     if reply.status == 200:
         return Report("recorded", f"request {request_id}: {outcome}", [request_id])
     if reply.status == 409:
-        return Report("skipped", f"request {request_id}: {_error_text(reply)}", [request_id])
-    return Report("failed", f"request {request_id}: {_error_text(reply)}", [request_id])
+        return Report("skipped", f"request {request_id}: {error_text(reply)}", [request_id])
+    return Report("failed", f"request {request_id}: {error_text(reply)}", [request_id])
 
 
 def end_session(session_id: str, why: str) -> Generator[Step, Reply | None, Report]:
@@ -608,7 +482,7 @@ def end_session(session_id: str, why: str) -> Generator[Step, Reply | None, Repo
     )
     ids = reply.body.get("cancelled") if isinstance(reply.body, dict) else None
     if reply.status != 200 or not isinstance(ids, list):
-        return Report("failed", f"could not cancel session {session_id!r}: {_error_text(reply)}")
+        return Report("failed", f"could not cancel session {session_id!r}: {error_text(reply)}")
     ids = [str(i) for i in ids]
     return Report("cancelled", f"cancelled {len(ids)} pending request(s)", ids)
 

@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from gate import grants, machine, outbox
+from gate import grants, machine, offers, outbox
 from gate.auth import Principal
 from gate.binding import call_hash
 from gate.config import ApproverSettings, Settings
@@ -361,14 +361,14 @@ class GateService:
         )
         if refused:
             return DecisionResult(None, view, refused)
-        comment = _with_reasons(view, verdict, comment, list(reasons or ()))
+        comment = offers.with_reasons(view, verdict, comment, list(reasons or ()))
         spec = None
         if grant is not None:
             if verdict != Verdict.approve:
                 raise InvalidInput("only an approval can carry a grant", code="invalid_input")
             spec = grants.validate(view, *grant)
         if edited_args is not None:
-            _check_edits(view, verdict, edited_args)
+            offers.check_edits(view, verdict, edited_args)
         now = self.clock()
         with self.db.write() as session:
             outcome = machine.record_vote(
@@ -572,36 +572,6 @@ class GateService:
                 )
             ).all()
         return {str(status): int(n) for status, n in rows}
-
-
-def _with_reasons(
-    view: RequestView, verdict: Verdict, comment: str | None, reasons: list[str]
-) -> str | None:
-    """Combine preset reject reasons and free text into what the model is told."""
-    if not reasons:
-        return comment
-    if verdict != Verdict.reject:
-        raise InvalidInput("preset reasons go with a reject", code="invalid_input")
-    offered = view.options.get("reject_reasons") or []
-    unknown = [r for r in reasons if r not in offered]
-    if unknown:
-        raise InvalidInput(
-            f"not one of this rule's reject reasons: {unknown} (offered: {offered})",
-            code="unknown_reason",
-        )
-    text = "; ".join(reasons)
-    return f"{text} - {comment}" if comment else text
-
-
-def _check_edits(view: RequestView, verdict: Verdict, edited_args: dict[str, Any]) -> None:
-    if verdict != Verdict.approve:
-        raise InvalidInput("edited arguments go with an approval", code="invalid_input")
-    if not view.options.get("allow_edits", True):
-        raise InvalidInput(
-            "this rule does not allow approving with edits "
-            "(it forbids them, or it needs more than one approver)",
-            code="edits_not_allowed",
-        )
 
 
 def raise_for(result: DecisionResult) -> None:
