@@ -19,7 +19,7 @@ from gate.errors import AlreadyDecided, Conflict, Forbidden, InvalidInput
 from gate.models import AuditEvent, ConfirmationRequest, Grant, GrantStatus, RequestStatus
 from gate.notify import Event
 from gate.policy import may_decide
-from gate.service import DecisionResult, GateService, already_final_message
+from gate.service import DecisionResult, GateService, already_final, already_final_message
 from gate.views import RequestView
 
 log = logging.getLogger(__name__)
@@ -96,10 +96,7 @@ def extend_from_channel(
             return DecisionResult(machine.Extended(request_id, extended.expires_at), extended)
     if view is None:
         return DecisionResult(machine.Missing(request_id), None)
-    final = machine.AlreadyFinal(
-        request_id, RequestStatus(view.status), view.decided_by, view.decided_at, view.decided_via
-    )
-    return DecisionResult(final, view)
+    return DecisionResult(already_final(view), view)
 
 
 def record_outcome(
@@ -142,25 +139,15 @@ def cancel_session(
         if principal.role == "agent":
             stmt = stmt.where(col(ConfirmationRequest.submitted_by) == principal.name)
         ids = list(session.exec(stmt).all())
-    cancelled = []
-    for request_id in ids:
-        with service.db.write() as session:
-            outcome = machine.cancel(
-                session,
-                request_id=request_id,
-                actor=principal.name,
-                via="agent",
-                why=why or "the agent session ended",
-                now=service.clock(),
-            )
-            if isinstance(outcome, machine.Changed):
-                service.notifier.stage(session, Event("final", request_id))
-        if isinstance(outcome, machine.Changed):
-            cancelled.append(request_id)
-            service.notifier.publish(Event("final", request_id))
-    if cancelled:
-        service.kick_outbox()
-    return cancelled
+    why = why or "the agent session ended"
+    return [
+        request_id
+        for request_id in ids
+        if isinstance(
+            service.withdraw(request_id, actor=principal.name, via="agent", why=why),
+            machine.Changed,
+        )
+    ]
 
 
 def revoke_grant(service: GateService, grant_id: str, principal: Principal) -> Grant:

@@ -345,14 +345,7 @@ class GateService:
         if view is None:
             return DecisionResult(machine.Missing(request_id), None)
         if view.is_final:
-            out = machine.AlreadyFinal(
-                request_id,
-                RequestStatus(view.status),
-                view.decided_by,
-                view.decided_at,
-                view.decided_via,
-            )
-            return DecisionResult(out, view)
+            return DecisionResult(already_final(view), view)
         refused = may_decide(
             approver,
             actor_name=actor,
@@ -442,16 +435,7 @@ class GateService:
             if view is None:
                 return DecisionResult(machine.Missing(request_id), None)
             if view.is_final:
-                return DecisionResult(
-                    machine.AlreadyFinal(
-                        request_id,
-                        RequestStatus(view.status),
-                        view.decided_by,
-                        view.decided_at,
-                        view.decided_via,
-                    ),
-                    view,
-                )
+                return DecisionResult(already_final(view), view)
             return DecisionResult(None, view, "you are not an approver for this rule")
         return self.decide(
             request_id,
@@ -471,22 +455,25 @@ class GateService:
         """The agent withdraws its request."""
         principal.require("agent", "admin")
         self.get(request_id, principal)
-        with self.db.write() as session:
-            outcome = machine.cancel(
-                session,
-                request_id=request_id,
-                actor=principal.name,
-                via="agent" if principal.role == "agent" else "api",
-                why=why,
-                now=self.clock(),
-            )
-            if isinstance(outcome, machine.Changed):
-                self.notifier.stage(session, Event("final", request_id))
-        self._after_change(outcome)
+        via = "agent" if principal.role == "agent" else "api"
+        outcome = self.withdraw(request_id, actor=principal.name, via=via, why=why)
         result = DecisionResult(outcome, self.view(request_id))
         raise_for(result)
         assert result.view is not None
         return result.view
+
+    def withdraw(
+        self, request_id: str, *, actor: str, via: str, why: str | None
+    ) -> machine.Outcome:
+        """Cancel one pending request in its own transaction and wake whoever waits on it."""
+        with self.db.write() as session:
+            outcome = machine.cancel(
+                session, request_id=request_id, actor=actor, via=via, why=why, now=self.clock()
+            )
+            if isinstance(outcome, machine.Changed):
+                self.notifier.stage(session, Event("final", request_id))
+        self._after_change(outcome)
+        return outcome
 
     def expire_due(self, now: datetime | None = None, limit: int = 500) -> int:
         """Apply the deadline of every pending request whose time is up. Safe on N replicas."""
@@ -572,6 +559,13 @@ class GateService:
                 )
             ).all()
         return {str(status): int(n) for status, n in rows}
+
+
+def already_final(view: RequestView) -> machine.AlreadyFinal:
+    """The "already decided" outcome for a request that is no longer pending."""
+    return machine.AlreadyFinal(
+        view.id, RequestStatus(view.status), view.decided_by, view.decided_at, view.decided_via
+    )
 
 
 def raise_for(result: DecisionResult) -> None:
