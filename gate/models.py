@@ -85,10 +85,13 @@ class ConfirmationRequest(SQLModel, table=True):
         sa.Index("ix_request_status_expires", "status", "expires_at"),
         sa.Index("ix_request_created_at", "created_at"),
         sa.Index("ix_request_session", "session_id", "status"),
+        # Idempotency keys are per submitting principal: another agent that knows a key gets
+        # a request of its own, never the first agent's (or its approval).
+        sa.UniqueConstraint("submitted_by", "idempotency_key", name="uq_request_submitter_key"),
     )
 
     id: str = Field(default_factory=new_id, primary_key=True, max_length=26)
-    idempotency_key: str | None = Field(default=None, max_length=200, unique=True)
+    idempotency_key: str | None = Field(default=None, max_length=200)
     tool_name: str = Field(max_length=200)
     tool_args: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
     agent_id: str | None = Field(default=None, max_length=200)
@@ -145,6 +148,10 @@ class Vote(SQLModel, table=True):
     comment: str | None = Field(default=None, max_length=4000)
     via: str = Field(max_length=50)
     at: datetime = Field(default_factory=utcnow, sa_column=Column(UTCDateTime, nullable=False))
+    #: the grant this approver chose with their approval ("session", 1800 s); on a quorum rule a
+    #: grant is made only when every approving vote chose one
+    grant_scope: str | None = Field(default=None, max_length=16)
+    grant_seconds: int | None = Field(default=None)
 
 
 class Delivery(SQLModel, table=True):
@@ -216,6 +223,13 @@ class Grant(SQLModel, table=True):
     session_id: str | None = Field(default=None, max_length=200)
     agent_id: str | None = Field(default=None, max_length=200)
     args_hash: str | None = Field(default=None, max_length=64)
+    #: the authenticated principal (token name) that submitted the approved request: only its
+    #: own later calls ride the grant, whatever agent or session ids another caller claims
+    submitted_by: str | None = Field(default=None, max_length=200)
+    #: who had to approve, and how many, under the rule the grant was made in: a grant never
+    #: covers a call whose rule names other approvers or a different quorum
+    approvers: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    approvals_required: int = Field(default=1)
     created_by: str = Field(max_length=200)
     created_at: datetime = Field(
         default_factory=utcnow, sa_column=Column(UTCDateTime, nullable=False)
