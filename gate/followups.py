@@ -32,10 +32,12 @@ def extend(
     principal.require("approver", "admin")
     view = service.get(request_id, principal)
     refused = may_decide(
+        service.settings,
+        view,
         principal.approver,
         actor_name=principal.actor_name,
-        allowed=[] if principal.role == "admin" else view.approvers,
-        requester=view.user_id,
+        actor_token=None if principal.anonymous else principal.name,
+        bypass_approver_list=principal.role == "admin",
     )
     if refused:
         raise Forbidden(refused[0].upper() + refused[1:], code="not_an_approver")

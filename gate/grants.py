@@ -6,6 +6,12 @@ tool for this agent). While it lasts, matching calls are let through at once and
 requests born approved, linked to the approval that made the grant. Grants end by revocation
 or by the expiry sweep; lookups also ignore any grant whose time is up, so a slow sweep can
 never stretch one.
+
+A grant never reaches further than the approval behind it: it covers only calls that match
+the same rule with the same approvers and quorum, submitted by the same authenticated
+principal (token) as the approved request, whatever agent or session ids a caller claims.
+On a quorum rule, a grant is made only when every approving vote chose one, at the
+narrowest scope and shortest duration among them.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from gate import machine
 from gate.binding import call_hash
 from gate.config import parse_duration
 from gate.errors import InvalidInput
-from gate.models import ConfirmationRequest, Grant, GrantStatus
+from gate.models import ConfirmationRequest, Grant, GrantStatus, Verdict, Vote
 
 if TYPE_CHECKING:
     from gate.views import RequestView
@@ -66,6 +72,28 @@ def validate(view: RequestView, scope: str, duration: str) -> GrantSpec:
     return GrantSpec(scope, length)
 
 
+def agreed(choices: list[GrantSpec | None]) -> GrantSpec | None:
+    """The grant every approving vote agreed to: narrowest scope, shortest time; or None."""
+    if not choices or any(c is None for c in choices):
+        return None
+    chosen = [c for c in choices if c is not None]
+    scope = min((c.scope for c in chosen), key=SCOPES.index)
+    return GrantSpec(scope, min(c.duration for c in chosen))
+
+
+def chosen(session: Session, request_id: str) -> list[GrantSpec | None]:
+    """The grant each approving vote on a request chose (None where it chose none)."""
+    rows = session.exec(
+        select(Vote.grant_scope, Vote.grant_seconds).where(
+            col(Vote.request_id) == request_id, col(Vote.verdict) == Verdict.approve
+        )
+    ).all()
+    return [
+        GrantSpec(scope, timedelta(seconds=seconds)) if scope and seconds else None
+        for scope, seconds in rows
+    ]
+
+
 def create(
     session: Session, req: ConfirmationRequest, spec: GrantSpec, *, by: str, now: datetime
 ) -> Grant:
@@ -73,6 +101,9 @@ def create(
     grant = Grant(
         request_id=req.id,
         rule=req.rule,
+        submitted_by=req.submitted_by,
+        approvers=sorted(req.approvers),
+        approvals_required=req.approvals_required,
         tool_name=req.tool_name,
         scope=spec.scope,
         session_id=req.session_id if spec.scope == "session" else None,
@@ -101,26 +132,32 @@ def create(
 def find(
     session: Session,
     *,
-    tool_name: str,
-    args: dict[str, object],
-    session_id: str | None,
-    agent_id: str | None,
+    req: ConfirmationRequest,
     now: datetime,
 ) -> Grant | None:
-    """The active grant that covers this call, if any (narrowest scope first)."""
+    """The active grant that covers the call `req` asks for, if any (narrowest scope first).
+
+    `req` is the request about to be made: its rule, resolved approvers and quorum and its
+    submitting principal must equal the grant's.
+    """
     candidates = session.exec(
         select(Grant)
         .where(
             col(Grant.status) == GrantStatus.active,
-            col(Grant.tool_name) == tool_name,
+            col(Grant.tool_name) == req.tool_name,
             col(Grant.expires_at) > now,
+            col(Grant.rule) == req.rule,
+            col(Grant.submitted_by) == req.submitted_by,
+            col(Grant.approvals_required) == req.approvals_required,
         )
         .order_by(col(Grant.expires_at).desc())
     ).all()
-    args_hash = call_hash(tool_name, args)
+    args_hash = call_hash(req.tool_name, req.tool_args)
+    session_id, agent_id = req.session_id, req.agent_id
+    approvers = sorted(req.approvers)
     for scope in SCOPES:
         for grant in candidates:
-            if grant.scope != scope:
+            if grant.scope != scope or sorted(grant.approvers) != approvers:
                 continue
             if scope == "call" and grant.args_hash == args_hash:
                 return grant

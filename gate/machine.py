@@ -105,11 +105,16 @@ def record_vote(
     via: str,
     now: datetime,
     edited_args: dict[str, Any] | None = None,
+    grant: tuple[str, int] | None = None,
 ) -> Outcome:
     """Count one approver's verdict; approve on quorum, reject on any reject.
 
     `edited_args` (approve only) replaces the arguments the call will run with; the
-    originals stay on the request and the audit trail records the difference.
+    originals stay on the request and the audit trail records the difference. `grant` is
+    the (scope, seconds) this approver chose to go with their approval.
+
+    A request whose deadline has passed takes no vote, even before the sweep got to it: its
+    deadline is applied here instead, in the same transaction.
     """
     req = session.exec(
         select(ConfirmationRequest).where(ConfirmationRequest.id == request_id).with_for_update()
@@ -117,6 +122,10 @@ def record_vote(
     if req is None:
         return Missing(request_id)
     if req.status != RequestStatus.pending:
+        return _already_final(req)
+    if req.expires_at <= now:
+        expire(session, request_id=request_id, now=now)
+        session.refresh(req)
         return _already_final(req)
     existing = session.exec(
         select(Vote).where(Vote.request_id == request_id, Vote.approver == approver)
@@ -132,10 +141,13 @@ def record_vote(
                 comment=comment,
                 via=via,
                 at=now,
+                grant_scope=grant[0] if grant else None,
+                grant_seconds=grant[1] if grant else None,
             )
         )
     else:  # an approver who approved towards a quorum and now rejects changes their vote
         existing.verdict, existing.comment, existing.via, existing.at = verdict, comment, via, now
+        existing.grant_scope = existing.grant_seconds = None
         session.add(existing)
     session.flush()
 
@@ -188,6 +200,7 @@ def record_vote(
         reason=reason,
         detail={"comment": comment, "approvals": approvals, "edits": edits or None},
         values={"approved_args": edited_args} if edits else None,
+        before=now,
     )
 
 
@@ -264,13 +277,19 @@ def _transition(
     reason: str,
     detail: dict[str, object],
     values: dict[str, Any] | None = None,
+    before: datetime | None = None,
 ) -> Outcome:
+    """Compare-and-set `req` from pending to `to`; with `before`, only while its deadline is
+    still after that instant (a person's approval never lands on an expired request)."""
+    guards = [
+        col(ConfirmationRequest.id) == req.id,
+        col(ConfirmationRequest.status) == RequestStatus.pending,
+    ]
+    if before is not None:
+        guards.append(col(ConfirmationRequest.expires_at) > before)
     result = session.execute(
         sa.update(ConfirmationRequest)
-        .where(
-            col(ConfirmationRequest.id) == req.id,
-            col(ConfirmationRequest.status) == RequestStatus.pending,
-        )
+        .where(*guards)
         .values(
             status=to,
             decided_at=now,
@@ -283,6 +302,9 @@ def _transition(
     )
     if result.rowcount != 1:  # type: ignore[attr-defined]
         session.refresh(req)
+        if req.status == RequestStatus.pending:  # only the deadline guard stopped it
+            expire(session, request_id=req.id, now=req.expires_at)
+            session.refresh(req)
         return _already_final(req)
     _audit(session, req.id, to.value, by, via, now, {**detail, "reason": reason})
     outbox.enqueue_updates(session, req.id, now)
@@ -397,12 +419,16 @@ def argument_diff(before: dict[str, Any], after: dict[str, Any]) -> dict[str, di
 def extend(
     session: Session, *, request_id: str, until: datetime, actor: str, via: str, now: datetime
 ) -> Outcome:
-    """Move a pending request's deadline (approvers asking for more time)."""
+    """Move a pending request's deadline (approvers asking for more time).
+
+    A deadline that has already passed cannot be moved: the request is expired here instead.
+    """
     result = session.execute(
         sa.update(ConfirmationRequest)
         .where(
             col(ConfirmationRequest.id) == request_id,
             col(ConfirmationRequest.status) == RequestStatus.pending,
+            col(ConfirmationRequest.expires_at) > now,
         )
         .values(expires_at=until)
         .execution_options(synchronize_session=False)
@@ -411,6 +437,9 @@ def extend(
     if req is None:
         return Missing(request_id)
     if result.rowcount != 1:  # type: ignore[attr-defined]
+        if req.status == RequestStatus.pending:  # its deadline passed before the sweep ran
+            expire(session, request_id=request_id, now=now)
+            session.refresh(req)
         return _already_final(req)
     session.refresh(req)
     _audit(session, request_id, "extended", actor, via, now, {"until": until.isoformat()})

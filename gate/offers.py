@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from gate.errors import InvalidInput
+from gate.machine import argument_diff
 from gate.models import Verdict
 from gate.views import RequestView
 
@@ -42,3 +43,14 @@ def check_edits(view: RequestView, verdict: Verdict, edited_args: dict[str, Any]
             "(it forbids them, or it needs more than one approver)",
             code="edits_not_allowed",
         )
+    editable = view.options.get("editable")
+    if editable is not None:
+        # The rule names what may change; every surface (API, web, chat) is held to it.
+        changed = sorted(argument_diff(view.tool_args, edited_args))
+        forbidden = [key for key in changed if key not in editable]
+        if forbidden:
+            raise InvalidInput(
+                f"this rule lets approvers change only {sorted(editable)}; "
+                f"these may not change: {forbidden}",
+                code="edit_not_offered",
+            )

@@ -4,7 +4,9 @@ Rules are tried in order and the first match wins. A rule matches when the tool 
 matches one of its `tools` globs and its `when` CEL expression (if any) is true.
 
 Failing closed: when a `when` expression cannot be evaluated for a call (a missing key, a
-type clash), an `allow` rule does not match, while an `ask` or `deny` rule does. A typo in
+type clash, an overflow, any CEL error) or gives something other than true or false, an
+`allow` rule does not match, while an `ask` or `deny` rule does. A `when` that can never be
+a boolean (`args.amount + 1`) is refused when gate.toml is loaded. A typo in
 a guard must never let a call through; `has(args.amount) && args.amount > 5` is the way
 to make a condition optional.
 """
@@ -14,12 +16,16 @@ from __future__ import annotations
 import fnmatch
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import cel
 
+from gate import cel_shape
 from gate.config import ApproverSettings, RuleSettings, Settings
 from gate.errors import ConfigError
+
+if TYPE_CHECKING:
+    from gate.views import RequestView
 
 Action = Literal["allow", "deny", "ask"]
 FORCED_RULE = "requires_confirmation"
@@ -101,20 +107,26 @@ class Policy:
                 continue
             if rule.program is not None:
                 activation = activation or facts.activation()
+                failure: str | None
                 try:
                     result = rule.program.execute(activation)
-                except (KeyError, TypeError, ValueError, RuntimeError) as exc:
+                except (KeyboardInterrupt, SystemExit):
+                    raise
+                except BaseException as exc:  # any CEL failure, a Rust panic included
+                    failure = f"failed ({_short(exc)})"
+                else:
+                    if result is True or result is False:
+                        failure = None
+                    else:  # a guard that is not a boolean cannot be trusted either way
+                        failure = f"returned {type(result).__name__} {_short_value(result)}"
+                if failure is not None:
                     if rule.action == "allow":
-                        trail.append(
-                            f"{rule.name}: `when` failed ({_short(exc)}); allow rules skip"
-                        )
+                        trail.append(f"{rule.name}: `when` {failure}; allow rules skip")
                         continue
-                    trail.append(
-                        f"{rule.name}: `when` failed ({_short(exc)}); matching (fail closed)"
-                    )
+                    trail.append(f"{rule.name}: `when` {failure}; matching (fail closed)")
                     return Decision(rule.action, rule, _rule_reason(rule), tuple(trail))
                 if result is not True:
-                    trail.append(f"{rule.name}: `when` {rule.when!r} is {result!r}")
+                    trail.append(f"{rule.name}: `when` {rule.when!r} is false")
                     continue
                 trail.append(f"{rule.name}: tool matches and `when` {rule.when!r} is true")
             else:
@@ -170,23 +182,48 @@ class Policy:
 
 
 def may_decide(
+    settings: Settings,
+    view: RequestView,
     approver: ApproverSettings | None,
     *,
     actor_name: str,
-    allowed: list[str],
-    requester: str | None,
+    actor_token: str | None = None,
+    bypass_approver_list: bool = False,
 ) -> str | None:
-    """Why `actor_name` may not decide this request, or None when they may.
+    """Why `actor_name` may not decide `view`, or None when they may. The one place for it.
 
-    `allowed` is the request's resolved approver list (empty: any approver). The requester
-    never decides their own request, whichever of their ids they asked under.
+    Nobody decides a call they asked for, under any of their names: the actor's identities
+    (gate name, email, every channel id, and the API token they act with) must not meet the
+    requester's (the claimed `user_id`, the token that submitted the request, and the
+    approver that token belongs to). Then the actor must be one of the request's resolved
+    approvers (an empty list: any approver), unless an admin token bypasses the list.
     """
-    identities = approver.identities() if approver else {actor_name}
-    if requester and requester in identities:
+    mine = approver.identities() if approver else {actor_name}
+    if actor_token:
+        mine = mine | {f"token:{actor_token}"}
+    if mine & requester_identities(settings, view):
         return "you asked for this call, so you cannot approve it yourself"
-    if allowed and actor_name not in allowed:
+    allowed = view.approvers
+    if allowed and not bypass_approver_list and actor_name not in allowed:
         return "you are not an approver for this rule"
     return None
+
+
+def requester_identities(settings: Settings, view: RequestView) -> set[str]:
+    """Every name the requester of `view` goes by.
+
+    A token that submitted counts as `token:<name>`, plus every identity of the approver the
+    token belongs to. Token-less local mode has no tokens, so its shared `local` principal is
+    nobody's identity: the person at the machine may approve their own agent's calls.
+    """
+    ids = {view.user_id} if view.user_id else set()
+    token = settings.token(view.submitted_by) if view.submitted_by else None
+    if token is not None:
+        ids.add(f"token:{token.name}")
+        linked = settings.approver(token.approver) if token.approver else None
+        if linked is not None:
+            ids |= linked.identities()
+    return ids
 
 
 def _compile(rule: RuleSettings, settings: Settings, source: str | None) -> Rule:
@@ -198,6 +235,13 @@ def _compile(rule: RuleSettings, settings: Settings, source: str | None) -> Rule
             raise ConfigError(
                 f"`when` is not valid CEL: {exc}", source=source, key=f"rules.{rule.name}.when"
             ) from None
+        if cel_shape.shape(rule.when) == "other":
+            raise ConfigError(
+                f"`when` must be a condition that is true or false, but {rule.when!r} gives a "
+                "number, text, list or map; compare it, e.g. `args.amount > 50000`",
+                source=source,
+                key=f"rules.{rule.name}.when",
+            )
     timeout = rule.timeout or settings.server.default_timeout
     if timeout > settings.server.max_timeout:
         raise ConfigError(
@@ -257,7 +301,12 @@ def _rule_reason(rule: Rule) -> str:
     }[rule.action]
 
 
-def _short(exc: Exception) -> str:
+def _short_value(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _short(exc: BaseException) -> str:
     text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     if isinstance(exc, KeyError):
         text = f"no such key {text}"

@@ -126,7 +126,7 @@ class GateService:
             return Submitted(decision, None, False)
         args_hash = call_hash(call.tool_name, call.tool_args, call.idempotency_key)
         if call.idempotency_key:
-            found = self._by_key(call.idempotency_key, args_hash)
+            found = self._by_key(call.idempotency_key, args_hash, principal.name)
             if found is not None:
                 return Submitted(decision, found, False)
         rule = decision.rule
@@ -155,14 +155,7 @@ class GateService:
         )
         try:
             with self.db.write() as session:
-                grant = grants.find(
-                    session,
-                    tool_name=call.tool_name,
-                    args=call.tool_args,
-                    session_id=call.session_id,
-                    agent_id=call.agent_id,
-                    now=now,
-                )
+                grant = grants.find(session, req=req, now=now)
                 if grant is not None:
                     machine.allow_by_grant(session, req=req, grant=grant, now=now)
                     self.notifier.stage(session, Event("final", req.id))
@@ -184,7 +177,7 @@ class GateService:
                     self.notifier.stage(session, Event("created", req.id))
         except IntegrityError:
             # Two submits with the same idempotency key raced; the other one won.
-            found = self._by_key(call.idempotency_key or "", args_hash)
+            found = self._by_key(call.idempotency_key or "", args_hash, principal.name)
             if found is None:
                 raise
             return Submitted(decision, found, False)
@@ -216,11 +209,17 @@ class GateService:
                 targets.append((name, str(default)))
         return targets
 
-    def _by_key(self, key: str, args_hash: str) -> RequestView | None:
-        """The request made earlier under `key`; 409 if it was for a different call."""
+    def _by_key(self, key: str, args_hash: str, submitted_by: str) -> RequestView | None:
+        """The request `submitted_by` made earlier under `key`; 409 if for a different call.
+
+        Keys belong to the principal that sent them: another token's request under the same
+        key is never found (nor its approval handed out)."""
         with self.db.read() as session:
             req = session.exec(
-                select(ConfirmationRequest).where(ConfirmationRequest.idempotency_key == key)
+                select(ConfirmationRequest).where(
+                    ConfirmationRequest.idempotency_key == key,
+                    ConfirmationRequest.submitted_by == submitted_by,
+                )
             ).first()
             if req is None:
                 return None
@@ -331,12 +330,14 @@ class GateService:
         comment: str | None,
         via: str,
         bypass_approver_list: bool = False,
+        actor_token: str | None = None,
         edited_args: dict[str, Any] | None = None,
         reasons: Sequence[str] | None = None,
         grant: tuple[str, str] | None = None,
     ) -> DecisionResult:
         """Record `actor`'s verdict, if they may decide this request.
 
+        `actor_token` is the API token they act with, if any (never the one that asked).
         `edited_args` approves with changed arguments, `reasons` are the rule's preset
         reject reasons, and `grant` is a (scope, duration) pair to attach to an approval;
         each is checked against what the rule offers (InvalidInput when it does not).
@@ -347,10 +348,12 @@ class GateService:
         if view.is_final:
             return DecisionResult(already_final(view), view)
         refused = may_decide(
+            self.settings,
+            view,
             approver,
             actor_name=actor,
-            allowed=[] if bypass_approver_list else view.approvers,
-            requester=view.user_id,
+            actor_token=actor_token,
+            bypass_approver_list=bypass_approver_list,
         )
         if refused:
             return DecisionResult(None, view, refused)
@@ -373,11 +376,18 @@ class GateService:
                 via=via,
                 now=now,
                 edited_args=edited_args,
+                grant=(spec.scope, int(spec.duration.total_seconds())) if spec else None,
             )
-            if spec is not None and isinstance(outcome, machine.Changed):
+            if (
+                isinstance(outcome, machine.Changed)
+                and outcome.status == RequestStatus.approved
+                and view.options.get("grant_scopes")
+            ):
+                # every approving vote must have chosen a grant (a quorum's, not one voter's)
+                agreed = grants.agreed(grants.chosen(session, request_id))
                 req = session.get(ConfirmationRequest, request_id)
-                if req is not None and req.status == RequestStatus.approved:
-                    grants.create(session, req, spec, by=actor, now=now)
+                if agreed is not None and req is not None:
+                    grants.create(session, req, agreed, by=actor, now=now)
             if isinstance(outcome, machine.Changed | machine.Voted):
                 kind = "final" if isinstance(outcome, machine.Changed) else "changed"
                 self.notifier.stage(session, Event(kind, request_id))
@@ -407,6 +417,7 @@ class GateService:
             comment=comment,
             via=via,
             bypass_approver_list=principal.role == "admin",
+            actor_token=None if principal.anonymous else principal.name,
             **extras,
         )
         raise_for(result)
