@@ -55,9 +55,7 @@ def refusal(settings: Settings, channel: str, view: RequestView | None, user_id:
     approver = settings.approver_by_identity(channel, user_id)
     if approver is None:
         return "Not recorded: you are not an approver for this rule."
-    why = may_decide(
-        approver, actor_name=approver.name, allowed=view.approvers, requester=view.user_id
-    )
+    why = may_decide(settings, view, approver, actor_name=approver.name)
     return f"Not recorded: {why}." if why else None
 
 

@@ -7,6 +7,7 @@ This is the only module that defines settings. Nothing here runs at import time:
 from __future__ import annotations
 
 import ipaddress
+import math
 import os
 import re
 import tomllib
@@ -30,30 +31,59 @@ from gate.errors import ConfigError
 DEFAULT_CONFIG_NAME = "gate.toml"
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 _DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
+#: the longest duration gate accepts anywhere (timeouts, grants, extend). Ten years is far
+#: beyond any approval deadline, and keeps `now + duration` well inside datetime's range
+#: (year 9999), so a huge value is refused with a message instead of overflowing later.
+MAX_DURATION = timedelta(days=3650)
+#: database URL schemes gate ships drivers for (psycopg 3 for PostgreSQL, stdlib sqlite3)
+DATABASE_SCHEMES = ("sqlite", "sqlite+pysqlite", "postgresql", "postgres", "postgresql+psycopg")
 
 
 def parse_duration(value: str | int | float | timedelta) -> timedelta:
-    """Parse "90s", "15m", "1h30m", "2d" (or a number of seconds) into a timedelta."""
+    """Parse "90s", "15m", "1h30m", "2d" (or a number of seconds) into a timedelta.
+
+    Raises ValueError for anything else, for zero or less, and for more than MAX_DURATION.
+    """
     if isinstance(value, timedelta):
-        return value
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        if value <= 0:
-            raise ValueError("a duration must be positive")
-        return timedelta(seconds=value)
-    text = str(value).strip().replace(" ", "")
+        seconds = value.total_seconds()
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        seconds = float(value)
+    else:
+        seconds = _duration_seconds(str(value))
+    if math.isnan(seconds) or seconds <= 0:
+        raise ValueError("a duration must be positive")
+    if seconds > MAX_DURATION.total_seconds():
+        raise ValueError(f"a duration may be at most {MAX_DURATION.days}d (ten years)")
+    return value if isinstance(value, timedelta) else timedelta(seconds=seconds)
+
+
+def _duration_seconds(value: str) -> float:
+    text = value.strip().replace(" ", "")
     pos, seconds = 0, 0.0
     for match in _DURATION_PART.finditer(text):
         if match.start() != pos:
             break
+        # float() of a long digit run is inf, not an error: the bound check refuses it.
         seconds += float(match.group(1)) * _DURATION_UNITS[match.group(2)]
         pos = match.end()
     if not text or pos != len(text):
+        shown = value if len(value) <= 40 else value[:40] + "..."
         raise ValueError(
-            f"{value!r} is not a duration; write it like '30s', '15m', '1h30m' or '2d'"
+            f"{shown!r} is not a duration; write it like '30s', '15m', '1h30m' or '2d'"
         )
-    if seconds <= 0:
-        raise ValueError("a duration must be positive")
-    return timedelta(seconds=seconds)
+    return seconds
+
+
+def check_database_url(url: str) -> str:
+    """`url` when gate can open that kind of database; ValueError naming the ones it can."""
+    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+    if scheme not in DATABASE_SCHEMES:
+        shown = scheme + "://..." if scheme else repr(url[:40])
+        raise ValueError(
+            f"unsupported database URL {shown}: use sqlite:///path/to/gate.db or "
+            "postgresql://user:password@host/dbname"
+        )
+    return url
 
 
 class _Strict(BaseModel):
@@ -67,7 +97,8 @@ class ServerSettings(_Strict):
     #: base of links in cards; defaults to http://<host>:<port>
     public_url: str | None = None
     host: str = "127.0.0.1"
-    port: int = 8000
+    #: 0 lets the operating system pick a free port (tests do)
+    port: int = Field(default=8000, ge=0, le=65535)
     default_timeout: timedelta = timedelta(minutes=15)
     max_timeout: timedelta = timedelta(days=7)
     #: approvers for requests forced by `metadata.requires_confirmation` with no rule matched
@@ -75,6 +106,13 @@ class ServerSettings(_Strict):
     #: channels (`name:target`) for those requests; empty means every configured channel
     default_channels: list[str] | None = None
     max_body_bytes: int = 256 * 1024
+    #: deepest nesting of any JSON value a request stores (tool_args, metadata, context,
+    #: edited args); real tool inputs are a few levels deep, and every surface that shows a
+    #: request walks it recursively
+    json_max_depth: int = Field(default=32, ge=1, le=200)
+    #: most values (objects, arrays, scalars) in one stored JSON value: a page of 50
+    #: requests stays quick to serialise and CEL rules stay quick to evaluate
+    json_max_nodes: int = Field(default=10_000, ge=1)
     migrate_on_start: bool = True
     #: the longest a single `/wait` call may hold; clients loop for longer waits
     max_wait_seconds: float = 60.0
@@ -99,6 +137,7 @@ class ServerSettings(_Strict):
     _parse_durations = field_validator("default_timeout", "max_timeout", mode="before")(
         lambda v: parse_duration(v)
     )
+    _check_database_url = field_validator("database_url")(lambda v: check_database_url(v))
 
     @property
     def base_url(self) -> str:
@@ -136,8 +175,11 @@ class ApproverSettings(BaseModel):
         return str(value) if value is not None else None
 
     def identities(self) -> set[str]:
-        """Every name this person goes by: gate name and each channel id."""
+        """Every name this person goes by: gate name (also their web sign-in), email, and
+        each channel id."""
         ids = {self.name}
+        if self.email:
+            ids.add(self.email)
         ids.update(str(v) for v in (self.model_extra or {}).values() if isinstance(v, str))
         return ids
 
@@ -296,6 +338,10 @@ class Settings(BaseSettings):
     def approver(self, name: str) -> ApproverSettings | None:
         """The approver called `name`, if any."""
         return next((a for a in self.approvers if a.name == name), None)
+
+    def token(self, name: str) -> TokenSettings | None:
+        """The `[[tokens]]` entry called `name`, if any."""
+        return next((t for t in self.tokens if t.name == name), None)
 
     def approver_by_identity(self, channel: str, user_id: str) -> ApproverSettings | None:
         """The approver whose id on `channel` is `user_id`."""

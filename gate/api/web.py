@@ -193,9 +193,7 @@ class Console:
         views, _ = self.service.list(principal, status="pending", limit=QUEUE_LIMIT)
         rows = []
         for view in views:
-            refusal = may_decide(
-                me, actor_name=me.name, allowed=view.approvers, requester=view.user_id
-            )
+            refusal = may_decide(self.settings, view, me, actor_name=me.name)
             voted = any(v.approver == me.name for v in view.votes)
             rows.append({"view": view, "mine": refusal is None and not voted, "voted": voted})
         return rows
@@ -221,9 +219,7 @@ class Console:
         my_vote = next((v for v in view.votes if v.approver == me.name), None)
         refusal = None
         if not view.is_final:
-            refusal = may_decide(
-                me, actor_name=me.name, allowed=view.approvers, requester=view.user_id
-            )
+            refusal = may_decide(self.settings, view, me, actor_name=me.name)
         can_decide = not view.is_final and refusal is None and my_vote is None
         return self.render(
             request,
