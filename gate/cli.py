@@ -1,4 +1,4 @@
-"""The `gate` command: serve | hook | db | policy | requests | users.
+"""The `gate` command: serve | hook | mcp | db | policy | requests | users.
 
 Only the standard library is imported at module level: `gate hook` runs once per tool call,
 so everything heavy is imported inside the subcommand that needs it.
@@ -27,6 +27,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from gate.hook import main as hook_main
 
         return hook_main(args[1:])
+    if args and args[0] == "mcp":
+        # gate.mcp imports the MCP SDK (an optional extra) only inside its subcommands
+        from gate.mcp import main as mcp_main
+
+        return mcp_main(args[1:])
     parser = _parser()
     ns = parser.parse_args(args)
     handler: Handler | None = getattr(ns, "handler", None)
@@ -48,10 +53,11 @@ def _parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="run the server")
     _config_arg(serve)
     serve.add_argument("--host", help="address to bind (default: [server].host, 127.0.0.1)")
-    serve.add_argument("--port", type=int, help="port (default: [server].port, 8000)")
+    serve.add_argument("--port", type=_port, help="port (default: [server].port, 8000)")
     serve.set_defaults(handler=_serve)
 
     sub.add_parser("hook", help="pre-tool hook for agents (see `gate hook --help`)")
+    sub.add_parser("mcp", help="gate for MCP clients: prompt | proxy (see `gate mcp --help`)")
 
     db = sub.add_parser("db", help="database tasks").add_subparsers(metavar="TASK")
     up = db.add_parser("upgrade", help="apply pending migrations")
@@ -114,6 +120,17 @@ def _config_arg(p: argparse.ArgumentParser) -> None:
     )
 
 
+#: exit status when gate cannot start because of its configuration (argparse uses 2 too)
+CONFIG_EXIT = 2
+
+
+def _port(text: str) -> int:
+    """argparse type for --port: a TCP port, or 0 for any free one."""
+    if not text.isascii() or not text.isdigit() or int(text) > 65535:
+        raise argparse.ArgumentTypeError(f"{text[:20]!r} is not a port (0 to 65535)")
+    return int(text)
+
+
 def _load(ns: argparse.Namespace, **server: Any) -> Any:
     from gate.config import load_settings
     from gate.errors import ConfigError
@@ -125,8 +142,17 @@ def _load(ns: argparse.Namespace, **server: Any) -> Any:
                 setattr(settings.server, key, value)
         return settings
     except ConfigError as exc:
-        print(f"gate: configuration error: {exc}", file=sys.stderr)  # noqa: T201
-        raise SystemExit(1) from None
+        raise SystemExit(_config_failure(exc)) from None
+
+
+def _config_failure(exc: Exception, source: str | None = None) -> int:
+    """Print `gate: configuration error: <file>, <key>: <reason>`; the exit status."""
+    from gate.errors import ConfigError
+
+    if isinstance(exc, ConfigError) and exc.source is None and source:
+        exc = ConfigError(exc.reason, source=source, key=exc.key)
+    print(f"gate: configuration error: {exc}", file=sys.stderr)  # noqa: T201
+    return CONFIG_EXIT
 
 
 def _serve(ns: argparse.Namespace) -> int:
@@ -141,8 +167,7 @@ def _serve(ns: argparse.Namespace) -> int:
     try:
         app = create_app(settings)
     except ConfigError as exc:
-        print(f"gate: configuration error: {exc}", file=sys.stderr)  # noqa: T201
-        return 1
+        return _config_failure(exc, settings.source)
     uvicorn.run(
         app,
         host=settings.server.host,
@@ -159,17 +184,20 @@ def _serve(ns: argparse.Namespace) -> int:
 
 def _audit_verify(ns: argparse.Namespace) -> int:
     from gate.db import Database
+    from gate.errors import ConfigError
     from gate.followups import verify_audit
     from gate.notify import Notifier
     from gate.policy import Policy
     from gate.service import GateService
 
     settings = _load(ns)
-    db = Database(settings.server.database_url)
     try:
-        service = GateService(
-            settings=settings, db=db, policy=Policy(settings), notifier=Notifier()
-        )
+        policy = Policy(settings)
+        db = Database(settings.server.database_url)
+    except ConfigError as exc:
+        return _config_failure(exc, settings.source)
+    try:
+        service = GateService(settings=settings, db=db, policy=policy, notifier=Notifier())
         problems = verify_audit(service)
     finally:
         db.dispose()
@@ -184,9 +212,13 @@ def _audit_verify(ns: argparse.Namespace) -> int:
 
 def _db_upgrade(ns: argparse.Namespace) -> int:
     from gate.db import upgrade
+    from gate.errors import ConfigError
 
     settings = _load(ns)
-    upgrade(settings.server.database_url)
+    try:
+        upgrade(settings.server.database_url)
+    except ConfigError as exc:
+        return _config_failure(exc, settings.source)
     print("database is at the latest schema")  # noqa: T201
     return 0
 

@@ -1,0 +1,147 @@
+"""`gate mcp`: gate for MCP clients, on the official MCP Python SDK (`pip install 'gate[mcp]'`).
+
+* `gate mcp prompt`: a stdio MCP server with one tool, `approve`, for Claude Code's
+  `--permission-prompt-tool mcp__gate__approve` (headless `claude -p`, the Agent SDK).
+* `gate mcp proxy --name NAME -- COMMAND ARGS...` / `--url URL`: put gate in front of any MCP
+  server; every `tools/call` is asked about as tool `mcp__NAME__TOOL`, everything else passes
+  through.
+
+This module only parses the command line: the SDK is imported by the subcommand, so the rest
+of the `gate` command works without the extra installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from gate.protocol import DEFAULT_TIMEOUT, DEFAULT_URL
+
+MISSING_SDK = (
+    "gate mcp needs the MCP Python SDK, which is an optional extra: "
+    "pip install 'gate[mcp]' (or pip install 'mcp>=2.3')"
+)
+
+
+def main(argv: list[str]) -> int:
+    """`gate mcp prompt|proxy ...`: run the MCP server until the client disconnects."""
+    ns = _parser().parse_args(argv)
+    if ns.command is None:
+        _parser().print_help(sys.stderr)
+        return 2
+    try:
+        if ns.command == "prompt":
+            from gate.mcp.prompt import run as run_prompt
+
+            return run_prompt(ns)
+        from gate.mcp.proxy import run as run_proxy
+
+        return run_proxy(ns)
+    except ModuleNotFoundError as exc:
+        if exc.name is None or exc.name.split(".")[0] != "mcp":
+            raise
+        sys.stderr.write(f"gate: {MISSING_SDK}\n")
+        return 1
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="gate mcp", description="gate for MCP clients.")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    prompt = sub.add_parser(
+        "prompt",
+        help="MCP server with an `approve` tool for Claude Code's --permission-prompt-tool",
+        description="A stdio MCP server with one tool, `approve`: use it with "
+        "`claude -p --mcp-config ... --permission-prompt-tool mcp__gate__approve`.",
+    )
+    _common(prompt, default_agent="claude-code")
+    prompt.add_argument(
+        "--on-no-rule",
+        choices=["ask", "allow", "deny"],
+        default="ask",
+        help="when no gate rule covers the call: ask a person in gate (default; Claude Code "
+        "asks this tool only where it would have asked its user), allow it, or deny it",
+    )
+
+    proxy = sub.add_parser(
+        "proxy",
+        help="gate the tools of any MCP server (stdio command or streamable HTTP URL)",
+        description="An MCP server that passes everything through to the upstream server, "
+        "except tools/call, which gate decides first (as tool mcp__NAME__TOOL).",
+    )
+    proxy.add_argument(
+        "--name",
+        required=True,
+        help="the server's name in rules: its tools are gated as mcp__NAME__TOOL",
+    )
+    proxy.add_argument("--url", help="streamable HTTP URL of the upstream MCP server")
+    proxy.add_argument(
+        "--header",
+        action="append",
+        default=[],
+        metavar="'NAME: VALUE'",
+        help="HTTP header for the upstream (repeatable); ${VAR} in VALUE is read from the "
+        "environment, so secrets stay in the client's env block",
+    )
+    _common(proxy, default_agent=None)
+    proxy.add_argument(
+        "--on-no-rule",
+        choices=["allow", "ask", "deny"],
+        default="allow",
+        help="when no gate rule covers a tool call: forward it (default), ask a person, or "
+        "refuse it",
+    )
+    proxy.add_argument(
+        "upstream",
+        nargs=argparse.REMAINDER,
+        metavar="-- COMMAND ARGS...",
+        help="the upstream MCP server's command line (stdio)",
+    )
+    return p
+
+
+def _common(p: argparse.ArgumentParser, *, default_agent: str | None) -> None:
+    p.add_argument(
+        "--gate-url",
+        default=os.environ.get("GATE_URL") or DEFAULT_URL,
+        help=f"gate server URL (default: $GATE_URL or {DEFAULT_URL}); the agent token is "
+        "read from $GATE_TOKEN",
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT,
+        help=f"seconds to wait for a person before withdrawing and refusing (default: "
+        f"{DEFAULT_TIMEOUT:g}; keep it below the client's own tool-call timeout)",
+    )
+    p.add_argument(
+        "--progress-every",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="how often to send MCP progress notifications while waiting (default: 10)",
+    )
+    p.add_argument(
+        "--agent-id",
+        default=os.environ.get("GATE_AGENT_ID") or default_agent,
+        help="$GATE_AGENT_ID (default: "
+        + (default_agent or "the MCP client's name from initialize")
+        + ")",
+    )
+    p.add_argument("--user-id", default=os.environ.get("GATE_USER_ID"), help="$GATE_USER_ID")
+    p.add_argument(
+        "--metadata",
+        action="append",
+        default=[],
+        type=_pair,
+        metavar="KEY=VALUE",
+        help="metadata for policy `when` expressions (repeatable)",
+    )
+
+
+def _pair(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key, value

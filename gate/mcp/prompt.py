@@ -1,0 +1,172 @@
+"""`gate mcp prompt`: Claude Code's permission-prompt tool, answered by gate.
+
+Headless Claude Code (`claude -p`, the Agent SDK) cannot show its permission dialog; given
+`--permission-prompt-tool mcp__gate__approve` it calls this server's `approve` tool instead,
+with `{tool_name, input, tool_use_id?}`, and reads the first text content of the result as
+JSON: `{"behavior": "allow", "updatedInput": {...}}` runs the call with `updatedInput` (the
+approver's edits, else the input as sent), `{"behavior": "deny", "message": "..."}` refuses it
+and shows the message to the model. The message is the wording `gate hook` gives.
+
+The asking is `gate.protocol.decide()` (see `gate.mcp.asking`): policy, long-poll, reconnects,
+the `--timeout` deadline, withdrawal, and the check that an approval is bound to exactly this
+call. Anything that is not a yes is a deny; so is a failure of this server itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+import anyio
+import mcp.types as types
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+
+from gate.mcp.asking import Asker
+from gate.mcp.serving import Options, make_call, serve_stdio, token_hint, warn
+from gate.protocol import REASON_MAX, Verdict, derived_key
+
+TOOL = "approve"
+INPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "tool_name": {"type": "string", "description": "The tool Claude Code wants to run"},
+        "input": {"type": "object", "description": "The tool's input"},
+        "tool_use_id": {"type": "string", "description": "The tool call's id"},
+    },
+    "required": ["tool_name", "input"],
+}
+DESCRIPTION = (
+    "Ask gate (human approval) whether Claude Code may run a tool call. Answers "
+    '{"behavior": "allow", "updatedInput": {...}} or {"behavior": "deny", "message": "..."}.'
+)
+
+
+def answer(verdict: Verdict, tool_input: dict[str, Any], on_no_rule: str) -> dict[str, Any]:
+    """The permission-prompt answer for a verdict: allow with the input to run, or deny."""
+    if verdict.allowed or (verdict.kind == "no_rule" and on_no_rule == "allow"):
+        edited = verdict.updated_args
+        return {"behavior": "allow", "updatedInput": edited if edited is not None else tool_input}
+    return {"behavior": "deny", "message": _cut(verdict.reason)}
+
+
+def build_server(opts: Options, asker: Asker) -> Server[Any]:
+    """The MCP server: one tool, `approve`."""
+
+    async def list_tools(
+        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        tool = types.Tool(name=TOOL, description=DESCRIPTION, input_schema=INPUT_SCHEMA)
+        return types.ListToolsResult(tools=[tool])
+
+    async def call_tool(
+        ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        if params.name != TOOL:
+            return _text({"error": f"unknown tool {params.name!r}: this server has {TOOL!r}"}, True)
+        try:
+            decision = await _decide(opts, asker, ctx, params.arguments or {})
+        except anyio.get_cancelled_exc_class():
+            raise
+        except Exception as exc:  # fail closed on our own bugs too, never a traceback
+            warn(f"gate mcp prompt: {exc!r}")
+            decision = {
+                "behavior": "deny",
+                "message": f"gate: The gate permission tool failed ({exc!r}), so the call was "
+                "blocked. Nobody reviewed it.",
+            }
+        return _text(decision)
+
+    return Server(
+        "gate",
+        version="1",
+        instructions="Human approval for tool calls (Claude Code --permission-prompt-tool).",
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+
+
+async def _decide(
+    opts: Options, asker: Asker, ctx: ServerRequestContext[Any], arguments: dict[str, Any]
+) -> dict[str, Any]:
+    tool_name = arguments.get("tool_name")
+    tool_input = arguments.get("input")
+    tool_use_id = arguments.get("tool_use_id")
+    problem = None
+    if not isinstance(tool_name, str) or not tool_name:
+        problem = "no tool_name"
+    elif not isinstance(tool_input, dict):
+        problem = "input is not a JSON object"
+    elif tool_use_id is not None and (not isinstance(tool_use_id, str) or not tool_use_id):
+        problem = "tool_use_id is not a string"
+    if problem is not None:
+        return {
+            "behavior": "deny",
+            "message": f"gate: The permission request could not be read ({problem}), so the "
+            "call was blocked to be safe. Nobody reviewed it.",
+        }
+    assert isinstance(tool_name, str) and isinstance(tool_input, dict)
+    if tool_use_id:
+        key, derived = tool_use_id, False
+    else:
+        # No call id: the same call asked again finds its earlier request; a finished one is
+        # asked about afresh under a new key (see gate.protocol.Call.derived_key).
+        key, derived = derived_key("cc-prompt", None, tool_name, tool_input), True
+    client = ctx.session.client_params.client_info if ctx.session.client_params else None
+    context: dict[str, Any] = {"source": "claude-code-permission-prompt"}
+    if client is not None:
+        context["mcp_client"] = f"{client.name} {client.version}".strip()
+    call = make_call(
+        opts,
+        tool_name=tool_name,
+        tool_args=tool_input,
+        key=key,
+        derived=derived,
+        agent_id=opts.agent_id,
+        session_id=None,
+        context=context,
+    )
+
+    async def beat(waited: float, message: str) -> None:
+        await ctx.session.report_progress(waited, opts.timeout, message)
+
+    verdict = await asker.ask(
+        call,
+        limit=opts.timeout,
+        beat=beat,
+        beat_every=opts.beat_every,
+        cancelled_because="Claude Code cancelled the permission request",
+    )
+    return answer(verdict, tool_input, opts.on_no_rule)
+
+
+def _text(body: dict[str, Any], is_error: bool = False) -> types.CallToolResult:
+    text = json.dumps(body, ensure_ascii=False)
+    return types.CallToolResult(content=[types.TextContent(text=text)], is_error=is_error)
+
+
+def _cut(text: str) -> str:
+    # Claude Code shows the message to the model; keep it as short as the hook keeps it.
+    return text if len(text) <= REASON_MAX else text[: REASON_MAX - 1] + "…"
+
+
+def run(ns: argparse.Namespace) -> int:
+    """`gate mcp prompt`: serve over stdio until the client disconnects."""
+    opts = Options(ns)
+    problem = opts.problem()
+    if problem is not None:
+        warn(f"gate mcp prompt: {problem}")
+        return 1
+    return anyio.run(_main, opts)
+
+
+async def _main(opts: Options) -> int:
+    asker = Asker(opts.gate_url, opts.token, token_hint=token_hint())
+    server = build_server(opts, asker)
+    try:
+        await serve_stdio(server, server.create_initialization_options(), asker, "gate mcp prompt")
+    finally:
+        with anyio.CancelScope(shield=True):
+            await asker.aclose()
+    return 0

@@ -1,0 +1,402 @@
+"""`gate mcp proxy`: gate every tool call of any MCP server, for any MCP client.
+
+To its client (Claude Desktop, Cursor, VS Code, ...) this is an MCP server over stdio that
+looks like the upstream one: the same server info, instructions and capabilities, and every
+request (tools/list, resources, resource templates, prompts, completion, logging level) and
+every upstream notification passed through with the SDK's own types. The exception is
+`tools/call`: first it is asked about, through `POST /v1/gate`, as tool `mcp__NAME__TOOL`
+(the name Claude Code gives the same tool, so one rule covers both):
+
+* allow (a rule, a grant, a person's approval bound to this exact call) -> forwarded, with the
+  approver's edited arguments if they edited them; the outcome (`ran`, or `failed` when the
+  result is an error or the upstream fails) is recorded once the upstream answers;
+* deny, reject, expiry, withdrawal, gate unreachable or failing, a bad token, an approval not
+  bound to this call, this proxy's `--timeout` -> not forwarded: a tool result with
+  `isError: true` whose text is the reason, written for the model (`gate hook`'s wording);
+* no rule -> forwarded (`--on-no-rule allow`, the default), asked (`ask`) or refused (`deny`).
+
+While a person decides, MCP progress notifications go to the client (when it asked for them
+with a progress token). If the client cancels the call, or the proxy is stopped, the request
+is withdrawn. An upstream that exits or drops the connection is reported: the call in flight
+gets an error result saying so (and is recorded as `failed`), later requests a JSON-RPC error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import uuid
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
+from typing import Any, TypeVar
+
+import anyio
+import mcp.types as types
+from mcp.client.session import ClientSession, IncomingMessage
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.server.models import InitializationOptions
+from mcp.server.session import ServerSession
+from mcp.shared.exceptions import MCPError
+from pydantic import BaseModel
+
+from gate.mcp.asking import Asker
+from gate.mcp.serving import Options, make_call, serve_stdio, token_hint, warn
+from gate.protocol import REASON_MAX, Verdict, outcome_of
+
+#: a server name as MCP clients spell it; no "__", which separates the parts of mcp__NAME__TOOL
+NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+#: how long the upstream may take to start and answer `initialize`
+START_TIMEOUT = 60.0
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+R = TypeVar("R", bound=BaseModel)
+
+
+class ProxyError(Exception):
+    """The proxy cannot start as configured (the message says what to fix)."""
+
+
+class Relay:
+    """The proxy's state: the upstream session, the client-facing session, the gate asker."""
+
+    def __init__(self, name: str, opts: Options, asker: Asker) -> None:
+        self.name = name
+        self.opts = opts
+        self.asker = asker
+        self.upstream: ClientSession | None = None
+        #: the client-facing session (captured from the first request), for notifications
+        self.front: ServerSession | None = None
+        #: why the upstream is gone, once it is
+        self.dead: str | None = None
+        #: one proxy process serves one client connection: that is its agent session
+        self.session_id = f"mcp-{name}-{uuid.uuid4().hex[:16]}"
+
+    def gated_name(self, tool: str) -> str:
+        """The tool's name in gate: mcp__NAME__TOOL."""
+        return f"mcp__{self.name}__{tool}"
+
+    def lost(self) -> str:
+        """Sentence for an upstream that went away."""
+        return (
+            f"The upstream MCP server {self.name!r} closed the connection (it exited or "
+            "crashed); restart it (reconnect the MCP server in the client)."
+        )
+
+    async def request(self, request: Any, result_type: type[R], **kw: Any) -> R:
+        """Send one request upstream; a dead upstream is an MCP error naming it."""
+        if self.dead is not None or self.upstream is None:
+            raise MCPError(types.INTERNAL_ERROR, self.dead or self.lost())
+        try:
+            return await self.upstream.send_request(request, result_type, **kw)
+        except MCPError as exc:
+            if exc.code == types.CONNECTION_CLOSED:
+                self.dead = self.lost()
+                warn(f"gate mcp proxy {self.name}: {self.dead}")
+                raise MCPError(types.INTERNAL_ERROR, self.dead) from None
+            raise
+
+    async def from_upstream(self, message: IncomingMessage) -> None:
+        """Pass an upstream notification on to the client, unchanged."""
+        if isinstance(message, Exception):
+            warn(f"gate mcp proxy {self.name}: upstream transport error: {message!r}")
+            return
+        if isinstance(message, types.ProgressNotification):
+            return  # progress of our own forwarded calls is relayed by the call itself
+        if self.front is not None:
+            await self.front.send_notification(message)
+
+    def seen(self, ctx: ServerRequestContext[Any]) -> None:
+        """Remember the client-facing session, to send upstream notifications on."""
+        self.front = ctx.session
+
+    # -- tools/call ---------------------------------------------------------------------------
+
+    async def call_tool(
+        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        """Ask gate, then forward (or refuse) one tool call."""
+        self.seen(ctx)
+        args: dict[str, Any] = dict(params.arguments or {})
+        key = f"mcp-{uuid.uuid4().hex}"  # MCP request ids repeat across connections
+        client = ctx.session.client_params.client_info if ctx.session.client_params else None
+        context: dict[str, Any] = {"source": "mcp-proxy", "mcp_server": self.name}
+        if client is not None:
+            context["mcp_client"] = f"{client.name} {client.version}".strip()
+        call = make_call(
+            self.opts,
+            tool_name=self.gated_name(params.name),
+            tool_args=args,
+            key=key,
+            derived=False,
+            agent_id=self.opts.agent_id or (client.name if client else None) or "mcp-client",
+            session_id=self.session_id,
+            context=context,
+        )
+
+        async def beat(waited: float, message: str) -> None:
+            await ctx.session.report_progress(waited, self.opts.timeout, message)
+
+        verdict = await self.asker.ask(
+            call, limit=self.opts.timeout, beat=beat, beat_every=self.opts.beat_every
+        )
+        if not _runs(verdict, self.opts.on_no_rule):
+            return _refusal(verdict)
+        runs_with = verdict.updated_args if verdict.updated_args is not None else args
+        return await self._forward(ctx, params, call, key, runs_with, verdict)
+
+    async def _forward(
+        self,
+        ctx: ServerRequestContext[Any],
+        params: types.CallToolRequestParams,
+        call: Any,
+        key: str,
+        runs_with: dict[str, Any],
+        verdict: Verdict,
+    ) -> types.CallToolResult:
+        meta = {k: v for k, v in (params.meta or {}).items() if k != "progressToken"}
+        request = types.CallToolRequest(
+            params=types.CallToolRequestParams(
+                name=params.name, arguments=runs_with, _meta=meta or None
+            )
+        )
+
+        async def progress(value: float, total: float | None, message: str | None) -> None:
+            await ctx.session.report_progress(value, total, message)
+
+        recorded = verdict.request is not None
+
+        async def record(outcome: str, summary: str | None) -> None:
+            if recorded:
+                with anyio.CancelScope(shield=True):
+                    report = await self.asker.record(
+                        call, key=key, ran_with=runs_with, outcome=outcome, summary=summary
+                    )
+                if report.kind == "failed":
+                    warn(f"gate mcp proxy {self.name}: could not record the outcome: {report.text}")
+
+        try:
+            result = await self.request(request, types.CallToolResult, progress_callback=progress)
+        except anyio.get_cancelled_exc_class():
+            await record("failed", "the MCP client cancelled the call while the tool was running")
+            raise
+        except MCPError as exc:
+            await record("failed", exc.message)
+            if self.dead is not None:
+                return _error_result(
+                    f"gate: {self.dead} The {params.name} call was sent to it "
+                    "but no result came back, so it may or may not have run."
+                )
+            raise
+        text = " ".join(c.text for c in result.content if isinstance(c, types.TextContent))
+        outcome, summary = (
+            outcome_of(text, text or "the tool reported an error")
+            if result.is_error
+            else outcome_of(text)
+        )
+        await record(outcome, summary)
+        return result
+
+
+def _runs(verdict: Verdict, on_no_rule: str) -> bool:
+    return verdict.allowed or (verdict.kind == "no_rule" and on_no_rule == "allow")
+
+
+def _refusal(verdict: Verdict) -> types.CallToolResult:
+    reason = verdict.reason
+    if verdict.kind == "no_rule":
+        reason += " This proxy refuses calls no rule covers (--on-no-rule deny)."
+    return _error_result(reason)
+
+
+def _error_result(text: str) -> types.CallToolResult:
+    text = text if len(text) <= REASON_MAX else text[: REASON_MAX - 1] + "…"
+    return types.CallToolResult(content=[types.TextContent(text=text)], is_error=True)
+
+
+# -- the client-facing server -----------------------------------------------------------------
+
+
+def build_server(relay: Relay, init: types.InitializeResult) -> Server[Any]:
+    """A server that looks like the upstream: its identity, and handlers for what it offers."""
+    caps = init.capabilities
+
+    def forward(
+        request_type: Callable[..., Any], result_type: type[R]
+    ) -> Callable[[ServerRequestContext[Any], Any], Awaitable[R]]:
+        async def handler(ctx: ServerRequestContext[Any], params: Any) -> R:
+            relay.seen(ctx)
+            return await relay.request(request_type(params=params), result_type)
+
+        return handler
+
+    handlers: dict[str, Any] = {}
+    if caps.tools is not None:
+        handlers["on_list_tools"] = forward(types.ListToolsRequest, types.ListToolsResult)
+        handlers["on_call_tool"] = relay.call_tool
+    if caps.resources is not None:
+        handlers["on_list_resources"] = forward(
+            types.ListResourcesRequest, types.ListResourcesResult
+        )
+        handlers["on_list_resource_templates"] = forward(
+            types.ListResourceTemplatesRequest, types.ListResourceTemplatesResult
+        )
+        handlers["on_read_resource"] = forward(types.ReadResourceRequest, types.ReadResourceResult)
+        if caps.resources.subscribe:
+            handlers["on_subscribe_resource"] = forward(types.SubscribeRequest, types.EmptyResult)
+            handlers["on_unsubscribe_resource"] = forward(
+                types.UnsubscribeRequest, types.EmptyResult
+            )
+    if caps.prompts is not None:
+        handlers["on_list_prompts"] = forward(types.ListPromptsRequest, types.ListPromptsResult)
+        handlers["on_get_prompt"] = forward(types.GetPromptRequest, types.GetPromptResult)
+    if caps.completions is not None:
+        handlers["on_completion"] = forward(types.CompleteRequest, types.CompleteResult)
+    info = init.server_info
+    server: Server[Any] = Server(
+        info.name,
+        version=info.version,
+        title=info.title,
+        description=info.description,
+        instructions=init.instructions,
+        website_url=info.website_url,
+        icons=info.icons,
+        **handlers,
+    )
+    if caps.logging is not None:
+        # Registered by method, not on_set_logging_level: that keyword is deprecated in the SDK.
+        server.add_request_handler(
+            "logging/setLevel",
+            types.SetLevelRequestParams,
+            forward(types.SetLevelRequest, types.EmptyResult),
+        )
+    return server
+
+
+def init_options(server: Server[Any], init: types.InitializeResult) -> InitializationOptions:
+    """The client sees the upstream's capabilities exactly (list_changed, subscribe, ...)."""
+    options = server.create_initialization_options()
+    return options.model_copy(update={"capabilities": init.capabilities})
+
+
+# -- the upstream connection ------------------------------------------------------------------
+
+
+def expand_headers(lines: list[str], env: dict[str, str]) -> dict[str, str]:
+    """`'Name: value'` lines to headers, `${VAR}` read from `env`; ProxyError if one is unset."""
+    headers: dict[str, str] = {}
+    for line in lines:
+        name, sep, value = line.partition(":")
+        if not sep or not name.strip() or any(c.isspace() for c in name.strip()):
+            raise ProxyError(f"--header {line!r} is not 'Name: value'")
+
+        name = name.strip()
+        missing = [var for var in _ENV_REF.findall(value) if var not in env]
+        if missing:
+            raise ProxyError(f"--header {name!r} uses ${{{missing[0]}}}, which is not set")
+        headers[name] = _ENV_REF.sub(lambda m: env[m.group(1)], value.strip())
+    return headers
+
+
+def upstream_env(env: dict[str, str]) -> dict[str, str]:
+    """The environment for a stdio upstream: the proxy's, without gate's own settings.
+
+    The upstream is someone else's program: it gets the variables the client configured for
+    the server, but not the gate agent token (nor any other GATE_* setting).
+    """
+    return {k: v for k, v in env.items() if not k.startswith("GATE_")}
+
+
+async def _connect(ns: argparse.Namespace, stack: AsyncExitStack, relay: Relay) -> Any:
+    if ns.url:
+        from mcp.client.streamable_http import streamable_http_client
+        from mcp.shared._httpx_utils import create_mcp_http_client
+
+        headers = expand_headers(ns.header, dict(os.environ))
+        http = await stack.enter_async_context(create_mcp_http_client(headers=headers))
+        streams = await stack.enter_async_context(streamable_http_client(ns.url, http_client=http))
+    else:
+        from mcp.client.stdio import StdioServerParameters, stdio_client
+
+        command = list(ns.upstream)
+        params = StdioServerParameters(
+            command=command[0], args=command[1:], env=upstream_env(dict(os.environ))
+        )
+        streams = await stack.enter_async_context(stdio_client(params))
+    read, write = streams[0], streams[1]
+    session = ClientSession(read, write, message_handler=relay.from_upstream)
+    await stack.enter_async_context(session)
+    relay.upstream = session
+    with anyio.fail_after(START_TIMEOUT):
+        return await session.initialize()
+
+
+def check(ns: argparse.Namespace) -> None:
+    """Refuse a command line that cannot work, saying what to fix."""
+    if not NAME.match(ns.name) or "__" in ns.name:
+        raise ProxyError(
+            f"--name {ns.name!r}: use letters, digits, '-' and single '_' (it becomes "
+            "mcp__NAME__TOOL in gate rules)"
+        )
+    command = list(ns.upstream)
+    if command and command[0] == "--":
+        command = command[1:]
+    ns.upstream = command
+    if bool(ns.url) == bool(command):
+        raise ProxyError("give the upstream either as -- COMMAND ARGS... or as --url URL")
+    if ns.url and not str(ns.url).startswith(("http://", "https://")):
+        raise ProxyError(f"--url {ns.url!r} is not an http(s) URL")
+    if ns.header and not ns.url:
+        raise ProxyError("--header is for an HTTP upstream (--url)")
+    if ns.url:
+        expand_headers(ns.header, dict(os.environ))
+
+
+def run(ns: argparse.Namespace) -> int:
+    """`gate mcp proxy`: connect to the upstream, then serve the client over stdio."""
+    opts = Options(ns)
+    try:
+        check(ns)
+    except ProxyError as exc:
+        warn(f"gate mcp proxy: {exc}")
+        return 2
+    problem = opts.problem()
+    if problem is not None:
+        warn(f"gate mcp proxy: {problem}")
+        return 2
+    return anyio.run(_main, ns, opts)
+
+
+async def _main(ns: argparse.Namespace, opts: Options) -> int:
+    asker = Asker(opts.gate_url, opts.token, token_hint=token_hint())
+    relay = Relay(ns.name, opts, asker)
+    what = f"gate mcp proxy {ns.name}"
+    try:
+        async with AsyncExitStack() as stack:
+            try:
+                init = await _connect(ns, stack, relay)
+            except Exception as exc:
+                warn(f"{what}: the upstream MCP server did not start: {_describe(exc)}")
+                return 1
+            server = build_server(relay, init)
+            await serve_stdio(server, init_options(server, init), asker, what)
+    except BaseException as exc:  # an upstream that dies can surface here as an exception group
+        if isinstance(exc, KeyboardInterrupt | SystemExit):
+            raise
+        if isinstance(exc, anyio.get_cancelled_exc_class()):
+            raise
+        warn(f"{what}: stopped: {_describe(exc)}")
+        return 1
+    finally:
+        with anyio.CancelScope(shield=True):
+            await asker.aclose()
+    return 0
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        return _describe(exc.exceptions[0])
+    if isinstance(exc, TimeoutError):
+        return f"no answer to initialize within {START_TIMEOUT:g} s"
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__

@@ -1,0 +1,108 @@
+"""A small MCP server for the proxy tests, built with the official SDK's `MCPServer`.
+
+Every tool that runs appends one JSON line `{"tool", "args"}` to the file named by
+$UPSTREAM_MARKER, so a test can tell whether (and with what) the upstream was really called.
+It also has a resource and a prompt, to check that the proxy passes them through.
+
+    python tests/mcp/upstream_server.py                     # stdio
+    python tests/mcp/upstream_server.py --http PORT_FILE    # streamable HTTP on 127.0.0.1:0;
+                                                            # the port is written to PORT_FILE
+
+In HTTP mode every request must carry `Authorization: Bearer $UPSTREAM_TOKEN` (401
+otherwise), which shows that the proxy sends the headers it was given.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+INSTRUCTIONS = "Fixture server for gate's MCP proxy tests."
+README_TEXT = "hello from the upstream fixture"
+
+server = MCPServer("upstream-fixture", version="1.2.3", instructions=INSTRUCTIONS)
+
+
+def _record(tool: str, args: dict[str, Any]) -> None:
+    marker = os.environ.get("UPSTREAM_MARKER")
+    if marker:
+        with open(marker, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps({"tool": tool, "args": args}) + "\n")
+
+
+@server.tool(description="Append a label to the marker file.")
+def write_marker(label: str) -> str:
+    _record("write_marker", {"label": label})
+    return f"wrote {label}"
+
+
+@server.tool(description="Pay a vendor (records the payment in the marker file).")
+def pay_vendor(vendor: str, amount: int) -> str:
+    _record("pay_vendor", {"vendor": vendor, "amount": amount})
+    return f"paid {vendor} {amount}"
+
+
+@server.tool(description="A tool that runs and then reports a failure.")
+def flaky(reason: str) -> str:
+    _record("flaky", {"reason": reason})
+    raise ToolError(f"flaky failed: {reason}")
+
+
+@server.tool(description="Exit the server process in the middle of a call.")
+def crash(code: int = 3) -> str:
+    _record("crash", {"code": code})
+    sys.stderr.flush()
+    os._exit(code)
+
+
+@server.resource("fixture://readme", name="readme", mime_type="text/plain")
+def readme() -> str:
+    return README_TEXT
+
+
+@server.prompt(description="Greet someone.")
+def greet(name: str) -> str:
+    return f"Say hello to {name}."
+
+
+def _serve_http(port_file: Path) -> None:
+    import anyio
+    import uvicorn
+
+    app = server.streamable_http_app()
+    token = os.environ.get("UPSTREAM_TOKEN", "")
+
+    async def guarded(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            headers = dict(scope.get("headers") or [])
+            if headers.get(b"authorization", b"").decode() != f"Bearer {token}":
+                await send({"type": "http.response.start", "status": 401, "headers": []})
+                await send({"type": "http.response.body", "body": b"missing upstream token"})
+                return
+        await app(scope, receive, send)
+
+    config = uvicorn.Config(guarded, host="127.0.0.1", port=0, log_level="warning")
+    http = uvicorn.Server(config)
+
+    async def run() -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(http.serve)
+            while not http.started:
+                await anyio.sleep(0.02)
+            port = http.servers[0].sockets[0].getsockname()[1]
+            port_file.write_text(str(port))
+
+    anyio.run(run)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--http":
+        _serve_http(Path(sys.argv[2]))
+    else:
+        server.run("stdio")
