@@ -10,6 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from gate.views import RequestView
 
 SUMMARY_MAX = 1000
+#: the longest `expires_in` a caller may give (30 days: past any sensible rule timeout)
+EXPIRES_IN_MAX = 30 * 24 * 3600.0
 
 
 class GateCall(BaseModel):
@@ -27,6 +29,12 @@ class GateCall(BaseModel):
     summary: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
     context: dict[str, Any] = Field(default_factory=dict)
+    expires_in: float | None = Field(
+        default=None,
+        gt=0,
+        le=EXPIRES_IN_MAX,
+        description="seconds until the caller gives up; the request expires no later",
+    )
 
     @field_validator("summary")
     @classmethod
