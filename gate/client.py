@@ -36,6 +36,7 @@ from gate.protocol import (
     DEFAULT_URL,
     GATE_DOWN,
     WAIT_SLICE,
+    Abandoned,
     Call,
     Exchange,
     Flow,
@@ -134,7 +135,9 @@ class GateClient:
     # -- plumbing ------------------------------------------------------------------------------
 
     def _headers(self) -> dict[str, str]:
-        headers = {"Accept": "application/json"}
+        # JSON even on a body-less POST (cancel): gate refuses token-less writes that a page on
+        # another site could send, and a page cannot send this type without a CORS preflight.
+        headers = {"Accept": "application/json", "Content-Type": "application/json"}
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
         return headers
@@ -375,16 +378,32 @@ class GateClient:
 
 
 async def drive_async(flow: Flow, send: Callable[[Exchange], Awaitable[Reply]]) -> Verdict:
-    """Run a flow to its verdict with an async `send`."""
+    """Run a flow to its verdict with an async `send`.
+
+    A cancelled task withdraws its request before the cancellation goes on: the flow gets
+    `Abandoned`, its withdrawal is sent, then `CancelledError` is raised again. A second
+    cancellation during the withdrawal cuts it short.
+    """
+    cancelled: asyncio.CancelledError | None = None
     try:
         step = next(flow)
         while True:
-            if isinstance(step, Pause):
-                await asyncio.sleep(step.seconds)
-                step = flow.send(None)
-            else:
-                step = flow.send(await send(step))
+            reply: Reply | None = None
+            try:
+                if isinstance(step, Pause):
+                    await asyncio.sleep(step.seconds)
+                else:
+                    reply = await send(step)
+            except asyncio.CancelledError as exc:
+                if cancelled is None:
+                    cancelled = exc
+                    step = flow.throw(Abandoned("the waiting task was cancelled"))
+                    continue
+                reply = None if isinstance(step, Pause) else Reply(0, problem="cancelled")
+            step = flow.send(reply)
     except StopIteration as stop:
+        if cancelled is not None:
+            raise cancelled from None
         verdict: Verdict = stop.value
         return verdict
 
@@ -430,7 +449,14 @@ def _reply(response: httpx.Response) -> Reply:
     try:
         return Reply(response.status_code, response.json() if response.content else None)
     except ValueError:
-        return Reply(response.status_code, None, problem="the reply is not JSON")
+        # Say what came back, not what it said: the text is for the model to read.
+        ctype = response.headers.get("content-type", "no content type").split(";")[0]
+        size = len(response.content)
+        return Reply(
+            response.status_code,
+            None,
+            problem=f"the reply is not JSON ({ctype.strip()[:60]}, {size} bytes)",
+        )
 
 
 def _unwrap(reply: Reply) -> Any:

@@ -2,8 +2,9 @@
 
 Reads the agent's hook JSON on stdin, calls `POST /v1/gate`, long-polls the request until a
 person (or the rule's deadline) decides or the hook's own deadline passes, and answers in the
-agent's dialect: Claude Code (`PreToolUse`, `PermissionRequest`) or the command-hook
-convention (exit 0 allows, exit 2 blocks with the reason on stderr).
+agent's dialect: Claude Code (`PreToolUse`, `PermissionRequest`), Codex (the same two events,
+answered only in the shapes Codex accepts) or the command-hook convention (exit 0 allows,
+exit 2 blocks with the reason on stderr).
 
 This module runs once per tool call, so its start-up cost is part of every tool call: it
 imports the standard library only (a test holds it to that). The waiting itself is
@@ -11,8 +12,14 @@ imports the standard library only (a test holds it to that). The waiting itself 
 
 Everything that is not a yes fails closed: gate unreachable, an error reply, a bad token, the
 hook's deadline, an approval that is not bound to this exact call. `--fail-open` exists for
-people who prefer availability, and says so loudly. An approver's edited arguments reach the
-agent as `updatedInput`.
+people who prefer availability, says so loudly, and covers only a gate that cannot be reached
+before anyone was asked: a 5xx or an answer that is not gate's is a deny regardless. An
+approver's edited arguments reach the agent as `updatedInput`.
+
+A hook that is stopped (SIGTERM, SIGINT, SIGHUP: Claude Code kills a hook that outlives its
+`timeout` with SIGTERM, then runs the call through its own permissions) withdraws its request
+first, so nobody can approve it after the fact; the request also carries the hook's deadline
+(`expires_in`), so approvers never see more time than the hook will wait.
 
 Two more events run after the call and never block: `--event post-tool` records whether an
 approved call ran (Claude Code PostToolUse / PostToolUseFailure), `--event session-end`
@@ -26,6 +33,7 @@ import argparse
 import json
 import os
 import sys
+import time
 import urllib.error
 import urllib.request
 from http.client import HTTPException
@@ -36,6 +44,7 @@ from gate.protocol import (
     GATE_DOWN,
     REASON_MAX,
     TOKEN_FIX,
+    Abandoned,
     Call,
     Exchange,
     Reply,
@@ -49,12 +58,16 @@ from gate.protocol import (
     report_outcome,
     summarise,
 )
+from gate.wording import edits_not_applied
 
 # Not `typing.TYPE_CHECKING`: importing typing alone costs milliseconds on every tool call.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from typing import Any
+    from typing import Any, TypeVar
+
+    T = TypeVar("T")
+    R = TypeVar("R")
 
 # -- talking HTTP with the standard library --------------------------------------------------
 
@@ -74,14 +87,19 @@ def urllib_sender(url: str, token: str | None) -> Callable[[Exchange], Reply]:
         try:
             with urllib.request.urlopen(req, timeout=exchange.timeout) as resp:
                 status, raw = resp.status, resp.read()
+                ctype = resp.headers.get_content_type()
         except urllib.error.HTTPError as err:
             status, raw = err.code, err.read()
+            ctype = err.headers.get_content_type() if err.headers else "no content type"
         except (urllib.error.URLError, OSError, HTTPException) as err:
             return Reply(0, problem=_describe(err, exchange.timeout))
         try:
             return Reply(status, json.loads(raw) if raw else None)
         except ValueError:
-            return Reply(status, None, problem="the reply is not JSON")
+            # Say what came back, not what it said: the text is for the model to read.
+            return Reply(
+                status, None, problem=f"the reply is not JSON ({ctype[:60]}, {len(raw)} bytes)"
+            )
 
     return send
 
@@ -113,11 +131,16 @@ _CLAUDE_CONTEXT = (
     "prompt_id",
     "hook_event_name",
     "transcript_path",
+    "turn_id",  # Codex
+    "model",  # Codex
 )
 
 
-def parse_claude(payload: Any, ns: argparse.Namespace) -> tuple[Call, str]:
-    """A Claude Code PreToolUse / PermissionRequest payload -> (Call, event name)."""
+def parse_claude(
+    payload: Any, ns: argparse.Namespace, source: str = "claude-code"
+) -> tuple[Call, str]:
+    """A Claude Code (or Codex, `source="codex"`) PreToolUse / PermissionRequest payload ->
+    (Call, event name). The two send the same fields; Codex adds turn_id and model."""
     if not isinstance(payload, dict):
         raise BadInput("stdin is not a JSON object")
     tool = payload.get("tool_name")
@@ -129,16 +152,17 @@ def parse_claude(payload: Any, ns: argparse.Namespace) -> tuple[Call, str]:
     event = _event(ns.event, payload.get("hook_event_name"))
     session = _str(payload.get("session_id"))
     context = {k: payload[k] for k in _CLAUDE_CONTEXT if payload.get(k) is not None}
-    context["source"] = "claude-code"
+    context["source"] = source
     tool_use_id = _str(payload.get("tool_use_id"))
     if event == "PreToolUse" and tool_use_id:
         key, derived = tool_use_id, False
     else:
-        key, derived = derived_key("cc-" + event, session, tool, args), True
+        prefix = "cc-" if source == "claude-code" else f"{source}-"
+        key, derived = derived_key(prefix + event, session, tool, args), True
     call = Call(
         tool_name=tool,
         tool_args=args,
-        agent_id=ns.agent_id or "claude-code",
+        agent_id=ns.agent_id or source,
         user_id=ns.user_id,
         session_id=session,
         idempotency_key=key,
@@ -338,6 +362,49 @@ def answer_command(verdict: Verdict, on_no_rule: str, fail_open: bool) -> Answer
     return Answer({"continue": False, "reason": reason}, 2, reason)
 
 
+def answer_codex(
+    verdict: Verdict, event: str, on_no_rule: str, fail_open: bool, apply_edits: bool = False
+) -> Answer:
+    """Codex: only the answers Codex accepts, because it runs the call on any other.
+
+    Codex treats `ask`, a bare `allow`, unknown fields or a malformed reply in PreToolUse as a
+    failed hook and runs the call. So: deny is exit 2 with the reason on stderr (both events);
+    a yes is no output in PreToolUse (Codex's own approval policy goes on) and
+    `decision.behavior = "allow"` in PermissionRequest. An approval with edits is
+    `allow` + `updatedInput` only with `apply_edits` (Codex 0.131 and later apply it; older
+    ones would run the original arguments), else a deny that names the approved arguments.
+    """
+    decision = _decision(verdict, on_no_rule, fail_open)
+    reason = _cut(verdict.reason)
+    edited = verdict.updated_args if decision == "allow" else None
+    if edited is not None and not (apply_edits and event == "PreToolUse"):
+        # The request's own reason: the verdict's adds "the call runs with the edits".
+        approved = str((verdict.request or {}).get("reason") or "Approved with edits")
+        return Answer(None, 2, _cut(edits_not_applied(f"gate: {approved}", edited)))
+    if decision == "ask":
+        if event == "PermissionRequest":
+            return Answer(None, 0, reason)  # no decision: Codex shows its own prompt
+        return Answer(
+            None,
+            2,
+            _cut(
+                verdict.reason + " Codex's PreToolUse hook cannot ask a person locally, so it "
+                "was blocked (--on-no-rule ask)."
+            ),
+        )
+    if decision == "deny":
+        return Answer(None, 2, reason)
+    if decision == "defer":
+        return Answer(None, 0, reason)
+    if event == "PermissionRequest":
+        body = {"hookEventName": "PermissionRequest", "decision": {"behavior": "allow"}}
+        return Answer({"hookSpecificOutput": body})
+    if edited is not None:
+        out = {"hookEventName": "PreToolUse", "permissionDecision": "allow", "updatedInput": edited}
+        return Answer({"hookSpecificOutput": out})
+    return Answer(None, 0, reason)
+
+
 def _decision(verdict: Verdict, on_no_rule: str, fail_open: bool) -> str:
     if verdict.allowed:
         return "allow"
@@ -363,7 +430,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--format",
-        choices=["claude-code", "command"],
+        choices=["claude-code", "codex", "command"],
         default="claude-code",
         help="stdin/stdout dialect (default: claude-code)",
     )
@@ -393,8 +460,16 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--fail-open",
         action="store_true",
-        help="let calls through (to the agent's own permission flow) when gate is down "
-        "or errors. NOT recommended; the default fails closed",
+        help="let calls through (to the agent's own permission flow) when the gate server "
+        "cannot be reached before anyone was asked. NOT recommended; the default fails closed. "
+        "A server that errors or answers garbage is a deny even with this flag",
+    )
+    p.add_argument(
+        "--apply-edits",
+        action="store_true",
+        help="codex: answer an approval with edits as allow + updatedInput (Codex 0.131 and "
+        "later apply it; older ones would run the original arguments, so by default the hook "
+        "denies and names the approved arguments)",
     )
     p.add_argument("--agent-id", default=os.environ.get("GATE_AGENT_ID"), help="$GATE_AGENT_ID")
     p.add_argument("--user-id", default=os.environ.get("GATE_USER_ID"), help="$GATE_USER_ID")
@@ -416,12 +491,65 @@ def _pair(text: str) -> tuple[str, str]:
     return key, value
 
 
+class _Stop:
+    """SIGTERM / SIGINT / SIGHUP: stop waiting, withdraw the request, answer, exit.
+
+    The handler raises `Abandoned` only while the hook blocks in HTTP or a pause (`io()`), so
+    it lands where the flow can withdraw; at any other moment it leaves the reason for
+    `drive()` to pick up before the next step. One signal is enough: later ones are ignored
+    while the (short, bounded) withdrawal runs.
+    """
+
+    def __init__(self) -> None:
+        self.why: str | None = None
+        self.armed = False
+
+    def install(self) -> None:
+        import signal
+
+        for name in ("SIGTERM", "SIGINT", "SIGHUP"):
+            number = getattr(signal, name, None)
+            if number is not None:
+                try:
+                    signal.signal(number, self._on_signal)
+                except ValueError:  # not the main thread: nothing to catch signals with
+                    return
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        if self.why is not None:
+            return
+        import signal
+
+        self.why = signal.Signals(signum).name
+        if self.armed:
+            self.armed = False
+            raise Abandoned(self.why)
+
+    def stopped(self) -> str | None:
+        """The signal that asked the hook to stop, if one did."""
+        return self.why
+
+    def io(self, blocking: Callable[[T], R]) -> Callable[[T], R]:
+        """`blocking`, interruptible by a stop signal."""
+
+        def run(arg: T) -> R:
+            self.armed = self.why is None
+            try:
+                return blocking(arg)
+            finally:
+                self.armed = False
+
+        return run
+
+
 def main(argv: list[str]) -> int:
     """`gate hook`: read the hook input on stdin, answer on stdout/stderr, return the exit code."""
     ns = _parser().parse_args(argv)
-    if ns.fail_open:
+    stop = _Stop()
+    stop.install()
+    if ns.fail_open and ns.format != "codex":  # Codex reads stderr as the reason of a deny
         _warn(
-            "WARNING: gate hook runs with --fail-open: when the gate server is down or errors, "
+            "WARNING: gate hook runs with --fail-open: when the gate server cannot be reached, "
             "tool calls go through WITHOUT approval."
         )
     try:
@@ -432,7 +560,13 @@ def main(argv: list[str]) -> int:
     if phase != "pre":
         return _after_main(ns, payload, phase)
     try:
-        verdict, event = _run(ns, payload)
+        verdict, event = _run(ns, payload, stop)
+    except Abandoned as stopped:  # a signal before or after the flow ran
+        verdict = Verdict(
+            "abandoned",
+            f"gate: The hook was stopped ({stopped.why}), so gate did not let the call through.",
+        )
+        event = _event(ns.event, None)
     except Exception as exc:  # fail closed on our own bugs too, never a traceback on stdout
         verdict = Verdict(
             "error", f"gate: The gate hook failed ({exc!r}), so the call was blocked."
@@ -440,10 +574,12 @@ def main(argv: list[str]) -> int:
         event = "PreToolUse"
     if ns.format == "command":
         answer = answer_command(verdict, ns.on_no_rule, ns.fail_open)
+    elif ns.format == "codex":
+        answer = answer_codex(verdict, event, ns.on_no_rule, ns.fail_open, ns.apply_edits)
     else:
         answer = answer_claude(verdict, event, ns.on_no_rule, ns.fail_open)
     if ns.fail_open and verdict.kind in GATE_DOWN:
-        _warn("WARNING: gate is unavailable and --fail-open is set; NOT blocking this call.")
+        _warn("WARNING: gate is unreachable and --fail-open is set; NOT blocking this call.")
     if answer.stderr:
         _warn(answer.stderr)
     if answer.stdout is not None:
@@ -456,7 +592,7 @@ def _after_main(ns: argparse.Namespace, payload: Any, phase: str) -> int:
     """post-tool / session-end: tell gate, print nothing, never block (exit 0)."""
     url = (ns.url or os.environ.get("GATE_URL") or DEFAULT_URL).strip()
     token = ns.token or os.environ.get("GATE_TOKEN") or None
-    source = "Claude Code" if ns.format == "claude-code" else "agent"
+    source = {"claude-code": "Claude Code", "codex": "Codex"}.get(ns.format, "agent")
     try:
         if payload is _UNREADABLE:
             raise BadInput("stdin is not valid JSON")
@@ -477,7 +613,7 @@ def _after_main(ns: argparse.Namespace, payload: Any, phase: str) -> int:
 _UNREADABLE = object()
 
 
-def _run(ns: argparse.Namespace, payload: Any) -> tuple[Verdict, str]:
+def _run(ns: argparse.Namespace, payload: Any, stop: _Stop) -> tuple[Verdict, str]:
     url = (ns.url or os.environ.get("GATE_URL") or DEFAULT_URL).strip()
     token = ns.token or os.environ.get("GATE_TOKEN") or None
     limit = DEFAULT_TIMEOUT if ns.timeout is None else ns.timeout
@@ -488,7 +624,7 @@ def _run(ns: argparse.Namespace, payload: Any) -> tuple[Verdict, str]:
         if ns.format == "command":
             call = parse_command(payload, ns)
         else:
-            call, event = parse_claude(payload, ns)
+            call, event = parse_claude(payload, ns, ns.format)
     except (ValueError, BadInput) as exc:
         problem = str(exc) if isinstance(exc, BadInput) else f"bad input: {exc}"
         return (
@@ -511,7 +647,8 @@ def _run(ns: argparse.Namespace, payload: Any) -> tuple[Verdict, str]:
         )
     hint = TOKEN_FIX if token else "no token was sent: " + TOKEN_FIX
     flow = decide(call, url=url, limit=max(0.0, limit), token_hint=hint)
-    return drive(flow, urllib_sender(url, token)), event
+    send = stop.io(urllib_sender(url, token))
+    return drive(flow, send, stop.io(time.sleep), stop.stopped), event
 
 
 def _warn(text: str) -> None:

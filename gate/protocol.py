@@ -9,6 +9,16 @@ A yes is checked before it is trusted: the verdict's `args_hash` must equal
 `gate.binding.call_hash` over what will actually run (the approver's edited arguments, else
 the call's own) and the idempotency key that was sent, or the call is refused.
 
+The request never outlives its asker: the POST carries `expires_in` (a little less than the
+time the caller will wait), and a caller that stops early (a signal, a cancelled task,
+Ctrl-C) throws `Abandoned` into the flow, which then withdraws the request, or the one its
+in-flight POST may have created, before it returns. `drive()` does that throwing for
+blocking drivers.
+
+Only "the gate could not be reached before anyone was asked" is a `GATE_DOWN` verdict (what
+`--fail-open` opens). A server that answers 5xx, or answers something that is not a gate
+answer, is a deny with its own wording, however it is configured.
+
 After the call, `report_outcome()` records whether it ran (`POST /v1/requests/{id}/outcome`),
 and `end_session()` withdraws a finished session's pending requests.
 """
@@ -19,7 +29,7 @@ import json
 import time
 from collections.abc import Callable, Generator
 
-from gate.wording import Words, error_text
+from gate.wording import Words
 
 # Not `typing.TYPE_CHECKING`: importing typing alone costs milliseconds on every tool call.
 TYPE_CHECKING = False
@@ -37,11 +47,16 @@ WAIT_SLICE = 25.0
 #: POST /v1/gate tries (a restart blip is survived, a dead server is reported in ~1 s)
 SUBMIT_ATTEMPTS = 3
 SUBMIT_TIMEOUT = 15.0
+#: withdrawing is the last thing a stopping caller does: short, so a kill that follows its
+#: SIGTERM a few seconds later still finds it done
 CANCEL_TIMEOUT = 3.0
+#: the request expires this long before the caller gives up: the server's expiry sweep (1 s
+#: by default) then ends it before the caller has to withdraw it
+EXPIRY_MARGIN = 2.0
+#: the largest `expires_in` the server accepts (gate.schemas.EXPIRES_IN_MAX)
+EXPIRES_IN_MAX = 30 * 24 * 3600.0
 #: post-tool and session-end calls: the agent has moved on, a slow gate must not hold it
 AFTER_TIMEOUT = 5.0
-#: an outcome summary is a glance at the result for the audit trail, not the result itself
-OUTCOME_SUMMARY_MAX = 300
 #: connection lost mid-wait: retry after 0.2, 0.4, ... capped at 2 s, until the deadline
 BACKOFF_FIRST, BACKOFF_CAP = 0.2, 2.0
 #: a derived key that finds an earlier, finished request asks again under key#2, key#3, ...
@@ -92,8 +107,22 @@ Flow = Generator[Step, Reply | None, "Verdict"]
 
 #: kinds that let the call run
 ALLOWING = frozenset({"approved", "allowed", "granted"})
-#: kinds where the gate itself failed before anyone was asked (what --fail-open opens)
-GATE_DOWN = frozenset({"unreachable", "error"})
+#: the gate could not be reached before anyone was asked: the only kind --fail-open opens.
+#: A server that answers (5xx, garbage, an error) is never "no decision".
+GATE_DOWN = frozenset({"unreachable"})
+
+
+class Abandoned(Exception):
+    """The caller stops waiting (a signal, a cancelled task, Ctrl-C): throw it into a flow.
+
+    `decide()` answers it by withdrawing its request (or the one its in-flight POST may have
+    created) and returning an "abandoned" verdict. `drive()` throws it in itself when `send`
+    or `sleep` raises it or `stopped()` names a reason.
+    """
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.why = why
 
 
 class Verdict:
@@ -101,8 +130,10 @@ class Verdict:
 
     Kinds: approved, rejected, expired, cancelled (a request's end); allowed, denied, no_rule
     (policy); granted (a time-boxed grant let it through); mismatch (the approval is not bound
-    to this call), reused (the call id was used for another call); unreachable, lost, error,
-    unauthorized, misconfigured, deadline, bad_input.
+    to this call), reused (the call id was used for another call); unreachable (before anyone
+    was asked), lost (during the wait), server_error (5xx), garbled (not a gate answer), error
+    (another error reply), unauthorized, misconfigured, deadline, abandoned (the caller
+    stopped), bad_input.
     """
 
     __slots__ = ("kind", "reason", "rule", "request")
@@ -168,8 +199,11 @@ class Call:
         self.context = context if context is not None else {}
         self.derived_key = derived_key
 
-    def body(self, key: str | None) -> dict[str, Any]:
-        """The JSON body of `POST /v1/gate` (the server refuses unknown fields)."""
+    def body(self, key: str | None, expires_in: float | None = None) -> dict[str, Any]:
+        """The JSON body of `POST /v1/gate` (the server refuses unknown fields).
+
+        `expires_in`: seconds until the caller gives up; the request expires no later.
+        """
         body: dict[str, Any] = {
             "tool_name": self.tool_name,
             "tool_args": self.tool_args,
@@ -182,6 +216,7 @@ class Call:
             "session_id": self.session_id,
             "idempotency_key": key,
             "summary": self.summary,
+            "expires_in": expires_in,
         }
         body.update({k: v for k, v in optional.items() if v is not None})
         return body
@@ -199,34 +234,74 @@ def decide(
     wait_slice: float = WAIT_SLICE,
     clock: Callable[[], float] = time.monotonic,
 ) -> Flow:
-    """Ask gate about `call` and wait up to `limit` seconds for the verdict (sans-IO)."""
-    deadline = clock() + limit
-    words = Words(call.tool_name, url, limit, token_hint)
+    """Ask gate about `call` and wait up to `limit` seconds for the verdict (sans-IO).
 
+    The request is created to expire a little before `limit` runs out. Throw `Abandoned`
+    into the flow to stop early: it withdraws what it asked and returns an "abandoned" verdict.
+    """
+    words = Words(call.tool_name, url, limit, token_hint)
+    progress = _Progress(call.idempotency_key)
+    try:
+        return (yield from _ask(call, words, progress, clock() + limit, wait_slice, clock))
+    except Abandoned as stop:
+        return (yield from _abandon(call, progress, stop.why, words))
+
+
+class _Progress:
+    """How far a flow got: what `_abandon` must withdraw."""
+
+    __slots__ = ("key", "submitted", "request_id")
+
+    def __init__(self, key: str | None) -> None:
+        self.key = key
+        self.submitted = False  # a POST /v1/gate went out (it may have created a request)
+        self.request_id: str | None = None
+
+
+def _ask(
+    call: Call,
+    words: Words,
+    progress: _Progress,
+    deadline: float,
+    wait_slice: float,
+    clock: Callable[[], float],
+) -> Flow:
     # 1. submit (retried briefly: the idempotency key makes a repeated POST harmless)
-    key = call.idempotency_key
     bumps = failures = 0
+    send_deadline = True
     while True:
         remaining = deadline - clock()
+        expires_in = _expires_in(remaining) if send_deadline else None
+        progress.submitted = True
         reply = yield from _call(
-            Exchange("POST", "/v1/gate", call.body(key), max(0.1, min(SUBMIT_TIMEOUT, remaining)))
+            Exchange(
+                "POST",
+                "/v1/gate",
+                call.body(progress.key, expires_in),
+                max(0.1, min(SUBMIT_TIMEOUT, remaining)),
+            )
         )
         if _transient(reply):
             failures += 1
             if failures < SUBMIT_ATTEMPTS and deadline - clock() > 0:
                 yield Pause(min(BACKOFF_FIRST * 2 ** (failures - 1), deadline - clock()))
                 continue
-            if reply.status == 0:
-                return Verdict("unreachable", words.unreachable(reply.problem or "no answer"))
-            return Verdict("error", words.error(reply))
+            return _failed(reply, words)
+        if send_deadline and reply.status == 422 and "expires_in" in _error_message(reply):
+            # A server older than this client: ask without a deadline (the withdrawal at the
+            # caller's deadline still ends the request).
+            send_deadline = False
+            continue
         if reply.status == 409 and _error_code(reply) == "idempotency_key_reused":
-            return Verdict("reused", words.reused(key))
-        if reply.status != 200:
-            return _refused(reply, words)
+            return Verdict("reused", words.reused(progress.key))
+        if reply.status != 200 or reply.problem is not None:
+            return _failed(reply, words)
         answer = reply.body
-        decision = answer.get("decision") if isinstance(answer, dict) else None
-        rule = answer.get("rule") if isinstance(answer, dict) else None
-        reason = str(answer.get("reason") or "") if isinstance(answer, dict) else ""
+        if not isinstance(answer, dict):
+            return Verdict("garbled", words.garbled(Reply(200, problem="not a JSON object")))
+        decision = answer.get("decision")
+        rule = answer.get("rule")
+        reason = str(answer.get("reason") or "")
         if decision == "allow":
             if rule is None:
                 return Verdict("no_rule", words.no_rule())
@@ -235,14 +310,15 @@ def decide(
                 # A grant let it through: a request born approved, bound like any approval.
                 assert isinstance(granted, dict)
                 verdict = Verdict("granted", words.allowed(reason), rule, granted)
-                return _bound(verdict, call, key, words)
+                return _bound(verdict, call, progress.key, words)
             return Verdict("allowed", words.allowed(reason), rule)
         if decision == "deny":
             return Verdict("denied", words.denied(rule, reason), rule)
         request = answer.get("request") if decision == "ask" else None
         if not _is_request(request):
-            return Verdict("error", words.error(Reply(200, problem="unexpected reply")))
+            return Verdict("garbled", words.garbled(Reply(200, problem="not a gate answer")))
         assert isinstance(request, dict)
+        progress.request_id = str(request["id"])
         if (
             call.derived_key
             and request["status"] != "pending"
@@ -250,14 +326,15 @@ def decide(
             and bumps < MAX_KEY_BUMPS
         ):
             bumps += 1
-            key = f"{call.idempotency_key}#{bumps + 1}"
+            progress.key = f"{call.idempotency_key}#{bumps + 1}"
+            progress.request_id = None
             continue
         break
 
     # 2. wait, in slices, through connection losses and restarts, until final or deadline
     request_id = str(request["id"])
     failures = 0
-    problem: str | None = None
+    last: Reply | None = None
     while request["status"] == "pending":
         remaining = deadline - clock()
         if remaining <= 0:
@@ -265,7 +342,10 @@ def decide(
             if final is not None:
                 request = final
                 break
-            if problem is not None:
+            if last is not None and last.status >= 500:
+                return Verdict("server_error", words.server_error(last, request_id), rule, request)
+            if last is not None:
+                problem = last.problem or f"HTTP {last.status}"
                 return Verdict("lost", words.lost(request_id, problem), rule, request)
             return Verdict("deadline", words.deadline(request_id), rule, request)
         slice_ = min(wait_slice, remaining)
@@ -275,17 +355,25 @@ def decide(
             )
         )
         if reply.status == 200 and _is_request(reply.body):
-            request, failures, problem = reply.body, 0, None
+            request, failures, last = reply.body, 0, None
             continue
         if _transient(reply):
+            # A restart (directly, or behind a proxy answering 502/503/504) is survived: the
+            # request is in the database. Until the deadline, then it is a deny.
             failures += 1
-            problem = reply.problem or f"HTTP {reply.status}"
+            last = reply
             yield Pause(
                 max(0.0, min(BACKOFF_FIRST * 2 ** (failures - 1), BACKOFF_CAP, deadline - clock()))
             )
             continue
-        return _refused(reply, words)
-    return _bound(_final(request, rule, words), call, key, words)
+        return _failed(reply, words)
+    return _bound(_final(request, rule, words), call, progress.key, words)
+
+
+def _expires_in(remaining: float) -> float:
+    """How long the request may live: a little less than the caller waits, never more."""
+    seconds = max(remaining - EXPIRY_MARGIN, remaining / 2, 0.001)
+    return round(min(seconds, EXPIRES_IN_MAX), 3)
 
 
 def _call(exchange: Exchange) -> Generator[Step, Reply | None, Reply]:
@@ -295,14 +383,14 @@ def _call(exchange: Exchange) -> Generator[Step, Reply | None, Reply]:
 
 
 def _withdraw(
-    request_id: str, words: Words
+    request_id: str, words: Words, reason: str | None = None
 ) -> Generator[Step, Reply | None, dict[str, Any] | None]:
     """Cancel a request nobody waits for any more; return it if a decision beat the cancel."""
     reply = yield from _call(
         Exchange(
             "POST",
             f"/v1/requests/{request_id}/cancel",
-            {"reason": words.withdrawn()},
+            {"reason": reason or words.withdrawn()},
             CANCEL_TIMEOUT,
         )
     )
@@ -317,6 +405,38 @@ def _withdraw(
             if again.body["status"] != "cancelled":
                 return dict(again.body)
     return None
+
+
+def _abandon(
+    call: Call, progress: _Progress, why: str, words: Words
+) -> Generator[Step, Reply | None, Verdict]:
+    """The caller stopped: withdraw the request so nobody can approve it after the fact.
+
+    The verdict is a deny whatever the request became: the caller is no longer there to run
+    the call.
+    """
+    request_id = progress.request_id
+    if request_id is None and progress.submitted and progress.key:
+        # Stopped while the POST was in flight: it may have created the request.
+        from urllib.parse import quote
+
+        found = yield from _call(
+            Exchange(
+                "GET",
+                f"/v1/requests?idempotency_key={quote(progress.key, safe='')}&limit=1",
+                None,
+                CANCEL_TIMEOUT,
+            )
+        )
+        items = found.body.get("items") if isinstance(found.body, dict) else None
+        if found.status == 200 and isinstance(items, list) and items and _is_request(items[0]):
+            if items[0].get("tool_name") == call.tool_name:
+                request_id = str(items[0]["id"])
+    if request_id is None:
+        return Verdict("abandoned", words.abandoned(why, None, None))
+    final = yield from _withdraw(request_id, words, words.stopped(why))
+    status = str(final["status"]) if final is not None else None
+    return Verdict("abandoned", words.abandoned(why, request_id, status), request=final)
 
 
 def _bound(verdict: Verdict, call: Call, key: str | None, words: Words) -> Verdict:
@@ -344,6 +464,11 @@ def _error_code(reply: Reply) -> str | None:
     return str(err.get("code")) if isinstance(err, dict) else None
 
 
+def _error_message(reply: Reply) -> str:
+    err = reply.body.get("error") if isinstance(reply.body, dict) else None
+    return str(err.get("message")) if isinstance(err, dict) else ""
+
+
 def _transient(reply: Reply) -> bool:
     return reply.status == 0 or reply.status in (429, 500, 502, 503, 504)
 
@@ -352,7 +477,14 @@ def _is_request(value: Any) -> bool:
     return isinstance(value, dict) and isinstance(value.get("id"), str) and "status" in value
 
 
-def _refused(reply: Reply, words: Words) -> Verdict:
+def _failed(reply: Reply, words: Words) -> Verdict:
+    """A reply that is not an answer: each cause has its own kind and wording."""
+    if reply.status == 0:
+        return Verdict("unreachable", words.unreachable(reply.problem or "no answer"))
+    if reply.status >= 500:
+        return Verdict("server_error", words.server_error(reply))
+    if reply.problem is not None or (200 <= reply.status < 300):
+        return Verdict("garbled", words.garbled(reply))
     if reply.status in (401, 403):
         return Verdict("unauthorized", words.unauthorized(reply))
     return Verdict("error", words.error(reply))
@@ -377,153 +509,44 @@ def drive(
     flow: Generator[Step, Reply | None, T],
     send: Callable[[Exchange], Reply],
     sleep: Callable[[float], None] = time.sleep,
+    stopped: Callable[[], str | None] | None = None,
 ) -> T:
-    """Run a flow to its result (a Verdict, or a Report) with a blocking `send`."""
+    """Run a flow to its result (a Verdict, or a Report) with a blocking `send`.
+
+    A stop is thrown into the flow as `Abandoned` and the exchanges it then needs (the
+    withdrawal) are still sent: `Abandoned` raised by `send` or `sleep`, Ctrl-C (re-raised
+    once the flow is done), or `stopped()` naming a reason before a step. A second stop
+    during the withdrawal only cuts it short.
+    """
+    interrupted: KeyboardInterrupt | None = None
+    thrown = False
     try:
         step = next(flow)
         while True:
-            if isinstance(step, Pause):
-                sleep(step.seconds)
-                step = flow.send(None)
-            else:
-                step = flow.send(send(step))
-    except StopIteration as stop:
-        result: T = stop.value
+            reply: Reply | None = None
+            try:
+                why = None if thrown or stopped is None else stopped()
+                if why is not None:
+                    raise Abandoned(why)
+                if isinstance(step, Pause):
+                    sleep(step.seconds)
+                else:
+                    reply = send(step)
+            except (Abandoned, KeyboardInterrupt) as stop:
+                if isinstance(stop, KeyboardInterrupt):
+                    interrupted = interrupted or stop
+                    stop = Abandoned("interrupted (Ctrl-C)")
+                if not thrown:
+                    thrown = True
+                    step = flow.throw(stop)
+                    continue
+                reply = None if isinstance(step, Pause) else Reply(0, problem=stop.why)
+            step = flow.send(reply)
+    except StopIteration as done:
+        if interrupted is not None:
+            raise interrupted from None
+        result: T = done.value
         return result
-
-
-# -- after the call: outcome and session end ------------------------------------------------
-
-
-class Report:
-    """What a post-tool or session-end call did.
-
-    Kinds: recorded, cancelled (done); ungated (no request for this call), skipped (nothing to
-    record); failed (the gate could not be told: `text` says why).
-    """
-
-    __slots__ = ("kind", "text", "request_ids")
-
-    def __init__(self, kind: str, text: str, request_ids: list[str] | None = None) -> None:
-        self.kind, self.text = kind, text
-        self.request_ids = request_ids if request_ids is not None else []
-
-    def __repr__(self) -> str:
-        return f"Report({self.kind!r}, {self.text!r})"
-
-
-def report_outcome(
-    *,
-    key: str,
-    tool_name: str,
-    outcome: str,
-    summary: str | None,
-    tool_args: dict[str, Any] | None = None,
-) -> Generator[Step, Reply | None, Report]:
-    """Record what came of the call made under idempotency `key` (sans-IO).
-
-    A call no request was made for (un-gated, or allowed by policy) is not an error: there is
-    nothing to record. `tool_args`, when given, is what actually ran; if it is not what was
-    approved, the summary says so.
-    """
-    from urllib.parse import quote
-
-    found = yield from _after(
-        Exchange(
-            "GET",
-            f"/v1/requests?idempotency_key={quote(key, safe='')}&limit=1",
-            None,
-            AFTER_TIMEOUT,
-        )
-    )
-    items = found.body.get("items") if isinstance(found.body, dict) else None
-    if found.status != 200 or not isinstance(items, list):
-        return Report("failed", f"could not look up the request for {key!r}: {error_text(found)}")
-    if not items or not _is_request(items[0]) or items[0].get("tool_name") != tool_name:
-        return Report("ungated", f"no approval request was made for {tool_name} call {key!r}")
-    request = items[0]
-    request_id = str(request["id"])
-    if request["status"] != "approved":
-        return Report("skipped", f"request {request_id} is {request['status']}: nothing ran")
-    if request.get("outcome"):
-        return Report("skipped", f"request {request_id} already has outcome {request['outcome']}")
-    if tool_args is not None:
-        from gate.binding import call_hash
-
-        if call_hash(tool_name, tool_args, key) != request.get("args_hash"):
-            note = "ran with arguments other than the approved ones"
-            summary = f"{note}: {summary}" if summary else note
-    reply = yield from _after(
-        Exchange(
-            "POST",
-            f"/v1/requests/{request_id}/outcome",
-            {"outcome": outcome, "summary": summary},
-            AFTER_TIMEOUT,
-        )
-    )
-    if reply.status == 200:
-        return Report("recorded", f"request {request_id}: {outcome}", [request_id])
-    if reply.status == 409:
-        return Report("skipped", f"request {request_id}: {error_text(reply)}", [request_id])
-    return Report("failed", f"request {request_id}: {error_text(reply)}", [request_id])
-
-
-def end_session(session_id: str, why: str) -> Generator[Step, Reply | None, Report]:
-    """Withdraw every pending request of an agent session that ended (sans-IO)."""
-    from urllib.parse import quote
-
-    reply = yield from _after(
-        Exchange(
-            "POST",
-            f"/v1/sessions/{quote(session_id, safe='')}/cancel",
-            {"reason": why},
-            AFTER_TIMEOUT,
-        )
-    )
-    ids = reply.body.get("cancelled") if isinstance(reply.body, dict) else None
-    if reply.status != 200 or not isinstance(ids, list):
-        return Report("failed", f"could not cancel session {session_id!r}: {error_text(reply)}")
-    ids = [str(i) for i in ids]
-    return Report("cancelled", f"cancelled {len(ids)} pending request(s)", ids)
-
-
-def _after(exchange: Exchange) -> Generator[Step, Reply | None, Reply]:
-    """One call, tried twice: a restart blip should not lose an audit record."""
-    reply = yield from _call(exchange)
-    if _transient(reply):
-        yield Pause(BACKOFF_FIRST)
-        reply = yield from _call(exchange)
-    return reply
-
-
-def outcome_of(tool_response: Any, error: Any = None) -> tuple[str, str | None]:
-    """("ran" | "failed", a short summary) from an agent's tool response or error."""
-    failed = error is not None and error is not False and error != ""
-    if isinstance(tool_response, dict):
-        failed = failed or bool(
-            tool_response.get("is_error")
-            or tool_response.get("isError")
-            or tool_response.get("error")
-            or tool_response.get("success") is False
-        )
-    text = _glance(error if failed and error else tool_response)
-    return ("failed" if failed else "ran"), text
-
-
-def _glance(value: Any) -> str | None:
-    if value is None or value == "" or value == {}:
-        return None
-    if isinstance(value, dict) and ("stdout" in value or "stderr" in value):
-        parts = [str(value.get(k) or "").strip() for k in ("stdout", "stderr")]
-        text = " | ".join(p for p in parts if p) or "(no output)"
-    elif isinstance(value, str):
-        text = value.strip()
-    else:
-        text = json.dumps(value, ensure_ascii=False, default=str)
-    text = " ".join(text.split())
-    if len(text) > OUTCOME_SUMMARY_MAX:
-        text = text[: OUTCOME_SUMMARY_MAX - 1] + "…"
-    return text or None
 
 
 # -- helpers for adapters -------------------------------------------------------------------
@@ -549,3 +572,24 @@ def summarise(tool_name: str, args: dict[str, Any]) -> str:
     else:
         text = f"{tool_name} {json.dumps(args, ensure_ascii=False, default=str)}"
     return text if len(text) <= 200 else text[:199] + "…"
+
+
+# After the call (kept importable from here, where adapters look for the whole flow).
+from gate.aftercall import Report, end_session, outcome_of, report_outcome  # noqa: E402
+
+__all__ = [
+    "Abandoned",
+    "Call",
+    "Exchange",
+    "Pause",
+    "Reply",
+    "Report",
+    "Verdict",
+    "decide",
+    "derived_key",
+    "drive",
+    "end_session",
+    "outcome_of",
+    "report_outcome",
+    "summarise",
+]

@@ -11,7 +11,7 @@ import logging
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import anyio
@@ -147,7 +147,14 @@ class GateService:
             approvals_required=rule.approvals_required,
             submitted_by=principal.name,
             created_at=now,
-            expires_at=now + rule.timeout,
+            # The caller's own deadline (expires_in) may shorten the wait, never lengthen it;
+            # not for on_timeout = "approve", where an early expiry would be an early yes.
+            expires_at=now
+            + (
+                rule.timeout
+                if call.expires_in is None or rule.on_timeout == "approve"
+                else min(rule.timeout, timedelta(seconds=call.expires_in))
+            ),
             on_timeout=rule.on_timeout,
             reason=decision.reason,
             args_hash=args_hash,

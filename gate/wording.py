@@ -29,6 +29,18 @@ def error_text(reply: Reply) -> str:
     return reply.problem or "no answer"
 
 
+def edits_not_applied(reason: str, edited: dict[str, Any]) -> str:
+    """An approval with edits that the agent cannot apply: a deny naming the approved args."""
+    import json
+
+    args = json.dumps(edited, ensure_ascii=False, sort_keys=True)
+    return (
+        f"{_sentence(reason)} This hook cannot make the agent run the call with the approver's "
+        f"arguments, so the call as sent was blocked and nothing ran. To go ahead, make the call "
+        f"again with exactly these arguments (it is asked about again): {args}"
+    )
+
+
 class Words:
     """Every sentence the hook can say, distinct per outcome so the model can tell
     "a human said no" from "nobody answered" from "the gate is down"."""
@@ -102,6 +114,48 @@ class Words:
             f"{self.tool} call was blocked to be safe. Nobody reviewed it. Tell the user the gate "
             "server is down: start it with `gate serve`, or point GATE_URL (or --url) at it."
         )
+
+    def server_error(self, reply: Reply, request_id: str | None = None) -> str:
+        during = (
+            f" while the hook waited for a decision on request {request_id}, until its "
+            f"{self.limit:g} s limit"
+            if request_id
+            else ""
+        )
+        return (
+            f"gate: The approval server at {self.url} failed ({error_text(reply)}){during}, so "
+            f"this {self.tool} call was blocked to be safe. Nobody approved it. Tell the user "
+            "the gate server is failing and needs fixing; a failing gate never lets calls "
+            "through, not even with --fail-open."
+        )
+
+    def garbled(self, reply: Reply) -> str:
+        return (
+            f"gate: The server at {self.url} answered with something that is not a gate "
+            f"answer ({error_text(reply)}), so this {self.tool} call was blocked to be safe. "
+            "Nobody reviewed it. Tell the user to check that GATE_URL (or --url) points at the "
+            "gate server itself, not a proxy, login page or another service."
+        )
+
+    def abandoned(self, why: str, request_id: str | None, status: str | None) -> str:
+        if request_id is None:
+            return (
+                f"gate: The hook was stopped ({why}) before it had asked about this {self.tool} "
+                "call, so gate did not let it through. Nobody reviewed it."
+            )
+        if status is None:
+            return (
+                f"gate: The hook was stopped ({why}) while this {self.tool} call waited for "
+                f"approval, so approval request {request_id} was withdrawn and gate did not let "
+                "the call through. No human rejected it."
+            )
+        return (
+            f"gate: The hook was stopped ({why}) just as approval request {request_id} was "
+            f"{status}, so gate did not let this {self.tool} call through."
+        )
+
+    def stopped(self, why: str) -> str:
+        return f"the agent's hook was stopped ({why}) before anyone decided"
 
     def error(self, reply: Reply) -> str:
         return (

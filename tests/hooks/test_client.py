@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -80,14 +81,19 @@ def test_policy_answers_without_a_person(client: GateClient) -> None:
     assert (none.allowed, none.kind) == (False, "no_rule")
 
 
-def test_deadline_withdraws_the_request(gate_sqlite: Gate, client: GateClient) -> None:
+def test_the_request_ends_with_the_clients_deadline(gate_sqlite: Gate, client: GateClient) -> None:
     # Long enough for the submit to land on a loaded machine, short enough to pass unanswered.
     verdict = client.check("ask_anything", {"x": 1}, timeout=3)
 
-    assert verdict.kind == "deadline"
-    assert verdict.request_id is not None
+    assert (verdict.kind, verdict.allowed) == ("expired", False)
+    assert verdict.request is not None
     with gate_sqlite.client(cfg.ADMIN) as c:
-        assert c.get(f"/v1/requests/{verdict.request_id}").json()["status"] == "cancelled"
+        request = c.get(f"/v1/requests/{verdict.request_id}").json()
+    lived = datetime.fromisoformat(request["expires_at"]) - datetime.fromisoformat(
+        request["created_at"]
+    )
+    assert request["status"] == "expired"
+    assert lived <= timedelta(seconds=1.5)  # the client's 3 s less its margin, not the rule's
 
 
 def test_unreachable_gate_is_a_verdict_not_an_exception() -> None:

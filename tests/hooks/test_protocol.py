@@ -125,4 +125,4 @@ def test_garbage_from_the_server_fails_closed() -> None:
 
     verdict = script.run(Call("Bash"))
 
-    assert (verdict.kind, verdict.allowed) == ("error", False)
+    assert (verdict.kind, verdict.allowed) == ("garbled", False)
