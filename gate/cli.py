@@ -92,7 +92,43 @@ def _parser() -> argparse.ArgumentParser:
         help="print an argon2 hash for [[approvers]] password_hash (password from stdin or prompt)",
     )
     hash_pw.set_defaults(handler=_hash_password)
+
+    tokens = sub.add_parser("tokens", help="API tokens for agents, approvers and admins")
+    new_token = tokens.add_subparsers(metavar="TASK").add_parser(
+        "new", help="make a token: print it once, and the [[tokens]] lines with its hash"
+    )
+    new_token.add_argument("name", help="what the token is for, e.g. billing-agent")
+    new_token.add_argument("--role", choices=["agent", "approver", "admin"], default="agent")
+    new_token.add_argument(
+        "--approver", help="the [[approvers]] name this token acts as (required for approver)"
+    )
+    new_token.set_defaults(handler=_new_token)
     return parser
+
+
+def _new_token(ns: argparse.Namespace) -> int:
+    """Print a fresh token and the gate.toml entry that stores only its SHA-256."""
+    import secrets
+
+    from gate.auth import sha256_hex
+
+    if ns.role == "approver" and not ns.approver:
+        print("gate: an approver token needs --approver NAME", file=sys.stderr)  # noqa: T201
+        return 2
+    token = f"gate_{ns.role}_{secrets.token_urlsafe(32)}"
+    lines = [
+        "[[tokens]]",
+        f"name = {json.dumps(ns.name)}",
+        f'role = "{ns.role}"',
+        f'token_sha256 = "{sha256_hex(token)}"',
+    ]
+    if ns.approver:
+        lines.append(f"approver = {json.dumps(ns.approver)}")
+    print(f"token (shown once; give it to the {ns.role} as GATE_TOKEN):", file=sys.stderr)  # noqa: T201
+    print(token)  # noqa: T201
+    print("\nadd to gate.toml (then restart gate serve):", file=sys.stderr)  # noqa: T201
+    print("\n".join(lines))  # noqa: T201
+    return 0
 
 
 def _hash_password(ns: argparse.Namespace) -> int:
@@ -164,11 +200,23 @@ def _serve(ns: argparse.Namespace) -> int:
 
     settings = _load(ns, host=ns.host, port=ns.port)
     configure_logging(settings.server.log_level, json_logs=settings.server.log_json)
+    # Take the port before anything touches the database: a second `gate serve` on a busy
+    # port must fail without migrating or sweeping the first one's database.
+    try:
+        sock = _listen(settings.server.host, settings.server.port)
+    except OSError as exc:
+        print(  # noqa: T201
+            f"gate: cannot listen on {settings.server.host}:{settings.server.port}: "
+            f"{exc.strerror or exc} (is another gate serve running there? use --port)",
+            file=sys.stderr,
+        )
+        return 1
     try:
         app = create_app(settings)
     except ConfigError as exc:
+        sock.close()
         return _config_failure(exc, settings.source)
-    uvicorn.run(
+    config = uvicorn.Config(
         app,
         host=settings.server.host,
         port=settings.server.port,
@@ -179,7 +227,24 @@ def _serve(ns: argparse.Namespace) -> int:
         # uvicorn's default 2048 resets them. The kernel caps it at net.core.somaxconn.
         backlog=16384,
     )
+    uvicorn.Server(config).run(sockets=[sock])
     return 0
+
+
+def _listen(host: str, port: int) -> Any:
+    """A bound TCP socket for `host:port`, the way uvicorn binds its own."""
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host.strip("[]"), port))
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
 
 
 def _audit_verify(ns: argparse.Namespace) -> int:

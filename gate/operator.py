@@ -97,10 +97,12 @@ def _show(ns: argparse.Namespace) -> int:
     rows = [
         [k, json.dumps(v) if isinstance(v, dict | list) else str(v)]
         for k, v in r.items()
-        if k not in ("tool_args", "votes")
+        if k not in ("tool_args", "votes", "context", "options")
     ]
     print(_table(rows, ["FIELD", "VALUE"]))  # noqa: T201
     print("\narguments:\n" + json.dumps(r["tool_args"], indent=2))  # noqa: T201
+    if r.get("context"):
+        print("\ncontext:\n" + json.dumps(r["context"], indent=2))  # noqa: T201
     for vote in r["votes"]:
         print(f"vote: {vote['approver']} {vote['verdict']} via {vote['via']} at {vote['at']}")  # noqa: T201
     return 0
