@@ -192,6 +192,8 @@ def _config_failure(exc: Exception, source: str | None = None) -> int:
 
 
 def _serve(ns: argparse.Namespace) -> int:
+    import logging
+
     import uvicorn
 
     from gate.app import create_app
@@ -226,6 +228,13 @@ def _serve(ns: argparse.Namespace) -> int:
         # Thousands of hooks may (re)connect their long-polls at once, e.g. after a restart;
         # uvicorn's default 2048 resets them. The kernel caps it at net.core.somaxconn.
         backlog=16384,
+    )
+    # uvicorn announces its address only for sockets it bound itself; keep its wording.
+    host, port = sock.getsockname()[:2]
+    logging.getLogger("uvicorn.error").info(
+        "Uvicorn running on http://%s:%d (Press CTRL+C to quit)",
+        f"[{host}]" if ":" in host else host,
+        port,
     )
     uvicorn.Server(config).run(sockets=[sock])
     return 0
