@@ -177,6 +177,21 @@ def test_the_requester_cannot_approve_their_own_call(
     assert _request(gate, request_id)["status"] == "pending"
 
 
+def test_the_requester_is_refused_under_another_of_their_identities(
+    slack_gate_sqlite: Gate, fake_slack: FakeSlack
+) -> None:
+    # the agent named alice by her email; her Slack click is still her own request
+    gate = slack_gate_sqlite
+    answer = gate.submit(
+        tool_name="pay_vendor", tool_args={"amount": 60000}, user_id="alice@example.com"
+    )
+    request_id = answer["request"]["id"]
+    assert interact(gate, block_actions(request_id, "U0ALICE")).status_code == 200
+    wait_until(lambda: fake_slack.ephemerals)
+    assert "cannot approve it yourself" in fake_slack.ephemerals[0]["text"]
+    assert _request(gate, request_id)["status"] == "pending"
+
+
 def test_double_clicks_and_slack_retries_decide_once(
     slack_gate: Gate, fake_slack: FakeSlack
 ) -> None:

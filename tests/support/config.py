@@ -20,7 +20,13 @@ ADMIN = "tok-admin"
 BASE: dict[str, Any] = {
     "server": {"sweep_interval_seconds": 0.2, "outbox_interval_seconds": 0.2},
     "approvers": [
-        {"name": "alice", "groups": ["finance"], "slack": "U0ALICE", "feishu": "ou_alice"},
+        {
+            "name": "alice",
+            "groups": ["finance"],
+            "slack": "U0ALICE",
+            "feishu": "ou_alice",
+            "email": "alice@example.com",
+        },
         {"name": "bob", "groups": ["finance"], "slack": "U0BOB", "feishu": "ou_bob"},
         {"name": "carol", "groups": ["ops"], "slack": "U0CAROL", "feishu": "ou_carol"},
         {"name": "mallory", "groups": [], "slack": "U0MALLORY", "feishu": "ou_mallory"},
