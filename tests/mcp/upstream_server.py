@@ -61,6 +61,12 @@ def crash(code: int = 3) -> str:
     os._exit(code)
 
 
+@server.tool(description="Which of the named environment variables this server can see.")
+def seen_env(names: list[str]) -> str:
+    _record("seen_env", {"names": names})
+    return json.dumps(sorted(n for n in names if n in os.environ))
+
+
 @server.resource("fixture://readme", name="readme", mime_type="text/plain")
 def readme() -> str:
     return README_TEXT

@@ -1,0 +1,203 @@
+"""Fixtures for the MCP tests: a real `gate serve`, the real `gate mcp prompt|proxy` processes
+spawned over stdio by the official SDK's client, and an upstream MCP server built with the SDK.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from mcp import ClientSession, StdioServerParameters, stdio_client
+
+from tests.support import config as cfg
+from tests.support.servers import ServerProcess
+
+HERE = Path(__file__).parent
+UPSTREAM = [sys.executable, str(HERE / "upstream_server.py")]
+
+#: rules in front of the standard ones; the proxy's tools are mcp__fixture__TOOL
+MCP_RULES: list[dict[str, Any]] = [
+    {
+        "name": "blocked-vendors",
+        "tools": ["mcp__*__pay_vendor"],
+        "when": "args.vendor == 'EVIL'",
+        "action": "deny",
+        "reason": "That vendor is blocked",
+    },
+    {
+        "name": "mcp-payments",
+        "tools": ["mcp__*__pay_vendor", "mcp__*__flaky", "mcp__*__crash"],
+        "approvers": ["group:finance"],
+        "timeout": "10m",
+    },
+    {"name": "markers-allowed", "tools": ["mcp__*__write_marker"], "action": "allow"},
+    {
+        "name": "risky-bash",
+        "tools": ["Bash"],
+        "when": "args.command.contains('rm ')",
+        "approvers": ["group:finance"],
+        "timeout": "10m",
+        "reason": "Deleting files needs a human",
+    },
+]
+
+
+@dataclass
+class Live:
+    """A running `gate serve` and ways to talk to it as an approver or admin."""
+
+    server: ServerProcess
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    def api(self, token: str = cfg.ADMIN) -> httpx.AsyncClient:
+        return httpx.AsyncClient(
+            base_url=self.url, headers={"Authorization": f"Bearer {token}"}, timeout=30
+        )
+
+    async def request(self, request_id: str) -> dict[str, Any]:
+        async with self.api() as c:
+            r = await c.get(f"/v1/requests/{request_id}")
+        assert r.status_code == 200, r.text
+        body: dict[str, Any] = r.json()
+        return body
+
+    async def find(self, tool_name: str, **args: Any) -> list[dict[str, Any]]:
+        """Requests for `tool_name` whose arguments include `args` (any status)."""
+        async with self.api() as c:
+            r = await c.get("/v1/requests", params={"tool_name": tool_name, "limit": 100})
+        assert r.status_code == 200, r.text
+        items: list[dict[str, Any]] = r.json()["items"]
+        return [i for i in items if all(i["tool_args"].get(k) == v for k, v in args.items())]
+
+    async def pending(self, tool_name: str, timeout: float = 20, **args: Any) -> dict[str, Any]:
+        """The pending request for this call, once it exists."""
+        with anyio.fail_after(timeout):
+            while True:
+                found = [r for r in await self.find(tool_name, **args) if r["status"] == "pending"]
+                if found:
+                    return found[0]
+                await anyio.sleep(0.05)
+
+    async def settled(self, request_id: str, timeout: float = 20) -> dict[str, Any]:
+        """The request once it is no longer pending."""
+        with anyio.fail_after(timeout):
+            while True:
+                request = await self.request(request_id)
+                if request["status"] != "pending":
+                    return request
+                await anyio.sleep(0.05)
+
+    async def decide(
+        self, request_id: str, verdict: str, token: str = cfg.ALICE, **body: Any
+    ) -> None:
+        async with self.api(token) as c:
+            r = await c.post(
+                f"/v1/requests/{request_id}/decision", json={"verdict": verdict, **body}
+            )
+        assert r.status_code == 200, r.text
+
+    async def audit(self, request_id: str) -> list[dict[str, Any]]:
+        async with self.api() as c:
+            r = await c.get(f"/v1/requests/{request_id}/audit")
+        assert r.status_code == 200, r.text
+        body = r.json()
+        events: list[dict[str, Any]] = body["events"] if isinstance(body, dict) else body
+        return events
+
+
+def start_gate(tmp: Path) -> Live:
+    """`gate serve` on a fresh SQLite file with the MCP rules in front of the standard ones."""
+    data = cfg.settings_data(f"sqlite:///{tmp / 'gate.db'}")
+    data["rules"] = MCP_RULES + data["rules"]
+    path = tmp / "gate.toml"
+    path.write_text(cfg.to_toml(data))
+    return Live(ServerProcess(path).start())
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
+    """One `gate serve` per module; tests tell their requests apart by unique arguments."""
+    live = start_gate(tmp_path_factory.mktemp("gate"))
+    try:
+        yield live
+    finally:
+        live.server.stop()
+
+
+@pytest.fixture
+def marker(tmp_path: Path) -> Path:
+    """The file the upstream appends one JSON line to per tool that really ran."""
+    return tmp_path / "upstream-ran.jsonl"
+
+
+def ran(marker: Path) -> list[dict[str, Any]]:
+    """What the upstream ran, in order."""
+    if not marker.exists():
+        return []
+    return [json.loads(line) for line in marker.read_text().splitlines() if line.strip()]
+
+
+def unique(prefix: str) -> str:
+    """A value no other test uses (tests share one gate server)."""
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def gate_env(url: str, token: str | None = cfg.AGENT, **extra: str) -> dict[str, str]:
+    """The environment an MCP client would give `gate mcp ...` (GATE_URL, GATE_TOKEN, ...)."""
+    env = {"GATE_URL": url, **extra}
+    if token:
+        env["GATE_TOKEN"] = token
+    return env
+
+
+@asynccontextmanager
+async def mcp_client(args: list[str], env: dict[str, str]) -> AsyncIterator[ClientSession]:
+    """The official SDK client, spawning `gate mcp ARGS` over stdio, initialized."""
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "gate.cli", "mcp", *args], env=env
+    )
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        with anyio.fail_after(60):
+            await session.initialize()
+        yield session
+
+
+@asynccontextmanager
+async def upstream_client(env: dict[str, str]) -> AsyncIterator[ClientSession]:
+    """The official SDK client connected straight to the upstream (no proxy), initialized."""
+    params = StdioServerParameters(command=UPSTREAM[0], args=UPSTREAM[1:], env=env)
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        with anyio.fail_after(60):
+            await session.initialize()
+        yield session
+
+
+def proxy_args(*extra: str) -> list[str]:
+    """`gate mcp proxy` in front of the stdio upstream, with fast progress for the tests."""
+    return ["proxy", "--name", "fixture", "--progress-every", "0.2", *extra, "--", *UPSTREAM]
+
+
+def pid_of(tag: str) -> int:
+    """The pid of the process whose command line contains `tag` (stdio_client hides it)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if tag.encode() in cmdline and b"gate.cli" in cmdline:
+            return int(entry.name)
+    raise AssertionError(f"no process with {tag!r} in its command line")

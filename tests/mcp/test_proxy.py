@@ -1,0 +1,432 @@
+"""`gate mcp proxy`: the real proxy process, spawned by the official SDK client over stdio,
+in front of an upstream MCP server built with the same SDK, against a real `gate serve`."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp.types as types
+import pytest
+from mcp.shared.exceptions import MCPError
+
+from tests.mcp.conftest import (
+    UPSTREAM,
+    Live,
+    gate_env,
+    mcp_client,
+    pid_of,
+    proxy_args,
+    ran,
+    unique,
+    upstream_client,
+)
+from tests.support import config as cfg
+from tests.support.servers import free_port
+
+PAY = "mcp__fixture__pay_vendor"
+
+
+def text_of(result: types.CallToolResult) -> str:
+    return " ".join(c.text for c in result.content if isinstance(c, types.TextContent))
+
+
+# -- pass-through -----------------------------------------------------------------------------
+
+
+async def test_everything_but_tools_call_passes_through_unchanged(live: Live, marker: Path) -> None:
+    env = gate_env(live.url, UPSTREAM_MARKER=str(marker))
+    async with upstream_client(env) as direct:
+        want_init = direct.initialize_result
+        want = [
+            await direct.list_tools(),
+            await direct.list_resources(),
+            await direct.list_resource_templates(),
+            await direct.read_resource("fixture://readme"),
+            await direct.list_prompts(),
+            await direct.get_prompt("greet", {"name": "Ada"}),
+        ]
+    async with mcp_client(proxy_args(), env) as proxied:
+        got_init = proxied.initialize_result
+        got = [
+            await proxied.list_tools(),
+            await proxied.list_resources(),
+            await proxied.list_resource_templates(),
+            await proxied.read_resource("fixture://readme"),
+            await proxied.list_prompts(),
+            await proxied.get_prompt("greet", {"name": "Ada"}),
+        ]
+    assert got_init is not None and want_init is not None
+    assert got_init.server_info == want_init.server_info
+    assert got_init.instructions == want_init.instructions
+    assert got_init.capabilities == want_init.capabilities
+    for mine, theirs in zip(got, want, strict=True):
+        assert mine.model_dump(by_alias=True) == theirs.model_dump(by_alias=True)
+    assert "write_marker" in [t.name for t in got[0].tools]
+    assert ran(marker) == []  # listing and reading ran no tool
+
+
+async def test_upstream_errors_pass_through(live: Live, marker: Path) -> None:
+    async with mcp_client(proxy_args(), gate_env(live.url, UPSTREAM_MARKER=str(marker))) as s:
+        with pytest.raises(MCPError) as raised:
+            await s.get_prompt("no-such-prompt", {})
+    assert "no-such-prompt" in raised.value.message
+
+
+async def test_upstream_never_sees_the_gate_token(live: Live, marker: Path) -> None:
+    env = gate_env(live.url, UPSTREAM_MARKER=str(marker), SHARED_SETTING="x")
+    async with mcp_client(proxy_args(), env) as s:
+        result = await s.call_tool(
+            "seen_env", {"names": ["GATE_TOKEN", "GATE_URL", "SHARED_SETTING"]}
+        )
+    assert not result.is_error, text_of(result)
+    assert json.loads(text_of(result)) == ["SHARED_SETTING"]
+
+
+# -- allow, deny ------------------------------------------------------------------------------
+
+
+async def test_allowed_and_ungated_calls_are_forwarded(live: Live, marker: Path) -> None:
+    label = unique("allowed")
+    async with mcp_client(proxy_args(), gate_env(live.url, UPSTREAM_MARKER=str(marker))) as s:
+        allowed = await s.call_tool("write_marker", {"label": label})  # rule markers-allowed
+        ungated = await s.call_tool("seen_env", {"names": []})  # no rule: forwarded
+    assert not allowed.is_error and text_of(allowed) == f"wrote {label}"
+    assert allowed.structured_content == {"result": f"wrote {label}"}
+    assert not ungated.is_error
+    assert ran(marker) == [
+        {"tool": "write_marker", "args": {"label": label}},
+        {"tool": "seen_env", "args": {"names": []}},
+    ]
+
+
+async def test_policy_deny_is_an_error_result_and_the_upstream_is_not_called(
+    live: Live, marker: Path
+) -> None:
+    async with mcp_client(proxy_args(), gate_env(live.url, UPSTREAM_MARKER=str(marker))) as s:
+        result = await s.call_tool("pay_vendor", {"vendor": "EVIL", "amount": 1})
+    assert result.is_error
+    assert text_of(result).startswith("gate: Blocked by rule 'blocked-vendors': That vendor is")
+    assert "standing policy" in text_of(result)
+    assert ran(marker) == []
+
+
+async def test_on_no_rule_deny_refuses_ungated_calls(live: Live, marker: Path) -> None:
+    args = proxy_args("--on-no-rule", "deny")
+    async with mcp_client(args, gate_env(live.url, UPSTREAM_MARKER=str(marker))) as s:
+        result = await s.call_tool("seen_env", {"names": []})
+    assert result.is_error and "--on-no-rule deny" in text_of(result)
+    assert ran(marker) == []
+
+
+# -- ask: approve, edit, reject; progress; outcome ---------------------------------------------
+
+
+async def test_approved_call_runs_with_progress_and_its_outcome_is_recorded(
+    live: Live, marker: Path
+) -> None:
+    vendor = unique("acme")
+    progress: list[tuple[float, str | None]] = []
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append((value, message))
+
+    async with mcp_client(proxy_args(), gate_env(live.url, UPSTREAM_MARKER=str(marker))) as s:
+        async with anyio.create_task_group() as tg:
+            box: list[types.CallToolResult] = []
+
+            async def call() -> None:
+                box.append(
+                    await s.call_tool(
+                        "pay_vendor",
+                        {"vendor": vendor, "amount": 60},
+                        progress_callback=on_progress,
+                    )
+                )
+
+            tg.start_soon(call)
+            request = await live.pending(PAY, vendor=vendor)
+            with anyio.fail_after(20):
+                while len(progress) < 2:  # the client hears from the proxy while a person decides
+                    await anyio.sleep(0.05)
+            assert ran(marker) == []  # nothing runs before the approval
+            await live.decide(request["id"], "approve", comment="invoice checked")
+    result = box[0]
+    assert not result.is_error and text_of(result) == f"paid {vendor} 60"
+    assert ran(marker) == [{"tool": "pay_vendor", "args": {"vendor": vendor, "amount": 60}}]
+    assert all(msg and request["id"] in msg for _, msg in progress)
+    assert [v for v, _ in progress] == sorted(v for v, _ in progress)  # progress only grows
+    assert request["session_id"].startswith("mcp-fixture-")
+    assert request["agent_id"] == "mcp"  # the SDK client's name from initialize
+    done = await live.request(request["id"])
+    assert done["status"] == "approved" and done["outcome"] == "ran"
+    kinds = [e["kind"] for e in await live.audit(request["id"])]
+    assert kinds[-1] == "ran"
+
+
+async def test_edited_arguments_are_what_runs(live: Live, marker: Path) -> None:
+    vendor = unique("edit")
+    async with mcp_client(proxy_args(), gate_env(live.url, UPSTREAM_MARKER=str(marker))) as s:
+        async with anyio.create_task_group() as tg:
+            box: list[types.CallToolResult] = []
+
+            async def call() -> None:
+                box.append(await s.call_tool("pay_vendor", {"vendor": vendor, "amount": 900}))
+
+            tg.start_soon(call)
+            request = await live.pending(PAY, vendor=vendor)
+            edited = {"vendor": vendor, "amount": 90}
+            await live.decide(request["id"], "approve", comment="a tenth", edited_args=edited)
+    assert text_of(box[0]) == f"paid {vendor} 90"
+    assert ran(marker) == [{"tool": "pay_vendor", "args": edited}]
+    assert (await live.request(request["id"]))["outcome"] == "ran"
+
+
+async def test_rejected_call_returns_the_comment_and_does_not_run(live: Live, marker: Path) -> None:
+    vendor = unique("nope")
+    async with mcp_client(proxy_args(), gate_env(live.url, UPSTREAM_MARKER=str(marker))) as s:
+        async with anyio.create_task_group() as tg:
+            box: list[types.CallToolResult] = []
+
+            async def call() -> None:
+                box.append(await s.call_tool("pay_vendor", {"vendor": vendor, "amount": 5}))
+
+            tg.start_soon(call)
+            request = await live.pending(PAY, vendor=vendor)
+            await live.decide(request["id"], "reject", comment="not this vendor")
+    assert box[0].is_error
+    assert "not this vendor" in text_of(box[0])
+    assert "A person reviewed this mcp__fixture__pay_vendor call and said no" in text_of(box[0])
+    assert ran(marker) == []
+
+
+async def test_tool_error_after_approval_is_passed_on_and_recorded_as_failed(
+    live: Live, marker: Path
+) -> None:
+    reason = unique("disk full")
+    async with mcp_client(proxy_args(), gate_env(live.url, UPSTREAM_MARKER=str(marker))) as s:
+        async with anyio.create_task_group() as tg:
+            box: list[types.CallToolResult] = []
+
+            async def call() -> None:
+                box.append(await s.call_tool("flaky", {"reason": reason}))
+
+            tg.start_soon(call)
+            request = await live.pending("mcp__fixture__flaky", reason=reason)
+            await live.decide(request["id"], "approve")
+    assert box[0].is_error and reason in text_of(box[0])
+    assert ran(marker) == [{"tool": "flaky", "args": {"reason": reason}}]
+    assert (await live.request(request["id"]))["outcome"] == "failed"
+    last = (await live.audit(request["id"]))[-1]
+    assert last["kind"] == "failed" and reason in json.dumps(last["detail"])
+
+
+# -- failing closed ---------------------------------------------------------------------------
+
+
+async def test_gate_down_refuses_and_the_upstream_is_not_called(marker: Path) -> None:
+    down = f"http://127.0.0.1:{free_port()}"
+    async with mcp_client(proxy_args(), gate_env(down, UPSTREAM_MARKER=str(marker))) as s:
+        result = await s.call_tool("write_marker", {"label": "x"})
+    assert result.is_error
+    assert f"The approval server at {down} could not be reached" in text_of(result)
+    assert ran(marker) == []
+
+
+async def test_bad_token_refuses(live: Live, marker: Path) -> None:
+    env = gate_env(live.url, token="tok-wrong", UPSTREAM_MARKER=str(marker))
+    async with mcp_client(proxy_args(), env) as s:
+        result = await s.call_tool("write_marker", {"label": "x"})
+    assert result.is_error and "refused the hook's credentials" in text_of(result)
+    assert "GATE_TOKEN" in text_of(result)
+    assert ran(marker) == []
+
+
+async def test_approver_token_cannot_ask(live: Live, marker: Path) -> None:
+    env = gate_env(live.url, token=cfg.ALICE, UPSTREAM_MARKER=str(marker))
+    async with mcp_client(proxy_args(), env) as s:
+        result = await s.call_tool("write_marker", {"label": "x"})
+    assert result.is_error and "HTTP 403" in text_of(result)
+    assert ran(marker) == []
+
+
+async def test_own_deadline_withdraws_and_refuses(live: Live, marker: Path) -> None:
+    vendor = unique("slow")
+    args = proxy_args("--timeout", "1")
+    async with mcp_client(args, gate_env(live.url, UPSTREAM_MARKER=str(marker))) as s:
+        result = await s.call_tool("pay_vendor", {"vendor": vendor, "amount": 5})
+    # The proxy withdraws at its deadline (or the server expires the request at the deadline
+    # the proxy sent with it): either way nobody is left deciding, and nothing ran.
+    assert result.is_error and "No human rejected it" in text_of(result)
+    (request,) = await live.find(PAY, vendor=vendor)
+    assert (await live.settled(request["id"]))["status"] in ("cancelled", "expired")
+    assert ran(marker) == []
+
+
+async def test_client_cancel_withdraws_the_request(live: Live, marker: Path) -> None:
+    vendor = unique("cancel")
+    async with mcp_client(proxy_args(), gate_env(live.url, UPSTREAM_MARKER=str(marker))) as s:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(s.call_tool, "pay_vendor", {"vendor": vendor, "amount": 5})
+            request = await live.pending(PAY, vendor=vendor)
+            tg.cancel_scope.cancel()  # the SDK sends notifications/cancelled for the call
+        done = await live.settled(request["id"])
+        # the proxy is still serving after the cancellation
+        assert not (await s.call_tool("seen_env", {"names": []})).is_error
+    assert done["status"] == "cancelled"
+    assert "the MCP client cancelled the call" in (done["reason"] or "")
+    assert [r["tool"] for r in ran(marker)] == ["seen_env"]
+
+
+async def test_stopping_the_proxy_withdraws_the_request(live: Live, marker: Path) -> None:
+    vendor, tag = unique("sigterm"), unique("tag")
+    args = proxy_args("--metadata", f"test={tag}")
+    async with mcp_client(args, gate_env(live.url, UPSTREAM_MARKER=str(marker))) as s:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(s.call_tool, "pay_vendor", {"vendor": vendor, "amount": 5})
+            request = await live.pending(PAY, vendor=vendor)
+            os.kill(pid_of(f"test={tag}"), signal.SIGTERM)
+            done = await live.settled(request["id"])
+            tg.cancel_scope.cancel()
+    assert done["status"] == "cancelled"
+    assert "gate mcp proxy fixture was stopped (SIGTERM)" in (done["reason"] or "")
+    assert ran(marker) == []
+
+
+async def test_client_disconnect_withdraws_the_request(live: Live, marker: Path) -> None:
+    vendor = unique("gone")
+    async with mcp_client(proxy_args(), gate_env(live.url, UPSTREAM_MARKER=str(marker))) as s:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(s.call_tool, "pay_vendor", {"vendor": vendor, "amount": 5})
+            request = await live.pending(PAY, vendor=vendor)
+            tg.cancel_scope.cancel()
+        # leaving the block closes the proxy's stdin (and the SDK then stops it)
+    done = await live.settled(request["id"])
+    assert done["status"] == "cancelled"
+    assert ran(marker) == []
+
+
+# -- the upstream dies ------------------------------------------------------------------------
+
+
+async def test_upstream_that_dies_is_reported_and_recorded(live: Live, marker: Path) -> None:
+    code = 7
+    async with mcp_client(proxy_args(), gate_env(live.url, UPSTREAM_MARKER=str(marker))) as s:
+        async with anyio.create_task_group() as tg:
+            box: list[types.CallToolResult] = []
+
+            async def call() -> None:
+                box.append(await s.call_tool("crash", {"code": code}))
+
+            tg.start_soon(call)
+            request = await live.pending("mcp__fixture__crash", code=code)
+            await live.decide(request["id"], "approve")
+        with pytest.raises(MCPError) as later:
+            await s.list_tools()
+    assert box[0].is_error
+    assert "upstream MCP server 'fixture' closed the connection" in text_of(box[0])
+    assert "may or may not have run" in text_of(box[0])
+    assert "closed the connection" in later.value.message
+    assert ran(marker) == [{"tool": "crash", "args": {"code": code}}]
+    assert (await live.request(request["id"]))["outcome"] == "failed"
+
+
+async def test_upstream_that_does_not_start_stops_the_proxy(live: Live, tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "gate.cli", "mcp", "proxy", "--name", "broken", "--",
+         sys.executable, "-c", "import sys; sys.exit(4)"],
+        env={**os.environ, "GATE_URL": live.url},
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 1
+    assert "gate mcp proxy broken: the upstream MCP server did not start" in proc.stderr
+
+
+# -- streamable HTTP upstream -----------------------------------------------------------------
+
+
+async def _http_upstream(tmp_path: Path, marker: Path, token: str) -> tuple[Any, str]:
+    port_file = tmp_path / "port"
+    proc = await anyio.open_process(
+        [*UPSTREAM, "--http", str(port_file)],
+        env={**os.environ, "UPSTREAM_MARKER": str(marker), "UPSTREAM_TOKEN": token},
+    )
+    with anyio.fail_after(30):
+        while not port_file.exists() or not port_file.read_text():
+            await anyio.sleep(0.05)
+    return proc, f"http://127.0.0.1:{port_file.read_text()}/mcp"
+
+
+async def test_http_upstream_with_headers_from_the_environment(
+    live: Live, marker: Path, tmp_path: Path
+) -> None:
+    secret = unique("upstream-secret")
+    proc, url = await _http_upstream(tmp_path, marker, secret)
+    try:
+        args = [
+            "proxy", "--name", "fixture", "--url", url,
+            "--header", "Authorization: Bearer ${FIXTURE_TOKEN}",
+        ]  # fmt: skip
+        env = gate_env(live.url, FIXTURE_TOKEN=secret)
+        async with mcp_client(args, env) as s:
+            init = s.initialize_result
+            tools = await s.list_tools()
+            readme = await s.read_resource("fixture://readme")
+            label = unique("http")
+            allowed = await s.call_tool("write_marker", {"label": label})
+            denied = await s.call_tool("pay_vendor", {"vendor": "EVIL", "amount": 1})
+    finally:
+        proc.terminate()
+        await proc.wait()
+        await proc.aclose()
+    assert init is not None and init.server_info.name == "upstream-fixture"
+    assert "pay_vendor" in [t.name for t in tools.tools]
+    assert isinstance(readme.contents[0], types.TextResourceContents)
+    assert readme.contents[0].text == "hello from the upstream fixture"
+    assert text_of(allowed) == f"wrote {label}"
+    assert denied.is_error and "blocked-vendors" in text_of(denied)
+    assert ran(marker) == [{"tool": "write_marker", "args": {"label": label}}]
+
+
+# -- the command line -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "says"),
+    [
+        (["--name", "a__b", "--", "x"], {}, "--name 'a__b'"),
+        (["--name", "ok"], {}, "either as -- COMMAND ARGS... or as --url URL"),
+        (["--name", "ok", "--url", "http://h/mcp", "--", "x"], {}, "either as"),
+        (["--name", "ok", "--url", "ftp://h/mcp"], {}, "not an http(s) URL"),
+        (["--name", "ok", "--header", "A: b", "--", "x"], {}, "--header is for an HTTP upstream"),
+        (
+            ["--name", "ok", "--url", "http://h/mcp", "--header", "Authorization: ${NOPE_UNSET}"],
+            {},
+            "uses ${NOPE_UNSET}, which is not set",
+        ),
+        (["--name", "ok", "--url", "http://h/mcp", "--header", "no colon"], {}, "'Name: value'"),
+        (["--name", "ok", "--", "x"], {"GATE_URL": "localhost:8000"}, "not an http(s) URL"),
+    ],
+)
+def test_bad_command_lines_are_refused_with_the_fix(
+    args: list[str], env: dict[str, str], says: str
+) -> None:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("GATE_")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "gate.cli", "mcp", "proxy", *args],
+        env={**base, **env},
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert says in proc.stderr
+    assert "Traceback" not in proc.stderr
