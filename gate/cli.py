@@ -199,6 +199,7 @@ def _serve(ns: argparse.Namespace) -> int:
     from gate.app import create_app
     from gate.errors import ConfigError
     from gate.logs import configure_logging
+    from gate.server import server_config
 
     settings = _load(ns, host=ns.host, port=ns.port)
     configure_logging(settings.server.log_level, json_logs=settings.server.log_json)
@@ -218,17 +219,8 @@ def _serve(ns: argparse.Namespace) -> int:
     except ConfigError as exc:
         sock.close()
         return _config_failure(exc, settings.source)
-    config = uvicorn.Config(
-        app,
-        host=settings.server.host,
-        port=settings.server.port,
-        log_config=None,
-        access_log=False,
-        timeout_graceful_shutdown=5,
-        # Thousands of hooks may (re)connect their long-polls at once, e.g. after a restart;
-        # uvicorn's default 2048 resets them. The kernel caps it at net.core.somaxconn.
-        backlog=16384,
-    )
+    # uvicorn with gate's connection limits: read deadline, header cap, connection cap
+    config = server_config(app, settings)
     # uvicorn announces its address only for sockets it bound itself; keep its wording.
     host, port = sock.getsockname()[:2]
     logging.getLogger("uvicorn.error").info(

@@ -133,6 +133,13 @@ class ServerSettings(_Strict):
     trusted_user_header: str | None = None
     #: how long a web sign-in lasts (seconds); 12 h covers a working day
     session_max_age_seconds: int = Field(default=12 * 3600, ge=60)
+    #: a request's headers and body must arrive within this of the connection opening (or of
+    #: its first byte on a kept-alive one), or the socket is closed: slow senders hold nothing
+    request_read_timeout_seconds: float = Field(default=10.0, gt=0, le=300)
+    #: an idle kept-alive connection is closed after this; clients reconnect transparently
+    keep_alive_timeout_seconds: int = Field(default=5, ge=1, le=300)
+    #: open sockets held at once (long-polls included), lowered to fit under `ulimit -n`
+    max_connections: int = Field(default=4096, ge=16)
 
     _parse_durations = field_validator("default_timeout", "max_timeout", mode="before")(
         lambda v: parse_duration(v)

@@ -1,0 +1,271 @@
+"""`gate serve`'s HTTP server: uvicorn, with limits that keep silent sockets from locking it up.
+
+uvicorn alone closes an idle kept-alive connection (`timeout_keep_alive`), but nothing
+bounds a connection that never sends a request, or sends its headers one byte a minute, and
+nothing bounds how many sockets it holds: a few hundred silent sockets would pin file
+descriptors until agents' connections and the SQLite file (which needs descriptors for
+itself, its -wal and its -shm) fail with "Too many open files". uvicorn's own
+`limit_concurrency` does not help here: it counts connections only to answer *requests*
+with 503, after each socket was already accepted and kept.
+
+So the HTTP protocol gets three guards, whichever parser uvicorn picks (httptools or h11):
+
+* **a read deadline**: a request's headers and body must arrive within
+  `request_read_timeout_seconds` of the connection opening, or of its first byte on a
+  kept-alive connection; the clock does not restart with each byte (that is how slowloris
+  keeps a socket). A late request gets `408` and the socket is closed.
+* **a header size cap** (`MAX_HEADER_BYTES`): httptools keeps every header line in memory
+  until the request ends.
+* **a connection cap**: over `connection_cap()` open sockets, a new one is answered `503`
+  and closed at once, so the descriptors left stay for the database and the logs.
+
+Long-polls (`/wait`, up to `max_wait_seconds`) and the console's event stream are held
+connections, so they count against the cap: each waiting hook holds one. The default
+4096 covers thousands of agents waiting at once on one replica, and the cap is lowered to
+fit under the open-file limit (`ulimit -n`), minus what the process needs besides sockets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import resource
+from typing import Any
+
+import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from gate.config import Settings
+from gate.errors import error_body
+
+log = logging.getLogger("gate.server")
+
+#: request line and headers of one request; nginx's default is 8 KiB, h11's 16 KiB
+MAX_HEADER_BYTES = 64 * 1024
+#: descriptors the process needs besides client sockets: stdio, log files, the listening
+#: socket, the event loop's epoll and wake-up pipe, channel HTTP clients' pools, alembic
+RESERVED_FDS = 64
+#: each database connection: SQLite holds the file, its -wal and its -shm (PostgreSQL one socket)
+FDS_PER_DB_CONNECTION = 3
+
+
+class ConnectionLimits:
+    """What the protocol enforces on each connection (read from the server settings)."""
+
+    def __init__(self, *, read_timeout: float, max_connections: int) -> None:
+        self.read_timeout = read_timeout
+        self.max_connections = max_connections
+
+
+def open_file_limit() -> int | None:
+    """The soft RLIMIT_NOFILE of this process, or None when unlimited."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return None if soft == resource.RLIM_INFINITY else int(soft)
+
+
+def reserved_fds(settings: Settings) -> int:
+    """Descriptors kept free for everything but client sockets."""
+    # PostgreSQL: pool_size plus 2x overflow; SQLite's default pool holds up to 15.
+    db_connections = max(settings.server.db_pool_size * 3, 15)
+    return RESERVED_FDS + FDS_PER_DB_CONNECTION * db_connections
+
+
+def connection_cap(settings: Settings, nofile: int | None) -> int:
+    """How many sockets gate holds at once: `max_connections`, lowered to fit `nofile`."""
+    wanted = settings.server.max_connections
+    if nofile is None:
+        return wanted
+    return max(1, min(wanted, nofile - reserved_fds(settings)))
+
+
+class _GuardedConnection:
+    """The three guards, mixed into uvicorn's protocol classes (see the module docstring)."""
+
+    # provided by the uvicorn protocol class this is mixed into
+    config: uvicorn.Config
+    transport: asyncio.Transport
+    connections: set[Any]
+    cycle: Any
+    loop: asyncio.AbstractEventLoop
+
+    _deadline: asyncio.TimerHandle | None = None
+    #: bytes of a request whose headers have not all arrived yet
+    _head_bytes: int = 0
+
+    @property
+    def _limits(self) -> ConnectionLimits:
+        config = self.config
+        if isinstance(config, GateServerConfig):
+            return config.limits
+        return ConnectionLimits(read_timeout=10.0, max_connections=4096)
+
+    def _guard_open(self) -> bool:
+        """After connection_made: False when over the cap (answered 503 and closing)."""
+        if len(self.connections) > self._limits.max_connections:
+            self._answer(503, "too_many_connections", _FULL_MESSAGE)
+            return False
+        self._arm()
+        return True
+
+    def _awaiting_request(self) -> bool:
+        return self.cycle is None or bool(self.cycle.response_complete)
+
+    def _before_data(self) -> tuple[bool, Any]:
+        awaiting = self._awaiting_request()
+        if awaiting and self._deadline is None:
+            self._arm()  # the first byte of the next request on a kept-alive connection
+        return awaiting, self.cycle
+
+    def _after_data(self, awaiting: bool, before: Any, size: int) -> None:
+        if self.transport.is_closing():
+            self._disarm()
+            return
+        if self.cycle is not before:
+            self._head_bytes = 0  # a new request's headers are complete
+        elif awaiting:
+            self._head_bytes += size
+            if self._head_bytes > MAX_HEADER_BYTES:
+                self._answer(
+                    431,
+                    "headers_too_large",
+                    f"the request line and headers are over {MAX_HEADER_BYTES} bytes",
+                )
+                return
+        if self.cycle is not None and not self.cycle.more_body and self._head_bytes == 0:
+            self._disarm()  # the whole request is in: what remains is the app's to answer
+
+    def _arm(self) -> None:
+        self._disarm()
+        self._deadline = self.loop.call_later(self._limits.read_timeout, self._late)
+
+    def _disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _late(self) -> None:
+        self._deadline = None
+        if self.transport.is_closing():
+            return
+        if self._awaiting_request() and self._head_bytes:
+            seconds = self._limits.read_timeout
+            self._answer(408, "request_timeout", f"the request did not arrive within {seconds:g} s")
+        else:
+            # Silent since it connected, or the body stalled: the app sees a disconnect.
+            self.transport.close()
+
+    def _answer(self, status: int, code: str, message: str) -> None:
+        """Write a final error in gate's one error shape, then close the socket."""
+        self._disarm()
+        body = json.dumps(error_body(code, message)).encode()
+        head = (
+            f"HTTP/1.1 {status} {_REASONS[status]}\r\ncontent-type: application/json\r\n"
+            f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
+        ).encode()
+        self.transport.write(head + body)
+        self.transport.close()
+
+
+_REASONS = {
+    408: "Request Timeout",
+    431: "Request Header Fields Too Large",
+    503: "Service Unavailable",
+}
+_FULL_MESSAGE = "gate holds as many connections as it may; retry in a moment"
+
+
+class GuardedH11Protocol(_GuardedConnection, H11Protocol):
+    """uvicorn's h11 protocol with gate's read deadline, header cap and connection cap."""
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        """Accept the socket unless over the cap, and start its read deadline."""
+        super().connection_made(transport)
+        self._guard_open()
+
+    def data_received(self, data: bytes) -> None:
+        """Feed the parser, timing and sizing the request being read."""
+        awaiting, before = self._before_data()
+        super().data_received(data)
+        self._after_data(awaiting, before, len(data))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        """Forget the deadline with the socket."""
+        self._disarm()
+        super().connection_lost(exc)
+
+
+def _protocol_class() -> type[asyncio.Protocol]:
+    """httptools when installed (uvicorn's own choice), else h11; both guarded."""
+    try:
+        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+    except ImportError:  # httptools is optional in uvicorn (the [standard] extra brings it)
+        return GuardedH11Protocol
+
+    class GuardedHttpToolsProtocol(_GuardedConnection, HttpToolsProtocol):
+        """uvicorn's httptools protocol with gate's three guards."""
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._guard_open()
+
+        def data_received(self, data: bytes) -> None:
+            awaiting, before = self._before_data()
+            super().data_received(data)
+            self._after_data(awaiting, before, len(data))
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+    return GuardedHttpToolsProtocol
+
+
+class GateServerConfig(uvicorn.Config):
+    """uvicorn's Config carrying the per-connection limits the guarded protocol reads."""
+
+    def __init__(self, app: Any, *, limits: ConnectionLimits, **kwargs: Any) -> None:
+        super().__init__(app, **kwargs)
+        self.limits = limits
+
+
+def server_config(app: Any, settings: Settings, *, parser: str = "auto") -> GateServerConfig:
+    """The uvicorn configuration `gate serve` runs with, its limits logged once."""
+    server = settings.server
+    nofile = open_file_limit()
+    cap = connection_cap(settings, nofile)
+    limits = ConnectionLimits(read_timeout=server.request_read_timeout_seconds, max_connections=cap)
+    log.info(
+        "connections: at most %d at once (max_connections %d; open-file limit %s minus %d "
+        "kept for the database and logs); a request must arrive within %g s; idle "
+        "keep-alive connections close after %g s",
+        cap,
+        server.max_connections,
+        nofile if nofile is not None else "unlimited",
+        reserved_fds(settings),
+        server.request_read_timeout_seconds,
+        server.keep_alive_timeout_seconds,
+    )
+    if nofile is not None and cap < server.max_connections:
+        log.warning(
+            "the open-file limit (%d) caps connections at %d, below max_connections %d: "
+            "raise it (ulimit -n, or LimitNOFILE= under systemd) for more waiting agents",
+            nofile,
+            cap,
+            server.max_connections,
+        )
+    protocol = GuardedH11Protocol if parser == "h11" else _protocol_class()
+    return GateServerConfig(
+        app,
+        limits=limits,
+        http=protocol,
+        host=server.host,
+        port=server.port,
+        log_config=None,
+        access_log=False,
+        timeout_keep_alive=server.keep_alive_timeout_seconds,
+        timeout_graceful_shutdown=5,
+        # Thousands of hooks may (re)connect their long-polls at once, e.g. after a restart;
+        # uvicorn's default 2048 resets them. The kernel caps it at net.core.somaxconn.
+        backlog=16384,
+    )
