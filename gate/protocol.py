@@ -483,7 +483,9 @@ def _failed(reply: Reply, words: Words) -> Verdict:
         return Verdict("unreachable", words.unreachable(reply.problem or "no answer"))
     if reply.status >= 500:
         return Verdict("server_error", words.server_error(reply))
-    if reply.problem is not None or (200 <= reply.status < 300):
+    if reply.problem is not None or (200 <= reply.status < 400):
+        # Not JSON, a shape gate never sends, or a redirect (gate's API never redirects: a
+        # login page or a proxy does).
         return Verdict("garbled", words.garbled(reply))
     if reply.status in (401, 403):
         return Verdict("unauthorized", words.unauthorized(reply))
