@@ -239,3 +239,21 @@ class Grant(SQLModel, table=True):
     ended_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime, nullable=True))
     ended_by: str | None = Field(default=None, max_length=200)
     uses: int = Field(default=0)
+
+
+class WebSignIn(SQLModel, table=True):
+    """A web-console sign-in: the session cookie names it, sign-out revokes it for good.
+
+    The id is the SHA-256 of the random session id the signed cookie carries, so the table
+    alone (a backup, a read replica) holds nothing a browser could present.
+    """
+
+    __tablename__ = "web_sign_in"
+
+    id: str = Field(primary_key=True, max_length=64)
+    approver: str = Field(max_length=200, index=True)
+    created_at: datetime = Field(
+        default_factory=utcnow, sa_column=Column(UTCDateTime, nullable=False)
+    )
+    expires_at: datetime = Field(sa_column=Column(UTCDateTime, nullable=False, index=True))
+    revoked_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime, nullable=True))
