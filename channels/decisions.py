@@ -8,16 +8,18 @@ reads them back from its own callback shape.
 from __future__ import annotations
 
 import json
-import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from channels.inbound import NestedTooDeep, load_json
+from gate import untrusted
 from gate.config import Settings
 from gate.machine import AlreadyFinal, Extended, argument_diff
 from gate.models import RequestStatus
 from gate.policy import may_decide
+from gate.schemas import json_problem
 from gate.service import DecisionResult, already_final_message
 from gate.views import RequestView
 
@@ -33,12 +35,6 @@ SCOPE_WORDS = {
     "session": "this tool in this session",
     "agent": "this tool for this agent",
 }
-# Shown as \uXXXX escapes in prefilled JSON so an edit box cannot read differently from
-# what it holds (the same set the cards strip).
-_INVISIBLE = re.compile(
-    "[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200b-\u200f\u2028\u2029"
-    "\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]"
-)
 
 
 # -- who may act ------------------------------------------------------------------------------
@@ -98,13 +94,13 @@ class EditField:
     text: str
 
 
-def editable_fields(
-    view: RequestView, *, max_chars: int, mask: Callable[[Any], Any]
-) -> list[EditField]:
+def editable_fields(view: RequestView, *, max_chars: int) -> list[EditField]:
     """The arguments a chat form may offer for editing; empty when edits are not allowed.
 
-    Fields holding secrets (what `mask` would hide) and values longer than the platform's
-    input box (`max_chars`) are left out: they keep their values, the web page can edit them.
+    Fields holding secrets (what `untrusted.mask_value` would hide) and values longer than
+    the platform's input box (`max_chars`) are left out: they keep their values, the web page
+    can edit them. Invisible characters show as \\uXXXX escapes, so a box cannot read
+    differently from what it holds (and the escapes parse back to the same value).
     """
     if view.status != "pending" or not view.options.get("allow_edits", True):
         return []
@@ -115,12 +111,11 @@ def editable_fields(
     fields = []
     for key in keys:
         value = view.tool_args[key]
-        if mask({key: value}) != {key: value}:
+        text = untrusted.escape_invisible(json.dumps(value, ensure_ascii=False))
+        # Length first: masking a value that is too long to offer would be wasted work.
+        if len(text) > max_chars or len(key) > 200:
             continue
-        text = json.dumps(value, ensure_ascii=False)
-        if _INVISIBLE.search(text):
-            text = json.dumps(value)  # invisible characters as escapes, which parse back
-        if len(text) <= max_chars and len(key) <= 200:
+        if untrusted.mask_value({key: value}) == {key: value}:
             fields.append(EditField(key, text))
         if len(fields) == MAX_EDIT_FIELDS:
             break
@@ -144,20 +139,27 @@ def _kind(value: Any) -> str:
 def parse_edit(original: Any, text: str) -> Any:
     """An edited value: JSON when it parses, otherwise the text itself as a string.
 
-    Raises ValueError for broken JSON (text starting with `{`, `[` or `"`) and for a value
-    of another type than the original (a number stays a number), so a slip is caught here.
+    Raises ValueError for broken JSON (text starting with `{`, `[` or `"`), for a value
+    of another type than the original (a number stays a number), so a slip is caught here,
+    and for a value the API would refuse to store (too deep, NaN, a NUL character...).
     """
     stripped = text.strip()
     try:
-        value = json.loads(stripped)
+        value = load_json(stripped)
+    except NestedTooDeep as exc:
+        raise ValueError(str(exc)) from None
     except ValueError:
         if stripped[:1] in ("{", "[", '"'):
             raise ValueError("not valid JSON: check the brackets and quotes") from None
         value = text
     if isinstance(original, str) and not isinstance(value, str):
-        return text  # unquoted text in a text field stays text ("123" for an id)
-    if original is not None and _kind(value) != _kind(original):
+        value = text  # unquoted text in a text field stays text ("123" for an id)
+    elif original is not None and _kind(value) != _kind(original):
         raise ValueError(f"expected {_kind(original)}, like the original value")
+    problem = json_problem(value)
+    if problem is not None:
+        at, why = problem
+        raise ValueError(f"{at.lstrip('.')} {why}".strip())
     return value
 
 
@@ -174,17 +176,21 @@ def apply_edits(
             edited[field.key] = parse_edit(view.tool_args[field.key], texts[field.key])
         except ValueError as exc:
             errors[field.key] = str(exc)
+    whole = None if errors else json_problem(edited)
+    if whole is not None:  # each value fits, together they are too many
+        first = next((f.key for f in fields if f.key in texts), None)
+        if first is not None:
+            errors[first] = f"together, the edited arguments {whole[1]}"
     return edited, errors
 
 
-def changes(view: RequestView, mask: Callable[[Any], Any]) -> list[tuple[str, str, str]]:
-    """(key, before, after) for each argument an approver changed, secrets masked."""
+def changes(view: RequestView) -> list[tuple[str, str, str]]:
+    """(key, before, after) for each argument an approver changed, as JSON, secrets masked."""
     if view.approved_args is None:
         return []
-    diff = argument_diff(mask(view.tool_args), mask(view.approved_args))
+    diff = untrusted.mask_diff(argument_diff(view.tool_args, view.approved_args))
     return [
-        (key, json.dumps(d["from"], ensure_ascii=False), json.dumps(d["to"], ensure_ascii=False))
-        for key, d in diff.items()
+        (key, untrusted.to_json(d["from"]), untrusted.to_json(d["to"])) for key, d in diff.items()
     ]
 
 
@@ -250,7 +256,10 @@ def reasons_from(view: RequestView, values: list[str]) -> list[str]:
     picked = []
     for value in values:
         index = value[1:]
-        if not value.startswith("r") or not index.isdigit() or int(index) >= len(offered):
+        # isascii: isdigit() alone accepts "²", which int() refuses.
+        if not (value.startswith("r") and index.isascii() and index.isdigit()):
+            raise ValueError(f"not one of this rule's reasons: {value[:40]!r}")
+        if int(index) >= len(offered):
             raise ValueError(f"not one of this rule's reasons: {value[:40]!r}")
         picked.append(offered[int(index)])
     return list(dict.fromkeys(picked))

@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import anyio
 import httpx
 from cryptography.hazmat.primitives import padding
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
@@ -126,7 +127,7 @@ def parse_action(payload: Mapping[str, Any]) -> CardAction:
     form = action.get("form_value")
     form = form if isinstance(form, Mapping) else {}
     comment = form.get("reason")
-    comment = clean(comment, 500).strip() if isinstance(comment, str) else None
+    comment = clean(comment, 500, mask=False).strip() if isinstance(comment, str) else None
     picked = form.get("reasons")
     reasons = tuple(str(r) for r in picked) if isinstance(picked, list) else ()
     grant = form.get("grant") if isinstance(form.get("grant"), str) else None
@@ -325,7 +326,7 @@ class FeishuChannel:
         body = {
             "receive_id": target,
             "msg_type": "interactive",
-            "content": json.dumps(render_card(req), ensure_ascii=False),
+            "content": await anyio.to_thread.run_sync(card_content, req),
             # Feishu sends one message per uuid per hour: a retried post never duplicates.
             "uuid": f"gate-{req.id}-{digest}"[:50],
         }
@@ -338,7 +339,7 @@ class FeishuChannel:
 
     async def update(self, req: RequestView, target: str, ref: str) -> None:
         """Replace the card with the request's current state (PATCH the message)."""
-        content = json.dumps(render_card(req), ensure_ascii=False)
+        content = await anyio.to_thread.run_sync(card_content, req)
         await self._call("PATCH", f"{MESSAGES_PATH}/{ref}", json_body={"content": content})
 
     def router(self) -> APIRouter:
@@ -459,8 +460,8 @@ class FeishuChannel:
             )
             if isinstance(moved.outcome, Extended):
                 text = decisions.extend_message(moved, utcnow())
-                return self._answer(action, {"type": "success", "content": text}, moved.view)
-            return self._answer(action, toast_for(moved), moved.view)
+                return await self._answer(action, {"type": "success", "content": text}, moved.view)
+            return await self._answer(action, toast_for(moved), moved.view)
         extras = await self._extras(action)
         if isinstance(extras, str):
             return {"toast": {"type": "error", "content": extras}}
@@ -488,14 +489,16 @@ class FeishuChannel:
         if result.refused:
             # open_ids are per app and hard to look up: log it so an admin can add the person.
             log.info("feishu click by %s refused: %s", action.open_id, result.refused)
-        return self._answer(action, toast_for(result), result.view)
+        return await self._answer(action, toast_for(result), result.view)
 
-    def _answer(
+    async def _answer(
         self, action: CardAction, toast: dict[str, str], view: RequestView | None, **kw: Any
     ) -> dict[str, Any]:
         answer: dict[str, Any] = {"toast": toast}
         if view is not None and not action.legacy:
-            answer["card"] = {"type": "raw", "data": render_card(view, **kw)}
+            # In a worker thread: rendering scans untrusted text (see card_content).
+            card = await anyio.to_thread.run_sync(lambda: render_card(view, **kw))
+            answer["card"] = {"type": "raw", "data": card}
         return answer
 
     async def _extras(self, action: CardAction) -> dict[str, Any] | str:
@@ -534,15 +537,23 @@ class FeishuChannel:
         """Swap the card between its decision form and its edit form."""
         view = await self.gate.view(action.request_id)
         if action.verdict == "view" or view is None:
-            return self._answer(action, {"type": "info", "content": "Back to the decision."}, view)
+            return await self._answer(
+                action, {"type": "info", "content": "Back to the decision."}, view
+            )
         refusal = decisions.refusal(self.gate.settings, self.name, view, action.open_id)
         if refusal:
-            return self._answer(action, {"type": "error", "content": refusal}, view)
+            return await self._answer(action, {"type": "error", "content": refusal}, view)
         if not editable(view):
             text = "Nothing here can be edited in Feishu; edit it in gate."
-            return self._answer(action, {"type": "error", "content": text}, view)
+            return await self._answer(action, {"type": "error", "content": text}, view)
         text = "Change the values, then press Approve with edits."
-        return self._answer(action, {"type": "info", "content": text}, view, editing=True)
+        return await self._answer(action, {"type": "info", "content": text}, view, editing=True)
+
+
+def card_content(req: RequestView) -> str:
+    """The card as the message's JSON content. Channels call it in a worker thread: rendering
+    scans untrusted text, and a huge argument must not hold up the event loop."""
+    return json.dumps(render_card(req), ensure_ascii=False)
 
 
 def _retrieve(task: asyncio.Future[Any]) -> None:

@@ -1,22 +1,23 @@
 """Feishu / Lark card rendering (JSON 2.0), as pure functions.
 
-Untrusted text (tool arguments, summaries, names) goes into `plain_text` elements after
-`clean` (no bidi or control characters, tag-shaped text defused), or into a code block whose
-content cannot close the block or open a tag; secrets are masked first. In the edit form,
-argument values appear only as input default values, never as markdown.
+Untrusted text (tool arguments, summaries, names) is cleaned by `gate.untrusted` (capped,
+invisible and direction-changing characters removed, secrets masked: the same rules as every
+other surface). It then goes into `plain_text` elements with tag-shaped text defused, or into
+a code block whose content cannot close the block or open a tag. In the edit form, argument
+values appear only as input default values, never as markdown.
 """
 
 from __future__ import annotations
 
 import json
-import re
-import unicodedata
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
 from channels import decisions
+from gate import untrusted
 from gate.models import utcnow
+from gate.untrusted import MASK as MASK
 from gate.views import RequestView
 
 #: Feishu caps a card request at 30 KB; stay under it with room for the envelope
@@ -44,61 +45,40 @@ TITLES = {
 
 # -- untrusted text -------------------------------------------------------------------------
 
-_SECRET_KEY = re.compile(
-    r"pass(word|wd|phrase)?|secret|token|api[-_]?key|private[-_]?key|access[-_]?key"
-    r"|credential|authorization|cookie|signature|^key$|[-_]key$",
-    re.IGNORECASE,
-)
-_SECRET_VALUE = re.compile(
-    r"sk-[A-Za-z0-9_-]{16,}|xox[abposr]-[A-Za-z0-9-]{10,}|gh[pousr]_[A-Za-z0-9]{20,}"
-    r"|AKIA[0-9A-Z]{16}|eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{4,}"
-    r"|-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)"
-    r"|(?i:bearer|basic)\s+[A-Za-z0-9._~+/-]{12,}=*|\b[tu]-[A-Za-z0-9]{24,}"
-)
-_URL_CREDENTIALS = re.compile(r"(?<=://)[^/\s:@]+:[^/\s@]+@")
-MASK = "••••••"
-_TAG_OPEN = re.compile(r"<(?=[A-Za-z/!?])")
-#: direction overrides and isolates let text display differently from what it says
-_BIDI = dict.fromkeys(map(ord, "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"), None)
+# `<` before a letter, `/`, `!` or `?` could open a tag: a look-alike bracket defuses it
+_TAG_OPEN = untrusted.compile(r"<([A-Za-z/!?])")
 #: inside a code block only tag-like markup and the fence itself could escape
-_CODE_ESCAPES = {"&": "&#38;", "<": "&#60;", ">": "&#62;", "`": "&#96;"}
+_CODE_ESCAPES = str.maketrans({"&": "&#38;", "<": "&#60;", ">": "&#62;", "`": "&#96;"})
 
 
 def mask_secrets(value: Any) -> Any:
-    """A copy of `value` with password-like keys and token-like strings masked."""
-    if isinstance(value, Mapping):
-        return {
-            str(k): MASK if _SECRET_KEY.search(str(k)) and v not in (None, "") else mask_secrets(v)
-            for k, v in value.items()
-        }
-    if isinstance(value, list | tuple):
-        return [mask_secrets(v) for v in value]
-    if isinstance(value, str):
-        return _URL_CREDENTIALS.sub("***@", _SECRET_VALUE.sub(MASK, value))
-    return value
+    """A copy of `value` with secrets masked (`gate.untrusted.mask_value`)."""
+    return untrusted.mask_value(value)
 
 
-def clean(text: str | None, limit: int = TEXT_CHARS, *, plain: bool = True) -> str:
-    """Untrusted text made safe to show: no bidi or control characters, cut to `limit`."""
+def clean(
+    text: str | None, limit: int = TEXT_CHARS, *, plain: bool = True, mask: bool = True
+) -> str:
+    """Untrusted text made safe to show: no invisible characters, secrets masked, cut to
+    `limit`, and (for plain text) no tag-shaped `<`.
+
+    `mask=False` is for what an approver typed (a reason the agent is told, as typed); it is
+    masked where it is shown.
+    """
     if not text:
         return ""
-    text = str(text).translate(_BIDI)
-    # Format characters (zero-width spaces, marks) hide text; keep ZWJ for emoji sequences.
-    text = "".join(
-        ch
-        for ch in text
-        if ch in "\n\t\u200d" or unicodedata.category(ch) not in ("Cc", "Cf", "Co", "Cs")
-    )
+    text = untrusted.clean(text) if mask else untrusted.strip_invisible(untrusted.cap(text))
+    text = text if len(text) <= limit else text[: limit - 1] + "…"
     # plain_text is documented as plain, but whether it ever reads <at ...> is unconfirmed:
-    # a lookalike bracket makes tag-shaped text inert either way.
+    # a lookalike bracket makes tag-shaped text inert either way (after the cut: same length).
     if plain:
-        text = _TAG_OPEN.sub("‹", text)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+        text = _TAG_OPEN.sub(lambda m: "‹" + str(m.group(1)), text)
+    return text
 
 
 def code_block(text: str) -> str:
     """A markdown code block whose content cannot close the block or open a tag."""
-    body = "".join(_CODE_ESCAPES.get(ch, ch) for ch in text)
+    body = text.translate(_CODE_ESCAPES)
     return f"```json\n{body}\n```"
 
 
@@ -156,17 +136,17 @@ def _build_card(view: RequestView, args_chars: int, editing: bool, now: datetime
         f"Deadline: {deadline}" if pending else f"Asked: {view.created_at:%Y-%m-%d %H:%M} UTC",
     ]
     elements.append(_div("\n".join(facts), "facts"))
-    args = json.dumps(mask_secrets(view.tool_args), ensure_ascii=False, indent=2, default=str)
-    shown = clean(args, args_chars, plain=False)
+    args = untrusted.to_json(view.tool_args, indent=2)
+    shown = args if len(args) <= args_chars else args[: args_chars - 1] + "…"
     elements.append({"tag": "markdown", "element_id": "args", "content": code_block(shown)})
     if len(shown) < len(args):
         elements.append(_div(f"Arguments cut to {args_chars} characters: open the request."))
     outcome = view.outcome_sentence()
-    if decisions.changes(view, mask_secrets):
+    if decisions.changes(view):
         outcome = outcome.replace("Approved by", "Approved with edits by", 1)
     elements.append(_div(outcome, "outcome"))
     if view.reason and not pending:
-        elements.append(_div(clean(mask_secrets(view.reason)), "reason"))
+        elements.append(_div(clean(view.reason), "reason"))
     for vote in view.votes[:VOTES_SHOWN]:
         word = "approved" if vote.verdict == "approve" else "rejected"
         line = f"{clean(vote.approver, 100)} {word} via {vote.via}"
@@ -200,7 +180,7 @@ def _build_card(view: RequestView, args_chars: int, editing: bool, now: datetime
 
 def editable(view: RequestView) -> list[decisions.EditField]:
     """The arguments the edit form offers (secrets and over-long values left out)."""
-    return decisions.editable_fields(view, max_chars=MAX_INPUT, mask=mask_secrets)
+    return decisions.editable_fields(view, max_chars=MAX_INPUT)
 
 
 def _callback(

@@ -21,6 +21,7 @@ from typing import Any, Literal
 from urllib.parse import parse_qs
 
 import aiohttp
+import anyio
 from fastapi import APIRouter, BackgroundTasks, Request, Response
 from fastapi.responses import JSONResponse
 from slack_sdk.errors import SlackApiError
@@ -284,11 +285,12 @@ class SlackChannel:
 
     async def post(self, req: RequestView, target: str) -> str:
         """Post the card; the reference is `<channel id>:<ts>`, what chat.update needs."""
+        text, blocks = await anyio.to_thread.run_sync(card_message, req)
         response = await self._call(
             "chat.postMessage",
             channel=target,
-            text=fallback_text(req),
-            blocks=render_card(req),
+            text=text,
+            blocks=blocks,
             unfurl_links=False,
             unfurl_media=False,
         )
@@ -299,9 +301,8 @@ class SlackChannel:
         channel, _, ts = ref.partition(":")
         if not ts:
             raise DeliveryError(f"not a Slack message reference: {ref!r}", permanent=True)
-        await self._call(
-            "chat.update", channel=channel, ts=ts, text=fallback_text(req), blocks=render_card(req)
-        )
+        text, blocks = await anyio.to_thread.run_sync(card_message, req)
+        await self._call("chat.update", channel=channel, ts=ts, text=text, blocks=blocks)
 
     def router(self) -> APIRouter:
         """`POST /channels/slack/interactions`, Slack's Interactivity Request URL."""
@@ -380,16 +381,11 @@ class SlackChannel:
             return
         assert view is not None
         what = "reason" if action.kind == "ask_reason" else "edit"
-        if action.kind == "ask_reason":
-            reasons = decisions.reject_reasons(view)
-            modal = reason_modal(view.id, action.channel_id, action.message_ts, reasons)
-        else:
-            fields = editable(view)
-            if not fields:
-                text = f"Nothing here can be edited in Slack; edit it in gate: {view.url}"
-                self._tell(background, action, text)
-                return
-            modal = edit_modal(view, fields, action.channel_id, action.message_ts)
+        modal = await anyio.to_thread.run_sync(_modal, action, view)
+        if modal is None:
+            text = f"Nothing here can be edited in Slack; edit it in gate: {view.url}"
+            self._tell(background, action, text)
+            return
         if action.trigger_id is None:
             self._tell(background, action, f"Slack sent no trigger to open the {what} dialog.")
             return
@@ -477,6 +473,23 @@ class SlackChannel:
             await self._call("chat.postEphemeral", channel=channel, user=user, text=escape(text))
         except DeliveryError as exc:
             log.warning("ephemeral to %s in %s failed: %s", user, channel, exc)
+
+
+def card_message(req: RequestView) -> tuple[str, list[dict[str, Any]]]:
+    """The card's fallback text and blocks. Channels call it in a worker thread: rendering
+    scans untrusted text, and a huge argument must not hold up the event loop."""
+    return fallback_text(req), render_card(req)
+
+
+def _modal(action: Action, view: RequestView) -> dict[str, Any] | None:
+    """The reject or edit modal for a click (None: nothing to edit); run in a worker thread."""
+    if action.kind == "ask_reason":
+        reasons = decisions.reject_reasons(view)
+        return reason_modal(view.id, action.channel_id, action.message_ts, reasons)
+    fields = editable(view)
+    if not fields:
+        return None
+    return edit_modal(view, fields, action.channel_id, action.message_ts)
 
 
 def _modal_error(message: str, block: str = REASON_BLOCK) -> Response:

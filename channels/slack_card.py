@@ -1,20 +1,25 @@
 """Slack Block Kit rendering: the approval card and the modals, as pure functions.
 
-Card text built from tool arguments is untrusted. Every such string is cleaned (unicode
-bidi and control characters stripped, secrets masked), escaped for mrkdwn (`&`, `<`, `>`),
-cut to Slack's limits, and shown only inside inline code or a code block. In the edit modal
+Card text built from tool arguments is untrusted. Every such string is cleaned by
+`gate.untrusted` (capped, invisible and direction-changing characters removed, secrets
+masked: the same rules as every other surface), then escaped for mrkdwn (`&`, `<`, `>`), cut
+to Slack's limits, and shown only inside inline code or a code block. In the edit modal
 argument values appear only as plain_text_input initial values, never as mrkdwn.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from datetime import datetime
 from typing import Any
 
 from channels import decisions
+from gate import untrusted
 from gate.models import utcnow
+from gate.untrusted import MASK as MASK
+from gate.untrusted import clean as clean
+from gate.untrusted import mask_text as mask_text
+from gate.untrusted import mask_value as mask_value
 from gate.views import RequestView
 
 APPROVE_ACTION = "gate_approve"
@@ -47,72 +52,14 @@ MAX_INPUT = 3000
 #: option text (75) and value (150) limits; checkboxes hold at most 10 options
 MAX_OPTION_TEXT = 75
 MAX_CHECKBOXES = 10
-# Bidi overrides/isolates/marks, zero-width characters and C0/C1 controls other than \n and
-# \t: they can make a card read differently from what it says (Trojan Source style).
-_INVISIBLE = re.compile(
-    "[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200b-\u200f\u2028\u2029"
-    "\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]"
-)
-_SECRET_KEY = re.compile(
-    r"(password|passwd|passphrase|secret|private_?key|credential|cookie|"
-    r"(^|[_.-])(pwd|token|api_?key|apikey|access_?key|auth|authorization|session_?id)$)",
-    re.IGNORECASE,
-)
-MASK = "[masked]"
-_SECRET_VALUES = [
-    re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(-----END [A-Z ]*PRIVATE KEY-----|$)", re.S),
-    re.compile(r"\bxox[abposre]-[A-Za-z0-9-]{6,}"),
-    re.compile(r"\bxapp-[A-Za-z0-9-]{6,}"),
-    re.compile(r"\bsk-[A-Za-z0-9_-]{16,}"),
-    re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),
-    re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,}"),
-    re.compile(r"\bgithub_pat_[A-Za-z0-9_]{20,}"),
-    re.compile(r"\bAIza[0-9A-Za-z_-]{30,}"),
-    re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
-]
-# `password=hunter2`, `"token": "abc"`, `Authorization: Bearer abc`: keep the key, mask the value
-_SECRET_ASSIGN = re.compile(
-    r"(?i)((?:password|passwd|pwd|secret|token|api[_-]?key|apikey|access[_-]?key|"
-    r"client[_-]?secret)[\"']?\s*[:=]\s*[\"']?)([^\s\"'&,;]+)"
-)
-_BEARER = re.compile(r"(?i)\b(bearer|basic|token)\s+([A-Za-z0-9._~+/=-]{8,})")
-_URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@]+:)([^@\s/]+)(@)")
 
 
-# -- cleaning untrusted text ----------------------------------------------------------------
-
-
-def mask_text(text: str) -> str:
-    """Replace things that look like secrets (tokens, keys, passwords) with a mask."""
-    for pattern in _SECRET_VALUES:
-        text = pattern.sub(MASK, text)
-    text = _SECRET_ASSIGN.sub(lambda m: m.group(1) + MASK, text)
-    text = _BEARER.sub(lambda m: f"{m.group(1)} {MASK}", text)
-    return _URL_PASSWORD.sub(lambda m: m.group(1) + MASK + m.group(3), text)
-
-
-def mask_value(value: Any) -> Any:
-    """Mask secrets in a JSON-like value: by key name, and by pattern inside strings."""
-    if isinstance(value, dict):
-        return {
-            str(k): MASK if _SECRET_KEY.search(str(k)) and v not in (None, "") else mask_value(v)
-            for k, v in value.items()
-        }
-    if isinstance(value, list | tuple):
-        return [mask_value(v) for v in value]
-    if isinstance(value, str):
-        return mask_text(value)
-    return value
+# -- untrusted text in mrkdwn ---------------------------------------------------------------
 
 
 def escape(text: str) -> str:
     """Escape Slack's three control characters (`&` first), which neutralises `<...>` syntax."""
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-def clean(text: str) -> str:
-    """Strip invisible and direction-changing characters, then mask secrets."""
-    return mask_text(_INVISIBLE.sub("", text))
 
 
 def cut(escaped: str, limit: int) -> str:
@@ -130,7 +77,7 @@ def inline(value: Any, limit: int = MAX_INLINE) -> str:
     """An untrusted value as one line of inline code: no formatting, mentions or links."""
     if value is None or value == "":
         return "—"
-    text = " ".join(clean(str(value)).split())
+    text = " ".join(clean(value).split())
     # A backtick would end the inline code and let mrkdwn formatting back in.
     text = escape(text.replace("`", "ˋ"))
     return f"`{cut(text, limit - 2)}`"
@@ -138,16 +85,18 @@ def inline(value: Any, limit: int = MAX_INLINE) -> str:
 
 def plain(value: Any, limit: int) -> str:
     """An untrusted value for a plain_text object: cleaned, escaped, cut."""
-    return cut(escape(" ".join(clean(str(value)).split())), limit)
+    return cut(escape(" ".join(clean(value).split())), limit)
 
 
 def args_block_text(args: dict[str, Any], url: str) -> str:
     """The arguments as a code block that fits one section, with a link when cut."""
-    body = json.dumps(mask_value(args), indent=2, ensure_ascii=False, default=str)
-    # Backticks become a look-alike so "```" inside an argument cannot close the block.
-    body = escape(_INVISIBLE.sub("", body).replace("`", "ˋ"))
     head, tail = "*Arguments*\n```\n", "\n```"
     more = f"\n_Cut to fit Slack: <{url}|view all in gate>_"
+    # Escaping only lengthens text: what is past the section's length is never shown, so it
+    # is not escaped either.
+    body = untrusted.to_json(args, indent=2)[:MAX_SECTION_TEXT]
+    # Backticks become a look-alike so "```" inside an argument cannot close the block.
+    body = escape(body.replace("`", "ˋ"))
     if len(head) + len(body) + len(tail) <= MAX_SECTION_TEXT:
         return head + body + tail
     return head + cut(body, MAX_SECTION_TEXT - len(head) - len(tail) - len(more)) + tail + more
@@ -260,10 +209,10 @@ def _approvals(view: RequestView) -> str:
 
 def _outcome(view: RequestView) -> str:
     sentence = view.outcome_sentence()
-    changed = decisions.changes(view, mask_value)
+    changed = decisions.changes(view)
     if changed:
         sentence = sentence.replace("Approved by", "Approved with edits by", 1)
-    text = f"*{escape(sentence)}*"
+    text = f"*{escape(clean(sentence))}*"
     if view.decided_at:
         text += f" at {_when(view.decided_at)}"
     for key, before, after in changed:
@@ -333,7 +282,7 @@ def _grant_select(request_id: str, grants: list[decisions.GrantChoice]) -> dict[
 
 def editable(view: RequestView) -> list[decisions.EditField]:
     """The arguments the edit modal offers (secrets and over-long values left out)."""
-    return decisions.editable_fields(view, max_chars=MAX_INPUT, mask=mask_value)
+    return decisions.editable_fields(view, max_chars=MAX_INPUT)
 
 
 def _meta(request_id: str, channel_id: str | None, message_ts: str | None) -> str:

@@ -285,7 +285,7 @@ def test_secrets_are_masked() -> None:
     assert masked["headers"]["Authorization"] == MASK
     assert masked["items"] == [{"token": MASK}]
     assert "sk-abc" not in masked["note"] and "ghp_" not in masked["note"]
-    assert masked["dsn"] == "postgresql://***@db.internal/prod"
+    assert masked["dsn"] == f"postgresql://{MASK}@db.internal/prod"  # user and password
     assert masked["jwt"] == MASK
     assert masked["amount"] == 5
     dumped = json.dumps(render_card(make_view(tool_args=args)))

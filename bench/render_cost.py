@@ -1,0 +1,207 @@
+"""What rendering a hostile tool argument costs, on every card and page, at 10 KB to 1 MB.
+
+For each hostile string (shapes that made the old secret-masking regexes backtrack) and each
+size, it times the Slack card, the Feishu card and the web console's request page, next to
+a baseline measured in the same run on the same arguments: `json.dumps` for the cards, the
+JSON API's `GET /v1/requests/{id}` for the page. Then it prints how each grows from 10 KB to
+100 KB and from 100 KB to 1 MB: ~10x is linear, ~100x quadratic.
+
+A card render runs in a forked child that is stopped after `--limit` seconds (the old code
+needed minutes for some 1 MB strings): such a figure prints as `>limit`.
+
+    .venv/bin/python -m bench.render_cost
+    .venv/bin/python -m bench.render_cost --sizes 10000 100000 --limit 30
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+
+from bench._common import database
+from channels import feishu_card, slack_card
+from gate.app import create_app
+from gate.config import Settings
+from gate.views import RequestView
+from tests.support import config as cfg
+from tests.support.servers import ThreadServer
+
+SIZES = (10_000, 100_000, 1_000_000)
+NOW = datetime(2026, 11, 21, 10, 0, tzinfo=UTC)
+
+
+def _repeat(unit: str, n: int) -> str:
+    return (unit * (n // len(unit) + 1))[:n]
+
+
+#: name -> the hostile string of about n characters
+HOSTILE: dict[str, Callable[[int], str]] = {
+    "a-run": lambda n: "a" * n,
+    "dotted a.a.a.": lambda n: _repeat("a.", n),
+    "eyJ-eyJ-": lambda n: _repeat("eyJ-", n),
+    "open PEM": lambda n: "-----BEGIN RSA PRIVATE KEY-----" + "A" * n,
+    "password=": lambda n: _repeat("password=", n),
+    "xoxb-…": lambda n: "xoxb-" + "a" * n,
+    "<<<": lambda n: "<" * n,
+    "bidi mix": lambda n: _repeat("\u202eabc\u2066\u200bא<@U1>", n),
+}
+
+
+def make_view(text: str) -> RequestView:
+    """A pending request whose argument (and summary, cut as the API would) is `text`."""
+    return RequestView(
+        id="01JBENCH",
+        status="pending",
+        tool_name="run_shell",
+        tool_args={"payload": text},
+        agent_id="bench-agent",
+        user_id="dave",
+        session_id=None,
+        org_id=None,
+        rule="bench",
+        summary=text[:4000],
+        context={},
+        created_at=NOW,
+        expires_at=NOW + timedelta(minutes=10),
+        approvals_required=1,
+        approvers=["alice"],
+        votes=[],
+        decided_at=None,
+        decided_by=None,
+        decided_via=None,
+        reason=None,
+        on_timeout="reject",
+        submitted_by="bench-agent",
+        url="http://gate.example/requests/01JBENCH",
+    )
+
+
+def _slack(view: RequestView) -> None:
+    slack_card.fallback_text(view)
+    slack_card.render_card(view, now=NOW)
+
+
+def _feishu(view: RequestView) -> None:
+    feishu_card.render_card(view, now=NOW)
+
+
+def _baseline(view: RequestView) -> None:
+    json.dumps(view.tool_args, ensure_ascii=False)
+
+
+CARDS: dict[str, Callable[[RequestView], None]] = {
+    "json.dumps (baseline)": _baseline,
+    "Slack card": _slack,
+    "Feishu card": _feishu,
+}
+
+
+def _timed_child(surface: str, shape: str, size: int, out: Any) -> None:
+    view = make_view(HOSTILE[shape](size))
+    runs: list[float] = []
+    while len(runs) < 3 and sum(runs) < 1.0:  # the median of 3, unless one run is slow
+        start = time.perf_counter()
+        CARDS[surface](view)
+        runs.append(time.perf_counter() - start)
+    out.put(statistics.median(runs))
+
+
+def time_card(surface: str, shape: str, size: int, limit: float) -> float | None:
+    """Seconds to render, in a forked child; None when it ran past `limit`."""
+    ctx = multiprocessing.get_context("fork")
+    out = ctx.Queue()
+    child = ctx.Process(target=_timed_child, args=(surface, shape, size, out))
+    child.start()
+    child.join(limit)
+    if child.is_alive():
+        child.kill()
+        child.join()
+        return None
+    return float(out.get(timeout=5))
+
+
+def time_pages(sizes: tuple[int, ...]) -> dict[tuple[str, str, int], float | None]:
+    """The web request page and the JSON API, over HTTP from a real app on loopback."""
+    results: dict[tuple[str, str, int], float | None] = {}
+    with database("sqlite") as url:
+        data = cfg.settings_data(url, max_body_bytes=8 * 1024 * 1024)
+        data["tokens"] = []  # local mode: the page needs no sign-in on a loopback bind
+        server = ThreadServer(create_app(Settings(**data))).start()
+        try:
+            with httpx.Client(base_url=server.url, timeout=600) as http:
+                for shape, make in HOSTILE.items():
+                    for size in sizes:
+                        text = make(size)
+                        body = {"tool_name": "run_shell", "tool_args": {"payload": text}}
+                        body["summary"] = text[:4000]
+                        answer = http.post("/v1/gate", json=body)
+                        answer.raise_for_status()
+                        rid = answer.json()["request"]["id"]
+                        for surface, path in (
+                            ("GET /v1/requests/{id} (baseline)", f"/v1/requests/{rid}"),
+                            ("web request page", f"/requests/{rid}"),
+                        ):
+                            runs: list[float] = []
+                            while len(runs) < 3 and sum(runs) < 1.0:
+                                start = time.perf_counter()
+                                page = http.get(path)
+                                runs.append(time.perf_counter() - start)
+                                page.raise_for_status()
+                            results[(surface, shape, size)] = statistics.median(runs)
+        finally:
+            server.stop()
+    return results
+
+
+def _ms(seconds: float | None, limit: float) -> str:
+    return f">{limit:.0f} s" if seconds is None else f"{seconds * 1000:,.1f} ms"
+
+
+def _growth(small: float | None, big: float | None) -> str:
+    if small is None or big is None:
+        return "—"
+    return f"{big / max(small, 1e-6):.1f}x"
+
+
+def main() -> None:
+    """Measure and print one table per surface."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES))
+    parser.add_argument("--limit", type=float, default=60.0, help="seconds per card render")
+    parser.add_argument("--no-web", action="store_true", help="cards only")
+    args = parser.parse_args()
+    sizes = tuple(args.sizes)
+    print(f"# render cost, {platform.python_version()}, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC")
+    results: dict[tuple[str, str, int], float | None] = {}
+    for surface in CARDS:
+        for shape in HOSTILE:
+            for size in sizes:
+                results[(surface, shape, size)] = time_card(surface, shape, size, args.limit)
+    surfaces = list(CARDS)
+    if not args.no_web:
+        results.update(time_pages(sizes))
+        surfaces += ["GET /v1/requests/{id} (baseline)", "web request page"]
+    header = " | ".join(f"{s:,} chars" for s in sizes)
+    growth = " | ".join(f"{b // a}x size" for a, b in zip(sizes, sizes[1:], strict=False))
+    for surface in surfaces:
+        print(f"\n## {surface}\n")
+        print(f"| string | {header} | {growth} |")
+        print("| --- " * (1 + len(sizes) + len(sizes) - 1) + "|")
+        for shape in HOSTILE:
+            times = [results[(surface, shape, s)] for s in sizes]
+            cells = [_ms(t, args.limit) for t in times]
+            ratios = [_growth(a, b) for a, b in zip(times, times[1:], strict=False)]
+            print(f"| {shape} | " + " | ".join(cells + ratios) + " |")
+
+
+if __name__ == "__main__":
+    main()

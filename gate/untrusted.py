@@ -1,0 +1,426 @@
+"""Untrusted text made inert and cheap: the one place that cleans it and masks secrets in it.
+
+Tool arguments, summaries, names and comments come from agents (or people) gate does not
+trust. Every surface (the Slack card, the Feishu card, the web console) shows them only
+after this module has:
+
+* **capped** them: at most `SCAN_LIMIT` characters of one value are looked at; the rest is
+  cut off *before* anything scans it, with a marker saying how much was cut (the API still
+  returns the full value);
+* **removed invisible characters** from plain text (bidi overrides and isolates, zero-width
+  characters, C0/C1 controls other than newline and tab, private-use code points...) or, in
+  JSON, **shown them as `\\uXXXX` escapes**, so text cannot read differently from what it is;
+* **masked secrets**: values under secret-named keys (`password`, `api_key`, `Authorization`,
+  `session_id`...) and secret-shaped text anywhere (private keys, Slack / OpenAI / AWS /
+  GitHub / Google / Feishu tokens, JWTs, bearer and basic credentials, `password=...`
+  assignments, credentials in URLs), all replaced by `MASK`.
+
+Every pattern here runs on RE2 (`google-re2`), whose matching time is linear in the text
+whatever the pattern: no input can make a scan backtrack. `compile` is how any other module
+gets a regex it runs over untrusted text. What stays in each surface is only its own
+escaping (Slack's `&<>`, Feishu's markdown entities, HTML autoescape), which is a
+character-by-character replacement and linear too.
+"""
+
+from __future__ import annotations
+
+import json
+import unicodedata
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol, cast
+
+import re2
+
+#: what a masked secret reads as, on every surface
+MASK = "[masked]"
+#: how many characters of one untrusted value are scanned at all. A card shows at most a few
+#: thousand characters and a page is read by a person; 64 K characters of one value is more
+#: than anyone reads, and keeps the worst case of every scan to a few milliseconds.
+SCAN_LIMIT = 64 * 1024
+#: the end of the marker that replaces what the cap cut off
+CUT_MARK = " more characters not shown]"
+#: a cut can fall inside a secret, leaving a prefix too short for its pattern to recognise;
+#: the cut goes back to the last whitespace within this many characters (the longest prefix
+#: a pattern needs is ~35), or drops them all when there is none
+_CUT_BACKOFF = 256
+#: nesting deeper than this is shown as a marker: mask_value recurses, and json.dumps
+#: refuses ~1,000 levels anyway
+MAX_DEPTH = 100
+TOO_DEEP = "[nested too deep to show]"
+#: a key longer than this is not classified by name: its value is masked (fail closed)
+_KEY_SCAN = 256
+
+
+class Match(Protocol):
+    """The part of a match object this module relies on (RE2's mirrors `re.Match`)."""
+
+    def group(self, group: int | str = 0) -> str | None:
+        """The text of one group (None when it did not take part)."""
+        ...
+
+    def start(self, group: int | str = 0) -> int:
+        """Where the group starts."""
+        ...
+
+    def end(self, group: int | str = 0) -> int:
+        """Where the group ends."""
+        ...
+
+
+class Pattern(Protocol):
+    """A compiled linear-time pattern (RE2), with the `re.Pattern` methods gate uses."""
+
+    def search(self, text: str) -> Match | None:
+        """The first match anywhere."""
+        ...
+
+    def fullmatch(self, text: str) -> Match | None:
+        """A match of the whole text."""
+        ...
+
+    def finditer(self, text: str) -> Any:
+        """Every non-overlapping match, left to right."""
+        ...
+
+    def sub(self, repl: Callable[[Any], str], text: str) -> str:
+        """Replace every match by what `repl` returns for it."""
+        ...
+
+
+def compile(pattern: str) -> Pattern:
+    """Compile `pattern` with RE2: matching is linear in the text, whatever the pattern.
+
+    RE2 has no backreferences or lookaround; use a capturing group and a replacement
+    function instead. Replace through callables only: RE2's string templates mishandle
+    non-ASCII text.
+    """
+    return cast(Pattern, re2.compile(pattern))
+
+
+# -- invisible characters ---------------------------------------------------------------------
+
+#: blank-rendering letters (Hangul fillers) that are not in a format category
+_BLANK_LETTERS = frozenset({0x115F, 0x1160, 0x3164, 0xFFA0})
+_INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Co", "Cs", "Zl", "Zp"})
+#: a translate table caches one entry per code point seen; past this many, it computes
+#: without caching, so hostile text cannot grow it without bound
+_TABLE_CACHE = 65_536
+
+
+def is_invisible(char: str) -> bool:
+    """Whether a character hides or reorders text: controls other than \\n and \\t, format
+    characters (bidi marks, overrides and isolates, zero-width characters), private-use and
+    surrogate code points, line and paragraph separators, blank fillers."""
+    if char in "\n\t":
+        return False
+    return unicodedata.category(char) in _INVISIBLE_CATEGORIES or ord(char) in _BLANK_LETTERS
+
+
+class _Table(dict[int, Any]):
+    """A `str.translate` table that decides each code point on first sight."""
+
+    def __init__(self, replace: Callable[[int], str | None]) -> None:
+        super().__init__()
+        self.replace = replace
+
+    def __missing__(self, code: int) -> Any:
+        value = self.replace(code) if is_invisible(chr(code)) else code
+        if len(self) < _TABLE_CACHE:
+            self[code] = value
+        return value
+
+
+def _json_escape(code: int) -> str:
+    # json.dumps writes \uXXXX (a surrogate pair above U+FFFF): valid JSON that parses back
+    return json.dumps(chr(code))[1:-1]
+
+
+_STRIP = _Table(lambda code: None)
+_ESCAPE = _Table(_json_escape)
+
+
+def strip_invisible(text: str) -> str:
+    """Plain text without invisible or direction-changing characters (see `is_invisible`)."""
+    return text.translate(_STRIP)
+
+
+def escape_invisible(json_text: str) -> str:
+    """JSON text with each invisible character written as a `\\uXXXX` escape.
+
+    The result parses to the same value, and shows what is there instead of hiding it.
+    In JSON text such characters can only sit inside strings, so escaping them is safe.
+    """
+    return json_text.translate(_ESCAPE)
+
+
+# -- the cap ----------------------------------------------------------------------------------
+
+
+def cap(text: str, limit: int | None = SCAN_LIMIT) -> str:
+    """`text` cut to `limit` characters before anything scans it, with a marker when cut.
+
+    The cut goes back to a word boundary so that no fragment of a cut-off secret shows.
+    """
+    if limit is None or len(text) <= limit:
+        return text
+    backoff = min(_CUT_BACKOFF, limit // 2)
+    head = text[:limit]
+    space = max(head.rfind(" ", limit - backoff), head.rfind("\n", limit - backoff))
+    head = head[: space + 1] if space >= 0 else head[: limit - backoff]
+    return f"{head}…[{len(text) - len(head):,}{CUT_MARK}"
+
+
+# -- secrets in text --------------------------------------------------------------------------
+
+# One RE2 pattern, one pass over the UTF-8 bytes (RE2's native form: no offset translation
+# per match). Groups 1-3 say what to keep around the mask.
+_SECRET_TEXT: Any = re2.compile(
+    "|".join(
+        [
+            # a PEM private key, to its END line or (cut or unterminated) to the end
+            r"-----BEGIN [A-Z ]*PRIVATE KEY-----(?s:.*?)(?:-----END [A-Z ]*PRIVATE KEY-----|\z)",
+            # 1: user:password@ in a URL (keep the scheme separator)
+            r"(://)[^/\s:@]+:[^/\s@]+@",
+            # 2: password=..., "token": "...", api_key: ... (keep the name)
+            r"((?i:password|passwd|pwd|secret|token|api[_-]?key|apikey"
+            r"|access[_-]?key|client[_-]?secret)[\"']?\s*[:=]\s*[\"']?)[^\s\"'&,;]+",
+            # 3: Authorization: Bearer ..., Basic ..., token ... (keep the scheme)
+            r"(\b(?i:bearer|basic|token))\s+[A-Za-z0-9._~+/=-]{8,}",
+            r"\bxox[abposre]-[A-Za-z0-9-]{6,}",  # Slack
+            r"\bxapp-[A-Za-z0-9-]{6,}",  # Slack app-level
+            r"\bsk-[A-Za-z0-9_-]{16,}",  # OpenAI, Anthropic
+            r"\b[rs]k_(?:live|test)_[A-Za-z0-9]{16,}",  # Stripe
+            r"(?:AKIA|ASIA)[0-9A-Z]{16}",  # AWS access key ids
+            r"\bgh[pousr]_[A-Za-z0-9]{20,}",  # GitHub
+            r"\bgithub_pat_[A-Za-z0-9_]{20,}",
+            r"\bAIza[0-9A-Za-z_-]{30,}",  # Google
+            r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{4,}",  # JWT
+            r"\b[tu]-[A-Za-z0-9]{24,}",  # Feishu tenant / user access tokens
+        ]
+    ).encode()
+)
+_MASK_BYTES = MASK.encode()
+
+
+def _masked(match: Any) -> bytes:
+    url, assign, scheme = match.group(1, 2, 3)
+    if url:
+        return b"://" + _MASK_BYTES + b"@"
+    if assign:
+        return bytes(assign) + _MASK_BYTES
+    if scheme:
+        return bytes(scheme) + b" " + _MASK_BYTES
+    return _MASK_BYTES
+
+
+def _mask_scanned(text: str) -> str:
+    try:
+        data = text.encode()
+    except UnicodeEncodeError:
+        # A lone surrogate (JSON allows "\ud800") is not UTF-8: it is shown as U+FFFD.
+        data = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode()
+    # RE2 matches whole characters of valid UTF-8, so the result decodes.
+    return str(_SECRET_TEXT.sub(_masked, data).decode())
+
+
+def mask_text(text: str, limit: int | None = SCAN_LIMIT) -> str:
+    """`text`, capped to `limit`, with everything secret-shaped replaced by `MASK`."""
+    return _mask_scanned(cap(text, limit))
+
+
+def clean(text: object, limit: int | None = SCAN_LIMIT) -> str:
+    """Untrusted plain text made safe to show: capped, invisible characters removed, secrets
+    masked. Surfaces still escape it for their markup and cut it to their own lengths."""
+    if text is None:
+        return ""
+    return _mask_scanned(strip_invisible(cap(str(text), limit)))
+
+
+# -- secrets in structures --------------------------------------------------------------------
+
+#: a key containing one of these (ignoring case and separators) names a secret
+_SECRET_PARTS = (
+    "password",
+    "passwd",
+    "passphrase",
+    "secret",
+    "credential",
+    "cookie",
+    "privatekey",
+    "apikey",
+    "accesskey",
+)
+#: a key with one of these as a word (`token_type`, `proxy-authorization`) names a secret
+_SECRET_WORDS = frozenset({"token", "authorization"})
+#: a key ending in one of these words (`ssh_key`, `basic_auth`, `x-signature`) names a secret
+_SECRET_LAST_WORDS = frozenset({"pwd", "auth", "key", "signature", "sessionid"})
+
+
+def _words(key: str) -> list[str]:
+    """The words of a key: split at separators and camelCase (`apiKey`, `APIKey`)."""
+    words: list[str] = []
+    word: list[str] = []
+    for i, char in enumerate(key):
+        if not char.isalnum():
+            if word:
+                words.append("".join(word))
+                word = []
+            continue
+        if word and char.isupper():
+            before = word[-1]
+            following = key[i + 1] if i + 1 < len(key) else ""
+            if before.islower() or before.isdigit() or (before.isupper() and following.islower()):
+                words.append("".join(word))
+                word = []
+        word.append(char)
+    if word:
+        words.append("".join(word))
+    return [w.lower() for w in words]
+
+
+def is_secret_key(key: str) -> bool:
+    """Whether a key's name says its value is a secret (`password`, `apiKey`, `x-auth`...).
+
+    `max_tokens` or `token_count`-like counts named with a plural are not; a key too long to
+    judge is treated as secret.
+    """
+    if len(key) > _KEY_SCAN:
+        return True
+    words = _words(key)
+    joined = "".join(words)
+    if any(part in joined for part in _SECRET_PARTS):
+        return True
+    if any(word in _SECRET_WORDS for word in words):
+        return True
+    if words and words[-1] in _SECRET_LAST_WORDS:
+        return True
+    return len(words) >= 2 and words[-2:] == ["session", "id"]
+
+
+def _shown_keys(mapping: Mapping[Any, Any], limit: int | None) -> list[tuple[str, Any]]:
+    """(key as shown, original key) for each entry: secrets in keys masked, and two keys
+    that mask alike kept apart so neither entry can hide the other."""
+    shown: list[tuple[str, Any]] = []
+    taken: set[str] = set()
+    for key in mapping:
+        text = mask_text(str(key), limit)
+        candidate, n = text, 1
+        while candidate in taken:
+            n += 1
+            candidate = f"{text} ({n})"
+        taken.add(candidate)
+        shown.append((candidate, key))
+    return shown
+
+
+def mask_value(value: Any, limit: int | None = SCAN_LIMIT) -> Any:
+    """A copy of a JSON-like value safe to show: values under secret-named keys and
+    secret-shaped text masked, each string capped to `limit` (default `SCAN_LIMIT`)."""
+    return _mask(value, limit, 0)
+
+
+def _mask(value: Any, limit: int | None, depth: int) -> Any:
+    if depth > MAX_DEPTH:
+        return TOO_DEEP
+    if isinstance(value, Mapping):
+        return {
+            shown: MASK
+            if is_secret_key(str(key)) and value[key] not in (None, "")
+            else _mask(value[key], limit, depth + 1)
+            for shown, key in _shown_keys(value, limit)
+        }
+    if isinstance(value, list | tuple):
+        return [_mask(item, limit, depth + 1) for item in value]
+    if isinstance(value, str):
+        return mask_text(value, limit)
+    return value
+
+
+def to_json(value: Any, *, indent: int | None = None, limit: int | None = SCAN_LIMIT) -> str:
+    """A JSON-like value as JSON text to show: masked (see `mask_value`), invisible
+    characters written as `\\uXXXX` escapes, any other character as itself."""
+    text = json.dumps(mask_value(value, limit), indent=indent, ensure_ascii=False, default=str)
+    return escape_invisible(text)
+
+
+def mask_diff(diff: Mapping[str, Any]) -> dict[str, Any]:
+    """An argument diff (`{key: {"from": ..., "to": ...}}`) with both sides masked as the
+    key's value would be."""
+    masked: dict[str, Any] = {}
+    for shown, key in _shown_keys(diff, SCAN_LIMIT):
+        change = diff[key] if isinstance(diff[key], Mapping) else {}
+        masked[shown] = {
+            side: next(iter(mask_value({key: change.get(side)}).values()))
+            for side in ("from", "to")
+        }
+    return masked
+
+
+# -- edits of masked values -------------------------------------------------------------------
+
+
+def unmask(edited: Any, original: Any) -> Any:
+    """Arguments edited from their masked form, with every value left as shown put back to
+    the original (a masked password stays the password, a cut value stays whole).
+
+    Raises ValueError when an edited value still carries a mask or a cut marker but differs
+    from what was shown: the approver changed text around a secret they could not see, and
+    gate cannot tell what the call should run with.
+    """
+    return _unmask(edited, original, mask_value(original), 0)
+
+
+def _unmask(edited: Any, original: Any, shown: Any, depth: int) -> Any:
+    if edited == shown:
+        return original
+    if depth <= MAX_DEPTH and isinstance(edited, dict) and isinstance(original, Mapping):
+        keys = dict(_shown_keys(original, SCAN_LIMIT))
+        result: dict[str, Any] = {}
+        for key, value in edited.items():
+            if key in keys:
+                was = keys[key]
+                result[str(was)] = _unmask(value, original[was], shown[key], depth + 1)
+            else:
+                result[key] = _new(value, key)
+        return result
+    if depth <= MAX_DEPTH and isinstance(edited, list) and isinstance(original, list | tuple):
+        return [
+            _unmask(item, original[i], shown[i], depth + 1) if i < len(original) else _new(item)
+            for i, item in enumerate(edited)
+        ]
+    if isinstance(edited, str) and _has_marker(edited):
+        if not (isinstance(original, str) and _has_marker(original)):
+            raise ValueError(
+                "a value that holds a masked secret or was cut short was changed; "
+                "leave it exactly as shown, or change it through the API"
+            )
+    return _new(edited) if isinstance(edited, dict | list) else edited
+
+
+def _new(value: Any, key: str = "") -> Any:
+    """A value with no original counterpart must not carry a mask or cut marker."""
+    for text in (key, *_strings(value)):
+        if _has_marker(text):
+            raise ValueError(
+                "a masked or cut value was moved or added; leave masked values where they are"
+            )
+    return value
+
+
+def _strings(value: Any) -> list[str]:
+    found: list[str] = []
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            found.append(item)
+        elif isinstance(item, dict):
+            found.extend(str(k) for k in item)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return found
+
+
+def _has_marker(text: str) -> bool:
+    return MASK in text or CUT_MARK in text or text == TOO_DEEP
