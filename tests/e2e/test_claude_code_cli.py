@@ -1,0 +1,447 @@
+"""Claude Code for real: the pinned CLI from npm runs `claude -p` against a fake model on
+loopback, which answers with a Bash `tool_use` that writes a marker file. gate stands in front
+of the call two ways: the PreToolUse hook of `examples/claude-code/settings.json`, and the
+permission-prompt tool (`--permission-prompt-tool mcp__gate__approve`, `gate mcp prompt`).
+A person decides through gate's API, and the test checks what actually happened: whether the
+command ran (the marker), and what the model was told (the `tool_result` the CLI sent back).
+
+The CLI (`@anthropic-ai/claude-code`, version pinned in `claude-code.version`) is installed
+once into `.cache/claude-code` (`.ci/run` does it up front); without npm these tests skip.
+It runs with a throwaway HOME, telemetry, auto-update and non-essential traffic off, and only
+loopback addresses to talk to.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.support import config as cfg
+from tests.support.fake_anthropic import API_KEY, MODEL, FakeAnthropic, PlannedCall
+from tests.support.servers import ServerProcess, free_port
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = "@anthropic-ai/claude-code"
+VERSION = (Path(__file__).parent / "claude-code.version").read_text().strip()
+PREFIX = ROOT / ".cache" / "claude-code"
+SETTINGS = ROOT / "examples" / "claude-code" / "settings.json"
+#: every wait in these tests ends; a CLI run that needs longer than this is a failure
+CLI_TIMEOUT = 120
+
+SHELL_RULE = {
+    "name": "shell",
+    "tools": ["Bash"],
+    "approvers": ["group:finance"],
+    "timeout": "10m",
+    "reason": "Shell commands need a person",
+}
+
+
+# -- the CLI ----------------------------------------------------------------------------------
+
+
+def _version_of(cli: Path) -> str | None:
+    if not cli.exists():
+        return None
+    try:
+        out = subprocess.run(
+            [str(cli), "--version"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=_cli_env(Path("/nonexistent-home")),
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.split()[0] if out.returncode == 0 and out.stdout.strip() else None
+
+
+@pytest.fixture(scope="session")
+def claude() -> Path:
+    """The pinned `claude` executable, installed into .cache/claude-code on first use."""
+    cli = PREFIX / "node_modules" / ".bin" / "claude"
+    if _version_of(cli) == VERSION:
+        return cli
+    npm = shutil.which("npm")
+    if npm is None:
+        pytest.skip(
+            f"npm is not installed, so {PACKAGE}@{VERSION} cannot be installed for the Claude "
+            "Code end-to-end tests (.ci/run installs it)"
+        )
+    PREFIX.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(
+        [
+            npm,
+            "install",
+            "--prefix",
+            str(PREFIX),
+            "--no-audit",
+            "--no-fund",
+            f"{PACKAGE}@{VERSION}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if done.returncode != 0:
+        pytest.skip(f"npm could not install {PACKAGE}@{VERSION}: {done.stderr.strip()[-800:]}")
+    found = _version_of(cli)
+    assert found == VERSION, f"installed {PACKAGE} reports version {found!r}, not {VERSION}"
+    return cli
+
+
+def _cli_env(home: Path, **extra: str) -> dict[str, str]:
+    """A clean environment: no real credentials, config or proxies leak in from the caller."""
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(home),
+        "CLAUDE_CONFIG_DIR": str(home / ".claude"),
+        "LANG": "C.UTF-8",
+        "DISABLE_AUTOUPDATER": "1",
+        "DISABLE_TELEMETRY": "1",
+        "DISABLE_ERROR_REPORTING": "1",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    }
+    if "TMPDIR" in os.environ:
+        env["TMPDIR"] = os.environ["TMPDIR"]
+    env.update(extra)
+    return env
+
+
+def gate_executable() -> str:
+    """This checkout's `gate` script (the one next to the test interpreter)."""
+    beside = Path(sys.executable).with_name("gate")
+    found = str(beside) if beside.is_file() else shutil.which("gate")
+    assert found, "no `gate` executable next to the test interpreter nor on the PATH"
+    return found
+
+
+# -- gate and the model ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def gate_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """One real `gate serve` for the module: every Bash call needs someone from finance."""
+    home = tmp_path_factory.mktemp("gate")
+    data = cfg.settings_data(f"sqlite:///{home / 'gate.db'}")
+    data["rules"] = [SHELL_RULE, *data["rules"]]
+    path = home / "gate.toml"
+    path.write_text(cfg.to_toml(data))
+    server = ServerProcess(path).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def model() -> Iterator[FakeAnthropic]:
+    fake = FakeAnthropic().start()
+    yield fake
+    fake.stop()
+
+
+# -- the two ways gate stands in front of Claude Code ----------------------------------------
+
+
+def hook_settings(gate_url: str) -> dict[str, Any]:
+    """examples/claude-code/settings.json, with this checkout's gate and the test server."""
+    settings: dict[str, Any] = json.loads(SETTINGS.read_text())
+    settings["env"]["GATE_URL"] = gate_url
+    exe = shlex.quote(gate_executable())
+    for entries in settings["hooks"].values():
+        for entry in entries:
+            for handler in entry["hooks"]:
+                assert handler["command"].startswith("gate "), handler
+                handler["command"] = exe + handler["command"].removeprefix("gate")
+    return settings
+
+
+def prompt_tool_config(gate_url: str) -> dict[str, Any]:
+    """An --mcp-config that runs `gate mcp prompt` as the server named `gate`."""
+    args = ["mcp", "prompt", "--timeout", "120"]
+    return {
+        "mcpServers": {
+            "gate": {"command": gate_executable(), "args": args, "env": {"GATE_URL": gate_url}}
+        }
+    }
+
+
+def _gate_mcp_missing() -> str | None:
+    if importlib.util.find_spec("gate.mcp") is None:
+        return "gate has no `gate mcp prompt` (gate/mcp) in this checkout"
+    if importlib.util.find_spec("mcp") is None:
+        return "the MCP SDK is not installed: pip install -e '.[mcp]' for `gate mcp prompt`"
+    return None
+
+
+@dataclass
+class Outcome:
+    """What one `claude -p` run did."""
+
+    code: int
+    result: dict[str, Any]
+    stderr: str
+    seconds: float
+
+
+@dataclass
+class Agent:
+    """`claude -p` in a project of its own, with gate in front one of two ways."""
+
+    cli: Path
+    way: str
+    home: Path
+    project: Path
+    sessions: list[str] = field(default_factory=list)
+
+    def run(self, model: FakeAnthropic, gate_url: str, prompt: str) -> Outcome:
+        """One `claude -p` session to its end."""
+        self.sessions.append(str(uuid.uuid4()))
+        argv = [str(self.cli), "-p", prompt, "--output-format", "json", "--model", MODEL]
+        argv += ["--session-id", self.sessions[-1]]
+        if self.way == "hook":
+            settings = self.project / ".claude" / "settings.json"
+            settings.parent.mkdir(exist_ok=True)
+            settings.write_text(json.dumps(hook_settings(gate_url), indent=2))
+        else:
+            config = self.home / "mcp.json"
+            config.write_text(json.dumps(prompt_tool_config(gate_url)))
+            argv += ["--mcp-config", str(config), "--strict-mcp-config"]
+            argv += ["--permission-prompt-tool", "mcp__gate__approve"]
+        env = _cli_env(
+            self.home, ANTHROPIC_BASE_URL=model.url, ANTHROPIC_API_KEY=API_KEY, GATE_TOKEN=cfg.AGENT
+        )
+        started = time.monotonic()
+        done = subprocess.run(
+            argv, cwd=self.project, env=env, capture_output=True, text=True, timeout=CLI_TIMEOUT
+        )
+        seconds = time.monotonic() - started
+        assert done.stdout.strip(), (
+            f"claude printed nothing (exit {done.returncode}):\n{done.stderr}"
+        )
+        return Outcome(done.returncode, json.loads(done.stdout), done.stderr, seconds)
+
+
+@pytest.fixture(params=["hook", "permission-prompt-tool"])
+def agent(request: pytest.FixtureRequest, claude: Path, tmp_path: Path) -> Agent:
+    """Claude Code with gate's PreToolUse hook, or with gate as its permission-prompt tool."""
+    if request.param == "permission-prompt-tool":
+        missing = _gate_mcp_missing()
+        if missing:
+            pytest.skip(missing)
+    home, project = tmp_path / "home", tmp_path / "project"
+    home.mkdir()
+    project.mkdir()
+    return Agent(claude, request.param, home, project)
+
+
+# -- the person -------------------------------------------------------------------------------
+
+
+class Approver(threading.Thread):
+    """Waits for the pending Bash request with `command`, then decides it through the API."""
+
+    def __init__(self, gate_url: str, command: str, decision: dict[str, Any]) -> None:
+        super().__init__(daemon=True)
+        self.gate_url, self.command, self.decision = gate_url, command, decision
+        self.request: dict[str, Any] | None = None
+        self.error: BaseException | None = None
+        self.cli_done = threading.Event()
+        self.start()
+
+    def run(self) -> None:
+        try:
+            self.request = self._decide()
+        except BaseException as exc:  # handed to the test thread by finish()
+            self.error = exc
+
+    def _decide(self) -> dict[str, Any]:
+        admin = {"Authorization": f"Bearer {cfg.ADMIN}"}
+        alice = {"Authorization": f"Bearer {cfg.ALICE}"}
+        deadline = time.monotonic() + CLI_TIMEOUT
+        with httpx.Client(base_url=self.gate_url, timeout=10) as http:
+            while time.monotonic() < deadline and not self.cli_done.is_set():
+                params = {"status": "pending", "tool_name": "Bash"}
+                items = http.get("/v1/requests", params=params, headers=admin).json()["items"]
+                mine = [i for i in items if i["tool_args"].get("command") == self.command]
+                if mine:
+                    path = f"/v1/requests/{mine[0]['id']}/decision"
+                    decided = http.post(path, json=self.decision, headers=alice)
+                    assert decided.status_code == 200, decided.text
+                    request: dict[str, Any] = decided.json()
+                    return request
+                time.sleep(0.05)
+        raise AssertionError(f"nobody was asked about {self.command!r} while claude ran")
+
+    def finish(self) -> dict[str, Any]:
+        """Once claude is done: the decided request (re-raises what went wrong in the thread)."""
+        self.cli_done.set()
+        self.join(timeout=CLI_TIMEOUT)
+        assert not self.is_alive(), "the approver is still waiting"
+        if self.error is not None:
+            raise self.error
+        assert self.request is not None
+        return self.request
+
+
+# -- checks -----------------------------------------------------------------------------------
+
+
+def marker_call(model: FakeAnthropic, project: Path, name: str) -> tuple[PlannedCall, Path, str]:
+    """Plan a Bash call that writes `name` in the project and prints it; (call, file, text)."""
+    marker, text = project / name, f"{name}-{uuid.uuid4().hex[:8]}"
+    command = f"printf '%s\\n' {text} > {marker} && cat {marker}"
+    return model.plan("Bash", {"command": command, "description": f"write {name}"}), marker, text
+
+
+def told(model: FakeAnthropic, call: PlannedCall) -> tuple[str, bool]:
+    """(text, is_error) of the one tool_result the model got for `call`."""
+    results = model.results_for(call)
+    assert len(results) == 1, results
+    return results[0].text, results[0].is_error
+
+
+def assert_clean_exchange(model: FakeAnthropic, outcome: Outcome) -> None:
+    """The CLI spoke the API as the fake expects and finished its turn."""
+    assert model.problems == []
+    requests = model.agent_requests()
+    assert len(requests) == 2, "one request for the tool call, one with its result"
+    for body in requests:
+        assert body["model"] == MODEL
+        assert body["stream"] is True
+        assert "Bash" in {t["name"] for t in body["tools"]}
+    assert outcome.code == 0, outcome.stderr
+    assert outcome.result["is_error"] is False
+    assert outcome.result["result"].startswith("The tool call ")
+
+
+def request_of(gate_url: str, request_id: str) -> dict[str, Any]:
+    with httpx.Client(base_url=gate_url, headers={"Authorization": f"Bearer {cfg.ADMIN}"}) as c:
+        found: dict[str, Any] = c.get(f"/v1/requests/{request_id}").json()
+    return found
+
+
+# -- the tests --------------------------------------------------------------------------------
+
+
+def test_approved_command_runs_and_the_model_gets_its_output(
+    agent: Agent, model: FakeAnthropic, gate_server: ServerProcess
+) -> None:
+    call, marker, text = marker_call(model, agent.project, "approved.txt")
+    person = Approver(gate_server.url, call.input["command"], {"verdict": "approve"})
+
+    outcome = agent.run(model, gate_server.url, "Write the approved marker.")
+
+    request = person.finish()
+    assert marker.read_text() == text + "\n"
+    output, is_error = told(model, call)
+    assert not is_error and output.startswith(text + "\n")
+    assert outcome.result["permission_denials"] == []
+    assert_clean_exchange(model, outcome)
+    # The person saw exactly what the model asked to run.
+    assert request["tool_args"] == call.input
+    assert request["status"] == "approved"
+    if agent.way == "hook":
+        # The hook passed Claude Code's session on, and the example's PostToolUse entry told
+        # gate that the approved call ran.
+        assert request["session_id"] == agent.sessions[-1]
+        assert request_of(gate_server.url, request["id"])["outcome"] == "ran"
+
+
+def test_rejected_command_does_not_run_and_the_model_gets_the_reason(
+    agent: Agent, model: FakeAnthropic, gate_server: ServerProcess
+) -> None:
+    call, marker, _ = marker_call(model, agent.project, "rejected.txt")
+    decision = {"verdict": "reject", "comment": "not in this repository"}
+    person = Approver(gate_server.url, call.input["command"], decision)
+
+    outcome = agent.run(model, gate_server.url, "Write the rejected marker.")
+
+    person.finish()
+    assert not marker.exists()
+    text, is_error = told(model, call)
+    assert is_error
+    assert "Rejected by alice" in text and "not in this repository" in text
+    assert "Do not retry it unchanged" in text
+    assert [d["tool_use_id"] for d in outcome.result["permission_denials"]] == [call.id]
+    assert_clean_exchange(model, outcome)
+
+
+def test_edited_command_is_the_one_that_runs(
+    agent: Agent, model: FakeAnthropic, gate_server: ServerProcess
+) -> None:
+    call, marker, _ = marker_call(model, agent.project, "asked.txt")
+    edited_marker, edited_text = agent.project / "edited.txt", f"edited-{uuid.uuid4().hex[:8]}"
+    edited = {
+        **call.input,
+        "command": f"printf '%s\\n' {edited_text} > {edited_marker} && cat {edited_marker}",
+    }
+    decision = {"verdict": "approve", "edited_args": edited, "comment": "use edited.txt"}
+    person = Approver(gate_server.url, call.input["command"], decision)
+
+    outcome = agent.run(model, gate_server.url, "Write the asked marker.")
+
+    request = person.finish()
+    assert not marker.exists()
+    assert edited_marker.read_text() == edited_text + "\n"
+    text, is_error = told(model, call)
+    assert not is_error and text.startswith(edited_text)
+    assert request["approved_args"] == edited
+    assert_clean_exchange(model, outcome)
+
+
+def test_gate_down_nothing_runs(agent: Agent, model: FakeAnthropic) -> None:
+    call, marker, _ = marker_call(model, agent.project, "unreviewed.txt")
+    down = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+
+    outcome = agent.run(model, down, "Write the unreviewed marker.")
+
+    assert not marker.exists()
+    text, is_error = told(model, call)
+    assert is_error
+    assert down in text and "blocked" in text
+    assert [d["tool_use_id"] for d in outcome.result["permission_denials"]] == [call.id]
+    assert_clean_exchange(model, outcome)
+
+
+def test_a_reused_call_id_does_not_carry_an_approval(
+    agent: Agent, model: FakeAnthropic, gate_server: ServerProcess
+) -> None:
+    # A model (or an agent replaying ids on purpose) reuses the id of an approved call for a
+    # different command: gate keys requests by call id, and the approval must not transfer.
+    call, marker, text = marker_call(model, agent.project, "first.txt")
+    person = Approver(gate_server.url, call.input["command"], {"verdict": "approve"})
+    agent.run(model, gate_server.url, "Write the first marker.")
+    person.finish()
+    assert marker.read_text() == text + "\n"
+
+    replay = FakeAnthropic().start()
+    try:
+        second = agent.project / "second.txt"
+        command = f"echo replayed > {second}"
+        replay.plan("Bash", {"command": command, "description": "again"}, call_id=call.id)
+        outcome = agent.run(replay, gate_server.url, "Write the second marker.")
+        assert not second.exists()
+        (result,) = replay.results
+        assert result.is_error and "already used for a different call" in result.text
+        assert [d["tool_use_id"] for d in outcome.result["permission_denials"]] == [call.id]
+    finally:
+        replay.stop()
