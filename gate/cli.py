@@ -1,4 +1,4 @@
-"""The `gate` command: serve | hook | mcp | db | policy | requests | users.
+"""The `gate` command: serve | hook | init | mcp | db | policy | requests | users.
 
 Only the standard library is imported at module level: `gate hook` runs once per tool call,
 so everything heavy is imported inside the subcommand that needs it.
@@ -85,6 +85,10 @@ def _parser() -> argparse.ArgumentParser:
     from gate.operator import add_commands
 
     add_commands(sub)
+
+    from gate.setup_agents import add_commands as add_init_commands
+
+    add_init_commands(sub)
 
     users = sub.add_parser("users", help="approver accounts").add_subparsers(metavar="TASK")
     hash_pw = users.add_parser(

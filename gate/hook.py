@@ -442,7 +442,13 @@ def _parser() -> argparse.ArgumentParser:
         "whether an approved call ran; session-end withdraws the session's pending requests",
     )
     p.add_argument("--url", help=f"gate server URL (default: $GATE_URL or {DEFAULT_URL})")
-    p.add_argument("--token", help="agent token (default: $GATE_TOKEN)")
+    p.add_argument("--token", help="agent token (default: the variable --token-env names)")
+    p.add_argument(
+        "--token-env",
+        default="GATE_TOKEN",
+        metavar="NAME",
+        help="environment variable holding the agent token (default: GATE_TOKEN)",
+    )
     p.add_argument(
         "--timeout",
         type=float,
@@ -591,7 +597,7 @@ def main(argv: list[str]) -> int:
 def _after_main(ns: argparse.Namespace, payload: Any, phase: str) -> int:
     """post-tool / session-end: tell gate, print nothing, never block (exit 0)."""
     url = (ns.url or os.environ.get("GATE_URL") or DEFAULT_URL).strip()
-    token = ns.token or os.environ.get("GATE_TOKEN") or None
+    token = ns.token or os.environ.get(ns.token_env) or None
     source = {"claude-code": "Claude Code", "codex": "Codex"}.get(ns.format, "agent")
     try:
         if payload is _UNREADABLE:
@@ -615,7 +621,7 @@ _UNREADABLE = object()
 
 def _run(ns: argparse.Namespace, payload: Any, stop: _Stop) -> tuple[Verdict, str]:
     url = (ns.url or os.environ.get("GATE_URL") or DEFAULT_URL).strip()
-    token = ns.token or os.environ.get("GATE_TOKEN") or None
+    token = ns.token or os.environ.get(ns.token_env) or None
     limit = DEFAULT_TIMEOUT if ns.timeout is None else ns.timeout
     event = "PreToolUse"
     try:
