@@ -90,7 +90,7 @@ class Asker:
         limit: float,
         beat: Beat | None = None,
         beat_every: float = BEAT_EVERY,
-        cancelled_because: str = "the MCP client cancelled the call",
+        cancelled_because: str = "the MCP client cancelled the call or disconnected",
     ) -> Verdict:
         """Ask gate about `call` and wait up to `limit` seconds for the verdict.
 

@@ -136,7 +136,7 @@ async def _decide(
         limit=opts.timeout,
         beat=beat,
         beat_every=opts.beat_every,
-        cancelled_because="Claude Code cancelled the permission request",
+        cancelled_because="Claude Code cancelled the permission request or disconnected",
     )
     return answer(verdict, tool_input, opts.on_no_rule)
 

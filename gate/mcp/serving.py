@@ -1,9 +1,9 @@
 """What `gate mcp prompt` and `gate mcp proxy` share: the asker, stdio serving, stopping.
 
 Stopping withdraws: on SIGTERM, SIGINT or SIGHUP (the client quit or restarted the server),
-and when the client closes stdin, every wait still in progress is cancelled, and a cancelled
-wait withdraws its gate request (see `Asker.ask`), so approvers are not left deciding calls
-that can no longer run.
+when the client cancels a call, and when it closes stdin (it quit or crashed), every wait
+still in progress is cancelled, and a cancelled wait withdraws its gate request (see
+`Asker.ask`), so approvers are not left deciding calls that can no longer run.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import argparse
 import os
 import signal
 import sys
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -94,17 +93,13 @@ async def serve_stdio(
     init: InitializationOptions,
     asker: Asker,
     what: str,
-    ready: Callable[[], Awaitable[None]] | None = None,
 ) -> None:
     """Serve `server` on stdin/stdout until the client disconnects or a stop signal arrives."""
     async with anyio.create_task_group() as tg:
         tg.start_soon(_watch_signals, asker, what, tg.cancel_scope)
         async with stdio_server() as (read, write):
-            if ready is not None:
-                await ready()
+            # On EOF the SDK cancels the calls still in flight, which withdraws their requests.
             await server.run(read, write, init)
-        # stdin closed: nobody can receive an answer any more
-        asker.stopping = asker.stopping or f"the MCP client disconnected from {what}"
         tg.cancel_scope.cancel()
 
 

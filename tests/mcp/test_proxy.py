@@ -299,16 +299,44 @@ async def test_stopping_the_proxy_withdraws_the_request(live: Live, marker: Path
     assert ran(marker) == []
 
 
-async def test_client_disconnect_withdraws_the_request(live: Live, marker: Path) -> None:
+async def test_client_that_vanishes_mid_call_gets_the_request_withdrawn(
+    live: Live, marker: Path
+) -> None:
+    """A client that crashes sends no cancellation: its stdin just closes (EOF)."""
     vendor = unique("gone")
-    async with mcp_client(proxy_args(), gate_env(live.url, UPSTREAM_MARKER=str(marker))) as s:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(s.call_tool, "pay_vendor", {"vendor": vendor, "amount": 5})
-            request = await live.pending(PAY, vendor=vendor)
-            tg.cancel_scope.cancel()
-        # leaving the block closes the proxy's stdin (and the SDK then stops it)
+    frames = [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "crashy", "version": "0"},
+            },
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "pay_vendor", "arguments": {"vendor": vendor, "amount": 5}},
+        },
+    ]
+    env = {**os.environ, **gate_env(live.url, UPSTREAM_MARKER=str(marker))}
+    proc = await anyio.open_process(
+        [sys.executable, "-m", "gate.cli", "mcp", *proxy_args()], env=env, stderr=None
+    )
+    async with proc:
+        assert proc.stdin is not None
+        await proc.stdin.send("".join(json.dumps(f) + "\n" for f in frames).encode())
+        request = await live.pending(PAY, vendor=vendor)
+        await proc.stdin.aclose()
+        with anyio.fail_after(30):
+            await proc.wait()
     done = await live.settled(request["id"])
     assert done["status"] == "cancelled"
+    assert "the MCP client cancelled the call or disconnected" in (done["reason"] or "")
     assert ran(marker) == []
 
 
