@@ -1,7 +1,8 @@
 """Claude Code for real: the pinned CLI from npm runs `claude -p` against a fake model on
 loopback, which answers with a Bash `tool_use` that writes a marker file. gate stands in front
-of the call two ways: the PreToolUse hook of `examples/claude-code/settings.json`, and the
-permission-prompt tool (`--permission-prompt-tool mcp__gate__approve`, `gate mcp prompt`).
+of the call three ways: the PreToolUse hook as `examples/claude-code/settings.json` has it,
+the same hooks as `gate init claude-code` writes them, and the permission-prompt tool
+(`--permission-prompt-tool mcp__gate__approve`, `gate mcp prompt`).
 A person decides through gate's API, and the test checks what actually happened: whether the
 command ran (the marker), and what the model was told (the `tool_result` the CLI sent back).
 
@@ -158,7 +159,10 @@ def model() -> Iterator[FakeAnthropic]:
     fake.stop()
 
 
-# -- the two ways gate stands in front of Claude Code ----------------------------------------
+# -- the ways gate stands in front of Claude Code --------------------------------------------
+
+#: PreToolUse (+ PostToolUse, SessionEnd) hooks: the example file, and `gate init claude-code`
+HOOK_WAYS = ("example-settings", "gate-init")
 
 
 def hook_settings(gate_url: str) -> dict[str, Any]:
@@ -204,7 +208,7 @@ class Outcome:
 
 @dataclass
 class Agent:
-    """`claude -p` in a project of its own, with gate in front one of two ways."""
+    """`claude -p` in a project of its own, with gate in front one of the ways."""
 
     cli: Path
     way: str
@@ -217,10 +221,17 @@ class Agent:
         self.sessions.append(str(uuid.uuid4()))
         argv = [str(self.cli), "-p", prompt, "--output-format", "json", "--model", MODEL]
         argv += ["--session-id", self.sessions[-1]]
-        if self.way == "hook":
+        if self.way == "example-settings":
             settings = self.project / ".claude" / "settings.json"
             settings.parent.mkdir(exist_ok=True)
             settings.write_text(json.dumps(hook_settings(gate_url), indent=2))
+        elif self.way == "gate-init":
+            # Writes the hooks with absolute paths into <project>/.claude/settings.json; run
+            # again it changes nothing. The token stays in the environment (GATE_TOKEN).
+            init = [gate_executable(), "init", "claude-code", "--dir", str(self.project)]
+            init += ["--url", gate_url, "--no-check"]
+            written = subprocess.run(init, capture_output=True, text=True, timeout=60)
+            assert written.returncode == 0, written.stderr
         else:
             config = self.home / "mcp.json"
             config.write_text(json.dumps(prompt_tool_config(gate_url)))
@@ -240,9 +251,9 @@ class Agent:
         return Outcome(done.returncode, json.loads(done.stdout), done.stderr, seconds)
 
 
-@pytest.fixture(params=["hook", "permission-prompt-tool"])
+@pytest.fixture(params=[*HOOK_WAYS, "permission-prompt-tool"])
 def agent(request: pytest.FixtureRequest, claude: Path, tmp_path: Path) -> Agent:
-    """Claude Code with gate's PreToolUse hook, or with gate as its permission-prompt tool."""
+    """Claude Code with gate's hooks (two ways), or with gate as its permission-prompt tool."""
     if request.param == "permission-prompt-tool":
         missing = _gate_mcp_missing()
         if missing:
@@ -359,7 +370,7 @@ def test_approved_command_runs_and_the_model_gets_its_output(
     # The person saw exactly what the model asked to run.
     assert request["tool_args"] == call.input
     assert request["status"] == "approved"
-    if agent.way == "hook":
+    if agent.way in HOOK_WAYS:
         # The hook passed Claude Code's session on, and the example's PostToolUse entry told
         # gate that the approved call ran.
         assert request["session_id"] == agent.sessions[-1]
@@ -422,6 +433,7 @@ def test_gate_down_nothing_runs(agent: Agent, model: FakeAnthropic) -> None:
     assert_clean_exchange(model, outcome)
 
 
+@pytest.mark.parametrize("agent", ["gate-init", "permission-prompt-tool"], indirect=True)
 def test_a_reused_call_id_does_not_carry_an_approval(
     agent: Agent, model: FakeAnthropic, gate_server: ServerProcess
 ) -> None:
