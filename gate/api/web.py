@@ -19,13 +19,14 @@ import anyio
 import jinja2
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
+from markupsafe import Markup, escape
 from starlette.datastructures import FormData
 from starlette.staticfiles import StaticFiles
 
-from gate import machine
+from gate import machine, untrusted
 from gate.auth import Principal, check_password, csrf_matches, new_csrf_token
 from gate.config import ApproverSettings
-from gate.errors import GateError
+from gate.errors import GateError, InvalidInput
 from gate.models import Verdict
 from gate.policy import may_decide
 from gate.resources import resource_path
@@ -70,24 +71,42 @@ def install(app: FastAPI, state: AppState) -> None:
 
 
 def environment(clock: Callable[[], datetime]) -> jinja2.Environment:
-    """The Jinja2 environment: autoescape on for every template, whatever its name."""
+    """The Jinja2 environment: autoescape on for every template, whatever its name, and every
+    printed string cleaned and masked by `gate.untrusted`, as on the chat cards."""
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(resource_path("templates")),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
+        finalize=shown,
     )
     env.filters.update(
         ts=lambda dt: dt.strftime("%Y-%m-%d %H:%M:%S UTC") if dt else "",
         iso=lambda dt: dt.isoformat() if dt else "",
         ago=lambda dt: _span((clock() - dt).total_seconds()) + " ago",
         left=lambda dt: _left((dt - clock()).total_seconds()),
-        pretty=lambda obj: json.dumps(obj, indent=2, ensure_ascii=False, default=str),
-        compact=lambda obj: json.dumps(obj, ensure_ascii=False, default=str),
+        # JSON is masked value by value (secret-named keys too), then escaped here: the
+        # Markup result is not scanned again as one long string.
+        pretty=lambda obj: escape(untrusted.to_json(obj, indent=2)),
+        compact=lambda obj: escape(untrusted.to_json(obj)),
+        masked_edits=untrusted.mask_diff,
         surface=lambda via: SURFACE_NAMES.get(via or "", via or ""),
     )
     return env
+
+
+def shown(value: Any) -> Any:
+    """What `{{ ... }}` prints: a string cleaned and masked (`untrusted.clean`) before
+    autoescape. Markup (the JSON filters' output, our CSRF token) is ours and passes as is.
+
+    Not capped: what templates print as plain text is bounded by the API's field limits or
+    is our own JSON (the edit box), which a cap would cut into invalid JSON; the scan is
+    linear either way.
+    """
+    if isinstance(value, str) and not isinstance(value, Markup):
+        return untrusted.clean(value, limit=None)
+    return value
 
 
 def _span(seconds: float) -> str:
@@ -139,7 +158,7 @@ class Console:
         """Render `template` with the common context and save the session cookie."""
         html = self.env.get_template(template).render(
             me=me,
-            csrf=session.csrf,
+            csrf=Markup(session.csrf),  # random, ours: masking must never alter it
             csrf_field=CSRF_FIELD,
             path=request.url.path,
             proxy_mode=self.proxy_mode,
@@ -184,6 +203,18 @@ class Console:
         return self.render(
             request, session, "error.html", me=me, status=status, title=title, message=msg
         )
+
+    def unmasked(self, request_id: str, edited: dict[str, Any] | None) -> dict[str, Any] | None:
+        """Edited arguments with what the page showed masked or cut put back to the original
+        (`untrusted.unmask`); InvalidInput when such a value was changed."""
+        view = self.service.view(request_id) if edited is not None else None
+        if edited is None or view is None:
+            return edited  # deciding says what is wrong with a missing request
+        try:
+            restored: dict[str, Any] = untrusted.unmask(edited, view.tool_args)
+        except ValueError as exc:
+            raise InvalidInput(str(exc), code="masked_value_changed") from None
+        return restored
 
     # -- pages ------------------------------------------------------------------------------
 
@@ -263,7 +294,7 @@ class Console:
                     verdict=Verdict(parsed.verdict),
                     comment=parsed.comment or None,
                     via="web",
-                    edited_args=parsed.edited_args,
+                    edited_args=self.unmasked(request_id, parsed.edited_args),
                     reasons=parsed.reasons or None,
                     grant=parsed.grant,
                 )

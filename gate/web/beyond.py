@@ -7,14 +7,13 @@ Every change goes through `gate.followups` or `GateService.decide`, as the API's
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
 import anyio
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
-from gate import followups
+from gate import followups, untrusted
 from gate.auth import Principal, csrf_matches
 from gate.config import ApproverSettings
 from gate.errors import GateError
@@ -86,8 +85,9 @@ def detail_context(
 
 
 def forms_pretty(obj: Any) -> str:
-    """Arguments as the editor shows them: the page's pretty JSON."""
-    return json.dumps(obj, indent=2, ensure_ascii=False, default=str)
+    """Arguments as the editor shows them: the page's pretty JSON, secrets masked (the
+    decide handler puts masked values back, see `untrusted.unmask`)."""
+    return untrusted.to_json(obj, indent=2)
 
 
 class Beyond:
