@@ -31,6 +31,7 @@ from gate.models import utcnow
 from gate.notify import Notifier
 from gate.policy import Policy
 from gate.scheduler import Scheduler
+from gate.schemas import JsonLimits
 from gate.service import DecisionResult, GateService
 from gate.views import RequestView
 
@@ -223,7 +224,11 @@ def create_app(settings: Settings, *, clock: Callable[[], datetime] = utcnow) ->
     )
     app.state.gate = state
     install_error_handlers(app)
-    app.add_middleware(BodyLimitMiddleware, max_bytes=server.max_body_bytes)
+    app.add_middleware(
+        BodyLimitMiddleware,
+        max_bytes=server.max_body_bytes,
+        json_limits=JsonLimits.of(server),
+    )
     app.add_middleware(RequestContextMiddleware)
     app.include_router(health.router)
     app.include_router(v1.router)

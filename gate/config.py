@@ -78,9 +78,10 @@ def check_database_url(url: str) -> str:
     """`url` when gate can open that kind of database; ValueError naming the ones it can."""
     scheme = url.split("://", 1)[0].lower() if "://" in url else ""
     if scheme not in DATABASE_SCHEMES:
-        shown = scheme + "://..." if scheme else repr(url[:40])
+        # Only the scheme is quoted back: the rest of a URL may hold a password.
+        what = f"scheme {scheme[:30]!r}" if scheme else "URL (no scheme://)"
         raise ValueError(
-            f"unsupported database URL {shown}: use sqlite:///path/to/gate.db or "
+            f"unsupported database {what}: use sqlite:///path/to/gate.db or "
             "postgresql://user:password@host/dbname"
         )
     return url
@@ -355,13 +356,19 @@ class Settings(BaseSettings):
         return next((a for a in self.approvers if a.identity(channel) == user_id), None)
 
 
-def _describe(error: ValidationError) -> str:
-    parts = []
+def _describe(error: ValidationError) -> tuple[str | None, str]:
+    """(the first bad key, the reasons): `file, key: reason; other.key: reason`."""
+    parts: list[str] = []
+    first: str | None = None
     for err in error.errors():
-        loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        loc = ".".join(str(p) for p in err["loc"]) or None
         msg = err["msg"].removeprefix("Value error, ")
-        parts.append(f"{loc}: {msg}")
-    return "; ".join(parts)
+        if not parts:
+            first = loc
+            parts.append(msg)
+        else:
+            parts.append(f"{loc or '(top level)'}: {msg}")
+    return first, "; ".join(parts)
 
 
 def resolve_config_path(path: str | Path | None) -> Path | None:
@@ -391,6 +398,7 @@ def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
     try:
         settings = Settings(**data)
     except ValidationError as exc:
-        raise ConfigError(_describe(exc), source=source) from None
+        key, reason = _describe(exc)
+        raise ConfigError(reason, source=source, key=key) from None
     settings.source = source
     return settings

@@ -15,9 +15,13 @@ from sqlalchemy import event
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
+from gate.config import check_database_url
+from gate.errors import ConfigError
 from gate.resources import resource_path
 
 log = logging.getLogger(__name__)
+#: where the database is configured, for messages
+DATABASE_KEY = "server.database_url"
 
 
 def normalise_url(url: str) -> str:
@@ -42,6 +46,7 @@ class Database:
     """
 
     def __init__(self, url: str, *, pool_size: int = 8) -> None:
+        check_openable(url)
         self.url = normalise_url(url)
         self.sqlite = is_sqlite(self.url)
         kwargs: dict[str, Any] = {}
@@ -104,8 +109,32 @@ def alembic_config(url: str) -> AlembicConfig:
 
 
 def upgrade(url: str, revision: str = "head") -> None:
-    """Apply migrations up to `revision`."""
-    command.upgrade(alembic_config(url), revision)
+    """Apply migrations up to `revision`; ConfigError when the database cannot be opened."""
+    check_openable(url)
+    try:
+        command.upgrade(alembic_config(url), revision)
+    except (sa.exc.OperationalError, sa.exc.InterfaceError) as exc:
+        # Refused connection, unknown host, bad password, unwritable file: the driver's
+        # first line says which (it never holds the password).
+        reason = str(exc.orig or exc).strip().splitlines()[0][:300]
+        raise ConfigError(f"cannot open the database: {reason}", key=DATABASE_KEY) from None
+
+
+def check_openable(url: str) -> None:
+    """ConfigError when `url` cannot be a database gate opens: an unsupported scheme, or a
+    SQLite file in a folder that does not exist (SQLite creates the file, never the folder).
+    """
+    try:
+        check_database_url(url)
+    except ValueError as exc:
+        raise ConfigError(str(exc), key=DATABASE_KEY) from None
+    path = sqlite_path(url)
+    if path is not None and not path.parent.is_dir():
+        raise ConfigError(
+            f"the folder {str(path.parent.absolute())!r} for the SQLite file does not exist; "
+            "create it or point database_url elsewhere",
+            key=DATABASE_KEY,
+        )
 
 
 def sqlite_path(url: str) -> Path | None:
@@ -113,4 +142,5 @@ def sqlite_path(url: str) -> Path | None:
     if not is_sqlite(url):
         return None
     rest = url.split("///", 1)[1] if "///" in url else ""
+    rest = rest.split("?", 1)[0]  # driver options (?timeout=..., ?mode=ro) are not the path
     return Path(rest) if rest and rest != ":memory:" else None

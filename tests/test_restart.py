@@ -125,7 +125,7 @@ def test_broken_policy_stops_start_up_naming_file_rule_and_reason(tmp_path: Path
         text=True,
         timeout=60,
     )
-    assert r.returncode == 1
+    assert r.returncode == 2  # gate cannot start because of its configuration
     assert str(bad) in r.stderr
     assert "rules.big.when" in r.stderr
     assert "not valid CEL" in r.stderr

@@ -1,4 +1,5 @@
-"""Request ids, the body-size limit, and the one error handler that shapes every failure."""
+"""Request ids, input limits (body size, JSON shape, URLs), and the one error handler that shapes
+every failure."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ulid import ULID
 
 from gate.errors import GateError, PayloadTooLarge, error_body
+from gate.schemas import JsonLimits, json_limits
 
 log = logging.getLogger("gate.api")
 request_id_var: ContextVar[str] = ContextVar("request_id", default="-")
@@ -61,16 +63,33 @@ class RequestContextMiddleware:
 
 
 class BodyLimitMiddleware:
-    """Refuse bodies over `max_bytes` with 413, by Content-Length or while streaming."""
+    """Refuse what the app must never see, before it reads anything.
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    Bodies over `max_bytes` get 413 (by Content-Length or while streaming); a URL carrying a
+    NUL character gets 400 (PostgreSQL cannot compare text with one, so an id or filter
+    holding it would fail inside the database). `json_limits` bound the JSON values the
+    request schemas accept, for the rest of this request.
+    """
+
+    def __init__(self, app: ASGIApp, max_bytes: int, json_limits: JsonLimits | None = None) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.json_limits = json_limits or JsonLimits()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        if _has_nul(scope):
+            await _send_error(send, 400, "bad_request", "the URL contains a NUL character")
+            return
+        token = json_limits.set(self.json_limits)
+        try:
+            await self._limited(scope, receive, send)
+        finally:
+            json_limits.reset(token)
+
+    async def _limited(self, scope: Scope, receive: Receive, send: Send) -> None:
         length = dict(scope["headers"]).get(b"content-length")
         if length is not None:
             try:
@@ -109,6 +128,11 @@ class BodyLimitMiddleware:
         await self.app(scope, limited_receive, guarded_send)
 
 
+def _has_nul(scope: Scope) -> bool:
+    query: bytes = scope.get("query_string", b"")
+    return "\x00" in scope.get("path", "") or b"\x00" in query or b"%00" in query
+
+
 def _too_large(limit: int) -> tuple[str, str]:
     return "payload_too_large", f"request body is larger than the limit of {limit} bytes"
 
@@ -135,7 +159,7 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(GateError)
     async def _gate_error(request: Request, exc: GateError) -> JSONResponse:
         headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
-        return JSONResponse(exc.body(), status_code=exc.status, headers=headers)
+        return ErrorResponse(exc.body(), status_code=exc.status, headers=headers)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -143,25 +167,28 @@ def install_error_handlers(app: FastAPI) -> None:
         if any(e.get("type") == "json_invalid" for e in errors):
             detail = next(e for e in errors if e.get("type") == "json_invalid")
             where = detail.get("ctx", {}).get("error", "")
-            return JSONResponse(
+            return ErrorResponse(
                 error_body("malformed_json", f"the body is not valid JSON: {where}".rstrip(": ")),
                 status_code=400,
             )
         problems = [_problem(e) for e in errors]
         message = "; ".join(f"{p['field']}: {p['message']}" for p in problems)
-        return JSONResponse(
+        return ErrorResponse(
             error_body("invalid_input", message, problems=problems), status_code=422
         )
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        unparsable = _unparsable_body(request, exc)
+        if unparsable is not None:
+            return ErrorResponse(error_body("malformed_json", unparsable), status_code=400)
         code = _HTTP_CODES.get(exc.status_code, "http_error")
         message = exc.detail if isinstance(exc.detail, str) else code.replace("_", " ")
         if exc.status_code == 404 and message == "Not Found":
             message = f"no route for {request.method} {request.url.path}"
         if exc.status_code == 405:
             message = f"{request.method} is not allowed on {request.url.path}"
-        return JSONResponse(
+        return ErrorResponse(
             error_body(code, message),
             status_code=exc.status_code,
             headers=getattr(exc, "headers", None),
@@ -173,7 +200,7 @@ def install_error_handlers(app: FastAPI) -> None:
         log.exception(
             "unhandled error in %s %s (request id %s)", request.method, request.url.path, rid
         )
-        return JSONResponse(
+        return ErrorResponse(
             error_body(
                 "internal_error",
                 "gate hit an unexpected error; the log has details",
@@ -183,9 +210,50 @@ def install_error_handlers(app: FastAPI) -> None:
         )
 
 
+class ErrorResponse(JSONResponse):
+    """The error body as JSON, writable whatever text it quotes back.
+
+    Messages can carry what the client sent (an unknown key, an id); if that holds a lone
+    surrogate, UTF-8 cannot encode it, so the body falls back to \\u escapes (still valid
+    JSON) instead of failing while reporting the error.
+    """
+
+    def render(self, content: Any) -> bytes:
+        try:
+            return super().render(content)
+        except UnicodeEncodeError:
+            return json.dumps(content, separators=(",", ":")).encode("ascii")
+
+
+def _unparsable_body(request: Request, exc: StarletteHTTPException) -> str | None:
+    """What was wrong with a JSON body FastAPI's parser gave up on (None: something else).
+
+    FastAPI turns any parser failure that is not a JSONDecodeError into a bare 400 "There
+    was an error parsing the body"; its cause says which.
+    """
+    cause = exc.__cause__
+    kind = request.headers.get("content-type", "json")
+    if exc.status_code != 400 or cause is None or "json" not in kind.lower():
+        return None
+    if isinstance(cause, RecursionError):  # Python's parser recurses once per level
+        return "the body is not valid JSON: it is nested too deeply to read"
+    if isinstance(cause, UnicodeDecodeError):
+        return "the body is not valid JSON: it is not UTF-8 text"
+    if isinstance(cause, ValueError) and "digits" in str(cause):
+        return "the body is not valid JSON: it holds a number too long to read"
+    if isinstance(cause, ValueError):
+        return "the body is not valid JSON"
+    return None
+
+
 def _problem(error: Any) -> dict[str, str]:
     loc = [str(p) for p in error.get("loc", ()) if p not in ("body", "query", "path")]
-    return {"field": ".".join(loc) or "body", "message": str(error.get("msg", "invalid"))}
+    field = ".".join(loc) or "body"
+    ctx = error.get("ctx") or {}
+    if error.get("type") == "unstorable_value" and ctx.get("at"):
+        # The path inside a stored JSON value, e.g. tool_args.rows[3].name.
+        field = field + str(ctx["at"]) if loc else str(ctx["at"]).lstrip(".")
+    return {"field": field, "message": str(error.get("msg", "invalid"))}
 
 
 __all__ = [
