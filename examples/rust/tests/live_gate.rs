@@ -88,6 +88,21 @@ fn policy_and_people_decide_what_runs() {
     }
     assert_eq!(ran.len(), 1);
 
+    // No rule covers the call: gate defers, which lets it run, unless the hook says deny.
+    let note = || {
+        call(
+            "write_note",
+            Json::object([("text", Json::from("hi"))]),
+            &session(),
+        )
+    };
+    assert!(matches!(
+        hook(&server).handle(note()),
+        HookResult::Continue(_)
+    ));
+    let strict = hook(&server).on_no_rule("deny");
+    assert!(matches!(strict.handle(note()), HookResult::Block { .. }));
+
     // A person approves: the call runs as asked.
     let s = session();
     let decided = {
