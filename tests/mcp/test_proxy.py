@@ -24,6 +24,7 @@ from tests.mcp.conftest import (
     pid_of,
     proxy_args,
     ran,
+    start_gate,
     unique,
     upstream_client,
 )
@@ -458,3 +459,29 @@ def test_bad_command_lines_are_refused_with_the_fix(
     assert proc.returncode == 2, proc.stderr
     assert says in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+# -- the gate restarts mid-wait ---------------------------------------------------------------
+
+
+async def test_a_gate_restart_mid_wait_is_survived(tmp_path: Path, marker: Path) -> None:
+    own = start_gate(tmp_path)
+    try:
+        vendor = unique("restart")
+        async with mcp_client(proxy_args(), gate_env(own.url, UPSTREAM_MARKER=str(marker))) as s:
+            async with anyio.create_task_group() as tg:
+                box: list[types.CallToolResult] = []
+
+                async def call() -> None:
+                    box.append(await s.call_tool("pay_vendor", {"vendor": vendor, "amount": 8}))
+
+                tg.start_soon(call)
+                request = await own.pending(PAY, vendor=vendor)
+                own.server.kill()  # SIGKILL: the long-poll drops mid-wait
+                own.server.start()  # same port, same database
+                await own.decide(request["id"], "approve")
+        assert text_of(box[0]) == f"paid {vendor} 8"
+        assert ran(marker) == [{"tool": "pay_vendor", "args": {"vendor": vendor, "amount": 8}}]
+        assert (await own.request(request["id"]))["outcome"] == "ran"
+    finally:
+        own.server.stop()
