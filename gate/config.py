@@ -9,7 +9,6 @@ from __future__ import annotations
 import ipaddress
 import math
 import os
-import re
 import tomllib
 from datetime import timedelta
 from pathlib import Path
@@ -26,10 +25,12 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from gate import untrusted
 from gate.errors import ConfigError
 
 DEFAULT_CONFIG_NAME = "gate.toml"
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+# Durations come from requests and forms too: RE2, so a long digit run cannot backtrack.
+_DURATION_PART = untrusted.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 _DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
 #: the longest duration gate accepts anywhere (timeouts, grants, extend). Ten years is far
 #: beyond any approval deadline, and keeps `now + duration` well inside datetime's range
