@@ -43,7 +43,7 @@ from pydantic import BaseModel
 
 from gate.mcp.asking import Asker
 from gate.mcp.serving import Options, make_call, serve_stdio, token_hint, warn
-from gate.protocol import REASON_MAX, Verdict, outcome_of
+from gate.protocol import REASON_MAX, Call, Verdict, outcome_of
 
 #: a server name as MCP clients spell it; no "__", which separates the parts of mcp__NAME__TOOL
 NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -135,7 +135,10 @@ class Relay:
             context=context,
         )
 
+        reported = [0.0]  # progress must only grow: the upstream's own counts start after ours
+
         async def beat(waited: float, message: str) -> None:
+            reported[0] = waited
             await ctx.session.report_progress(waited, self.opts.timeout, message)
 
         verdict = await self.asker.ask(
@@ -144,16 +147,17 @@ class Relay:
         if not _runs(verdict, self.opts.on_no_rule):
             return _refusal(verdict)
         runs_with = verdict.updated_args if verdict.updated_args is not None else args
-        return await self._forward(ctx, params, call, key, runs_with, verdict)
+        return await self._forward(ctx, params, call, key, runs_with, verdict, reported[0])
 
     async def _forward(
         self,
         ctx: ServerRequestContext[Any],
         params: types.CallToolRequestParams,
-        call: Any,
+        call: Call,
         key: str,
         runs_with: dict[str, Any],
         verdict: Verdict,
+        waited: float,
     ) -> types.CallToolResult:
         meta = {k: v for k, v in (params.meta or {}).items() if k != "progressToken"}
         request = types.CallToolRequest(
@@ -163,7 +167,9 @@ class Relay:
         )
 
         async def progress(value: float, total: float | None, message: str | None) -> None:
-            await ctx.session.report_progress(value, total, message)
+            # After the wait's own progress (seconds waited) the upstream's continues from there.
+            more = None if total is None else waited + total
+            await ctx.session.report_progress(waited + value, more, message)
 
         recorded = verdict.request is not None
 

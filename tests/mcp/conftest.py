@@ -163,12 +163,17 @@ def gate_env(url: str, token: str | None = cfg.AGENT, **extra: str) -> dict[str,
 
 
 @asynccontextmanager
-async def mcp_client(args: list[str], env: dict[str, str]) -> AsyncIterator[ClientSession]:
+async def mcp_client(
+    args: list[str], env: dict[str, str], **session_kw: Any
+) -> AsyncIterator[ClientSession]:
     """The official SDK client, spawning `gate mcp ARGS` over stdio, initialized."""
     params = StdioServerParameters(
         command=sys.executable, args=["-m", "gate.cli", "mcp", *args], env=env
     )
-    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+    async with (
+        stdio_client(params) as (read, write),
+        ClientSession(read, write, **session_kw) as session,
+    ):
         with anyio.fail_after(60):
             await session.initialize()
         yield session

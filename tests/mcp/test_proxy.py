@@ -73,6 +73,29 @@ async def test_everything_but_tools_call_passes_through_unchanged(live: Live, ma
     assert ran(marker) == []  # listing and reading ran no tool
 
 
+async def test_upstream_notifications_and_progress_reach_the_client(
+    live: Live, marker: Path
+) -> None:
+    notes: list[Any] = []
+    progress: list[tuple[float, str | None]] = []
+
+    async def on_message(message: Any) -> None:
+        notes.append(message)
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append((value, message))
+
+    env = gate_env(live.url, UPSTREAM_MARKER=str(marker))
+    async with mcp_client(proxy_args(), env, message_handler=on_message) as s:
+        result = await s.call_tool("announce", {}, progress_callback=on_progress)
+        with anyio.fail_after(10):
+            while not any(isinstance(n, types.ResourceListChangedNotification) for n in notes):
+                await anyio.sleep(0.02)
+    assert text_of(result) == "announced"
+    assert [m for _, m in progress][-1] == "halfway"  # the upstream's own progress, relayed
+    assert [v for v, _ in progress] == sorted(v for v, _ in progress)
+
+
 async def test_upstream_errors_pass_through(live: Live, marker: Path) -> None:
     async with mcp_client(proxy_args(), gate_env(live.url, UPSTREAM_MARKER=str(marker))) as s:
         with pytest.raises(MCPError) as raised:

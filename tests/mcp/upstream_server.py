@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 INSTRUCTIONS = "Fixture server for gate's MCP proxy tests."
@@ -65,6 +65,14 @@ def crash(code: int = 3) -> str:
 def seen_env(names: list[str]) -> str:
     _record("seen_env", {"names": names})
     return json.dumps(sorted(n for n in names if n in os.environ))
+
+
+@server.tool(description="Report progress, then tell the client the resource list changed.")
+async def announce(ctx: Context) -> str:
+    _record("announce", {})
+    await ctx.report_progress(1, 2, "halfway")
+    await ctx.request_context.session.send_resource_list_changed()
+    return "announced"
 
 
 @server.resource("fixture://readme", name="readme", mime_type="text/plain")
