@@ -1,82 +1,167 @@
-"""Gate LangChain / LangGraph tools: a tool runs only once gate allows or a person approves.
+"""Gate LangChain / LangGraph tools: a tool runs only once gate allows it or a person approves.
 
-Works with anything shaped like a LangChain tool (`.name`, `.description`, `.invoke(input)`,
-optionally `.ainvoke(input)`), so this file needs no LangChain import:
+`gate_tools()` wraps each tool in a real LangChain tool (`BaseTool`) with the same name,
+description and argument schema, so `ToolNode`, `create_agent` and `bind_tools` treat it
+exactly like the original; the model sees no difference until gate says no.
 
-    from langgraph.prebuilt import ToolNode
-    client = GateClient()                         # GATE_URL / GATE_TOKEN from the environment
-    node = ToolNode(gate_tools([transfer_money, search], client, session_id=thread_id))
+    from langchain.agents import create_agent
+    from gate.client import GateClient
 
-When gate says no, the tool is not run and its result is gate's reason, written for the model
-("Rejected by alice in Slack: wrong account. ..."), so the agent can change course.
+    client = GateClient()                      # GATE_URL / GATE_TOKEN from the environment
+    agent = create_agent(model, gate_tools([transfer_money, search], client))
+    agent.invoke({"messages": [...]}, {"configurable": {"thread_id": "t-42"}})
+
+What gate is asked about is the call's arguments as the model wrote them (not the tool-call
+envelope, not injected state). When gate says no, the tool does not run and the model gets a
+`ToolMessage` with `status="error"` whose content is gate's reason ("Rejected by alice in
+Slack: wrong account. ..."), so the agent can change course. When an approver edited the
+arguments, the tool runs with the edited ones.
+
+The idempotency key is the tool call id within the graph's thread, so a graph resumed from
+its checkpoint gets the answer it already had instead of asking again; without a thread id,
+every call is asked afresh.
+
+Needs `pip install 'gate[integrations]'` (langchain-core, langgraph, langchain).
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations`: GatedTool is a pydantic model, which reads its
+# field types at runtime.
+from typing import Any
 
-from typing import Any, Protocol
+from langchain_core.messages import ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool
+from pydantic import BaseModel, ConfigDict
 
 from gate.client import GateClient, Verdict
 
 
-class ToolLike(Protocol):
-    name: str
-    description: str
+class GatedTool(BaseTool):
+    """A LangChain tool that asks gate before every call of the tool it wraps."""
 
-    def invoke(self, tool_input: Any, config: Any = None) -> Any: ...
+    model_config = ConfigDict(arbitrary_types_allowed=True)
 
+    tool: BaseTool
+    client: GateClient
+    #: what to do when no rule covers the call: "run" (gate has no opinion) or "refuse"
+    on_no_rule: str = "run"
+    #: the verdict of each call, in order: the audit trail of this tool in this process
+    verdicts: list[Verdict] = []
 
-class GatedTool:
-    """A LangChain-style tool that asks gate before every call."""
-
-    def __init__(self, tool: ToolLike, client: GateClient, *, session_id: str | None = None):
-        self.tool = tool
-        self.client = client
-        self.session_id = session_id
-        self.name = tool.name
-        self.description = tool.description
-        self.verdicts: list[Verdict] = []  # the audit trail of this tool's calls
-
-    def _args(self, tool_input: Any) -> dict[str, Any]:
-        return tool_input if isinstance(tool_input, dict) else {"input": tool_input}
-
-    def _runs(self, verdict: Verdict) -> bool:
-        self.verdicts.append(verdict)
-        # No rule covers the call: gate has no opinion, so the tool runs as it would without it.
-        return verdict.allowed or verdict.kind == "no_rule"
-
-    def invoke(self, tool_input: Any, config: Any = None) -> Any:
-        """Ask gate, then run the tool, or return gate's reason as the tool's result."""
-        verdict = self.client.check(self.name, self._args(tool_input), session_id=self.session_id)
-        if not self._runs(verdict):
-            return verdict.reason
-        return self.tool.invoke(tool_input, config)
-
-    async def ainvoke(self, tool_input: Any, config: Any = None) -> Any:
-        """`invoke()` for async graphs."""
-        verdict = await self.client.check_async(
-            self.name, self._args(tool_input), session_id=self.session_id
+    def __init__(self, tool: BaseTool, client: GateClient, **kwargs: Any) -> None:
+        super().__init__(
+            tool=tool,
+            client=client,
+            name=tool.name,
+            description=tool.description,
+            args_schema=tool.args_schema,
+            return_direct=tool.return_direct,
+            verdicts=[],
+            **kwargs,
         )
-        if not self._runs(verdict):
+
+    # -- LangChain's entry points -----------------------------------------------------------
+
+    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        """Ask gate (blocking), then run the wrapped tool, or answer with gate's refusal."""
+        args, call_id = self._call_of(input)
+        verdict = self.client.check(self.name, args, **self._ask(call_id, config))
+        refusal = self._refusal(verdict, call_id)
+        if refusal is not None:
+            return refusal
+        return self.tool.invoke(self._edited(input, args, verdict), config, **kwargs)
+
+    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        """`invoke()` for async graphs: waits for the person without blocking the loop."""
+        args, call_id = self._call_of(input)
+        verdict = await self.client.check_async(self.name, args, **self._ask(call_id, config))
+        refusal = self._refusal(verdict, call_id)
+        if refusal is not None:
+            return refusal
+        return await self.tool.ainvoke(self._edited(input, args, verdict), config, **kwargs)
+
+    def _run(self, *args: Any, **kwargs: Any) -> Any:
+        # Only reached through BaseTool.run() (invoke/ainvoke are overridden): ask here too.
+        kwargs.pop("run_manager", None)
+        return self.invoke(kwargs)
+
+    # -- the parts ------------------------------------------------------------------------------
+
+    def _call_of(self, input: Any) -> tuple[dict[str, Any], str | None]:
+        """(the model's arguments, the tool call id) from a ToolCall, a dict or a string."""
+        if isinstance(input, dict) and input.get("type") == "tool_call":
+            args, call_id = input.get("args") or {}, input.get("id")
+        elif isinstance(input, dict):
+            args, call_id = input, None
+        else:
+            args, call_id = {"input": input}, None
+        # Injected values (graph state, the store, the call id) are not the model's arguments.
+        visible = _visible_fields(self.tool)
+        if visible is not None:
+            args = {k: v for k, v in args.items() if k in visible}
+        return dict(args), call_id
+
+    def _ask(self, call_id: str | None, config: RunnableConfig | None) -> dict[str, Any]:
+        thread = ((config or {}).get("configurable") or {}).get("thread_id")
+        ask: dict[str, Any] = {"context": {"source": "langchain", "tool_call_id": call_id}}
+        if thread is not None:
+            ask["session_id"] = str(thread)
+            if call_id:
+                ask["idempotency_key"] = f"langgraph:{thread}:{call_id}"
+        return ask
+
+    def _refusal(self, verdict: Verdict, call_id: str | None) -> Any:
+        self.verdicts.append(verdict)
+        runs = verdict.allowed or (verdict.kind == "no_rule" and self.on_no_rule == "run")
+        if runs:
+            return None
+        if call_id is None:
             return verdict.reason
-        run = getattr(self.tool, "ainvoke", None)
-        return await run(tool_input, config) if run else self.tool.invoke(tool_input, config)
+        return ToolMessage(
+            content=verdict.reason, tool_call_id=call_id, name=self.name, status="error"
+        )
+
+    def _edited(self, input: Any, args: dict[str, Any], verdict: Verdict) -> Any:
+        """The input to run: the approver's edited arguments in place of the model's."""
+        edited = verdict.updated_args
+        if edited is None:
+            return input
+        if isinstance(input, dict) and input.get("type") == "tool_call":
+            injected = {k: v for k, v in (input.get("args") or {}).items() if k not in args}
+            return {**input, "args": {**injected, **edited}}
+        if isinstance(input, dict):
+            return {**{k: v for k, v in input.items() if k not in args}, **edited}
+        return edited.get("input", input)
+
+
+def _visible_fields(tool: BaseTool) -> set[str] | None:
+    """The argument names the model sees (the tool-call schema), or None when unknown."""
+    schema = tool.tool_call_schema
+    if isinstance(schema, dict):
+        properties = schema.get("properties")
+        return set(properties) if isinstance(properties, dict) else None
+    if isinstance(schema, type) and issubclass(schema, BaseModel):
+        return set(schema.model_fields)
+    return None
 
 
 def gate_tools(
-    tools: list[ToolLike], client: GateClient, *, session_id: str | None = None
+    tools: list[BaseTool], client: GateClient, *, on_no_rule: str = "run"
 ) -> list[GatedTool]:
-    """Wrap every tool of an agent."""
-    return [GatedTool(t, client, session_id=session_id) for t in tools]
+    """Wrap every tool of an agent; pass the result to `ToolNode` or `create_agent`."""
+    if on_no_rule not in ("run", "refuse"):
+        raise ValueError(f"on_no_rule must be 'run' or 'refuse', not {on_no_rule!r}")
+    return [GatedTool(t, client, on_no_rule=on_no_rule) for t in tools]
 
 
 if __name__ == "__main__":
+    from langchain_core.tools import tool
 
-    class Transfer:
-        name = "pay_vendor"
-        description = "Pay a vendor"
+    @tool
+    def pay_vendor(vendor: str, amount: int) -> str:
+        """Pay a vendor."""
+        return f"paid {vendor} {amount}"
 
-        def invoke(self, tool_input: Any, config: Any = None) -> str:
-            return f"paid {tool_input['amount']}"
-
-    tool = gate_tools([Transfer()], GateClient())[0]
-    print(tool.invoke({"amount": 60000, "vendor": "acme"}))
+    gated = gate_tools([pay_vendor], GateClient())[0]
+    call = {"type": "tool_call", "id": "call_1", "name": "pay_vendor"}
+    print(gated.invoke({**call, "args": {"vendor": "acme", "amount": 60000}}))

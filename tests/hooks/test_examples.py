@@ -1,4 +1,5 @@
-"""Every file in examples/ runs against a live gate, so none of them rots."""
+"""Every file in examples/ runs against a live gate, so none of them rots (the LangGraph and
+OpenAI Agents ones inside their frameworks: test_integrations.py)."""
 
 from __future__ import annotations
 
@@ -17,10 +18,8 @@ from typing import Any
 
 import pytest
 
-from gate.client import GateClient
 from tests.conftest import Gate
 from tests.hooks.conftest import Live, fixture
-from tests.hooks.test_client import Decider
 from tests.support import config as cfg
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -141,55 +140,6 @@ def test_command_hook_entry(live: Live) -> None:
     assert "No writes to prod from agents" in denied.stderr
     assert json.loads(denied.stdout)["continue"] is False
     assert (allowed.returncode, json.loads(allowed.stdout)["continue"]) == (0, True)
-
-
-class FakeTool:
-    """Shaped like a LangChain tool."""
-
-    def __init__(self, name: str) -> None:
-        self.name, self.description, self.calls = name, f"the {name} tool", []
-
-    def invoke(self, tool_input: Any, config: Any = None) -> str:
-        self.calls.append(tool_input)
-        return f"ran {self.name}"
-
-
-async def test_langgraph_style_wrapper(gate_sqlite: Gate) -> None:
-    example = load("langgraph_tool")
-    pay, read, drop = FakeTool("pay_vendor"), FakeTool("read_notes"), FakeTool("db_drop")
-    client = GateClient(gate_sqlite.url, cfg.AGENT, timeout=20)
-    tools = example.gate_tools([pay, read, drop], client, session_id="thread-1")
-
-    person = Decider(gate_sqlite, "pay_vendor", cfg.ALICE, "reject", "wrong vendor")
-    refused = tools[0].invoke({"amount": 70000})
-    person.join()
-    assert refused.startswith("gate: Rejected by alice in the API: wrong vendor.")
-    assert pay.calls == []
-
-    assert tools[1].invoke({"q": "x"}) == "ran read_notes"
-    assert "No writes to prod" in await tools[2].ainvoke({"env": "prod"})
-    person = Decider(gate_sqlite, "pay_vendor", cfg.BOB, "approve")
-    assert await tools[0].ainvoke({"amount": 80000}) == "ran pay_vendor"
-    person.join()
-    assert [v.kind for v in tools[0].verdicts] == ["rejected", "approved"]
-    await client.aclose()
-
-
-async def test_openai_agents_style_needs_approval(gate_sqlite: Gate) -> None:
-    example = load("openai_agents_approval")
-    client = GateClient(gate_sqlite.url, cfg.AGENT, timeout=20)
-    needs = example.gate_needs_approval(client, "pay_vendor")
-
-    person = Decider(gate_sqlite, "pay_vendor", cfg.ALICE, "approve")
-    assert await needs(None, {"amount": 60000}, "call_1") is False
-    person.join()
-    assert await needs(None, {"amount": 10}, "call_2") is False  # under the rule's threshold
-
-    person = Decider(gate_sqlite, "pay_vendor", cfg.BOB, "reject", "not this month")
-    assert await needs(None, {"amount": 70000}, "call_3") is True
-    person.join()
-    assert needs.verdicts["call_3"].reason.startswith("gate: Rejected by bob in the API")
-    await client.aclose()
 
 
 def test_node_tool_call_hook(gate_sqlite: Gate) -> None:
