@@ -236,6 +236,11 @@ def _serve(ns: argparse.Namespace) -> int:
     return 0
 
 
+#: Thousands of hooks may (re)connect their long-polls at once, e.g. after a restart;
+#: uvicorn's default 2048 resets them. The kernel caps it at net.core.somaxconn.
+LISTEN_BACKLOG = 16384
+
+
 def _listen(host: str, port: int) -> Any:
     """A bound TCP socket for `host:port`, the way uvicorn binds its own."""
     import socket
@@ -248,6 +253,9 @@ def _listen(host: str, port: int) -> Any:
     except OSError:
         sock.close()
         raise
+    # Listening now lets clients that connect during start-up wait in the backlog instead
+    # of being refused (the address is announced before uvicorn's own startup finishes).
+    sock.listen(LISTEN_BACKLOG)
     sock.set_inheritable(True)
     return sock
 
