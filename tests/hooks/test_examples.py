@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import Gate
-from tests.hooks.conftest import Live, fixture
+from tests.hooks.conftest import FIXTURES, Live, fixture
 from tests.support import config as cfg
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -33,9 +33,15 @@ def load(name: str) -> ModuleType:
     return module
 
 
+#: the interpreter path the example settings show (what `gate init` writes, on some machine)
+EXAMPLE_PYTHON = "/opt/gate/.venv/bin/python"
+
+
 def as_process(command: str) -> list[str]:
-    """The example's shell command, with `gate` as this interpreter's `python -m gate.cli`."""
+    """The example's shell command, run by this interpreter (`gate` as `python -m gate.cli`)."""
     argv = shlex.split(command)
+    if argv[0] == EXAMPLE_PYTHON:
+        return [sys.executable, *argv[1:]]
     assert argv[0] == "gate"
     return [sys.executable, "-m", "gate.cli", *argv[1:]]
 
@@ -56,7 +62,7 @@ def test_claude_code_settings_snippet(live: Live) -> None:
     assert not matcher.search("Read")
 
     payload = fixture("bash", session_id=str(uuid.uuid4()), tool_input={"command": "rm -r a"})
-    env = {**os.environ, **settings["env"], "GATE_URL": live.url, "GATE_TOKEN": cfg.AGENT}
+    env = {**os.environ, "GATE_URL": live.url, "GATE_TOKEN": cfg.AGENT}
     proc = subprocess.Popen(
         argv,
         stdin=subprocess.PIPE,
@@ -111,6 +117,28 @@ def test_claude_code_post_tool_and_session_end_entries(live: Live) -> None:
     assert waiting.json()[1]["hookSpecificOutput"]["permissionDecision"] == "deny"
     with live.api() as c:
         assert c.get(f"/v1/requests/{pending['id']}").json()["status"] == "cancelled"
+
+
+def test_codex_hooks_example(live: Live) -> None:
+    hooks = json.loads((EXAMPLES / "codex" / "hooks.json").read_text())["hooks"]
+    handler = hooks["PreToolUse"][0]["hooks"][0]
+    argv = as_process(handler["command"])
+    assert handler["timeout"] >= float(argv[argv.index("--timeout") + 1]) + 30
+    assert sorted(hooks) == ["PostToolUse", "PreToolUse"]  # Codex has no SessionEnd
+    payload = json.loads((FIXTURES / "codex_pretooluse_mcp.json").read_text())
+    payload["tool_input"] = {"query": "DROP TABLE profiles"}
+
+    done = subprocess.run(
+        argv,
+        input=json.dumps(payload),
+        capture_output=True,
+        text=True,
+        env={**os.environ, "GATE_URL": live.url, "GATE_TOKEN": cfg.AGENT},
+        timeout=60,
+    )
+
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr.startswith("gate: Blocked by rule 'no-ddl'")
 
 
 def test_command_hook_entry(live: Live) -> None:

@@ -323,3 +323,20 @@ def test_codex_without_edit_support_gets_no_apply_edits(
     assert written["description"] == "team hooks"
     assert written["hooks"]["Stop"] == existing["hooks"]["Stop"]
     assert ("codex_hooks = true" in done.stdout) is flag_note
+
+
+def test_the_example_files_are_what_init_writes(dirs: tuple[Path, Path]) -> None:
+    home, project = dirs
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    env = {**fake_codex(home / "bin", "0.144.0"), "CODEX_HOME": str(home / ".codex")}
+
+    claude = gate_init("claude-code", "--no-check", home=home, cwd=project, env=env)
+    codex = gate_init("codex", "--no-check", home=home, cwd=project, env=env)
+
+    assert (claude.returncode, codex.returncode) == (0, 0), claude.stderr + codex.stderr
+    for written, example in [
+        (project / ".claude" / "settings.json", examples / "claude-code" / "settings.json"),
+        (project / ".codex" / "hooks.json", examples / "codex" / "hooks.json"),
+    ]:
+        text = written.read_text().replace(sys.executable, "/opt/gate/.venv/bin/python")
+        assert json.loads(text) == json.loads(example.read_text())
