@@ -19,6 +19,7 @@ from fastapi import FastAPI
 from channels.base import Channel, load_channels
 from gate import outbox
 from gate.api import health, v1
+from gate.api.guard import SameOriginGuard
 from gate.api.middleware import (
     BodyLimitMiddleware,
     RequestContextMiddleware,
@@ -229,6 +230,7 @@ def create_app(settings: Settings, *, clock: Callable[[], datetime] = utcnow) ->
         max_bytes=server.max_body_bytes,
         json_limits=JsonLimits.of(server),
     )
+    app.add_middleware(SameOriginGuard, settings=settings)
     app.add_middleware(RequestContextMiddleware)
     app.include_router(health.router)
     app.include_router(v1.router)

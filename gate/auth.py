@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Literal
 
 from gate.config import ApproverSettings, Settings
@@ -106,12 +107,6 @@ def sha256_hex(token: str) -> str:
 
 # -- web sign-in ----------------------------------------------------------------------------
 
-#: verified against when the username is unknown, so a miss costs as long as a wrong password
-_DUMMY_HASH = (
-    "$argon2id$v=19$m=65536,t=3,p=4$NSEF9Wz1eeMVeFaZOu2FCQ$"
-    "N+XT8wvc7CgEb4N04lNR7sIQzF1qwtCyVUP1k6bfehw"
-)
-
 
 def hash_password(password: str) -> str:
     """An argon2id hash for `[[approvers]] password_hash`."""
@@ -131,14 +126,49 @@ def verify_password(password_hash: str, password: str) -> bool:
         return False
 
 
-def check_password(settings: Settings, username: str, password: str) -> ApproverSettings | None:
-    """The approver signing in with `username` and `password`, or None."""
-    approver = settings.approver(username.strip())
-    stored = approver.password_hash if approver else None
-    if approver is None or stored is None:
-        verify_password(_DUMMY_HASH, password)
-        return None
-    return approver if verify_password(stored.get_secret_value(), password) else None
+def dummy_hash(settings: Settings) -> str:
+    """A hash of a random password with the argon2 parameters most approvers' hashes use.
+
+    Verifying against it when a name is unknown (or has no password) costs what a wrong
+    password for a real name costs, so timing does not tell which names exist. A fixed
+    dummy at the library's defaults would not: hashes made with other parameters (cheaper,
+    or costlier) would make unknown names stand out.
+    """
+    import secrets
+
+    from argon2 import Parameters, PasswordHasher, extract_parameters
+    from argon2.exceptions import InvalidHashError
+
+    found: list[Parameters] = []
+    for approver in settings.approvers:
+        if approver.password_hash is not None:
+            try:
+                found.append(extract_parameters(approver.password_hash.get_secret_value()))
+            except InvalidHashError:
+                continue
+    hasher = PasswordHasher.from_parameters(max(found, key=found.count)) if found else None
+    return str((hasher or PasswordHasher()).hash(secrets.token_urlsafe(16)))
+
+
+class PasswordCheck:
+    """Checks web sign-in passwords; an unknown name costs the same as a wrong password."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+
+    @cached_property
+    def dummy(self) -> str:
+        """Made on first use, so a gate nobody signs in to never spends a hash on it."""
+        return dummy_hash(self.settings)
+
+    def __call__(self, username: str, password: str) -> ApproverSettings | None:
+        """The approver signing in with `username` and `password`, or None."""
+        approver = self.settings.approver(username.strip())
+        stored = approver.password_hash if approver else None
+        if approver is None or stored is None:
+            verify_password(self.dummy, password)
+            return None
+        return approver if verify_password(stored.get_secret_value(), password) else None
 
 
 def new_csrf_token() -> str:

@@ -24,7 +24,7 @@ from starlette.datastructures import FormData
 from starlette.staticfiles import StaticFiles
 
 from gate import machine, untrusted
-from gate.auth import Principal, check_password, csrf_matches, new_csrf_token
+from gate.auth import PasswordCheck, Principal, csrf_matches, new_csrf_token
 from gate.config import ApproverSettings
 from gate.errors import GateError, InvalidInput
 from gate.models import Verdict
@@ -37,11 +37,13 @@ from gate.web.beyond import Beyond, detail_context, sentence
 from gate.web.forms import MAX_COMMENT, DecideForm, FormError, parse_decide
 from gate.web.session import (
     CSRF_FIELD,
+    Flash,
     SecurityHeadersMiddleware,
     SessionCodec,
     WebSession,
     signed_in,
 )
+from gate.web.signin import MAX_PASSWORD, SignInLimiter, SignIns
 
 if TYPE_CHECKING:
     from gate.app import AppState
@@ -133,13 +135,38 @@ class Console:
         self.service = state.service
         self.codec = SessionCodec(state.settings)
         self.env = environment(state.clock)
+        self.sign_ins = SignIns(
+            state.db,
+            max_age_seconds=state.settings.server.session_max_age_seconds,
+            clock=state.clock,
+        )
+        self.limiter = SignInLimiter()
+        self.passwords = PasswordCheck(state.settings)
 
     # -- plumbing ---------------------------------------------------------------------------
 
     def who(self, request: Request) -> tuple[WebSession, ApproverSettings | None]:
-        """The session and the signed-in approver, if any."""
+        """The session and the signed-in approver, if any (reads the database: not async)."""
         session = self.codec.load(request)
-        return session, signed_in(self.settings, request, session)
+        return session, signed_in(self.settings, request, session, self.sign_ins.approver_of)
+
+    async def who_async(self, request: Request) -> tuple[WebSession, ApproverSettings | None]:
+        """`who` from an async route, off the event loop."""
+        return await anyio.to_thread.run_sync(self.who, request)
+
+    def redirect(
+        self, request: Request, session: WebSession, path: str, text: str, *, ok: bool = True
+    ) -> Response:
+        """POST/redirect/GET: 303 to `path`, which shows `text` once.
+
+        A reload then repeats the GET, not the form, and the address bar holds a link that
+        works when copied.
+        """
+        session.flash = Flash(path, text, ok)
+        session.dirty = True
+        response = RedirectResponse(quote(path), status_code=303)
+        self.codec.save(request, response, session)
+        return response
 
     @property
     def proxy_mode(self) -> bool:
@@ -242,6 +269,10 @@ class Console:
         form: DecideForm | None = None,
     ) -> HTMLResponse:
         """The request detail page, with the decide forms when `me` may decide."""
+        if notice is None and error is None:
+            flash = session.notice_for(request.url.path)
+            if flash is not None:
+                notice, error = (flash.text, None) if flash.ok else (None, flash.text)
         view = self.service.view(request_id, full=True)
         if view is None:
             return self.error(
@@ -269,8 +300,13 @@ class Console:
         )
 
     async def decide(self, request: Request, request_id: str) -> Response:
-        """Handle the Approve, Approve with edits and Reject forms."""
-        session, me = self.who(request)
+        """Handle the Approve, Approve with edits and Reject forms.
+
+        A recorded decision redirects to the request's page (POST/redirect/GET); a form the
+        page must show again (bad JSON, a missing reason, a refusal) is answered in place
+        with its status.
+        """
+        session, me = await self.who_async(request)
         form = await request.form()
         if not csrf_matches(session.csrf, _field(form, CSRF_FIELD)):
             return self.refuse_csrf(request, session, me)
@@ -308,8 +344,10 @@ class Console:
             )
         status = _result_status(result)
         message = result.message()
-        if result.view is not None and result.view.approved_args is not None and status == 200:
-            message += " The call runs with your edited arguments."
+        if status == 200:
+            if result.view is not None and result.view.approved_args is not None:
+                message += " The call runs with your edited arguments."
+            return self.redirect(request, session, f"/requests/{request_id}", message)
         return await anyio.to_thread.run_sync(
             lambda: self.detail(
                 request,
@@ -317,14 +355,13 @@ class Console:
                 me,
                 request_id,
                 status=status,
-                notice=message if status == 200 else None,
-                error=None if status == 200 else message,
+                error=message,
             )
         )
 
     async def events(self, request: Request) -> Response:
         """Server-sent events: one message per created / changed / final request."""
-        _, me = self.who(request)
+        _, me = await self.who_async(request)
         if me is None:
             return Response("sign in first", status_code=401, media_type="text/plain")
         return StreamingResponse(
@@ -454,43 +491,78 @@ class Console:
     # -- sign-in ----------------------------------------------------------------------------
 
     async def login(self, request: Request) -> Response:
-        """Check the username and password form against [[approvers]] password_hash."""
-        session, me = self.who(request)
+        """Check the username and password form against [[approvers]] password_hash.
+
+        Rate-limited per client address and per name, checked on the sign-in threads (never
+        the API's), and recorded as a `web_sign_in` row that sign-out revokes.
+        """
+        session, me = await self.who_async(request)
         form = await request.form()
         next_url = _safe_next(_field(form, "next"))
         if not csrf_matches(session.csrf, _field(form, CSRF_FIELD)):
             return self.refuse_csrf(request, session, me)
         username = (_field(form, "username") or "").strip()
         password = _field(form, "password") or ""
-        approver = None
-        if username and password:
-            approver = await anyio.to_thread.run_sync(
-                lambda: check_password(self.settings, username, password)
-            )
-        if approver is None:
-            log.info("web sign-in failed for %r", username[:100])
-            return self.render(
+
+        def again(status: int, error: str, headers: dict[str, str] | None = None) -> Response:
+            response = self.render(
                 request,
                 session,
                 "login.html",
                 me=None,
-                status=401,
-                error="Wrong username or password.",
+                status=status,
+                error=error,
                 username=username,
                 next=next_url,
             )
-        # A fresh token on sign-in, so a token planted before it is worthless after.
-        fresh = WebSession(csrf=new_csrf_token(), user=approver.name, dirty=True)
+            response.headers.update(headers or {})
+            return response
+
+        approver = None
+        if username and password and len(password) <= MAX_PASSWORD:
+            client = request.client.host if request.client else "unknown"
+            wait = self.limiter.admit(client, username)
+            if wait:
+                log.warning("web sign-in rate-limited for %r from %s", username[:100], client)
+                return again(
+                    429,
+                    f"Too many sign-in attempts. Try again in {wait} seconds.",
+                    {"Retry-After": str(wait)},
+                )
+            if self.limiter.busy:
+                return again(503, "Sign-in is busy. Try again in a moment.", {"Retry-After": "1"})
+            approver = await anyio.to_thread.run_sync(
+                self.passwords, username, password, limiter=self.limiter.pool
+            )
+            if approver is not None:
+                self.limiter.succeeded(client, username)
+        if approver is None:
+            log.info("web sign-in failed for %r", username[:100])
+            return again(401, "Wrong username or password.")
+        name = approver.name
+        previous = session.sign_in
+
+        def start() -> str:
+            if previous:
+                self.sign_ins.revoke(previous)
+            return self.sign_ins.start(name)
+
+        # A fresh CSRF token and sign-in id, so neither planted before it is worth anything.
+        fresh = WebSession(
+            csrf=new_csrf_token(), sign_in=await anyio.to_thread.run_sync(start), dirty=True
+        )
         response = RedirectResponse(next_url, status_code=303)
         self.codec.save(request, response, fresh)
         return response
 
     async def logout(self, request: Request) -> Response:
-        """Forget the session."""
-        session, me = self.who(request)
+        """End the sign-in in the database (a replayed cookie is refused), then the cookie."""
+        session, me = await self.who_async(request)
         form = await request.form()
         if not csrf_matches(session.csrf, _field(form, CSRF_FIELD)):
             return self.refuse_csrf(request, session, me)
+        if session.sign_in:
+            await anyio.to_thread.run_sync(self.sign_ins.revoke, session.sign_in)
         response = RedirectResponse("/login", status_code=303)
         self.codec.clear(request, response)
         return response
@@ -528,6 +600,12 @@ class Console:
         @r.post("/requests/{request_id}/decide")
         async def decide(request_id: str, request: Request) -> Response:
             return await self.decide(request, request_id)
+
+        @r.get("/requests/{request_id}/decide")
+        @r.get("/requests/{request_id}/extend")
+        def form_address(request_id: str) -> Response:
+            # A form's address, bookmarked or copied from an error page, leads to its page.
+            return RedirectResponse(f"/requests/{quote(request_id, safe='')}", status_code=303)
 
         @r.get("/history")
         def history(request: Request) -> Response:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 from fastapi import APIRouter, Request
-from fastapi.responses import HTMLResponse, Response
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from gate import followups, untrusted
 from gate.auth import Principal, csrf_matches
@@ -126,9 +126,9 @@ class Beyond:
         )
 
     async def revoke(self, request: Request, grant_id: str) -> Response:
-        """Revoke a grant from the Grants page."""
+        """Revoke a grant from the Grants page; done, it redirects back there."""
         console = self.console
-        session, me = console.who(request)
+        session, me = await console.who_async(request)
         form = await request.form()
         if not csrf_matches(session.csrf, field_of(form, CSRF_FIELD)):
             return console.refuse_csrf(request, session, me)
@@ -148,22 +148,18 @@ class Beyond:
             f"Revoked the grant for {grant.tool_name} ({grant.scope}): "
             "calls it covered ask a person again."
         )
-        return await anyio.to_thread.run_sync(
-            lambda: self.grants_page(request, session, me, notice=notice)
-        )
+        return console.redirect(request, session, "/grants", notice)
 
     async def extend(self, request: Request, request_id: str) -> Response:
-        """The "extend deadline" buttons on the request page."""
+        """The "extend deadline" buttons; done, they redirect to the request's page."""
         console = self.console
-        session, me = console.who(request)
+        session, me = await console.who_async(request)
         form = await request.form()
         if not csrf_matches(session.csrf, field_of(form, CSRF_FIELD)):
             return console.refuse_csrf(request, session, me)
         if me is None:
             return console.to_login(request)
         by = field_of(form, "by") or ""
-        notice = error = None
-        status = 200
         if by not in EXTEND_CHOICES:
             error, status = f"Extend by {' or '.join(EXTEND_CHOICES)}, not {by!r}.", 422
         else:
@@ -178,10 +174,9 @@ class Beyond:
                 error, status = sentence(exc.message), exc.status
             else:
                 notice = f"Deadline extended by {by}: now {view.expires_at:%Y-%m-%d %H:%M:%S} UTC."
+                return console.redirect(request, session, f"/requests/{request_id}", notice)
         return await anyio.to_thread.run_sync(
-            lambda: console.detail(
-                request, session, me, request_id, status=status, notice=notice, error=error
-            )
+            lambda: console.detail(request, session, me, request_id, status=status, error=error)
         )
 
     def router(self) -> APIRouter:
@@ -193,7 +188,16 @@ class Beyond:
             session, me = self.console.who(request)
             if me is None:
                 return self.console.to_login(request)
-            return self.grants_page(request, session, me)
+            flash = session.notice_for(request.url.path)
+            if flash is None:
+                return self.grants_page(request, session, me)
+            if flash.ok:
+                return self.grants_page(request, session, me, notice=flash.text)
+            return self.grants_page(request, session, me, error=flash.text)
+
+        @r.get("/grants/{grant_id}/revoke")
+        def revoke_address(grant_id: str) -> Response:
+            return RedirectResponse("/grants", status_code=303)
 
         @r.post("/grants/{grant_id}/revoke")
         async def revoke(grant_id: str, request: Request) -> Response:

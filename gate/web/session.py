@@ -1,14 +1,16 @@
-"""Web sessions: a signed cookie holding the signed-in approver and the CSRF token.
+"""Web sessions: a signed cookie holding the CSRF token, the sign-in id and a one-shot notice.
 
-The cookie is signed (itsdangerous, with a timestamp) but not encrypted: it carries only a
-name and a random token. Nothing about a session lives on the server, so any replica that
-shares `session_secret` accepts it.
+The cookie is signed (itsdangerous, with a timestamp) but not encrypted: it carries only
+random tokens and a sentence gate wrote. Who is signed in lives in the database
+(`gate.web.signin.SignIns`), so sign-out is final on every replica that shares
+`session_secret` and the database.
 """
 
 from __future__ import annotations
 
 import logging
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,12 +41,32 @@ SECURITY_HEADERS = [
 
 
 @dataclass
+class Flash:
+    """A notice for the page a form redirected to (POST/redirect/GET), shown once."""
+
+    path: str
+    text: str
+    ok: bool = True
+
+
+@dataclass
 class WebSession:
-    """What the cookie says: who is signed in (if anyone) and the CSRF token."""
+    """What the cookie says: the CSRF token, the sign-in (if any) and a pending notice."""
 
     csrf: str
-    user: str | None = None
+    #: the random id of a `web_sign_in` row (password sign-in only)
+    sign_in: str | None = None
+    flash: Flash | None = None
     dirty: bool = False
+
+    def notice_for(self, path: str) -> Flash | None:
+        """The notice waiting for `path`, taken out of the session (shown once)."""
+        flash = self.flash
+        if flash is None or flash.path != path:
+            return None
+        self.flash = None
+        self.dirty = True
+        return flash
 
 
 class SessionCodec:
@@ -69,15 +91,23 @@ class SessionCodec:
             except BadSignature:
                 data = None
             if isinstance(data, dict) and isinstance(data.get("csrf"), str):
-                user = data.get("user")
-                return WebSession(csrf=data["csrf"], user=user if isinstance(user, str) else None)
+                sign_in = data.get("sid")
+                return WebSession(
+                    csrf=data["csrf"],
+                    sign_in=sign_in if isinstance(sign_in, str) else None,
+                    flash=_flash(data.get("flash")),
+                )
         return WebSession(csrf=new_csrf_token(), dirty=True)
 
     def save(self, request: Request, response: Response, session: WebSession) -> None:
         """Write the cookie when the session is new or changed."""
         if not session.dirty:
             return
-        value = self._serializer.dumps({"csrf": session.csrf, "user": session.user})
+        data: dict[str, Any] = {"csrf": session.csrf, "sid": session.sign_in}
+        if session.flash is not None:
+            flash = session.flash
+            data["flash"] = {"path": flash.path, "text": flash.text, "ok": flash.ok}
+        value = self._serializer.dumps(data)
         response.set_cookie(
             COOKIE_NAME,
             value,
@@ -99,8 +129,25 @@ class SessionCodec:
         )
 
 
-def signed_in(settings: Settings, request: Request, session: WebSession) -> ApproverSettings | None:
-    """The approver behind this request: the trusted proxy header, else the session."""
+def _flash(value: Any) -> Flash | None:
+    if not isinstance(value, dict):
+        return None
+    path, text, ok = value.get("path"), value.get("text"), value.get("ok")
+    if isinstance(path, str) and isinstance(text, str) and isinstance(ok, bool):
+        return Flash(path, text, ok)
+    return None
+
+
+def signed_in(
+    settings: Settings,
+    request: Request,
+    session: WebSession,
+    approver_of: Callable[[str], str | None],
+) -> ApproverSettings | None:
+    """The approver behind this request: the trusted proxy header, else the session's sign-in.
+
+    `approver_of` looks the sign-in up in the database (None once signed out).
+    """
     header = settings.server.trusted_user_header
     if header:
         value = request.headers.get(header)
@@ -109,8 +156,10 @@ def signed_in(settings: Settings, request: Request, session: WebSession) -> Appr
             return settings.approver(value) or next(
                 (a for a in settings.approvers if a.email and a.email == value), None
             )
-    if session.user:
-        return settings.approver(session.user)
+    if session.sign_in:
+        name = approver_of(session.sign_in)
+        if name is not None:
+            return settings.approver(name)
     return local_web_user(settings)
 
 

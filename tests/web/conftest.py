@@ -89,10 +89,20 @@ def csrf_of(html: str) -> str:
     return match.group(1)
 
 
+def browser(gate: Gate, **kwargs: Any) -> httpx.Client:
+    """An httpx client posting forms the way a browser does on gate's own pages.
+
+    Browsers send `Origin` on every POST; gate refuses a form post without a same-origin one.
+    """
+    client = gate.client(follow_redirects=False, **kwargs)
+    client.headers["Origin"] = gate.url
+    return client
+
+
 @contextmanager
 def sign_in(gate: Gate, name: str, password: str | None = None) -> Iterator[httpx.Client]:
     """An httpx client with a signed-in web session."""
-    with gate.client(follow_redirects=False) as client:
+    with browser(gate) as client:
         page = client.get("/login")
         assert page.status_code == 200, page.text
         r = client.post(
@@ -106,3 +116,12 @@ def sign_in(gate: Gate, name: str, password: str | None = None) -> Iterator[http
         )
         assert r.status_code == 303, r.text
         yield client
+
+
+def landed(client: httpx.Client, response: httpx.Response, path: str) -> httpx.Response:
+    """The page a form redirected to (POST/redirect/GET), after checking it went to `path`."""
+    assert response.status_code == 303, response.text
+    assert response.headers["location"] == path
+    page = client.get(path)
+    assert page.status_code == 200, page.text
+    return page

@@ -7,6 +7,7 @@ import httpx
 from gate.config import Settings
 from tests.conftest import GateFactory
 from tests.support import config as cfg
+from tests.web.conftest import browser
 
 
 def _local_settings(sqlite_url: str, **server: object) -> Settings:
@@ -21,7 +22,7 @@ def test_local_mode_needs_no_sign_in_and_decides(make_gate: GateFactory, sqlite_
         rid = api.post("/v1/gate", json={"tool_name": "ask_me", "tool_args": {}}).json()["request"][
             "id"
         ]
-    with httpx.Client(base_url=gate.url, follow_redirects=False) as web:
+    with browser(gate) as web:
         page = web.get("/")
         assert page.status_code == 200
         assert "Local mode" in page.text

@@ -15,7 +15,7 @@ from gate.api.web import CSRF_MESSAGE
 from gate.models import AuditEvent
 from tests.conftest import Gate
 from tests.support import config as cfg
-from tests.web.conftest import csrf_of, sign_in
+from tests.web.conftest import browser, csrf_of, landed, sign_in
 
 
 def _refund(gate: Gate, **extra: Any) -> str:
@@ -62,7 +62,7 @@ def test_approve_with_edits_stores_both_and_shows_the_diff(web_gate_db: Gate) ->
         assert "&#34;note&#34;: &#34;&lt;b&gt;late&lt;/b&gt;&#34;" in page
         edited = '{"customer": "c1", "amount": 500, "note": "<b>late</b>"}'
         r = _decide(c, request_id, verdict="approve", edited_args=edited, comment="half now")
-        assert r.status_code == 200, r.text
+        r = landed(c, r, f"/requests/{request_id}")
         assert "The call runs with your edited arguments." in r.text
         assert 'id="args-asked"' in r.text and 'id="args-approved"' in r.text
         diff = r.text.split('id="edits"')[1].split("</table>")[0]
@@ -126,7 +126,7 @@ def test_an_unchanged_edit_is_a_plain_approval(web_gate: Gate) -> None:
     with sign_in(web_gate, "bob") as c:
         original = '{"note": "<b>late</b>", "amount": 900, "customer": "c1"}'
         r = _decide(c, request_id, verdict="approve", edited_args=original)
-        assert r.status_code == 200
+        r = landed(c, r, f"/requests/{request_id}")
         assert 'id="args-approved"' not in r.text
     data = _api(web_gate, request_id)
     assert (data["status"], data["approved_args"]) == ("approved", None)
@@ -150,7 +150,7 @@ def test_grant_from_the_page_then_revoke_it(web_gate_db: Gate) -> None:
         assert '<option value="45m" >45 minutes (the longest allowed)' in page
         assert '<option value="1h"' not in page
         r = _decide(c, first_id, verdict="approve", grant_scope="session", grant_duration="30m")
-        assert r.status_code == 200, r.text
+        r = landed(c, r, f"/requests/{first_id}")
         assert 'id="grants-made"' in r.text
 
         second = gate.submit(tool_name="shell_run", tool_args={"cmd": "rm x"}, session_id="s-9")
@@ -170,7 +170,7 @@ def test_grant_from_the_page_then_revoke_it(web_gate_db: Gate) -> None:
         assert '<td data-label="Uses">1</td>' in active
 
         r = c.post(f"/grants/{grant_id}/revoke", data={"csrf_token": csrf_of(grants)})
-        assert r.status_code == 200
+        r = landed(c, r, "/grants")
         assert "Revoked the grant for shell_run (session)" in r.text
         assert "No active grants." in r.text
         ended = r.text.split('id="ended-grants"')[1].split("</table>")[0]
@@ -211,7 +211,7 @@ def test_grants_the_rule_does_not_offer_are_refused(web_gate: Gate) -> None:
 
 
 def test_grants_page_needs_sign_in(web_gate: Gate) -> None:
-    with web_gate.client(follow_redirects=False) as c:
+    with browser(web_gate) as c:
         assert c.get("/grants").headers["location"] == "/login?next=/grants"
 
 
@@ -228,7 +228,7 @@ def test_preset_reasons_alone_or_with_text(web_gate: Gate) -> None:
         assert 'name="reasons" value="too expensive"' in page
         assert "required" not in page.split('id="reject-reason"')[1].split(">")[0]
         r = _decide(c, only_preset, verdict="reject", reasons="too expensive")
-        assert r.status_code == 200, r.text
+        landed(c, r, f"/requests/{only_preset}")
         r = _decide(
             c,
             both,
@@ -236,7 +236,7 @@ def test_preset_reasons_alone_or_with_text(web_gate: Gate) -> None:
             reasons=["wrong customer", "too expensive"],
             comment="check the ticket",
         )
-        assert r.status_code == 200
+        landed(c, r, f"/requests/{both}")
         r = _decide(c, neither, verdict="reject", comment=" ")
         assert r.status_code == 422
         assert "Say why you reject it" in _flash_error(r.text)
@@ -263,8 +263,10 @@ def test_extend_the_deadline(web_gate: Gate) -> None:
         assert 'action="/requests/' in page and 'name="by" value="15m"' in page
         token = csrf_of(page)
         r = c.post(f"/requests/{request_id}/extend", data={"csrf_token": token, "by": "15m"})
-        assert r.status_code == 200
+        r = landed(c, r, f"/requests/{request_id}")
         assert "Deadline extended by 15m" in r.text
+        # Shown once: a reload of the page does not extend again, nor repeat the notice.
+        assert "Deadline extended" not in c.get(f"/requests/{request_id}").text
         bad = c.post(f"/requests/{request_id}/extend", data={"csrf_token": token, "by": "9d"})
         assert bad.status_code == 422
         assert _flash_error(bad.text) == "Extend by 15m or 1h, not '9d'."
@@ -301,12 +303,8 @@ def test_new_forms_refuse_posts_without_the_csrf_token(web_gate: Gate) -> None:
         "request"
     ]["id"]
     with sign_in(web_gate, "alice") as c:
-        assert (
-            _decide(
-                c, request_id, verdict="approve", grant_scope="session", grant_duration="5m"
-            ).status_code
-            == 200
-        )
+        r = _decide(c, request_id, verdict="approve", grant_scope="session", grant_duration="5m")
+        landed(c, r, f"/requests/{request_id}")
     with web_gate.client(cfg.ALICE) as api:
         grant_id = api.get("/v1/grants").json()[0]["id"]
     other = _refund(web_gate)

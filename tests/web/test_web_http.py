@@ -15,7 +15,7 @@ from argon2 import PasswordHasher
 from gate.api.web import CSRF_MESSAGE
 from tests.conftest import Gate
 from tests.support import config as cfg
-from tests.web.conftest import PASSWORDS, WebGateFactory, csrf_of, sign_in
+from tests.web.conftest import PASSWORDS, WebGateFactory, browser, csrf_of, landed, sign_in
 
 
 def _pay(gate: Gate, **extra: Any) -> str:
@@ -37,7 +37,7 @@ def _api_status(gate: Gate, request_id: str) -> dict[str, Any]:
 
 
 def test_pages_send_signed_out_visitors_to_login(web_gate: Gate) -> None:
-    with web_gate.client(follow_redirects=False) as c:
+    with browser(web_gate) as c:
         r = c.get("/requests/01ABC", params={"x": "1"})
         assert r.status_code == 303
         assert r.headers["location"] == "/login?next=/requests/01ABC%3Fx%3D1"
@@ -48,7 +48,7 @@ def test_pages_send_signed_out_visitors_to_login(web_gate: Gate) -> None:
 
 def test_login_failures_say_so_and_set_no_user(make_web_gate: WebGateFactory) -> None:
     gate = make_web_gate(without_password=("mallory",))
-    with gate.client(follow_redirects=False) as c:
+    with browser(gate) as c:
         token = csrf_of(c.get("/login").text)
         attempts = [
             ("alice", "wrong password"),
@@ -67,7 +67,7 @@ def test_login_failures_say_so_and_set_no_user(make_web_gate: WebGateFactory) ->
 
 
 def test_login_without_csrf_token_is_refused(web_gate: Gate) -> None:
-    with web_gate.client(follow_redirects=False) as c:
+    with browser(web_gate) as c:
         c.get("/login")
         r = c.post("/login", data={"username": "alice", "password": PASSWORDS["alice"]})
         assert r.status_code == 403
@@ -76,7 +76,7 @@ def test_login_without_csrf_token_is_refused(web_gate: Gate) -> None:
 
 
 def test_login_cookie_flags_and_next(web_gate: Gate) -> None:
-    with web_gate.client(follow_redirects=False) as c:
+    with browser(web_gate) as c:
         token = csrf_of(c.get("/login").text)
         r = c.post(
             "/login",
@@ -99,7 +99,7 @@ def test_login_cookie_flags_and_next(web_gate: Gate) -> None:
 
 def test_open_redirect_is_refused(web_gate: Gate) -> None:
     for evil in ("//evil.example/x", "https://evil.example", "/\\evil.example"):
-        with web_gate.client(follow_redirects=False) as c:
+        with browser(web_gate) as c:
             token = csrf_of(c.get("/login").text)
             r = c.post(
                 "/login",
@@ -115,7 +115,7 @@ def test_open_redirect_is_refused(web_gate: Gate) -> None:
 
 def test_cookie_is_secure_over_https(web_gate: Gate) -> None:
     # uvicorn trusts X-Forwarded-Proto from loopback, as it would from a local TLS proxy.
-    with web_gate.client(follow_redirects=False) as c:
+    with browser(web_gate) as c:
         c.headers.update({"X-Forwarded-Proto": "https"})
         r = c.get("/login")
         assert "secure" in r.headers["set-cookie"].lower()
@@ -140,25 +140,25 @@ def test_tampered_cookie_is_a_signed_out_visitor(web_gate: Gate) -> None:
 
 
 def test_trusted_header_is_off_by_default(web_gate: Gate) -> None:
-    with web_gate.client(follow_redirects=False) as c:
+    with browser(web_gate) as c:
         c.headers.update({"X-Forwarded-User": "alice"})
         assert c.get("/").status_code == 303
 
 
 def test_trusted_header_mode(make_web_gate: WebGateFactory) -> None:
     gate = make_web_gate(trusted_user_header="X-Forwarded-User")
-    with gate.client(follow_redirects=False) as c:
+    with browser(gate) as c:
         c.headers.update({"X-Forwarded-User": "carol"})
         r = c.get("/")
         assert r.status_code == 200
         assert "Signed in as <strong>carol</strong>" in r.text
         assert "Sign out" not in r.text  # the proxy owns the sign-in
-    with gate.client(follow_redirects=False) as c:
+    with browser(gate) as c:
         c.headers.update({"X-Forwarded-User": "eve"})
         r = c.get("/")
         assert r.status_code == 403
         assert "does not match any [[approvers]]" in r.text
-    with gate.client(follow_redirects=False) as c:
+    with browser(gate) as c:
         assert c.get("/").status_code == 303
 
 
@@ -228,7 +228,7 @@ def test_approve_from_the_page(web_gate_db: Gate) -> None:
             f"/requests/{request_id}/decide",
             data={"verdict": "approve", "comment": "ok", "csrf_token": csrf_of(page.text)},
         )
-        assert r.status_code == 200
+        r = landed(c, r, f"/requests/{request_id}")
         assert "Approved by alice in the web console." in r.text
         again = c.post(
             f"/requests/{request_id}/decide",
@@ -276,7 +276,7 @@ def test_reject_needs_a_reason(web_gate: Gate) -> None:
             f"/requests/{request_id}/decide",
             data={"verdict": "reject", "comment": "vendor not on the list", "csrf_token": token},
         )
-        assert r.status_code == 200
+        landed(c, r, f"/requests/{request_id}")
     data = _api_status(web_gate, request_id)
     assert data["status"] == "rejected"
     assert data["reason"] == "Rejected by bob in the web console: vendor not on the list"
@@ -321,6 +321,7 @@ def test_quorum_vote_shows_progress(web_gate: Gate) -> None:
         r = c.post(
             f"/requests/{request_id}/decide", data={"verdict": "approve", "csrf_token": token}
         )
+        r = landed(c, r, f"/requests/{request_id}")
         assert "Your approval is recorded (1 of 2)." in r.text
         assert "You voted to approve" in r.text
         assert "you voted" in c.get("/queue/rows").text

@@ -1,0 +1,192 @@
+"""Web sign-in that cannot starve the API or be guessed at speed, and sign-out that sticks.
+
+* **Rate limits.** Each password check costs an argon2 hash (tens of milliseconds and 64 MiB
+  at the default parameters), so attempts are limited per client address and per user
+  name with token buckets: a client gets `CLIENT_BURST` tries, then one every
+  `CLIENT_REFILL_SECONDS`; a name (whoever tries it) `NAME_BURST`, then one every
+  `NAME_REFILL_SECONDS`. A success gives both tokens back. The buckets are in-process (no
+  dependency, no shared store): with N replicas a guesser gets N times the rate, still a
+  few per minute per name. The `limits` library would add a storage layer gate does not
+  need for two dictionaries.
+* **Own pool.** Checks run on `PASSWORD_THREADS` threads of their own (an anyio
+  CapacityLimiter), so a burst of sign-ins never takes the threads the API decides on; at
+  most `MAX_WAITING` more wait for one, and beyond that sign-in says "busy" at once.
+* **Revocable sessions.** A sign-in is a `web_sign_in` row; the cookie carries a random id
+  whose SHA-256 is the row's key. Sign-out revokes the row, so an old cookie replayed
+  later (another tab, a copied cookie) is refused by every replica sharing the database,
+  after restarts too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import anyio
+import sqlalchemy as sa
+
+from gate.db import Database
+from gate.models import WebSignIn
+
+#: a burst of ten tries per address, then one every six seconds (ten a minute)
+CLIENT_BURST = 10
+CLIENT_REFILL_SECONDS = 6.0
+#: five tries per name, then one every thirty seconds: two a minute, whoever is guessing
+NAME_BURST = 5
+NAME_REFILL_SECONDS = 30.0
+#: buckets kept per table; full ones are dropped first (an idle bucket is a fresh one)
+MAX_TRACKED = 10_000
+#: argon2 is memory-hard (64 MiB each at the default parameters): two at once on two cores
+PASSWORD_THREADS = 2
+#: sign-ins queued for a thread beyond that are told to retry (each would wait ~100 ms more)
+MAX_WAITING = 32
+#: longer passwords are refused unchecked (argon2 takes any length; nobody types this much)
+MAX_PASSWORD = 1024
+
+
+@dataclass
+class _Bucket:
+    tokens: float
+    at: float
+
+
+class TokenBuckets:
+    """Token buckets by key: `burst` tokens, one more every `refill_seconds`."""
+
+    def __init__(self, burst: int, refill_seconds: float, clock: Callable[[], float]) -> None:
+        self.burst = burst
+        self.refill_seconds = refill_seconds
+        self.clock = clock
+        self._buckets: dict[str, _Bucket] = {}
+
+    def _current(self, key: str) -> _Bucket:
+        now = self.clock()
+        bucket = self._buckets.pop(key, None)  # re-inserted below: most recent last
+        if bucket is None:
+            bucket = _Bucket(float(self.burst), now)
+        else:
+            gained = (now - bucket.at) / self.refill_seconds
+            bucket = _Bucket(min(float(self.burst), bucket.tokens + gained), now)
+        self._buckets[key] = bucket
+        self._prune()
+        return bucket
+
+    def wait(self, key: str) -> float:
+        """Seconds until `key` has a token (0 when it has one now)."""
+        bucket = self._current(key)
+        return 0.0 if bucket.tokens >= 1 else (1 - bucket.tokens) * self.refill_seconds
+
+    def take(self, key: str) -> None:
+        """Spend one of `key`'s tokens (call after `wait` said 0)."""
+        self._current(key).tokens -= 1
+
+    def give_back(self, key: str) -> None:
+        """Return a token spent on an attempt that succeeded."""
+        bucket = self._current(key)
+        bucket.tokens = min(float(self.burst), bucket.tokens + 1)
+
+    def _prune(self) -> None:
+        if len(self._buckets) <= MAX_TRACKED:
+            return
+        now = self.clock()
+        full = [
+            key
+            for key, b in self._buckets.items()
+            if b.tokens + (now - b.at) / self.refill_seconds >= self.burst
+        ]
+        for key in full:
+            del self._buckets[key]
+        while len(self._buckets) > MAX_TRACKED:  # all busy: forget the least recently used
+            del self._buckets[next(iter(self._buckets))]
+
+
+class SignInLimiter:
+    """Sign-in attempts per client address and per user name."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clients = TokenBuckets(CLIENT_BURST, CLIENT_REFILL_SECONDS, clock)
+        self.names = TokenBuckets(NAME_BURST, NAME_REFILL_SECONDS, clock)
+        self.pool = anyio.CapacityLimiter(PASSWORD_THREADS)
+
+    def admit(self, client: str, name: str) -> int:
+        """0 and one token of each spent, or the whole seconds to wait before trying again."""
+        name = _name_key(name)
+        wait = max(self.clients.wait(client), self.names.wait(name))
+        if wait > 0:
+            return math.ceil(wait)
+        self.clients.take(client)
+        self.names.take(name)
+        return 0
+
+    def succeeded(self, client: str, name: str) -> None:
+        """The password was right: the attempt costs nothing."""
+        self.clients.give_back(client)
+        self.names.give_back(_name_key(name))
+
+    @property
+    def busy(self) -> bool:
+        """True when `MAX_WAITING` checks already wait for a password thread."""
+        return self.pool.statistics().tasks_waiting >= MAX_WAITING
+
+
+def _name_key(name: str) -> str:
+    # "Alice" and "alice " are the same guess at the same account.
+    return name.strip().lower()[:200]
+
+
+# -- sessions in the database ----------------------------------------------------------------
+
+
+def _digest(session_id: str) -> str:
+    return hashlib.sha256(session_id.encode()).hexdigest()
+
+
+class SignIns:
+    """Web sign-ins as `web_sign_in` rows: created at sign-in, revoked at sign-out."""
+
+    def __init__(
+        self, db: Database, *, max_age_seconds: int, clock: Callable[[], datetime]
+    ) -> None:
+        self.db = db
+        self.max_age = timedelta(seconds=max_age_seconds)
+        self.clock = clock
+
+    def start(self, approver: str) -> str:
+        """Record a sign-in for `approver`; the random session id for the cookie."""
+        session_id = secrets.token_urlsafe(32)
+        now = self.clock()
+        with self.db.write() as s:
+            # Rows past their age can never be used again: drop them while here.
+            s.execute(sa.delete(WebSignIn).where(WebSignIn.expires_at < now))  # type: ignore[arg-type]
+            s.add(
+                WebSignIn(
+                    id=_digest(session_id),
+                    approver=approver,
+                    created_at=now,
+                    expires_at=now + self.max_age,
+                )
+            )
+        return session_id
+
+    def approver_of(self, session_id: str) -> str | None:
+        """Who a session id belongs to, unless it was revoked or is too old."""
+        with self.db.read() as s:
+            row = s.get(WebSignIn, _digest(session_id))
+        if row is None or row.revoked_at is not None or row.expires_at <= self.clock():
+            return None
+        return row.approver
+
+    def revoke(self, session_id: str) -> None:
+        """End a sign-in for good (sign-out); a no-op for an unknown id."""
+        with self.db.write() as s:
+            s.execute(
+                sa.update(WebSignIn)
+                .where(WebSignIn.id == _digest(session_id))  # type: ignore[arg-type]
+                .where(WebSignIn.revoked_at.is_(None))  # type: ignore[union-attr]
+                .values(revoked_at=self.clock())
+            )
