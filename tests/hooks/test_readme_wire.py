@@ -1,0 +1,62 @@
+"""The README's "Wire it into your agent" section is true: its gate.toml is valid and does
+what the text says, and its commands exist."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def wire() -> str:
+    text = README.read_text()
+    found = re.search(r"<!-- section:wire -->(.*?)<!-- /section:wire -->", text, re.S)
+    assert found, "README has no wire section"
+    return found.group(1)
+
+
+def gate(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "gate.cli", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_the_starter_gate_toml_gates_risky_bash(tmp_path: Path) -> None:
+    (block,) = re.findall(r"```toml\n(.*?)```", wire(), re.S)
+    config = tmp_path / "gate.toml"
+    config.write_text(block)
+
+    check = gate("policy", "check", "--config", str(config))
+
+    assert check.returncode == 0, check.stderr
+    for command, decision in [
+        ("rm -rf build/", "ask"),
+        ("git push origin main", "ask"),
+        ("ls -la", "allow"),  # no rule: the hook defers to Claude Code's own permissions
+    ]:
+        call = {"tool_name": "Bash", "tool_args": {"command": command}}
+        explained = gate("policy", "explain", "--config", str(config), "-", stdin=json.dumps(call))
+        assert explained.returncode == 0, explained.stderr
+        assert json.loads(explained.stdout)["decision"] == decision, command
+
+
+@pytest.mark.parametrize("line", ["gate init claude-code", "gate init codex"])
+def test_the_init_commands_exist(line: str) -> None:
+    assert line in wire()
+
+    done = gate(*shlex.split(line)[1:], "--help")
+
+    assert done.returncode == 0, done.stderr
+    for flag in ("--scope", "--url", "--token-env", "--timeout", "--no-check"):
+        assert flag in done.stdout
