@@ -19,7 +19,7 @@ from gate.config import Settings
 from gate.machine import AlreadyFinal, Extended, argument_diff
 from gate.models import RequestStatus
 from gate.policy import may_decide
-from gate.schemas import json_problem
+from gate.schemas import json_problem, key_path
 from gate.service import DecisionResult, already_final_message
 from gate.views import RequestView
 
@@ -139,9 +139,9 @@ def _kind(value: Any) -> str:
 def parse_edit(original: Any, text: str) -> Any:
     """An edited value: JSON when it parses, otherwise the text itself as a string.
 
-    Raises ValueError for broken JSON (text starting with `{`, `[` or `"`), for a value
-    of another type than the original (a number stays a number), so a slip is caught here,
-    and for a value the API would refuse to store (too deep, NaN, a NUL character...).
+    Raises ValueError for broken JSON (text starting with `{`, `[` or `"`, or nested too
+    deeply to read) and for a value of another type than the original (a number stays a
+    number), so a slip is caught here. `apply_edits` then checks it can be stored.
     """
     stripped = text.strip()
     try:
@@ -156,10 +156,6 @@ def parse_edit(original: Any, text: str) -> Any:
         value = text  # unquoted text in a text field stays text ("123" for an id)
     elif original is not None and _kind(value) != _kind(original):
         raise ValueError(f"expected {_kind(original)}, like the original value")
-    problem = json_problem(value)
-    if problem is not None:
-        at, why = problem
-        raise ValueError(f"{at.lstrip('.')} {why}".strip())
     return value
 
 
@@ -173,9 +169,18 @@ def apply_edits(
         if field.key not in texts:
             continue
         try:
-            edited[field.key] = parse_edit(view.tool_args[field.key], texts[field.key])
+            value = parse_edit(view.tool_args[field.key], texts[field.key])
         except ValueError as exc:
             errors[field.key] = str(exc)
+            continue
+        # Checked where it will sit (one level down in the arguments), with the API's rules:
+        # an edit the API would refuse (too deep, NaN, a NUL character...) is refused here.
+        problem = json_problem({field.key: value})
+        if problem is not None:
+            inner = problem[0][len(key_path(field.key)) :]
+            errors[field.key] = f"{inner} {problem[1]}" if 0 < len(inner) <= 40 else problem[1]
+            continue
+        edited[field.key] = value
     whole = None if errors else json_problem(edited)
     if whole is not None:  # each value fits, together they are too many
         first = next((f.key for f in fields if f.key in texts), None)

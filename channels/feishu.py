@@ -14,11 +14,9 @@ import asyncio
 import base64
 import binascii
 import hashlib
-import hmac
 import json
 import logging
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -43,6 +41,7 @@ from channels.feishu_card import (
     mask_secrets,
     render_card,
 )
+from channels.inbound import NestedTooDeep, Once, load_json, same_secret
 from gate.config import FeishuSettings
 from gate.errors import BadRequest, ConfigError, InvalidInput, Unauthenticated
 from gate.machine import Extended
@@ -110,7 +109,7 @@ def parse_action(payload: Mapping[str, Any]) -> CardAction:
     value = action.get("value")
     if isinstance(value, str):
         try:
-            value = json.loads(value)
+            value = load_json(value)
         except ValueError:
             value = None
     if not isinstance(value, Mapping):
@@ -212,7 +211,9 @@ class FeishuChannel:
         self._token: str | None = None
         self._token_expires = 0.0
         self._token_lock = asyncio.Lock()
-        self._seen: OrderedDict[str, asyncio.Future[dict[str, Any]]] = OrderedDict()
+        # Feishu redelivers a callback it got no answer to, with the same event id: each
+        # event is acted on once, and a repeat gets the first answer.
+        self._events: Once[dict[str, Any]] = Once(size=DEDUPE_SIZE, clock=clock)
         self._background: set[asyncio.Task[Any]] = set()
         if settings.encrypt_key is None:
             log.warning(
@@ -380,24 +381,7 @@ class FeishuChannel:
         action = parse_action(payload)
         if action.event_id is None:
             return await self._act(action)
-        if action.event_id in self._seen:
-            return await asyncio.shield(self._seen[action.event_id])
-        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        self._seen[action.event_id] = future
-        while len(self._seen) > DEDUPE_SIZE:
-            self._seen.popitem(last=False)
-        try:
-            answer = await self._act(action)
-        except Exception as exc:
-            self._seen.pop(action.event_id, None)
-            future.set_exception(exc)
-            future.exception()  # retrieved: a lone failure must not warn at shutdown
-            raise
-        except BaseException:
-            self._seen.pop(action.event_id, None)
-            future.cancel()
-            raise
-        future.set_result(answer)
+        answer, _ = await self._events.run(action.event_id, lambda: self._act(action))
         return answer
 
     def _open(self, headers: Mapping[str, str], body: bytes) -> tuple[dict[str, Any], str | None]:
@@ -411,40 +395,45 @@ class FeishuChannel:
         if sent:
             ts = headers.get("x-lark-request-timestamp", "")
             nonce = headers.get("x-lark-request-nonce", "")
-            if not ts.isdigit():
+            # isdigit() alone accepts "²" (a latin-1 header byte), which int() refuses.
+            if not (ts.isascii() and ts.isdigit() and len(ts) <= 12):
                 raise Unauthenticated("missing or malformed timestamp", code="bad_signature")
             if abs(self.clock() - int(ts)) > TIMESTAMP_WINDOW_SECONDS:
                 raise Unauthenticated("timestamp outside the 300 s window", code="stale_request")
-            if key and hmac.compare_digest(sent, signature(ts, nonce, key, body)):
+            # Compared as bytes: a non-ASCII header is a mismatch, not a TypeError.
+            if key and same_secret(sent, signature(ts, nonce, key, body)):
                 signed = "v2"
-            elif hmac.compare_digest(sent, signature(ts, nonce, token, body, "sha1")):
+            elif same_secret(sent, signature(ts, nonce, token, body, "sha1")):
+                if key:
+                    # The old callback is signed with the verification token alone, which
+                    # unencrypted events carry in clear: with an Encrypt Key configured, only
+                    # callbacks signed with that key are trusted.
+                    raise Unauthenticated(
+                        "legacy card callbacks (signed with the verification token) are "
+                        "refused when an encrypt_key is set; use card.action.trigger",
+                        code="legacy_callback_refused",
+                    )
                 signed = "legacy"  # old message-card callbacks sign with the verification token
             else:
                 raise Unauthenticated("signature does not match", code="bad_signature")
-        try:
-            payload = json.loads(body)
-        except ValueError:
-            raise BadRequest("body is not JSON", code="bad_callback") from None
-        if not isinstance(payload, dict):
-            raise BadRequest("body is not a JSON object", code="bad_callback")
+        payload = _json_object(body, "body", code="bad_callback")
         if "encrypt" in payload:
             if key is None:
                 raise BadRequest("encrypted body but no encrypt_key is set", code="undecryptable")
             try:
-                payload = json.loads(decrypt(key, str(payload["encrypt"])))
+                plain = decrypt(key, str(payload["encrypt"]))
             except ValueError:
                 raise BadRequest(
                     "body could not be decrypted with the configured encrypt_key",
                     code="undecryptable",
                 ) from None
-            if not isinstance(payload, dict):
-                raise BadRequest("decrypted body is not a JSON object", code="undecryptable")
+            payload = _json_object(plain, "decrypted body", code="undecryptable")
         return payload, signed
 
     def _check_token(self, sent: object) -> None:
         assert self.settings.verification_token is not None
         expected = self.settings.verification_token.get_secret_value()
-        if not isinstance(sent, str) or not hmac.compare_digest(sent, expected):
+        if not isinstance(sent, str) or not same_secret(sent, expected):
             raise Unauthenticated("verification token does not match", code="bad_token")
 
     async def _act(self, action: CardAction) -> dict[str, Any]:
@@ -548,6 +537,18 @@ class FeishuChannel:
             return await self._answer(action, {"type": "error", "content": text}, view)
         text = "Change the values, then press Approve with edits."
         return await self._answer(action, {"type": "info", "content": text}, view, editing=True)
+
+
+def _json_object(raw: bytes, what: str, *, code: str) -> dict[str, Any]:
+    """The JSON object in `raw`; 400 (never a 500) for anything else, deep nesting included."""
+    try:
+        payload = load_json(raw)
+    except ValueError as exc:
+        reason = "nested too deeply" if isinstance(exc, NestedTooDeep) else "not JSON"
+        raise BadRequest(f"{what} is {reason}", code=code) from None
+    if not isinstance(payload, dict):
+        raise BadRequest(f"{what} is not a JSON object", code=code)
+    return payload
 
 
 def card_content(req: RequestView) -> str:

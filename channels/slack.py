@@ -11,7 +11,8 @@ names are re-exported here.
 from __future__ import annotations
 
 import asyncio
-import json
+import hashlib
+import hmac
 import logging
 import re
 import time
@@ -25,12 +26,12 @@ import anyio
 from fastapi import APIRouter, BackgroundTasks, Request, Response
 from fastapi.responses import JSONResponse
 from slack_sdk.errors import SlackApiError
-from slack_sdk.signature import Clock, SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from channels import decisions
 from channels.base import DeliveryError, GateContext
+from channels.inbound import Once, load_json, same_secret
 from channels.slack_card import (
     APPROVE_ACTION,
     COMMENT_BLOCK,
@@ -83,6 +84,11 @@ TRANSIENT_ERRORS = frozenset(
 )
 
 _ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+#: Slack signs "v0:<timestamp>:<body>" and accepts a request for five minutes either way
+SIGNATURE_WINDOW_SECONDS = 300
+#: Extend clicks remembered to tell a repeat delivery from a new click (far more than a team
+#: makes in the five-minute window)
+EXTEND_MEMORY = 10_000
 
 
 # -- reading interactions -------------------------------------------------------------------
@@ -113,6 +119,16 @@ class Action:
     reasons: tuple[str, ...] = ()
     #: (block_id, text) of each edit box in the "Edit & approve" modal
     edits: tuple[tuple[str, str], ...] = ()
+    #: when Slack says the click happened (`actions[].action_ts`); with trigger_id it tells
+    #: a new click from the same click delivered again
+    action_ts: str | None = None
+
+    @property
+    def click_id(self) -> str:
+        """The same for every delivery of one click, different for the next click."""
+        return "|".join(
+            (self.kind, self.user_id, self.request_id, self.trigger_id or "", self.action_ts or "")
+        )
 
 
 def parse_action(payload: Mapping[str, Any]) -> Action:
@@ -153,6 +169,7 @@ def parse_action(payload: Mapping[str, Any]) -> Action:
         _str(container.get("message_ts")),
         trigger if isinstance(trigger, str) and trigger else None,
         grant=grant,
+        action_ts=_str(first.get("action_ts")),
     )
 
 
@@ -162,7 +179,7 @@ def _parse_submission(payload: Mapping[str, Any], user_id: str) -> Action:
     if not isinstance(view, dict) or callback not in (REJECT_CALLBACK, EDIT_CALLBACK):
         return Action("ignore", user_id)
     try:
-        meta = json.loads(view.get("private_metadata") or "")
+        meta = load_json(view.get("private_metadata") or "")
         values = view["state"]["values"]
         if not isinstance(meta, dict) or not isinstance(values, dict):
             raise TypeError
@@ -219,21 +236,13 @@ def form_payload(body: bytes) -> dict[str, Any]:
         if "payload" not in fields:
             raise ValueError("the body has no payload field")
         raw = fields["payload"][0]
-    data = json.loads(raw)
+    data = load_json(raw)
     if not isinstance(data, dict):
         raise ValueError("the payload is not a JSON object")
     return data
 
 
 # -- the channel ----------------------------------------------------------------------------
-
-
-class _FuncClock(Clock):
-    def __init__(self, now: Callable[[], float]) -> None:
-        self._now = now
-
-    def now(self) -> float:
-        return self._now()
 
 
 class SlackChannel:
@@ -251,7 +260,14 @@ class SlackChannel:
             raise ConfigError("a signing_secret is required", key="channels.slack.signing_secret")
         self.settings = settings
         self.gate = gate
-        self.verifier = SignatureVerifier(secret.get_secret_value(), clock=_FuncClock(clock))
+        self._secret = secret.get_secret_value().encode()
+        self._clock = clock
+        # Extend is the one click that is not idempotent (each one adds time), so a retried
+        # or replayed delivery of it must be recognised; every other click decides, and a
+        # second decision is refused by the state machine anyway.
+        self._extends: Once[DecisionResult] = Once(
+            size=EXTEND_MEMORY, window=SIGNATURE_WINDOW_SECONDS, clock=clock
+        )
         self._session: aiohttp.ClientSession | None = None
         self._client: AsyncWebClient | None = None
 
@@ -324,19 +340,25 @@ class SlackChannel:
     # -- the callback -----------------------------------------------------------------------
 
     def verify(self, body: bytes, headers: Mapping[str, str]) -> None:
-        """Check Slack's signature and the 5-minute window on the raw body; 401 otherwise."""
-        timestamp = headers.get("x-slack-request-timestamp")
-        signature = headers.get("x-slack-signature")
-        valid = False
-        if timestamp and signature and timestamp.isascii() and timestamp.isdigit():
-            try:
-                valid = self.verifier.is_valid(body, timestamp, signature)
-            except ValueError:  # a body that is not UTF-8 cannot have been signed by Slack
-                valid = False
-        if not valid:
-            raise Unauthenticated(
-                "the Slack signature is missing, wrong or too old", code="invalid_signature"
-            )
+        """Check Slack's signature and the 5-minute window on the raw body; 401 otherwise.
+
+        The HMAC is over the bytes as received and compared as bytes, so any header text
+        (non-ASCII, absurdly long) is a mismatch, never an exception.
+        """
+        timestamp = headers.get("x-slack-request-timestamp") or ""
+        signature = headers.get("x-slack-signature") or ""
+        # isdigit() alone accepts "²"; more than 12 digits is no Unix time gate will see.
+        fresh = timestamp.isascii() and timestamp.isdigit() and len(timestamp) <= 12
+        if fresh:
+            fresh = abs(self._clock() - int(timestamp)) <= SIGNATURE_WINDOW_SECONDS
+        if fresh and signature:
+            base = b"v0:" + timestamp.encode() + b":" + body
+            expected = "v0=" + hmac.new(self._secret, base, hashlib.sha256).hexdigest()
+            if same_secret(signature, expected):
+                return
+        raise Unauthenticated(
+            "the Slack signature is missing, wrong or too old", code="invalid_signature"
+        )
 
     async def interactions(self, request: Request, background: BackgroundTasks) -> Response:
         """Verify, parse, decide, answer: Slack wants the 200 within 3 seconds."""
@@ -397,12 +419,24 @@ class SlackChannel:
             self._tell(background, action, f"Could not open the {what} dialog; use {view.url}")
 
     async def _extend(self, action: Action, background: BackgroundTasks) -> None:
-        result = await self.gate.extend(
-            request_id=action.request_id,
-            channel=self.name,
-            user_id=action.user_id,
-            by=decisions.EXTEND_BY,
-        )
+        """One click, one extension: a repeat delivery of the click shares the first's result.
+
+        Slack may deliver a click again (a retry after a slow answer), and a captured signed
+        body can be replayed for five minutes; both carry the click's trigger_id and
+        action_ts, so they are recognised and answered without moving the deadline again.
+        """
+
+        async def extend() -> DecisionResult:
+            return await self.gate.extend(
+                request_id=action.request_id,
+                channel=self.name,
+                user_id=action.user_id,
+                by=decisions.EXTEND_BY,
+            )
+
+        result, repeat = await self._extends.run(action.click_id, extend)
+        if repeat:
+            return  # the clicker was answered when the click was first handled
         # Moved: the outbox refreshes the card for everybody; the clicker also hears it here.
         self._tell(background, action, decisions.extend_message(result, utcnow()))
 

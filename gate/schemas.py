@@ -91,8 +91,8 @@ def json_problem(value: Any, limits: JsonLimits | None = None) -> tuple[str, str
                     return path, "has a key that is not a string"
                 why = text_problem(key)
                 if why:
-                    return path + _key_path(key), f"is a key that {why}"
-                children.append((child, path + _key_path(key), depth + 1))
+                    return path + key_path(key), f"is a key that {why}"
+                children.append((child, path + key_path(key), depth + 1))
             stack.extend(reversed(children))  # popped in document order
         elif isinstance(item, list):
             stack.extend((item[i], f"{path}[{i}]", depth + 1) for i in range(len(item) - 1, -1, -1))
@@ -114,8 +114,9 @@ def json_problem(value: Any, limits: JsonLimits | None = None) -> tuple[str, str
     return None
 
 
-def _key_path(key: str) -> str:
-    # Paths go into error messages: odd keys are shown escaped and cut, never raw.
+def key_path(key: str) -> str:
+    """How `key` reads in a path: `.name`, or `["odd key"]` escaped and cut, never raw (paths
+    go into error messages)."""
     if _PLAIN_KEY.fullmatch(key):
         return "." + key
     return "[" + json.dumps(key[:40]) + "]"

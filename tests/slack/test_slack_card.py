@@ -261,6 +261,7 @@ def test_real_block_actions_shape_with_our_button() -> None:
         "C08VADJ7SEL",
         "1754468593.069599",
         payload["trigger_id"],
+        action_ts=payload["actions"][0]["action_ts"],
     )
     payload["actions"][0]["action_id"] = "gate_reject"
     assert parse_action(payload).kind == "ask_reason"
