@@ -519,7 +519,9 @@ class FeishuChannel:
         texts = {fields[i].key: text for i, text in action.edits if i < len(fields)}
         edited, errors = decisions.apply_edits(view, fields, texts)
         if errors:
-            return "Not recorded: " + "; ".join(f"{k[:40]}: {why}" for k, why in errors.items())
+            # An argument's name is untrusted text, like anything else shown in a toast.
+            named = (f"{clean(k, 40)}: {why}" for k, why in errors.items())
+            return "Not recorded: " + "; ".join(named)
         return {"edited_args": edited}
 
     async def _show(self, action: CardAction) -> dict[str, Any]:
