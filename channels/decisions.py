@@ -111,11 +111,12 @@ def editable_fields(view: RequestView, *, max_chars: int) -> list[EditField]:
     fields = []
     for key in keys:
         value = view.tool_args[key]
-        text = untrusted.escape_invisible(json.dumps(value, ensure_ascii=False))
-        # Length first: masking a value that is too long to offer would be wasted work.
+        # Length first (escaping only lengthens): scanning a value too long to offer is waste.
+        text = json.dumps(value, ensure_ascii=False)
         if len(text) > max_chars or len(key) > 200:
             continue
-        if untrusted.mask_value({key: value}) == {key: value}:
+        text = untrusted.escape_invisible(text)
+        if len(text) <= max_chars and untrusted.mask_value({key: value}) == {key: value}:
             fields.append(EditField(key, text))
         if len(fields) == MAX_EDIT_FIELDS:
             break
