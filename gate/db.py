@@ -80,6 +80,13 @@ class Database:
         with self.engine.connect() as conn:
             conn.execute(sa.text("SELECT 1"))
 
+    def check_reachable(self) -> None:
+        """`ping`, with a failure raised as a ConfigError naming why (for start-up)."""
+        try:
+            self.ping()
+        except (sa.exc.OperationalError, sa.exc.InterfaceError) as exc:
+            raise _unopenable(exc) from None
+
 
 def _configure_sqlite(engine: Engine) -> None:
     @event.listens_for(engine, "connect")
@@ -114,10 +121,14 @@ def upgrade(url: str, revision: str = "head") -> None:
     try:
         command.upgrade(alembic_config(url), revision)
     except (sa.exc.OperationalError, sa.exc.InterfaceError) as exc:
-        # Refused connection, unknown host, bad password, unwritable file: the driver's
-        # first line says which (it never holds the password).
-        reason = str(exc.orig or exc).strip().splitlines()[0][:300]
-        raise ConfigError(f"cannot open the database: {reason}", key=DATABASE_KEY) from None
+        raise _unopenable(exc) from None
+
+
+def _unopenable(exc: sa.exc.DBAPIError) -> ConfigError:
+    # Refused connection, unknown host, bad password, unwritable file: the driver's first
+    # line says which (it never holds the password).
+    reason = str(exc.orig or exc).strip().splitlines()[0][:300]
+    return ConfigError(f"cannot open the database: {reason}", key=DATABASE_KEY)
 
 
 def check_openable(url: str) -> None:

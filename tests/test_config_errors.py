@@ -1,0 +1,130 @@
+"""A configuration gate cannot run with stops the real commands with one line naming the file,
+the key and the reason, and exit status 2: never a traceback, never a half-started server."""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from gate.config import MAX_DURATION, parse_duration
+
+CONFIG_EXIT = 2
+
+
+def _gate(
+    tmp_path: Path, toml: str, *args: str, env: dict[str, str] | None = None
+) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """Run `gate <args> --config <file with toml>` as a real process, in `tmp_path`."""
+    path = tmp_path / "gate.toml"
+    path.write_text(toml)
+    result = subprocess.run(
+        [sys.executable, "-m", "gate.cli", *args, "--config", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        env={**os.environ, **(env or {})},
+    )
+    return result, path
+
+
+def _config_error(r: subprocess.CompletedProcess[str], path: Path, key: str, *words: str) -> str:
+    """Exit 2 and `gate: configuration error: <file>, <key>: <reason>`, nothing else."""
+    assert r.returncode == CONFIG_EXIT, (r.returncode, r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr + r.stdout, r.stderr
+    # The last line; start-up log lines (if logging was configured) may come before it.
+    line = r.stderr.strip().splitlines()[-1]
+    assert line.startswith(f"gate: configuration error: {path}, {key}: "), line
+    for word in words:
+        assert word in line, (word, line)
+    return line
+
+
+# -- durations ----------------------------------------------------------------------------------
+
+
+def test_parse_duration_is_bounded_and_names_the_bound() -> None:
+    assert parse_duration("3650d") == MAX_DURATION
+    assert parse_duration(timedelta(days=1)) == timedelta(days=1)
+    for too_long in ("3651d", "99999999999d", "9" * 400 + "s", 1e300, math.inf, timedelta.max):
+        with pytest.raises(ValueError, match="at most 3650d"):
+            parse_duration(too_long)
+    for not_positive in (math.nan, -1, 0, "0s", timedelta(0)):
+        with pytest.raises(ValueError, match="must be positive"):
+            parse_duration(not_positive)
+
+
+@pytest.mark.parametrize(
+    ("toml", "key"),
+    [
+        ('[server]\ndefault_timeout = "99999999999d"\n', "server.default_timeout"),
+        ("[server]\nmax_timeout = 1e300\n", "server.max_timeout"),
+        ('[[rules]]\nname = "r"\ntimeout = "99999999999d"\n', "rules.0.timeout"),
+        ('[[rules]]\nname = "r"\nmax_grant = "4000d"\n', "rules.0.max_grant"),
+    ],
+)
+def test_an_overflowing_duration_stops_serve(tmp_path: Path, toml: str, key: str) -> None:
+    r, path = _gate(tmp_path, toml, "serve")
+    _config_error(r, path, key, "a duration may be at most 3650d")
+
+
+# -- the port -----------------------------------------------------------------------------------
+
+
+def test_a_port_out_of_range_stops_serve(tmp_path: Path) -> None:
+    r, path = _gate(tmp_path, "[server]\nport = 70000\n", "serve")
+    _config_error(r, path, "server.port", "less than or equal to 65535")
+    r, path = _gate(tmp_path, "", "serve", env={"GATE_SERVER__PORT": "-1"})
+    _config_error(r, path, "server.port", "greater than or equal to 0")
+    r, path = _gate(tmp_path, "", "policy", "check", env={"GATE_SERVER__PORT": "65536"})
+    _config_error(r, path, "server.port", "65535")
+    # On the command line it is argparse's usage error, which also exits 2.
+    r, _ = _gate(tmp_path, "", "serve", "--port", "70000")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "argument --port: '70000' is not a port (0 to 65535)" in r.stderr
+
+
+# -- the database -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", [["serve"], ["db", "upgrade"], ["policy", "check"]])
+def test_an_unsupported_database_url_is_named_without_its_password(
+    tmp_path: Path, command: list[str]
+) -> None:
+    toml = '[server]\ndatabase_url = "mysql://gate:s3cret-pw@db.internal/gate"\n'
+    r, path = _gate(tmp_path, toml, *command)
+    line = _config_error(r, path, "server.database_url", "unsupported database scheme 'mysql'")
+    assert "sqlite:///" in line and "postgresql://" in line  # says what would work
+    assert "s3cret-pw" not in r.stderr + r.stdout
+    r, path = _gate(tmp_path, '[server]\ndatabase_url = "gate.db"\n', *command)
+    _config_error(r, path, "server.database_url", "unsupported database URL (no scheme://)")
+
+
+@pytest.mark.parametrize("command", [["serve"], ["db", "upgrade"], ["audit", "verify"]])
+def test_a_sqlite_file_in_a_missing_folder_is_named(tmp_path: Path, command: list[str]) -> None:
+    toml = '[server]\ndatabase_url = "sqlite:///./no/such/folder/gate.db"\n'
+    r, path = _gate(tmp_path, toml, *command)
+    missing = tmp_path / "no" / "such" / "folder"
+    _config_error(r, path, "server.database_url", f"the folder '{missing}'", "does not exist")
+    assert not (tmp_path / "no").exists()
+
+
+@pytest.mark.parametrize(
+    ("command", "server"),
+    [(["serve"], ""), (["serve"], "migrate_on_start = false\n"), (["db", "upgrade"], "")],
+    ids=["serve", "serve without migrating", "db upgrade"],
+)
+def test_an_unreachable_postgresql_is_named(
+    tmp_path: Path, command: list[str], server: str
+) -> None:
+    # Port 1 on loopback: nothing listens there, the refusal is immediate.
+    url = "postgresql://gate:s3cret-pw@127.0.0.1:1/gate"
+    r, path = _gate(tmp_path, f'[server]\n{server}database_url = "{url}"\n', *command)
+    _config_error(r, path, "server.database_url", "cannot open the database", "refused")
+    assert "s3cret-pw" not in r.stderr + r.stdout
