@@ -3,8 +3,9 @@
 Exception tree::
 
     GateError                      -> {"error": {"code", "message", ...}} with .status
-    ├── BadRequest (400)           malformed JSON, a value the API cannot use
-    ├── InvalidInput (422)         a body that parses but breaks the schema
+    ├── BadRequest (400)           malformed JSON (or too deep to parse), NUL in the URL
+    ├── InvalidInput (422)         a body that parses but breaks the schema, or holds a
+    │                              value the database could not store and show again
     ├── Unauthenticated (401)      no token, unknown token, bad signature, stale timestamp
     ├── Forbidden (403)            known caller, wrong role or not an approver here
     ├── NotFound (404)             unknown request id or route
@@ -13,7 +14,8 @@ Exception tree::
     ├── Conflict (409)             any other state clash (e.g. the same approver voting twice)
     ├── PayloadTooLarge (413)
     └── Unavailable (503)          the database is unreachable (readiness)
-    ConfigError                    a bad gate.toml / policy: never an HTTP error, stops start-up
+    ConfigError                    a bad gate.toml / policy / database URL: never an HTTP
+                                   error, stops start-up (`gate: configuration error`, exit 2)
 
 Unknown exceptions become a generic 500 whose body names only a request id; the traceback
 goes to the log.
