@@ -50,13 +50,18 @@
     window.addEventListener("pagehide", function () { if (source) source.close(); });
   }
 
+  // One refresh at a time. An event that arrives while one is loading may describe a change
+  // the loading rows already missed (the second of two requests submitted back to back, a
+  // decision made a moment later), so it is never dropped: the refresh runs once more.
   function setupQueue(box) {
     var status = document.getElementById("live");
     var text = status ? status.querySelector(".live-text") : null;
-    var pending = false;
+    var loading = false;
+    var again = false;
     function refresh() {
-      if (pending) return;
-      pending = true;
+      if (loading) { again = true; return; }
+      loading = true;
+      again = false;
       fetch(box.dataset.rowsUrl, { credentials: "same-origin", headers: { "Accept": "text/html" } })
         .then(function (r) {
           if (r.status === 401) { window.location.href = "/login?next=/"; return null; }
@@ -66,7 +71,10 @@
           if (html !== null) { box.innerHTML = html; tick(); }
         })
         .catch(function () { /* the event stream reports the outage */ })
-        .finally(function () { pending = false; });
+        .finally(function () {
+          loading = false;
+          if (again) refresh();
+        });
     }
     live(box.dataset.eventsUrl, refresh, function (state) {
       if (!status) return;

@@ -463,3 +463,176 @@ def test_preset_reasons_stand_in_for_the_free_text(web_gate: Gate, open_page: Op
         "Rejected by bob in the web console: wrong customer"
     )
     assert watched.errors == []
+
+
+# -- live queue races, long arguments, POST/redirect/GET -------------------------------------
+
+
+def _listen_in_page(page: Page) -> None:
+    """A second event stream in the page, recording `kind:id` of what the queue also hears."""
+    page.evaluate(
+        """() => {
+          window.__seen = [];
+          const es = new EventSource('/events');
+          es.onopen = () => { window.__open = true; };
+          ['created', 'changed', 'final'].forEach(kind => es.addEventListener(kind, e => {
+            window.__seen.push(kind + ':' + JSON.parse(e.data).id);
+          }));
+        }"""
+    )
+    page.wait_for_function("window.__open === true")
+
+
+def _hold_next_refresh(page: Page) -> Callable[[], Any]:
+    """Hold the queue's next /queue/rows request unanswered (later ones pass); a getter."""
+    held: list[Any] = []
+
+    def handle(route: Any) -> None:
+        if held:
+            route.continue_()
+        else:
+            held.append(route)
+
+    page.route("**/queue/rows", handle)
+
+    def get() -> Any:
+        for _ in range(200):
+            if held:
+                return held[0]
+            page.wait_for_timeout(25)
+        raise AssertionError("the queue did not refresh")
+
+    return get
+
+
+def test_events_during_a_refresh_are_not_lost(web_gate: Gate, open_page: OpenPage) -> None:
+    """The second of two back-to-back requests appears, and one decided meanwhile leaves."""
+    watched = open_page(web_gate, "alice")
+    page = watched.page
+    page.evaluate("window.__sameDocument = true")
+    _listen_in_page(page)
+
+    # 1. The refresh for the first request is loading when the second one's event arrives.
+    held = _hold_next_refresh(page)
+    first = _pay(web_gate, "First of two")
+    page.wait_for_function(f"window.__seen.includes('created:{first}')")
+    loading = held()
+    rows = loading.fetch()  # the rows as of now: the first request only
+    second = _pay(web_gate, "Second, right after")
+    page.wait_for_function(f"window.__seen.includes('created:{second}')")
+    page.wait_for_timeout(300)  # the queue's own stream hears it too, mid-refresh
+    loading.fulfill(response=rows)
+    expect(page.locator(f'tr[data-id="{first}"]')).to_be_visible()
+    expect(page.locator(f'tr[data-id="{second}"]')).to_be_visible()
+    page.unroute("**/queue/rows")
+
+    # 2. A decision lands while a refresh that still lists the request is loading.
+    held = _hold_next_refresh(page)
+    third = _pay(web_gate, "Third")
+    page.wait_for_function(f"window.__seen.includes('created:{third}')")
+    loading = held()
+    rows = loading.fetch()  # still lists the first request as pending
+    assert web_gate.decide(first, cfg.BOB, "approve", "fine").status_code == 200
+    page.wait_for_function(f"window.__seen.includes('final:{first}')")
+    page.wait_for_timeout(300)
+    loading.fulfill(response=rows)
+    expect(page.locator(f'tr[data-id="{first}"]')).to_have_count(0)
+    expect(page.locator(f'tr[data-id="{second}"]')).to_be_visible()
+    expect(page.locator(f'tr[data-id="{third}"]')).to_be_visible()
+    assert page.evaluate("window.__sameDocument") is True
+    assert watched.errors == []
+
+
+#: a real shape of Claude Code Bash call: a long git range and paths with no spaces to break at
+LONG_COMMAND = (
+    "git log --no-merges --format='%H %an %s' "
+    "3f2a9c1e8b7d6a5f4e3d2c1b0a9f8e7d6c5b4a3f..9e8d7c6b5a4f3e2d1c0b9a8f7e6d5c4b3a2f1e0d"
+    "-- src/payments/reconciliation/ledger_export_and_import_helpers_for_the_quarterly_close.py"
+)
+
+
+def _width_without_wrapping(page: Page, table: str) -> int:
+    """The page's width with `table`'s cells set back to break only at spaces."""
+    width: int = page.evaluate(
+        """(table) => {
+          const cells = [...document.querySelectorAll(table + ' td, ' + table + ' .clip')];
+          cells.forEach(c => { c.style.overflowWrap = 'normal'; });
+          const width = document.documentElement.scrollWidth;
+          cells.forEach(c => { c.style.overflowWrap = ''; });
+          return width;
+        }""",
+        table,
+    )
+    return width
+
+
+def test_a_long_bash_command_keeps_queue_and_history_on_screen(
+    web_gate: Gate, open_page: OpenPage
+) -> None:
+    from gate.protocol import summarise
+
+    summary = summarise("Bash", {"command": LONG_COMMAND})
+    ids = []
+    for session in ("sess-a", "sess-b"):
+        answer = web_gate.submit(
+            tool_name="Bash",
+            tool_args={"command": LONG_COMMAND, "description": "Show the quarter's commits"},
+            summary=summary,
+            agent_id="claude-code-36a0a5dd-dd52-41fe-a100-8de35f102f52",
+            session_id=session,
+            user_id="dave",
+            metadata={"requires_confirmation": True},
+        )
+        ids.append(answer["request"]["id"])
+    assert web_gate.decide(ids[1], cfg.BOB, "approve", "ok").status_code == 200
+    watched = open_page(web_gate, "alice")  # 1280 px wide
+    page = watched.page
+    fits = "document.documentElement.scrollWidth <= window.innerWidth"
+
+    row = page.locator(f'tr[data-id="{ids[0]}"]')
+    expect(row).to_be_visible()
+    assert page.evaluate(fits), page.evaluate("document.documentElement.scrollWidth")
+    deadline = row.locator('td[data-label="Deadline"]').bounding_box()
+    assert deadline is not None and deadline["x"] + deadline["width"] <= 1280
+    expect(row.locator('td[data-label="Summary"] .clip')).to_have_attribute("title", summary)
+    # Control: without the rule that lets cells break anywhere, this row is wider than 1280.
+    assert _width_without_wrapping(page, "table.queue") > 1280
+    _shot(page, "web-queue-long.png")
+
+    page.get_by_role("link", name="History").click()
+    expect(page.locator("table.history tbody tr")).to_have_count(1)
+    assert page.evaluate(fits), page.evaluate("document.documentElement.scrollWidth")
+    decided = page.locator('table.history td[data-label="Decided"]').bounding_box()
+    assert decided is not None and decided["x"] + decided["width"] <= 1280
+    assert _width_without_wrapping(page, "table.history") > 1280
+    _shot(page, "web-history-long.png")
+    assert watched.errors == []
+
+
+def test_after_deciding_the_address_is_the_request_page(
+    web_gate: Gate, open_page: OpenPage
+) -> None:
+    request_id = _pay(web_gate, "Decide, then reload")
+    watched = open_page(web_gate, "alice")
+    page = watched.page
+    page.goto(f"{web_gate.url}/requests/{request_id}")
+    page.fill("#approve-comment", "checked")
+    page.get_by_role("button", name="Approve", exact=True).click()
+    expect(page).to_have_url(f"{web_gate.url}/requests/{request_id}")
+    expect(page.locator(".flash.ok")).to_have_text("Approved by alice in the web console.")
+
+    posts: list[str] = []
+    page.on("request", lambda r: posts.append(r.url) if r.method == "POST" else None)
+    page.reload()
+    expect(page.locator("h1 .status")).to_have_text("approved")
+    expect(page.locator(".flash.ok")).to_have_count(0)  # the notice was shown once
+    assert posts == []
+    with web_gate.client(cfg.ADMIN) as c:
+        events = c.get(f"/v1/requests/{request_id}/audit").json()
+    assert [e["kind"] for e in events].count("approved") == 1
+
+    # The form's address, copied or bookmarked, leads to the page rather than a 405.
+    page.goto(f"{web_gate.url}/requests/{request_id}/decide")
+    expect(page).to_have_url(f"{web_gate.url}/requests/{request_id}")
+    expect(page.locator("h1 .status")).to_have_text("approved")
+    assert watched.errors == []
