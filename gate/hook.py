@@ -316,7 +316,8 @@ class Answer:
 def answer_claude(verdict: Verdict, event: str, on_no_rule: str, fail_open: bool) -> Answer:
     """Claude Code: exactly one JSON object on stdout (or none: "no decision"), exit 0.
 
-    An approval with edits carries `updatedInput`: the full edited object replaces the input.
+    An approval with edits carries `updatedInput` (the full edited object replaces the input)
+    and, on PreToolUse, `additionalContext` telling the model what the approver changed.
     """
     decision = _decision(verdict, on_no_rule, fail_open)
     reason = _cut(verdict.reason)
@@ -339,6 +340,9 @@ def answer_claude(verdict: Verdict, event: str, on_no_rule: str, fail_open: bool
     }
     if edited is not None:
         out["updatedInput"] = edited
+        # An allow's reason reaches only the user; the model must learn that what ran is not
+        # what it asked for, or it will reason about the wrong call.
+        out["additionalContext"] = reason
     return Answer({"hookSpecificOutput": out})
 
 

@@ -168,14 +168,18 @@ HOOK_WAYS = ("example-settings", "gate-init")
 def hook_settings(gate_url: str) -> dict[str, Any]:
     """examples/claude-code/settings.json, with this checkout's gate and the test server."""
     settings: dict[str, Any] = json.loads(SETTINGS.read_text())
-    settings["env"]["GATE_URL"] = gate_url
-    exe = shlex.quote(gate_executable())
+    settings.setdefault("env", {})["GATE_URL"] = gate_url
+    python = shlex.quote(sys.executable)
     for entries in settings["hooks"].values():
         for entry in entries:
             for handler in entry["hooks"]:
-                assert handler["command"].startswith("gate "), handler
-                handler["command"] = exe + handler["command"].removeprefix("gate")
+                assert handler["command"].startswith(EXAMPLE_PYTHON + " -m gate.hook "), handler
+                handler["command"] = python + handler["command"].removeprefix(EXAMPLE_PYTHON)
     return settings
+
+
+#: the interpreter the example file names (`gate init claude-code` writes the real one)
+EXAMPLE_PYTHON = "/opt/gate/.venv/bin/python"
 
 
 def prompt_tool_config(gate_url: str) -> dict[str, Any]:
@@ -416,6 +420,11 @@ def test_edited_command_is_the_one_that_runs(
     text, is_error = told(model, call)
     assert not is_error and text.startswith(edited_text)
     assert request["approved_args"] == edited
+    if agent.way in HOOK_WAYS:
+        # the model is told the call it asked for was changed, and how (PreToolUse's
+        # additionalContext; the permission-prompt tool has no way to say it)
+        later = json.dumps(model.agent_requests()[-1])
+        assert "Approved with edits by alice" in later and "use edited.txt" in later
     assert_clean_exchange(model, outcome)
 
 
