@@ -125,16 +125,18 @@ def test_edits_reach_claude_code_as_the_full_updated_input(beyond: Live) -> None
     code, out, err = hook.json()
 
     assert (code, err) == (0, "")
+    reason = (
+        "gate: Approved with edits by alice in the API: staging first Changed: command "
+        '"deploy prod" -> "deploy staging". The Bash call runs with the arguments as the '
+        "approver edited them, not as they were sent."
+    )
     assert out == {
         "hookSpecificOutput": {
             "hookEventName": "PreToolUse",
             "permissionDecision": "allow",
-            "permissionDecisionReason": (
-                "gate: Approved with edits by alice in the API: staging first Changed: command "
-                '"deploy prod" -> "deploy staging". The Bash call runs with the arguments as the '
-                "approver edited them, not as they were sent."
-            ),
+            "permissionDecisionReason": reason,  # shown to the user
             "updatedInput": edited,
+            "additionalContext": reason,  # and told to the model
         }
     }
     # (a) the normal path: the verdict is bound to what runs, under the tool_use_id
