@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -383,13 +383,13 @@ def _decision_reason(verb: str, approver: str, via: str, comment: str | None) ->
     return text + (" (no reason given)" if verb == "Rejected" else "")
 
 
-def _humanise(delta: object) -> str:
-    seconds = int(getattr(delta, "total_seconds", lambda: 0)())
-    if seconds % 3600 == 0 and seconds >= 3600:
-        return f"{seconds // 3600}h"
-    if seconds % 60 == 0 and seconds >= 60:
-        return f"{seconds // 60}m"
-    return f"{seconds}s"
+def _humanise(delta: timedelta) -> str:
+    """ "9m", "1h 30m", "8m 58s": how long a request waited (at least "1s")."""
+    seconds = max(1, round(delta.total_seconds()))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    parts = [f"{n}{unit}" for n, unit in ((hours, "h"), (minutes, "m"), (secs, "s")) if n]
+    return " ".join(parts)
 
 
 def count_votes(session: Session, request_id: str) -> int:
