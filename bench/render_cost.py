@@ -1,7 +1,8 @@
 """What rendering a hostile tool argument costs, on every card and page, at 10 KB to 1 MB.
 
 For each hostile string (shapes that made the old secret-masking regexes backtrack) and each
-size, it times the Slack card, the Feishu card and the web console's request page, next to
+size, it times the Slack card, the Feishu card, the masker alone with its scan cap lifted,
+and the web console's request page, next to
 a baseline measured in the same run on the same arguments: `json.dumps` for the cards, the
 JSON API's `GET /v1/requests/{id}` for the page. Then it prints how each grows from 10 KB to
 100 KB and from 100 KB to 1 MB: ~10x is linear, ~100x quadratic.
@@ -21,7 +22,8 @@ import multiprocessing
 import platform
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -29,6 +31,7 @@ import httpx
 
 from bench._common import database
 from channels import feishu_card, slack_card
+from gate import untrusted
 from gate.app import create_app
 from gate.config import Settings
 from gate.views import RequestView
@@ -98,10 +101,18 @@ def _baseline(view: RequestView) -> None:
     json.dumps(view.tool_args, ensure_ascii=False)
 
 
+def _uncapped(view: RequestView) -> None:
+    # The cards scan at most untrusted.SCAN_LIMIT characters of a value, which hides how the
+    # scan itself grows: this is the same cleaning and masking with no cap at all.
+    untrusted.clean(view.tool_args["payload"], limit=None)
+    untrusted.to_json(view.tool_args, limit=None)
+
+
 CARDS: dict[str, Callable[[RequestView], None]] = {
     "json.dumps (baseline)": _baseline,
     "Slack card": _slack,
     "Feishu card": _feishu,
+    "masker with no cap (untrusted.clean + to_json, limit=None)": _uncapped,
 }
 
 
@@ -129,37 +140,37 @@ def time_card(surface: str, shape: str, size: int, limit: float) -> float | None
     return float(out.get(timeout=5))
 
 
-def time_pages(sizes: tuple[int, ...]) -> dict[tuple[str, str, int], float | None]:
-    """The web request page and the JSON API, over HTTP from a real app on loopback."""
-    results: dict[tuple[str, str, int], float | None] = {}
+@contextmanager
+def page_server() -> Iterator[httpx.Client]:
+    """A real app on loopback (local mode: the page needs no sign-in) and a client for it."""
     with database("sqlite") as url:
         data = cfg.settings_data(url, max_body_bytes=8 * 1024 * 1024)
-        data["tokens"] = []  # local mode: the page needs no sign-in on a loopback bind
+        data["tokens"] = []
         server = ThreadServer(create_app(Settings(**data))).start()
         try:
             with httpx.Client(base_url=server.url, timeout=600) as http:
-                for shape, make in HOSTILE.items():
-                    for size in sizes:
-                        text = make(size)
-                        body = {"tool_name": "run_shell", "tool_args": {"payload": text}}
-                        body["summary"] = text[:4000]
-                        answer = http.post("/v1/gate", json=body)
-                        answer.raise_for_status()
-                        rid = answer.json()["request"]["id"]
-                        for surface, path in (
-                            ("GET /v1/requests/{id} (baseline)", f"/v1/requests/{rid}"),
-                            ("web request page", f"/requests/{rid}"),
-                        ):
-                            runs: list[float] = []
-                            while len(runs) < 3 and sum(runs) < 1.0:
-                                start = time.perf_counter()
-                                page = http.get(path)
-                                runs.append(time.perf_counter() - start)
-                                page.raise_for_status()
-                            results[(surface, shape, size)] = statistics.median(runs)
+                yield http
         finally:
             server.stop()
-    return results
+
+
+def submit(http: httpx.Client, text: str) -> str:
+    """A pending request (rule "anyone") whose argument is `text`; its id."""
+    body = {"tool_name": "ask_run", "tool_args": {"payload": text}, "summary": text[:4000]}
+    answer = http.post("/v1/gate", json=body)
+    answer.raise_for_status()
+    return str(answer.json()["request"]["id"])
+
+
+def time_get(http: httpx.Client, path: str) -> float:
+    """Seconds to GET `path` (the median of 3, unless one is slow)."""
+    runs: list[float] = []
+    while len(runs) < 3 and sum(runs) < 1.0:
+        start = time.perf_counter()
+        page = http.get(path)
+        runs.append(time.perf_counter() - start)
+        page.raise_for_status()
+    return statistics.median(runs)
 
 
 def _ms(seconds: float | None, limit: float) -> str:
@@ -172,8 +183,22 @@ def _growth(small: float | None, big: float | None) -> str:
     return f"{big / max(small, 1e-6):.1f}x"
 
 
+def _table(surface: str, sizes: tuple[int, ...]) -> None:
+    header = " | ".join(f"{s:,} chars" for s in sizes)
+    growth = " | ".join(f"{b // a}x size" for a, b in zip(sizes, sizes[1:], strict=False))
+    print(f"\n## {surface}\n")
+    print(f"| string | {header} | {growth} |")
+    print("| --- " * (2 * len(sizes)) + "|", flush=True)
+
+
+def _row(shape: str, times: Sequence[float | None], limit: float) -> None:
+    cells = [_ms(t, limit) for t in times]
+    ratios = [_growth(a, b) for a, b in zip(times, times[1:], strict=False)]
+    print(f"| {shape} | " + " | ".join(cells + ratios) + " |", flush=True)
+
+
 def main() -> None:
-    """Measure and print one table per surface."""
+    """Measure and print one table per surface, a row as soon as it is measured."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES))
     parser.add_argument("--limit", type=float, default=60.0, help="seconds per card render")
@@ -181,26 +206,22 @@ def main() -> None:
     args = parser.parse_args()
     sizes = tuple(args.sizes)
     print(f"# render cost, {platform.python_version()}, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC")
-    results: dict[tuple[str, str, int], float | None] = {}
     for surface in CARDS:
+        _table(surface, sizes)
         for shape in HOSTILE:
-            for size in sizes:
-                results[(surface, shape, size)] = time_card(surface, shape, size, args.limit)
-    surfaces = list(CARDS)
-    if not args.no_web:
-        results.update(time_pages(sizes))
-        surfaces += ["GET /v1/requests/{id} (baseline)", "web request page"]
-    header = " | ".join(f"{s:,} chars" for s in sizes)
-    growth = " | ".join(f"{b // a}x size" for a, b in zip(sizes, sizes[1:], strict=False))
-    for surface in surfaces:
-        print(f"\n## {surface}\n")
-        print(f"| string | {header} | {growth} |")
-        print("| --- " * (1 + len(sizes) + len(sizes) - 1) + "|")
-        for shape in HOSTILE:
-            times = [results[(surface, shape, s)] for s in sizes]
-            cells = [_ms(t, args.limit) for t in times]
-            ratios = [_growth(a, b) for a, b in zip(times, times[1:], strict=False)]
-            print(f"| {shape} | " + " | ".join(cells + ratios) + " |")
+            _row(shape, [time_card(surface, shape, n, args.limit) for n in sizes], args.limit)
+    if args.no_web:
+        return
+    with page_server() as http:
+        ids = {(shape, n): submit(http, make(n)) for shape, make in HOSTILE.items() for n in sizes}
+        for surface, path in (
+            ("GET /v1/requests/{id} (baseline)", "/v1/requests/{}"),
+            ("web request page", "/requests/{}"),
+        ):
+            _table(surface, sizes)
+            for shape in HOSTILE:
+                times = [time_get(http, path.format(ids[(shape, n)])) for n in sizes]
+                _row(shape, times, args.limit)
 
 
 if __name__ == "__main__":
