@@ -8,6 +8,7 @@ import logging
 from contextvars import ContextVar
 from typing import Any
 
+import sqlalchemy as sa
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -176,6 +177,19 @@ def install_error_handlers(app: FastAPI) -> None:
         return ErrorResponse(
             error_body("invalid_input", message, problems=problems), status_code=422
         )
+
+    @app.exception_handler(sa.exc.DataError)
+    async def _unstorable(request: Request, exc: sa.exc.DataError) -> JSONResponse:
+        # SQLSTATE class 22, "data exception": the database refused a value this request
+        # brought (PostgreSQL: a NUL character in text, say). The request schemas refuse
+        # what they know of up front; this is the net for input that reached the database
+        # some other way (a form, a chat callback), so it is still the client's 422.
+        reason = str(exc.orig or exc).strip().splitlines()[0][:200]
+        log.warning(
+            "database refused a value in %s %s: %s", request.method, request.url.path, reason
+        )
+        message = f"the database cannot store a value in this request: {reason}"
+        return ErrorResponse(error_body("invalid_input", message), status_code=422)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:

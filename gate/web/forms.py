@@ -15,6 +15,7 @@ from typing import Any
 from starlette.datastructures import FormData
 
 from gate.config import parse_duration
+from gate.schemas import json_problem
 from gate.views import RequestView
 
 MAX_COMMENT = 2000
@@ -118,11 +119,18 @@ def parse_edited_args(text: str) -> dict[str, Any]:
         ) from None
     except ValueError as exc:
         raise FormError(f"The edited arguments are not valid JSON: {exc}.") from None
+    except RecursionError:  # Python's parser recurses once per nesting level
+        raise FormError("The edited arguments are nested too deeply to read.") from None
     if not isinstance(value, dict):
         raise FormError(
             "The edited arguments must be a JSON object ({...} with named arguments), "
             f"not {_json_kind(value)}."
         )
+    # The API's rules for a stored value (depth, size, NUL, 64-bit integers...).
+    problem = json_problem(value)
+    if problem is not None:
+        at, why = problem
+        raise FormError(f"The edited arguments cannot be stored: {at.lstrip('.')} {why}.")
     return value
 
 
