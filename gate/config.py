@@ -23,7 +23,12 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    SettingsError,
+)
 
 from gate import untrusted
 from gate.errors import ConfigError
@@ -393,6 +398,10 @@ def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
             data = tomllib.loads(config_path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise ConfigError("file not found", source=source) from None
+        except OSError as exc:  # a directory, no permission...
+            raise ConfigError(f"cannot be read: {exc.strerror or exc}", source=source) from None
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"not UTF-8 text (byte {exc.start})", source=source) from None
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"not valid TOML: {exc}", source=source) from None
     data.update(overrides)
@@ -401,5 +410,7 @@ def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
     except ValidationError as exc:
         key, reason = _describe(exc)
         raise ConfigError(reason, source=source, key=key) from None
+    except SettingsError as exc:  # e.g. GATE_SERVER set to something that is not JSON
+        raise ConfigError(f"a GATE_* environment variable: {exc}", source=source) from None
     settings.source = source
     return settings

@@ -128,3 +128,30 @@ def test_an_unreachable_postgresql_is_named(
     r, path = _gate(tmp_path, f'[server]\n{server}database_url = "{url}"\n', *command)
     _config_error(r, path, "server.database_url", "cannot open the database", "refused")
     assert "s3cret-pw" not in r.stderr + r.stdout
+
+
+# -- the file itself ----------------------------------------------------------------------------
+
+
+def test_a_file_gate_cannot_read_is_named(tmp_path: Path) -> None:
+    def run(config: Path, env: dict[str, str] | None = None) -> str:
+        r = subprocess.run(
+            [sys.executable, "-m", "gate.cli", "serve", "--config", str(config)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, **(env or {})},
+        )
+        assert r.returncode == CONFIG_EXIT and "Traceback" not in r.stderr, r.stderr
+        line = r.stderr.strip().splitlines()[-1]
+        assert line.startswith(f"gate: configuration error: {config}: "), line
+        return line
+
+    assert run(tmp_path).endswith("cannot be read: Is a directory")
+    binary = tmp_path / "binary.toml"
+    binary.write_bytes(b"\xff\xfe[server]\n")
+    assert run(binary).endswith("not UTF-8 text (byte 0)")
+    empty = tmp_path / "empty.toml"
+    empty.write_text("")
+    line = run(empty, env={"GATE_SERVER": "not json"})
+    assert "GATE_* environment variable" in line and '"server"' in line
