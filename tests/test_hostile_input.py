@@ -8,14 +8,18 @@ stores it, and leaves `GET /v1/requests` working for everybody.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from typing import Any
 
 import httpx
 import pytest
 import sqlalchemy as sa
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gate.config import Settings
+from gate.schemas import JsonLimits, json_problem
 from tests.conftest import Gate, GateFactory
 from tests.support import config as cfg
 
@@ -290,3 +294,60 @@ def test_overflowing_durations_in_extend_and_grants_are_422(
         after = c.get(f"/v1/requests/{request_id}").json()
     assert (after["status"], after["expires_at"]) == ("pending", deadline)
     _still_shows_everything(gate, before)
+
+
+# -- the validator itself -----------------------------------------------------------------------
+
+
+def _reference_problem(value: Any, limits: JsonLimits, depth: int = 1) -> bool:
+    """A plain recursive statement of the rules, to hold the fast iterative check to."""
+    if isinstance(value, dict | list) and depth > limits.max_depth:
+        return True
+    if isinstance(value, dict):
+        return any("\x00" in k or any(0xD800 <= ord(c) <= 0xDFFF for c in k) for k in value) or any(
+            _reference_problem(v, limits, depth + 1) for v in value.values()
+        )
+    if isinstance(value, list):
+        return any(_reference_problem(v, limits, depth + 1) for v in value)
+    if isinstance(value, str):
+        return "\x00" in value or any(0xD800 <= ord(c) <= 0xDFFF for c in value)
+    if isinstance(value, bool) or value is None:
+        return False
+    if isinstance(value, int):
+        return not -(2**63) <= value <= 2**63 - 1
+    return not math.isfinite(value)
+
+
+def _count(value: Any) -> int:
+    if isinstance(value, dict):
+        return 1 + sum(_count(v) for v in value.values())
+    if isinstance(value, list):
+        return 1 + sum(_count(v) for v in value)
+    return 1
+
+
+_JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**65), max_value=2**65)
+    | st.floats()
+    | st.text(alphabet=st.sampled_from("a\u00e9\x00\ud800\udfff\U0001f600"), max_size=5),
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.dictionaries(
+            st.text(max_size=3) | st.sampled_from(["\x00", "\ud800"]), children, max_size=4
+        )
+    ),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=400, deadline=None, database=None, derandomize=True)
+@given(value=_JSON, depth=st.integers(1, 6), nodes=st.integers(1, 40))
+def test_the_fast_check_and_the_precise_walk_agree_with_the_rules(
+    value: Any, depth: int, nodes: int
+) -> None:
+    limits = JsonLimits(max_depth=depth, max_nodes=nodes)
+    expected = _reference_problem(value, limits) or _count(value) > nodes
+    found = json_problem(value, limits)
+    assert (found is not None) == expected, (value, found)
