@@ -196,21 +196,16 @@ def _config_failure(exc: Exception, source: str | None = None) -> int:
 
 
 def _serve(ns: argparse.Namespace) -> int:
-    import logging
-
-    import uvicorn
-
     from gate.app import create_app
     from gate.errors import ConfigError
     from gate.logs import configure_logging
-    from gate.server import server_config
+    from gate.server import GateServer, listen, server_config
 
     settings = _load(ns, host=ns.host, port=ns.port)
     configure_logging(settings.server.log_level, json_logs=settings.server.log_json)
-    # Take the port before anything touches the database: a second `gate serve` on a busy
-    # port must fail without migrating or sweeping the first one's database.
+    # Take the port before anything touches the database (see gate.server.listen).
     try:
-        sock = _listen(settings.server.host, settings.server.port)
+        sock = listen(settings.server.host, settings.server.port)
     except OSError as exc:
         print(  # noqa: T201
             f"gate: cannot listen on {settings.server.host}:{settings.server.port}: "
@@ -220,47 +215,12 @@ def _serve(ns: argparse.Namespace) -> int:
         return 1
     try:
         app = create_app(settings)
-        # Without migrate_on_start nothing has connected yet: an unreachable database is
-        # named here, not in a traceback from the first sweep.
-        app.state.gate.db.check_reachable()
     except ConfigError as exc:
         sock.close()
         return _config_failure(exc, settings.source)
     # uvicorn with gate's connection limits: read deadline, header cap, connection cap
-    config = server_config(app, settings)
-    # uvicorn announces its address only for sockets it bound itself; keep its wording.
-    host, port = sock.getsockname()[:2]
-    logging.getLogger("uvicorn.error").info(
-        "Uvicorn running on http://%s:%d (Press CTRL+C to quit)",
-        f"[{host}]" if ":" in host else host,
-        port,
-    )
-    uvicorn.Server(config).run(sockets=[sock])
+    GateServer(server_config(app, settings)).run(sockets=[sock])
     return 0
-
-
-#: Thousands of hooks may (re)connect their long-polls at once, e.g. after a restart;
-#: uvicorn's default 2048 resets them. The kernel caps it at net.core.somaxconn.
-LISTEN_BACKLOG = 16384
-
-
-def _listen(host: str, port: int) -> Any:
-    """A bound TCP socket for `host:port`, the way uvicorn binds its own."""
-    import socket
-
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host.strip("[]"), port))
-    except OSError:
-        sock.close()
-        raise
-    # Listening now lets clients that connect during start-up wait in the backlog instead
-    # of being refused (the address is announced before uvicorn's own startup finishes).
-    sock.listen(LISTEN_BACKLOG)
-    sock.set_inheritable(True)
-    return sock
 
 
 def _audit_verify(ns: argparse.Namespace) -> int:

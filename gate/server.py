@@ -31,6 +31,7 @@ import asyncio
 import json
 import logging
 import resource
+import socket
 from typing import Any
 
 import uvicorn
@@ -265,7 +266,48 @@ def server_config(app: Any, settings: Settings, *, parser: str = "auto") -> Gate
         access_log=False,
         timeout_keep_alive=server.keep_alive_timeout_seconds,
         timeout_graceful_shutdown=5,
-        # Thousands of hooks may (re)connect their long-polls at once, e.g. after a restart;
-        # uvicorn's default 2048 resets them. The kernel caps it at net.core.somaxconn.
-        backlog=16384,
+        backlog=LISTEN_BACKLOG,
     )
+
+
+#: Thousands of hooks may (re)connect their long-polls at once, e.g. after a restart;
+#: uvicorn's default 2048 resets them. The kernel caps it at net.core.somaxconn.
+LISTEN_BACKLOG = 16384
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A bound, listening TCP socket for `host:port`, the way uvicorn binds its own.
+
+    `gate serve` takes its port before anything touches the database, so a second one on a
+    busy port fails without migrating or sweeping the first one's database; listening at
+    once lets clients that connect during start-up wait in the backlog, not be refused.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host.strip("[]"), port))
+        sock.listen(LISTEN_BACKLOG)
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
+
+
+class GateServer(uvicorn.Server):
+    """uvicorn's server on a socket gate bound itself, announcing its address once started.
+
+    uvicorn logs "Uvicorn running on ..." only for sockets it binds; gate keeps that line
+    (people and scripts wait for it) and prints it when the app is ready, as uvicorn does.
+    """
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        if sockets and not self.should_exit:
+            host, port = sockets[0].getsockname()[:2]
+            logging.getLogger("uvicorn.error").info(
+                "Uvicorn running on http://%s:%d (Press CTRL+C to quit)",
+                f"[{host}]" if ":" in host else host,
+                port,
+            )
