@@ -379,9 +379,15 @@ class FeishuChannel:
             if event_type != "card.action.trigger":
                 return {}  # an event we did not subscribe to: acknowledge, do nothing
         action = parse_action(payload)
-        if action.event_id is None:
+        # A delivery is acted on once: by its event id, or (the legacy callback has none) by
+        # its signature, which covers a timestamp and nonce of its own. A replayed body, or
+        # a retry, of an Extend click must not move the deadline again.
+        key = action.event_id or (
+            f"signature:{headers.get('x-lark-signature')}" if signed else None
+        )
+        if key is None:
             return await self._act(action)
-        answer, _ = await self._events.run(action.event_id, lambda: self._act(action))
+        answer, _ = await self._events.run(key, lambda: self._act(action))
         return answer
 
     def _open(self, headers: Mapping[str, str], body: bytes) -> tuple[dict[str, Any], str | None]:

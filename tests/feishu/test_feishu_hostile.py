@@ -5,6 +5,7 @@ the database could not store."""
 from __future__ import annotations
 
 import time
+from datetime import datetime
 from typing import Any
 
 import httpx
@@ -161,3 +162,35 @@ def test_edits_that_could_not_be_stored_are_refused(
     with gate.client(cfg.ADMIN) as c:
         listed = c.get("/v1/requests")
     assert listed.status_code == 200 and len(listed.json()["items"]) == 4
+
+
+def test_a_replayed_legacy_extend_moves_the_deadline_once(
+    make_gate: GateFactory, sqlite_url: str, fake_feishu: FakeFeishu
+) -> None:
+    # Without an Encrypt Key the legacy callback is accepted; it has no event id, so the same
+    # signed delivery (a retry, or a replay inside the 5-minute window) is known by its
+    # signature.
+    gate = make_gate(settings=feishu_settings(sqlite_url, fake_feishu, encrypt_key=None))
+    request_id, message = submit_and_card(gate, fake_feishu)
+    before = datetime.fromisoformat(state(gate, request_id)["expires_at"])
+    legacy = {
+        "open_id": "ou_alice",
+        "open_message_id": message.message_id,
+        "token": "c-" + "0" * 40,
+        "action": {"tag": "button", "value": {"request_id": request_id, "verdict": "extend"}},
+    }
+    cb = build_callback(
+        legacy, encrypt_key=None, encrypted=False, signing_secret=VERIFICATION_TOKEN, algo="sha1"
+    )
+    answers = [_post(gate, cb.body, cb.headers) for _ in range(3)]
+    assert [a.status_code for a in answers] == [200, 200, 200]
+    assert all(a.json() == answers[0].json() for a in answers)  # a repeat gets the first answer
+    after = datetime.fromisoformat(state(gate, request_id)["expires_at"])
+    assert (after - before).total_seconds() == 15 * 60
+    # A new delivery (its own timestamp and nonce) is a new click.
+    again = build_callback(
+        legacy, encrypt_key=None, encrypted=False, signing_secret=VERIFICATION_TOKEN, algo="sha1"
+    )
+    assert _post(gate, again.body, again.headers).status_code == 200
+    later = datetime.fromisoformat(state(gate, request_id)["expires_at"])
+    assert (later - before).total_seconds() == 30 * 60
