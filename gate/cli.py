@@ -215,6 +215,9 @@ def _serve(ns: argparse.Namespace) -> int:
         return 1
     try:
         app = create_app(settings)
+        # Without migrate_on_start nothing has connected yet: an unreachable database is
+        # named here, not in a traceback from the first sweep.
+        app.state.gate.db.check_reachable()
     except ConfigError as exc:
         sock.close()
         return _config_failure(exc, settings.source)
