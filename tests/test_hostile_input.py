@@ -289,7 +289,8 @@ def test_overflowing_durations_in_extend_and_grants_are_422(
         r = c.post(
             f"/v1/requests/{request_id}/decision", json={"verdict": "approve", "grant": grant}
         )
-        _refused(r, 422, "invalid_input", "grant duration", "at most 3650d")
+        error = _refused(r, 422, "invalid_input", "at most 3650d")
+        assert "grant duration" in error["message"].lower()
     with gate.client(cfg.ADMIN) as c:
         after = c.get(f"/v1/requests/{request_id}").json()
     assert (after["status"], after["expires_at"]) == ("pending", deadline)
