@@ -15,12 +15,10 @@ from typing import Any
 
 from channels.inbound import NestedTooDeep, load_json
 from gate import untrusted
-from gate.config import Settings
-from gate.machine import AlreadyFinal, Extended, argument_diff
-from gate.models import RequestStatus
-from gate.policy import may_decide
+from gate.acting import Result
+from gate.channel import ChannelContext, Click
+from gate.machine import Extended, argument_diff
 from gate.schemas import json_problem, key_path
-from gate.service import DecisionResult, already_final_message
 from gate.views import RequestView
 
 #: what one "Extend" click adds to the deadline
@@ -40,22 +38,21 @@ SCOPE_WORDS = {
 # -- who may act ------------------------------------------------------------------------------
 
 
-def refusal(settings: Settings, channel: str, view: RequestView | None, user_id: str) -> str | None:
-    """Why this platform user cannot act on the request now (the service checks again)."""
-    if view is None:
-        return "This request no longer exists."
-    if view.is_final:
-        status = RequestStatus(view.status)
-        final = AlreadyFinal(view.id, status, view.decided_by, view.decided_at, view.decided_via)
-        return already_final_message(final)
-    approver = settings.approver_by_identity(channel, user_id)
-    if approver is None:
-        return "Not recorded: you are not an approver for this rule."
-    why = may_decide(settings, view, approver, actor_name=approver.name)
-    return f"Not recorded: {why}." if why else None
+async def refusal(
+    ctx: ChannelContext, channel: str, request_id: str, user_id: str
+) -> tuple[str | None, RequestView | None]:
+    """Why this platform user cannot act on the request now (None if they may), and its view.
+
+    Asked before a channel opens a form (a reason, edits); gate's pipeline answers, and
+    checks again when the form is submitted.
+    """
+    result = await ctx.act(Click(channel, user_id, request_id, "check"))
+    if result.refusal is None and result.outcome is None:
+        return None, result.view
+    return result.message(), result.view
 
 
-def extend_message(result: DecisionResult, now: datetime) -> str:
+def extend_message(result: Result, now: datetime) -> str:
     """What the person who pressed Extend is told."""
     if isinstance(result.outcome, Extended):
         until = result.outcome.until

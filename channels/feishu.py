@@ -19,7 +19,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 import httpx
@@ -28,7 +28,6 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from fastapi import APIRouter, Request
 
 from channels import decisions
-from channels.base import DeliveryError, GateContext
 from channels.feishu_card import (
     ARGS_CHARS,
     CARD_BYTES,
@@ -42,14 +41,13 @@ from channels.feishu_card import (
     render_card,
 )
 from channels.inbound import NestedTooDeep, Once, load_json, same_secret
+from gate.acting import Result
+from gate.channel import ChannelContext, Click, DeliveryError
 from gate.config import FeishuSettings
-from gate.errors import BadRequest, ConfigError, InvalidInput, Unauthenticated
+from gate.errors import BadRequest, ConfigError, Unauthenticated
 from gate.machine import Extended
 from gate.models import utcnow
 from gate.views import RequestView
-
-if TYPE_CHECKING:
-    from gate.service import DecisionResult
 
 log = logging.getLogger("gate.channels.feishu")
 
@@ -150,11 +148,11 @@ def parse_action(payload: Mapping[str, Any]) -> CardAction:
     )
 
 
-def toast_for(result: DecisionResult) -> dict[str, str]:
+def toast_for(result: Result) -> dict[str, str]:
     """The toast the clicker sees for what their click did."""
     if result.changed:
         kind = "success"
-    elif result.refused or result.view is None:  # refused, or no such request
+    elif result.refusal is not None or result.view is None:  # refused, or no such request
         kind = "error"
     else:
         kind = "info"
@@ -191,11 +189,13 @@ class FeishuChannel:
     """Posts cards with the tenant token, updates them by PATCH, and takes clicks."""
 
     name = "feishu"
+    display_name = "Feishu"
+    settings_model = FeishuSettings
 
     def __init__(
         self,
         settings: FeishuSettings,
-        gate: GateContext,
+        gate: ChannelContext,
         *,
         clock: Callable[[], float] = time.time,
         transport: httpx.AsyncBaseTransport | None = None,
@@ -222,7 +222,7 @@ class FeishuChannel:
             )
 
     @classmethod
-    def from_settings(cls, settings: FeishuSettings, gate: GateContext) -> FeishuChannel:
+    def from_settings(cls, settings: FeishuSettings, gate: ChannelContext) -> FeishuChannel:
         """Build from `[channels.feishu]`."""
         return cls(settings, gate)
 
@@ -447,12 +447,11 @@ class FeishuChannel:
         if action.verdict in ("edit", "view"):
             return await self._show(action)
         if action.verdict == "extend":
-            moved = await self.gate.extend(
-                request_id=action.request_id,
-                channel=self.name,
-                user_id=action.open_id,
-                by=decisions.EXTEND_BY,
-            )
+            click = Click(
+                self.name, action.open_id, action.request_id, "extend",
+                extend_by=decisions.EXTEND_BY,
+            )  # fmt: skip
+            moved = await self.gate.act(click)
             if isinstance(moved.outcome, Extended):
                 text = decisions.extend_message(moved, utcnow())
                 return await self._answer(action, {"type": "success", "content": text}, moved.view)
@@ -460,16 +459,15 @@ class FeishuChannel:
         extras = await self._extras(action)
         if isinstance(extras, str):
             return {"toast": {"type": "error", "content": extras}}
-        task = asyncio.ensure_future(
-            self.gate.decide(
-                request_id=action.request_id,
-                channel=self.name,
-                user_id=action.open_id,
-                verdict="reject" if action.verdict == "reject" else "approve",
-                comment=action.comment,
-                **extras,
-            )
+        click = Click(
+            self.name,
+            action.open_id,
+            action.request_id,
+            "reject" if action.verdict == "reject" else "approve",
+            comment=action.comment,
+            **extras,
         )
+        task = asyncio.ensure_future(self.gate.act(click))
         self._background.add(task)
         task.add_done_callback(self._background.discard)
         task.add_done_callback(_retrieve)
@@ -479,11 +477,9 @@ class FeishuChannel:
             # The decision still lands; the outbox refreshes the card when it does.
             text = "Recording your decision; the card updates in a moment."
             return {"toast": {"type": "info", "content": text}}
-        except InvalidInput as exc:  # what the rule does not offer (edits, a grant, a reason)
-            return {"toast": {"type": "error", "content": f"Not recorded: {exc.message}"}}
-        if result.refused:
+        if result.refusal is not None:
             # open_ids are per app and hard to look up: log it so an admin can add the person.
-            log.info("feishu click by %s refused: %s", action.open_id, result.refused)
+            log.info("feishu click by %s refused: %s", action.open_id, result.refusal.value)
         return await self._answer(action, toast_for(result), result.view)
 
     async def _answer(
@@ -518,7 +514,7 @@ class FeishuChannel:
                 picked = decisions.reasons_from(view, list(action.reasons))
             except ValueError as exc:
                 return f"Not recorded: {exc}."
-            return {"reasons": picked or None}
+            return {"reasons": tuple(picked)}
         fields = editable(view)
         if not fields:
             return "Nothing here can be edited in Feishu; edit it in gate."
@@ -528,7 +524,7 @@ class FeishuChannel:
             # An argument's name is untrusted text, like anything else shown in a toast.
             named = (f"{clean(k, 40)}: {why}" for k, why in errors.items())
             return "Not recorded: " + "; ".join(named)
-        return {"edited_args": edited}
+        return {"edits": edited}
 
     async def _show(self, action: CardAction) -> dict[str, Any]:
         """Swap the card between its decision form and its edit form."""
@@ -537,9 +533,12 @@ class FeishuChannel:
             return await self._answer(
                 action, {"type": "info", "content": "Back to the decision."}, view
             )
-        refusal = decisions.refusal(self.gate.settings, self.name, view, action.open_id)
-        if refusal:
-            return await self._answer(action, {"type": "error", "content": refusal}, view)
+        refusal, view = await decisions.refusal(
+            self.gate, self.name, action.request_id, action.open_id
+        )
+        if refusal or view is None:
+            content = refusal or "This request no longer exists."
+            return await self._answer(action, {"type": "error", "content": content}, view)
         if not editable(view):
             text = "Nothing here can be edited in Feishu; edit it in gate."
             return await self._answer(action, {"type": "error", "content": text}, view)

@@ -8,7 +8,7 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from channels.base import GateContext
+from gate.channel import ChannelContext
 from gate.views import RequestView
 
 log = logging.getLogger("gate.channels.log")
@@ -18,12 +18,14 @@ class LogChannel:
     """Writes each card (and each update) as one log line; no callbacks."""
 
     name = "log"
+    display_name = "the log"
+    settings_model = None
 
-    def __init__(self, gate: GateContext) -> None:
+    def __init__(self, gate: ChannelContext) -> None:
         self.gate = gate
 
     @classmethod
-    def from_settings(cls, settings: Any, gate: GateContext) -> LogChannel:
+    def from_settings(cls, settings: Any, gate: ChannelContext) -> LogChannel:
         """Build from `[channels.log]` (no settings)."""
         return cls(gate)
 

@@ -30,7 +30,6 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from channels import decisions
-from channels.base import DeliveryError, GateContext
 from channels.inbound import Once, load_json, same_secret
 from channels.slack_card import (
     APPROVE_ACTION,
@@ -64,11 +63,12 @@ from channels.slack_card import (
     reason_modal,
     render_card,
 )
+from gate.acting import Refusal, Result
+from gate.channel import ChannelContext, Click, DeliveryError
 from gate.config import SlackSettings
-from gate.errors import BadRequest, ConfigError, InvalidInput, Unauthenticated
+from gate.errors import BadRequest, ConfigError, Unauthenticated
 from gate.machine import AlreadyFinal, AlreadyVoted, Voted
 from gate.models import RequestStatus, utcnow
-from gate.service import DecisionResult
 from gate.views import RequestView
 
 log = logging.getLogger("gate.channels.slack")
@@ -249,9 +249,15 @@ class SlackChannel:
     """Posts cards with chat.postMessage, refreshes them with chat.update, takes clicks."""
 
     name = "slack"
+    display_name = "Slack"
+    settings_model = SlackSettings
 
     def __init__(
-        self, settings: SlackSettings, gate: GateContext, *, clock: Callable[[], float] = time.time
+        self,
+        settings: SlackSettings,
+        gate: ChannelContext,
+        *,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         if settings.bot_token is None or not settings.bot_token.get_secret_value().strip():
             raise ConfigError("a bot_token is required", key="channels.slack.bot_token")
@@ -265,14 +271,14 @@ class SlackChannel:
         # Extend is the one click that is not idempotent (each one adds time), so a retried
         # or replayed delivery of it must be recognised; every other click decides, and a
         # second decision is refused by the state machine anyway.
-        self._extends: Once[DecisionResult] = Once(
+        self._extends: Once[Result] = Once(
             size=EXTEND_MEMORY, window=SIGNATURE_WINDOW_SECONDS, clock=clock
         )
         self._session: aiohttp.ClientSession | None = None
         self._client: AsyncWebClient | None = None
 
     @classmethod
-    def from_settings(cls, settings: SlackSettings, gate: GateContext) -> SlackChannel:
+    def from_settings(cls, settings: SlackSettings, gate: ChannelContext) -> SlackChannel:
         """Build from `[channels.slack]`."""
         return cls(settings, gate)
 
@@ -382,10 +388,9 @@ class SlackChannel:
         return Response(status_code=200)
 
     async def _approve(self, action: Action, background: BackgroundTasks, *, retry: bool) -> None:
-        try:
-            result = await self._decide(action, "approve", grant=action.grant)
-        except InvalidInput as exc:  # a grant the rule no longer offers
-            self._tell(background, action, f"Not recorded: {exc.message}")
+        result = await self._decide(action, "approve", grant=action.grant)
+        if result.refusal is Refusal.not_offered:  # a grant the rule no longer offers
+            self._tell(background, action, result.message())
             return
         repeat = isinstance(result.outcome, AlreadyFinal | AlreadyVoted)
         if result.changed and not isinstance(result.outcome, Voted):
@@ -396,12 +401,12 @@ class SlackChannel:
 
     async def _open_modal(self, action: Action, background: BackgroundTasks) -> None:
         """Reject... and Edit & approve... open a modal (with the click's trigger_id)."""
-        view = await self.gate.view(action.request_id)
-        refusal = decisions.refusal(self.gate.settings, self.name, view, action.user_id)
-        if refusal:
-            self._tell(background, action, refusal)
+        refusal, view = await decisions.refusal(
+            self.gate, self.name, action.request_id, action.user_id
+        )
+        if refusal or view is None:
+            self._tell(background, action, refusal or "This request no longer exists.")
             return
-        assert view is not None
         what = "reason" if action.kind == "ask_reason" else "edit"
         modal = await anyio.to_thread.run_sync(_modal, action, view)
         if modal is None:
@@ -426,13 +431,12 @@ class SlackChannel:
         action_ts, so they are recognised and answered without moving the deadline again.
         """
 
-        async def extend() -> DecisionResult:
-            return await self.gate.extend(
-                request_id=action.request_id,
-                channel=self.name,
-                user_id=action.user_id,
-                by=decisions.EXTEND_BY,
-            )
+        async def extend() -> Result:
+            click = Click(
+                self.name, action.user_id, action.request_id, "extend",
+                extend_by=decisions.EXTEND_BY,
+            )  # fmt: skip
+            return await self.gate.act(click)
 
         result, repeat = await self._extends.run(action.click_id, extend)
         if repeat:
@@ -444,12 +448,14 @@ class SlackChannel:
         if not action.reason and not action.reasons:
             return _modal_error("Say why, so the agent knows what to do instead.")
         view = await self.gate.view(action.request_id)
+        block = REASONS_BLOCK if action.reasons else REASON_BLOCK
         try:
             reasons = decisions.reasons_from(view, list(action.reasons)) if view else []
-            result = await self._decide(action, "reject", reasons=reasons or None)
-        except (ValueError, InvalidInput) as exc:
-            block = REASONS_BLOCK if action.reasons else REASON_BLOCK
-            return _modal_error(getattr(exc, "message", str(exc)), block)
+        except ValueError as exc:
+            return _modal_error(str(exc), block)
+        result = await self._decide(action, "reject", reasons=reasons)
+        if result.refusal is Refusal.not_offered:
+            return _modal_error(result.detail or result.message(), block)
         if result.changed or self._own_decision(result.outcome, action.user_id, "rejected"):
             return Response(status_code=200)  # closes the modal; the outbox refreshes the card
         return _modal_error(result.message())
@@ -461,31 +467,43 @@ class SlackChannel:
         by_block = {edit_block_id(i): f for i, f in enumerate(fields)}
         first = edit_block_id(0) if fields else COMMENT_BLOCK
         if view is None or view.is_final or not fields:
-            why = decisions.refusal(self.gate.settings, self.name, view, action.user_id)
+            why, _ = await decisions.refusal(
+                self.gate, self.name, action.request_id, action.user_id
+            )
             return _modal_error(why or "Nothing here can be edited any more.", first)
         texts = {by_block[b].key: text for b, text in action.edits if b in by_block}
         edited, errors = decisions.apply_edits(view, fields, texts)
         if errors:
             block_of = {f.key: b for b, f in by_block.items()}
             return _modal_errors({block_of[k]: why for k, why in errors.items()})
-        try:
-            result = await self._decide(action, "approve", edited_args=edited)
-        except InvalidInput as exc:  # e.g. the rule forbids edits
-            return _modal_error(exc.message, first)
+        result = await self._decide(action, "approve", edits=edited)
+        if result.refusal is Refusal.not_offered:  # e.g. the rule forbids edits
+            return _modal_error(result.detail or result.message(), first)
         if result.changed or self._own_decision(result.outcome, action.user_id, "approved"):
             return Response(status_code=200)
         return _modal_error(result.message(), first)
 
-    async def _decide(self, action: Action, verdict: str, **extras: Any) -> DecisionResult:
+    async def _decide(
+        self,
+        action: Action,
+        verdict: Literal["approve", "reject"],
+        *,
+        reasons: list[str] | None = None,
+        edits: dict[str, Any] | None = None,
+        grant: tuple[str, str] | None = None,
+    ) -> Result:
         """Decide as the clicker; the modal's text (if any) is the comment."""
-        return await self.gate.decide(
-            request_id=action.request_id,
-            channel=self.name,
-            user_id=action.user_id,
-            verdict=verdict,
+        click = Click(
+            self.name,
+            action.user_id,
+            action.request_id,
+            verdict,
             comment=(action.reason or "")[:MAX_REASON] or None,
-            **extras,
+            reasons=tuple(reasons or ()),
+            edits=edits,
+            grant=grant,
         )
+        return await self.gate.act(click)
 
     def _own_decision(self, outcome: object, user_id: str, status: str) -> bool:
         """A second submission (or a retry) of a decision this person already made."""

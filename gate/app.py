@@ -11,13 +11,12 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
 import anyio
 from fastapi import FastAPI
 
-from channels.base import Channel, load_channels
-from gate import outbox
+from gate import deciding, outbox
+from gate.acting import Result
 from gate.api import health, v1
 from gate.api.guard import SameOriginGuard
 from gate.api.middleware import (
@@ -26,6 +25,7 @@ from gate.api.middleware import (
     install_error_handlers,
 )
 from gate.auth import TokenBook
+from gate.channel import Channel, Click, load_channels
 from gate.config import Settings
 from gate.db import Database, upgrade
 from gate.models import utcnow
@@ -33,7 +33,7 @@ from gate.notify import Notifier
 from gate.policy import Policy
 from gate.scheduler import Scheduler
 from gate.schemas import JsonLimits
-from gate.service import DecisionResult, GateService
+from gate.service import GateService
 from gate.views import RequestView
 
 log = logging.getLogger("gate")
@@ -89,7 +89,7 @@ class AppState:
 
 
 class ChannelGate:
-    """The `GateContext` channels get: decisions and views, never the database."""
+    """The `ChannelContext` channels get: the decision pipeline and views, never the database."""
 
     def __init__(self, service: GateService) -> None:
         self._service = service
@@ -98,43 +98,9 @@ class ChannelGate:
     def settings(self) -> Settings:
         return self._service.settings
 
-    async def decide(
-        self,
-        *,
-        request_id: str,
-        channel: str,
-        user_id: str,
-        verdict: str,
-        comment: str | None,
-        edited_args: dict[str, Any] | None = None,
-        reasons: list[str] | None = None,
-        grant: tuple[str, str] | None = None,
-    ) -> DecisionResult:
-        """Decide as the approver whose `channel` id is `user_id`."""
-        return await anyio.to_thread.run_sync(
-            lambda: self._service.decide_from_channel(
-                request_id=request_id,
-                channel=channel,
-                user_id=user_id,
-                verdict=verdict,
-                comment=comment,
-                edited_args=edited_args,
-                reasons=reasons,
-                grant=grant,
-            )
-        )
-
-    async def extend(
-        self, *, request_id: str, channel: str, user_id: str, by: str
-    ) -> DecisionResult:
-        """Move a pending request's deadline as the approver whose `channel` id is `user_id`."""
-        from gate.followups import extend_from_channel
-
-        return await anyio.to_thread.run_sync(
-            lambda: extend_from_channel(
-                self._service, request_id=request_id, channel=channel, user_id=user_id, by=by
-            )
-        )
+    async def act(self, click: Click) -> Result:
+        """Run a click through the one decision pipeline (in a worker thread)."""
+        return await anyio.to_thread.run_sync(lambda: deciding.act(self._service, click))
 
     async def view(self, request_id: str) -> RequestView | None:
         """The current state of a request."""
@@ -183,7 +149,7 @@ def create_app(settings: Settings, *, clock: Callable[[], datetime] = utcnow) ->
     service.kick_outbox = scheduler.kick
     configured = settings.channels.configured()
     service.configured_channels = configured
-    channels = load_channels(configured, ChannelGate(service))
+    channels = load_channels(configured, ChannelGate(service), source=settings.source)
     state = AppState(
         settings=settings,
         db=db,

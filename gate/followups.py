@@ -1,4 +1,4 @@
-"""Use cases around a request's life: extend, remind, escalate, session end, outcome, audit.
+"""Use cases around a request's life: remind, escalate, session end, outcome, grants, audit.
 
 Each owns its transaction, like those in gate.service; status changes still go through
 gate.machine.
@@ -14,91 +14,12 @@ from sqlmodel import col, select
 
 from gate import grants, machine, outbox
 from gate.auth import Principal
-from gate.config import parse_duration
-from gate.errors import AlreadyDecided, Conflict, Forbidden, InvalidInput
+from gate.errors import Conflict
 from gate.models import AuditEvent, ConfirmationRequest, Grant, GrantStatus, RequestStatus
-from gate.notify import Event
-from gate.policy import may_decide
-from gate.service import DecisionResult, GateService, already_final, already_final_message
+from gate.service import GateService
 from gate.views import RequestView
 
 log = logging.getLogger(__name__)
-
-
-def extend(
-    service: GateService, request_id: str, principal: Principal, by: str, *, via: str = "api"
-) -> RequestView:
-    """Give a pending request more time; only someone who may decide it can."""
-    principal.require("approver", "admin")
-    view = service.get(request_id, principal)
-    refused = may_decide(
-        service.settings,
-        view,
-        principal.approver,
-        actor_name=principal.actor_name,
-        actor_token=None if principal.anonymous else principal.name,
-        bypass_approver_list=principal.role == "admin",
-    )
-    if refused:
-        raise Forbidden(refused[0].upper() + refused[1:], code="not_an_approver")
-    try:
-        more = parse_duration(by)
-    except ValueError as exc:
-        raise InvalidInput(f"by: {exc}") from None
-    limit = view.created_at + service.settings.server.max_timeout
-    until = min(max(view.expires_at, service.clock()) + more, limit)
-    if until <= view.expires_at and not view.is_final:
-        raise Conflict(
-            f"the deadline is already at the longest allowed (server.max_timeout "
-            f"{service.settings.server.max_timeout} after the request was made)",
-            code="deadline_at_limit",
-        )
-    with service.db.write() as session:
-        outcome = machine.extend(
-            session,
-            request_id=request_id,
-            until=until,
-            actor=principal.actor_name,
-            via=via,
-            now=service.clock(),
-        )
-        if isinstance(outcome, machine.Extended):
-            service.notifier.stage(session, Event("changed", request_id))
-    if isinstance(outcome, machine.AlreadyFinal):
-        raise AlreadyDecided(
-            already_final_message(outcome),
-            status=outcome.status.value,
-            decided_by=outcome.decided_by,
-        )
-    service.notifier.publish(Event("changed", request_id))
-    service.kick_outbox()
-    return service.get(request_id, principal)
-
-
-def extend_from_channel(
-    service: GateService, *, request_id: str, channel: str, user_id: str, by: str
-) -> DecisionResult:
-    """An "extend deadline" click in a chat card, by the approver whose `channel` id is `user_id`.
-
-    Refusals come back as a result (never an exception), like `decide_from_channel`.
-    """
-    approver = service.settings.approver_by_identity(channel, user_id)
-    view = service.view(request_id)
-    if view is not None and not view.is_final:
-        if approver is None:
-            return DecisionResult(None, view, "you are not an approver for this rule")
-        principal = Principal(name=approver.name, role="approver", approver=approver)
-        try:
-            extended = extend(service, request_id, principal, by, via=channel)
-        except (Forbidden, Conflict) as exc:  # not an approver; deadline already at the cap
-            return DecisionResult(None, view, exc.message[0].lower() + exc.message[1:])
-        except AlreadyDecided:  # decided between our read and the update
-            view = service.view(request_id)
-        else:
-            return DecisionResult(machine.Extended(request_id, extended.expires_at), extended)
-    if view is None:
-        return DecisionResult(machine.Missing(request_id), None)
-    return DecisionResult(already_final(view), view)
 
 
 def record_outcome(
@@ -111,20 +32,21 @@ def record_outcome(
         raise Conflict(
             f"only approved calls have an outcome; this one is {view.status}", code="not_approved"
         )
-    with service.db.write() as session:
+    with service.changing() as change:
         recorded = machine.record_outcome(
-            session,
+            change.session,
             request_id=request_id,
             outcome=outcome,
             summary=summary,
             actor=principal.name,
             now=service.clock(),
         )
+        if recorded:  # staged too, so waiters and pages on other replicas hear of it
+            change.touched(request_id)
     if not recorded:
         raise Conflict(
             f"the outcome was already recorded as {view.outcome!r}", code="outcome_recorded"
         )
-    service.notifier.publish(Event("changed", request_id))
     return service.get(request_id, principal)
 
 
@@ -229,7 +151,8 @@ def remind_and_escalate(service: GateService, now: datetime) -> tuple[int, int]:
 def _mark(
     service: GateService, req: ConfirmationRequest, column: str, now: datetime, *, escalate: bool
 ) -> int:
-    with service.db.write() as session:
+    with service.changing() as change:
+        session = change.session
         result = session.execute(
             sa.update(ConfirmationRequest)
             .where(
@@ -264,9 +187,7 @@ def _mark(
             now=now,
             detail=detail,
         )
-        service.notifier.stage(session, Event("changed", req.id))
-    service.notifier.publish(Event("changed", req.id))
-    service.kick_outbox()
+        change.touched(req.id)
     log.info("request %s %s", req.id, "escalated" if escalate else "reminder sent")
     return 1
 

@@ -28,6 +28,7 @@ from sqlmodel import Session, col, func, select
 
 from gate import outbox
 from gate.binding import canonical_json
+from gate.channel import surface_name
 from gate.models import (
     AuditEvent,
     ConfirmationRequest,
@@ -37,7 +38,6 @@ from gate.models import (
     Verdict,
     Vote,
 )
-from gate.views import SURFACE_NAMES
 
 
 @dataclass(frozen=True)
@@ -376,7 +376,7 @@ def audit(
 
 
 def _decision_reason(verb: str, approver: str, via: str, comment: str | None) -> str:
-    surface = SURFACE_NAMES.get(via, via)
+    surface = surface_name(via)
     text = f"{verb} by {approver} in {surface}"
     if comment:
         return f"{text}: {comment}"

@@ -241,7 +241,7 @@ async def deliver(
     run_sync: Callable[..., Any],
 ) -> str:
     """Send one claimed row through its channel; returns what happened, for logs and tests."""
-    from channels.base import DeliveryError
+    from gate.channel import DeliveryError
 
     channel = channels.get(claim.channel)
     if channel is None or view is None:

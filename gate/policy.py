@@ -16,16 +16,13 @@ from __future__ import annotations
 import fnmatch
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import cel
 
 from gate import cel_shape
-from gate.config import ApproverSettings, RuleSettings, Settings
+from gate.config import RuleSettings, Settings
 from gate.errors import ConfigError
-
-if TYPE_CHECKING:
-    from gate.views import RequestView
 
 Action = Literal["allow", "deny", "ask"]
 FORCED_RULE = "requires_confirmation"
@@ -179,51 +176,6 @@ class Policy:
                 members = [entry]
             names.extend(m for m in members if m not in names)
         return names
-
-
-def may_decide(
-    settings: Settings,
-    view: RequestView,
-    approver: ApproverSettings | None,
-    *,
-    actor_name: str,
-    actor_token: str | None = None,
-    bypass_approver_list: bool = False,
-) -> str | None:
-    """Why `actor_name` may not decide `view`, or None when they may. The one place for it.
-
-    Nobody decides a call they asked for, under any of their names: the actor's identities
-    (gate name, email, every channel id, and the API token they act with) must not meet the
-    requester's (the claimed `user_id`, the token that submitted the request, and the
-    approver that token belongs to). Then the actor must be one of the request's resolved
-    approvers (an empty list: any approver), unless an admin token bypasses the list.
-    """
-    mine = approver.identities() if approver else {actor_name}
-    if actor_token:
-        mine = mine | {f"token:{actor_token}"}
-    if mine & requester_identities(settings, view):
-        return "you asked for this call, so you cannot approve it yourself"
-    allowed = view.approvers
-    if allowed and not bypass_approver_list and actor_name not in allowed:
-        return "you are not an approver for this rule"
-    return None
-
-
-def requester_identities(settings: Settings, view: RequestView) -> set[str]:
-    """Every name the requester of `view` goes by.
-
-    A token that submitted counts as `token:<name>`, plus every identity of the approver the
-    token belongs to. Token-less local mode has no tokens, so its shared `local` principal is
-    nobody's identity: the person at the machine may approve their own agent's calls.
-    """
-    ids = {view.user_id} if view.user_id else set()
-    token = settings.token(view.submitted_by) if view.submitted_by else None
-    if token is not None:
-        ids.add(f"token:{token.name}")
-        linked = settings.approver(token.approver) if token.approver else None
-        if linked is not None:
-            ids |= linked.identities()
-    return ids
 
 
 def _compile(rule: RuleSettings, settings: Settings, source: str | None) -> Rule:

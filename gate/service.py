@@ -9,8 +9,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -19,24 +20,25 @@ import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from gate import grants, machine, offers, outbox
+from gate import grants, machine, outbox
+from gate.acting import Result
 from gate.auth import Principal
 from gate.binding import call_hash
-from gate.config import ApproverSettings, Settings
+from gate.config import Settings
 from gate.db import Database
-from gate.errors import AlreadyDecided, Conflict, Forbidden, InvalidInput, NotFound
+from gate.deciding import raise_for
+from gate.errors import Conflict, Forbidden, NotFound
 from gate.models import (
     AuditEvent,
     ConfirmationRequest,
     Delivery,
     GrantStatus,
     RequestStatus,
-    Verdict,
     Vote,
     utcnow,
 )
 from gate.notify import Event, Notifier
-from gate.policy import CallFacts, Decision, Policy, may_decide
+from gate.policy import CallFacts, Decision, Policy
 from gate.schemas import GateCall
 from gate.views import RequestView, build_view
 
@@ -56,39 +58,31 @@ class Submitted:
     created: bool
 
 
-@dataclass(frozen=True)
-class DecisionResult:
-    """What a decision attempt did, for any surface to report."""
+@dataclass
+class Change:
+    """One write transaction's changes, so the after-commit step is written once.
 
-    outcome: machine.Outcome | None
-    view: RequestView | None
-    refused: str | None = None
+    Use cases record each state-machine outcome; `GateService.changing` stages the events
+    inside the transaction (other replicas hear of them only if it commits) and, after the
+    commit, publishes them to this replica's waiters, kicks the outbox and counts finished
+    requests for metrics.
+    """
 
-    @property
-    def changed(self) -> bool:
-        return isinstance(self.outcome, machine.Changed | machine.Voted)
+    session: Session
+    events: list[Event] = field(default_factory=list)
+    finished: list[str] = field(default_factory=list)
 
-    def message(self) -> str:
-        """One sentence for the person who clicked."""
-        out = self.outcome
-        if self.refused:
-            return f"Not recorded: {self.refused}."
-        if isinstance(out, machine.Missing) or self.view is None:
-            return "This request no longer exists."
-        if isinstance(out, machine.AlreadyFinal):
-            return already_final_message(out)
-        if isinstance(out, machine.AlreadyVoted):
-            return f"You already voted to {out.verdict.value} this request."
-        if isinstance(out, machine.Voted):
-            return f"Your approval is recorded ({out.approvals} of {out.required})."
-        return self.view.outcome_sentence() + "."
+    def record(self, outcome: machine.Outcome) -> None:
+        """Note what `outcome` changed (nothing for refusals and no-ops)."""
+        if isinstance(outcome, machine.Changed):
+            self.events.append(Event("final", outcome.request_id))
+            self.finished.append(outcome.request_id)
+        elif isinstance(outcome, machine.Voted | machine.Extended):
+            self.events.append(Event("changed", outcome.request_id))
 
-
-def already_final_message(out: machine.AlreadyFinal) -> str:
-    """ "Already approved by alice at 2026-11-21 10:00 UTC"."""
-    by = f" by {out.decided_by}" if out.decided_by else ""
-    at = f" at {out.decided_at:%Y-%m-%d %H:%M:%S} UTC" if out.decided_at else ""
-    return f"Already {out.status.value}{by}{at}."
+    def touched(self, request_id: str) -> None:
+        """Note a change that is not a transition (an outcome report): readers re-read."""
+        self.events.append(Event("changed", request_id))
 
 
 class GateService:
@@ -161,14 +155,14 @@ class GateService:
             options=rule.options,
         )
         try:
-            with self.db.write() as session:
+            with self.changing() as change:
+                session = change.session
                 grant = grants.find(session, req=req, now=now)
+                granted = grant is not None
                 if grant is not None:
                     machine.allow_by_grant(session, req=req, grant=grant, now=now)
-                    self.notifier.stage(session, Event("final", req.id))
-                    granted = True
+                    change.events.append(Event("final", req.id))
                 else:
-                    granted = False
                     session.add(req)
                     session.flush()
                     machine.audit(
@@ -181,7 +175,7 @@ class GateService:
                         detail={"rule": rule.name, "trail": list(decision.trail)},
                     )
                     outbox.enqueue_posts(session, req.id, self._targets(rule.channels), now)
-                    self.notifier.stage(session, Event("created", req.id))
+                    change.events.append(Event("created", req.id))
         except IntegrityError:
             # Two submits with the same idempotency key raced; the other one won.
             found = self._by_key(call.idempotency_key or "", args_hash, principal.name)
@@ -190,14 +184,11 @@ class GateService:
             return Submitted(decision, found, False)
         if granted:
             view = self.view(req.id)  # the grant changed the row in SQL: read it back
-            self.notifier.publish(Event("final", req.id))
             assert view is not None and view.reason is not None
             allowed = Decision("allow", rule, view.reason, (*decision.trail, "granted"))
             return Submitted(allowed, view, True)
         # A new request has no votes yet: the row just inserted is its view, no read-back.
         view = build_view(req, [], public_url=self.settings.server.base_url)
-        self.notifier.publish(Event("created", req.id))
-        self.kick_outbox()
         return Submitted(decision, view, True)
 
     def _targets(self, rule_channels: tuple[str, ...] | None) -> list[tuple[str, str]]:
@@ -306,7 +297,7 @@ class GateService:
             stmt = stmt.where(col(ConfirmationRequest.id) < cursor)
         if principal.role == "agent":
             stmt = stmt.where(ConfirmationRequest.submitted_by == principal.name)
-        for field in (
+        for column in (
             "tool_name",
             "agent_id",
             "user_id",
@@ -315,157 +306,15 @@ class GateService:
             "decided_by",
             "idempotency_key",
         ):
-            value = filters.get(field)
+            value = filters.get(column)
             if value:
-                stmt = stmt.where(getattr(ConfirmationRequest, field) == value)
+                stmt = stmt.where(getattr(ConfirmationRequest, column) == value)
         with self.db.read() as session:
             rows = list(session.exec(stmt.limit(limit + 1)).all())
             more = len(rows) > limit
             rows = rows[:limit]
             views = [self._view(session, r) for r in rows]
         return views, (rows[-1].id if more and rows else None)
-
-    # -- decide -----------------------------------------------------------------------------
-
-    def decide(
-        self,
-        request_id: str,
-        *,
-        actor: str,
-        approver: ApproverSettings | None,
-        verdict: Verdict,
-        comment: str | None,
-        via: str,
-        bypass_approver_list: bool = False,
-        actor_token: str | None = None,
-        edited_args: dict[str, Any] | None = None,
-        reasons: Sequence[str] | None = None,
-        grant: tuple[str, str] | None = None,
-    ) -> DecisionResult:
-        """Record `actor`'s verdict, if they may decide this request.
-
-        `actor_token` is the API token they act with, if any (never the one that asked).
-        `edited_args` approves with changed arguments, `reasons` are the rule's preset
-        reject reasons, and `grant` is a (scope, duration) pair to attach to an approval;
-        each is checked against what the rule offers (InvalidInput when it does not).
-        """
-        view = self.view(request_id)
-        if view is None:
-            return DecisionResult(machine.Missing(request_id), None)
-        if view.is_final:
-            return DecisionResult(already_final(view), view)
-        refused = may_decide(
-            self.settings,
-            view,
-            approver,
-            actor_name=actor,
-            actor_token=actor_token,
-            bypass_approver_list=bypass_approver_list,
-        )
-        if refused:
-            return DecisionResult(None, view, refused)
-        comment = offers.with_reasons(view, verdict, comment, list(reasons or ()))
-        spec = None
-        if grant is not None:
-            if verdict != Verdict.approve:
-                raise InvalidInput("only an approval can carry a grant", code="invalid_input")
-            spec = grants.validate(view, *grant)
-        if edited_args is not None:
-            offers.check_edits(view, verdict, edited_args)
-        now = self.clock()
-        with self.db.write() as session:
-            outcome = machine.record_vote(
-                session,
-                request_id=request_id,
-                approver=actor,
-                verdict=verdict,
-                comment=comment,
-                via=via,
-                now=now,
-                edited_args=edited_args,
-                grant=(spec.scope, int(spec.duration.total_seconds())) if spec else None,
-            )
-            if (
-                isinstance(outcome, machine.Changed)
-                and outcome.status == RequestStatus.approved
-                and view.options.get("grant_scopes")
-            ):
-                # every approving vote must have chosen a grant (a quorum's, not one voter's)
-                agreed = grants.agreed(grants.chosen(session, request_id))
-                req = session.get(ConfirmationRequest, request_id)
-                if agreed is not None and req is not None:
-                    grants.create(session, req, agreed, by=actor, now=now)
-            if isinstance(outcome, machine.Changed | machine.Voted):
-                kind = "final" if isinstance(outcome, machine.Changed) else "changed"
-                self.notifier.stage(session, Event(kind, request_id))
-        self._after_change(outcome)
-        return DecisionResult(outcome, self.view(request_id))
-
-    def decide_as(
-        self,
-        request_id: str,
-        principal: Principal,
-        verdict: Verdict,
-        comment: str | None,
-        via: str = "api",
-        **extras: Any,
-    ) -> RequestView:
-        """API decision: raise the documented error for every refusal.
-
-        `extras` are `decide`'s edited_args, reasons and grant.
-        """
-        principal.require("approver", "admin")
-        self.get(request_id, principal)
-        result = self.decide(
-            request_id,
-            actor=principal.actor_name,
-            approver=principal.approver,
-            verdict=verdict,
-            comment=comment,
-            via=via,
-            bypass_approver_list=principal.role == "admin",
-            actor_token=None if principal.anonymous else principal.name,
-            **extras,
-        )
-        raise_for(result)
-        assert result.view is not None
-        return result.view
-
-    def decide_from_channel(
-        self,
-        *,
-        request_id: str,
-        channel: str,
-        user_id: str,
-        verdict: str,
-        comment: str | None,
-        edited_args: dict[str, Any] | None = None,
-        reasons: Sequence[str] | None = None,
-        grant: tuple[str, str] | None = None,
-    ) -> DecisionResult:
-        """A click in a chat card: the platform user must be a configured approver.
-
-        `edited_args`, `reasons` and `grant` are `decide`'s (InvalidInput when refused).
-        """
-        approver = self.settings.approver_by_identity(channel, user_id)
-        if approver is None:
-            view = self.view(request_id)
-            if view is None:
-                return DecisionResult(machine.Missing(request_id), None)
-            if view.is_final:
-                return DecisionResult(already_final(view), view)
-            return DecisionResult(None, view, "you are not an approver for this rule")
-        return self.decide(
-            request_id,
-            actor=approver.name,
-            approver=approver,
-            verdict=Verdict(verdict),
-            comment=comment,
-            via=channel,
-            edited_args=edited_args,
-            reasons=reasons,
-            grant=grant,
-        )
 
     # -- cancel / expire --------------------------------------------------------------------
 
@@ -475,22 +324,22 @@ class GateService:
         self.get(request_id, principal)
         via = "agent" if principal.role == "agent" else "api"
         outcome = self.withdraw(request_id, actor=principal.name, via=via, why=why)
-        result = DecisionResult(outcome, self.view(request_id))
-        raise_for(result)
-        assert result.view is not None
-        return result.view
+        return raise_for(Result(outcome, self.view(request_id)))
 
     def withdraw(
         self, request_id: str, *, actor: str, via: str, why: str | None
     ) -> machine.Outcome:
         """Cancel one pending request in its own transaction and wake whoever waits on it."""
-        with self.db.write() as session:
+        with self.changing() as change:
             outcome = machine.cancel(
-                session, request_id=request_id, actor=actor, via=via, why=why, now=self.clock()
+                change.session,
+                request_id=request_id,
+                actor=actor,
+                via=via,
+                why=why,
+                now=self.clock(),
             )
-            if isinstance(outcome, machine.Changed):
-                self.notifier.stage(session, Event("final", request_id))
-        self._after_change(outcome)
+            change.record(outcome)
         return outcome
 
     def expire_due(self, now: datetime | None = None, limit: int = 500) -> int:
@@ -510,13 +359,10 @@ class GateService:
             )
         done = 0
         for request_id in due:
-            with self.db.write() as session:
-                outcome = machine.expire(session, request_id=request_id, now=now)
-                if isinstance(outcome, machine.Changed):
-                    self.notifier.stage(session, Event("final", request_id))
-            if isinstance(outcome, machine.Changed):
-                done += 1
-                self._after_change(outcome)
+            with self.changing() as change:
+                outcome = machine.expire(change.session, request_id=request_id, now=now)
+                change.record(outcome)
+            done += isinstance(outcome, machine.Changed)
         with self.db.read() as session:
             ended = grants.due(session, now)
         if ended:
@@ -527,14 +373,20 @@ class GateService:
                     )
         return done
 
-    def _after_change(self, outcome: machine.Outcome) -> None:
-        if isinstance(outcome, machine.Changed):
-            self.notifier.publish(Event("final", outcome.request_id))
+    @contextmanager
+    def changing(self) -> Iterator[Change]:
+        """One write transaction whose recorded changes are announced once it commits."""
+        with self.db.write() as session:
+            change = Change(session)
+            yield change
+            for event in change.events:
+                self.notifier.stage(session, event)
+        for event in change.events:
+            self.notifier.publish(event)
+        if change.events:
             self.kick_outbox()
-            self.on_final(outcome.request_id)
-        elif isinstance(outcome, machine.Voted):
-            self.notifier.publish(Event("changed", outcome.request_id))
-            self.kick_outbox()
+        for request_id in change.finished:
+            self.on_final(request_id)
 
     # -- wait -------------------------------------------------------------------------------
 
@@ -577,33 +429,3 @@ class GateService:
                 )
             ).all()
         return {str(status): int(n) for status, n in rows}
-
-
-def already_final(view: RequestView) -> machine.AlreadyFinal:
-    """The "already decided" outcome for a request that is no longer pending."""
-    return machine.AlreadyFinal(
-        view.id, RequestStatus(view.status), view.decided_by, view.decided_at, view.decided_via
-    )
-
-
-def raise_for(result: DecisionResult) -> None:
-    """Turn a refused or no-op decision into the API's error."""
-    out = result.outcome
-    if result.refused:
-        code = "self_approval" if "yourself" in result.refused else "not_an_approver"
-        raise Forbidden(result.refused[0].upper() + result.refused[1:], code=code)
-    if isinstance(out, machine.Missing):
-        raise NotFound(f"no request with id {out.request_id!r}", code="request_not_found")
-    if isinstance(out, machine.AlreadyFinal):
-        raise AlreadyDecided(
-            already_final_message(out),
-            status=out.status.value,
-            decided_by=out.decided_by,
-            decided_at=out.decided_at.isoformat() if out.decided_at else None,
-            decided_via=out.decided_via,
-        )
-    if isinstance(out, machine.AlreadyVoted):
-        raise Conflict(
-            f"{out.approver} already voted to {out.verdict.value} this request",
-            code="already_voted",
-        )

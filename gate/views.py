@@ -7,19 +7,8 @@ from datetime import datetime
 from typing import Any
 
 from gate.binding import call_hash
+from gate.channel import surface_name
 from gate.models import AuditEvent, ConfirmationRequest, Delivery, RequestStatus, Vote
-
-#: how each surface is named in sentences ("approved by alice in Slack")
-SURFACE_NAMES = {
-    "slack": "Slack",
-    "feishu": "Feishu",
-    "web": "the web console",
-    "api": "the API",
-    "cli": "the CLI",
-    "timeout": "gate (deadline passed)",
-    "agent": "the agent",
-    "grant": "a time-boxed grant",
-}
 
 
 @dataclass(frozen=True)
@@ -111,7 +100,7 @@ class RequestView:
 
     def outcome_sentence(self) -> str:
         """One line saying what happened: "Approved by alice in Slack"."""
-        surface = SURFACE_NAMES.get(self.decided_via or "", self.decided_via or "")
+        surface = surface_name(self.decided_via)
         match self.status:
             case "pending":
                 return f"Waiting for approval ({len(self.approvals)} of {self.approvals_required})"

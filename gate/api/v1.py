@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Query
 
-from gate import followups
+from gate import deciding, followups
 from gate.api.deps import PrincipalDep, ServiceDep
 from gate.models import RequestStatus, Verdict
 from gate.schemas import (
@@ -106,16 +106,17 @@ def decide(
     ({"scope": "call"|"session"|"agent", "duration": "30m"}) when the rule offers one; a
     reject may carry preset `reasons` from the rule.
     """
-    view = service.decide_as(
+    result = deciding.decide(
+        service,
         request_id,
-        principal,
+        deciding.for_api(service, request_id, principal),
         Verdict(body.verdict),
         body.comment,
         edited_args=body.edited_args,
-        reasons=body.reasons,
+        reasons=body.reasons or (),
         grant=(body.grant.scope, body.grant.duration) if body.grant else None,
     )
-    return RequestPublic.of(view)
+    return RequestPublic.of(deciding.raise_for(result))
 
 
 @router.post(
@@ -142,7 +143,9 @@ def extend(
     request_id: str, body: ExtendBody, principal: PrincipalDep, service: ServiceDep
 ) -> RequestPublic:
     """Give a pending request more time (approvers of the request only)."""
-    return RequestPublic.of(followups.extend(service, request_id, principal, body.by))
+    actor = deciding.for_api(service, request_id, principal)
+    result = deciding.extend(service, request_id, actor, body.by)
+    return RequestPublic.of(deciding.raise_for(result))
 
 
 @router.post(

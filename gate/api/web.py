@@ -23,15 +23,15 @@ from markupsafe import Markup, escape
 from starlette.datastructures import FormData
 from starlette.staticfiles import StaticFiles
 
-from gate import machine, untrusted
+from gate import deciding, machine, untrusted
+from gate.acting import Actor, Refusal, Result, refusal_for
 from gate.auth import PasswordCheck, Principal, csrf_matches, new_csrf_token
+from gate.channel import surface_name
 from gate.config import ApproverSettings
 from gate.errors import GateError, InvalidInput
 from gate.models import Verdict
-from gate.policy import may_decide
 from gate.resources import resource_path
-from gate.service import DecisionResult
-from gate.views import SURFACE_NAMES
+from gate.views import RequestView
 from gate.web import charts, queries
 from gate.web.beyond import Beyond, detail_context, sentence
 from gate.web.forms import MAX_COMMENT, DecideForm, FormError, parse_decide
@@ -93,7 +93,7 @@ def environment(clock: Callable[[], datetime]) -> jinja2.Environment:
         pretty=lambda obj: escape(untrusted.to_json(obj, indent=2)),
         compact=lambda obj: escape(untrusted.to_json(obj)),
         masked_edits=untrusted.mask_diff,
-        surface=lambda via: SURFACE_NAMES.get(via or "", via or ""),
+        surface=surface_name,
     )
     return env
 
@@ -167,6 +167,11 @@ class Console:
         response = RedirectResponse(quote(path), status_code=303)
         self.codec.save(request, response, session)
         return response
+
+    def refusal(self, view: RequestView, me: ApproverSettings) -> str | None:
+        """Why `me` may not act on `view` on this page (the pipeline's words), or None."""
+        why = refusal_for(self.settings, view, Actor.of_approver(me, "web"))
+        return why.sentence() if why else None
 
     @property
     def proxy_mode(self) -> bool:
@@ -251,7 +256,7 @@ class Console:
         views, _ = self.service.list(principal, status="pending", limit=QUEUE_LIMIT)
         rows = []
         for view in views:
-            refusal = may_decide(self.settings, view, me, actor_name=me.name)
+            refusal = self.refusal(view, me)
             voted = any(v.approver == me.name for v in view.votes)
             rows.append({"view": view, "mine": refusal is None and not voted, "voted": voted})
         return rows
@@ -281,7 +286,7 @@ class Console:
         my_vote = next((v for v in view.votes if v.approver == me.name), None)
         refusal = None
         if not view.is_final:
-            refusal = may_decide(self.settings, view, me, actor_name=me.name)
+            refusal = self.refusal(view, me)
         can_decide = not view.is_final and refusal is None and my_vote is None
         return self.render(
             request,
@@ -321,25 +326,33 @@ class Console:
                     request, session, me, request_id, status=status, error=error, form=sticky
                 )
             )
+        actor = Actor.of_approver(me, "web")
         try:
-            result = await anyio.to_thread.run_sync(
-                lambda: self.service.decide(
-                    request_id,
-                    actor=me.name,
-                    approver=me,
-                    verdict=Verdict(parsed.verdict),
-                    comment=parsed.comment or None,
-                    via="web",
-                    edited_args=self.unmasked(request_id, parsed.edited_args),
-                    reasons=parsed.reasons or None,
-                    grant=parsed.grant,
-                )
-            )
-        except GateError as exc:  # the rule offers no such edit, reason or grant
+            edited = self.unmasked(request_id, parsed.edited_args)
+        except GateError as exc:  # an edit around a masked value
             error, status = sentence(exc.message), exc.status
             return await anyio.to_thread.run_sync(
                 lambda: self.detail(
                     request, session, me, request_id, status=status, error=error, form=parsed
+                )
+            )
+        result = await anyio.to_thread.run_sync(
+            lambda: deciding.decide(
+                self.service,
+                request_id,
+                actor,
+                Verdict(parsed.verdict),
+                parsed.comment or None,
+                edited_args=edited,
+                reasons=parsed.reasons or (),
+                grant=parsed.grant,
+            )
+        )
+        if result.refusal is Refusal.not_offered:  # the rule offers no such edit, reason, grant
+            error = sentence(result.detail or result.message())
+            return await anyio.to_thread.run_sync(
+                lambda: self.detail(
+                    request, session, me, request_id, status=422, error=error, form=parsed
                 )
             )
         status = _result_status(result)
@@ -656,9 +669,9 @@ def _safe_next(value: str | None) -> str:
     return value
 
 
-def _result_status(result: DecisionResult) -> int:
-    if result.refused:
-        return 403
+def _result_status(result: Result) -> int:
+    if result.refusal is not None:
+        return result.refusal.status
     if isinstance(result.outcome, machine.Missing):
         return 404
     if isinstance(result.outcome, machine.AlreadyFinal | machine.AlreadyVoted):

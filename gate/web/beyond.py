@@ -13,7 +13,8 @@ import anyio
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from gate import followups, untrusted
+from gate import deciding, followups, machine, untrusted
+from gate.acting import Actor
 from gate.auth import Principal, csrf_matches
 from gate.config import ApproverSettings
 from gate.errors import GateError
@@ -163,18 +164,16 @@ class Beyond:
         if by not in EXTEND_CHOICES:
             error, status = f"Extend by {' or '.join(EXTEND_CHOICES)}, not {by!r}.", 422
         else:
-            principal = principal_of(me)
-            try:
-                view = await anyio.to_thread.run_sync(
-                    lambda: followups.extend(
-                        self.state.service, request_id, principal, by, via="web"
-                    )
-                )
-            except GateError as exc:
-                error, status = sentence(exc.message), exc.status
-            else:
+            actor = Actor.of_approver(me, "web")
+            result = await anyio.to_thread.run_sync(
+                lambda: deciding.extend(self.state.service, request_id, actor, by)
+            )
+            view = result.view
+            if isinstance(result.outcome, machine.Extended) and view is not None:
                 notice = f"Deadline extended by {by}: now {view.expires_at:%Y-%m-%d %H:%M:%S} UTC."
                 return console.redirect(request, session, f"/requests/{request_id}", notice)
+            error = sentence(result.message().removeprefix("Not recorded: "))
+            status = result.refusal.status if result.refusal else 409
         return await anyio.to_thread.run_sync(
             lambda: console.detail(request, session, me, request_id, status=status, error=error)
         )

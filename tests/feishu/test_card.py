@@ -23,9 +23,9 @@ from channels.feishu import (
     toast_for,
 )
 from gate import machine
+from gate.acting import Refusal, Result
 from gate.errors import BadRequest
 from gate.models import RequestStatus, Verdict
-from gate.service import DecisionResult
 from gate.views import RequestView, VoteView
 from tests.support.fake_feishu import (
     card_action_payload,
@@ -383,18 +383,18 @@ def test_parse_rejects_malformed_clicks(payload: dict[str, Any]) -> None:
 
 def test_toast_types() -> None:
     view = make_view(status="approved", decided_by="alice", decided_via="feishu")
-    changed = DecisionResult(machine.Changed(view.id, RequestStatus.approved), view)
+    changed = Result(machine.Changed(view.id, RequestStatus.approved), view)
     assert toast_for(changed) == {"type": "success", "content": "Approved by alice in Feishu."}
-    refused = DecisionResult(None, view, "you are not an approver for this rule")
+    refused = Result(None, view, Refusal.not_an_approver)
     assert toast_for(refused)["type"] == "error"
-    final = DecisionResult(
+    final = Result(
         machine.AlreadyFinal(view.id, RequestStatus.approved, "alice", NOW, "feishu"), view
     )
     assert toast_for(final) == {
         "type": "info",
         "content": "Already approved by alice at 2026-11-21 10:00:00 UTC.",
     }
-    voted = DecisionResult(machine.AlreadyVoted(view.id, "alice", Verdict.approve), view)
+    voted = Result(machine.AlreadyVoted(view.id, "alice", Verdict.approve), view)
     assert toast_for(voted)["type"] == "info"
 
 

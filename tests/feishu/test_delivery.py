@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from channels import feishu
-from channels.base import DeliveryError
 from channels.feishu import FeishuChannel
 from gate.app import ChannelGate
+from gate.channel import DeliveryError
 from gate.config import FeishuSettings
 from gate.views import RequestView
 from tests.conftest import Gate

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from channels.base import load_channels
 from channels.slack import SlackChannel
 from gate.app import create_app
+from gate.channel import load_channels
 from gate.config import Settings
 from gate.errors import ConfigError
 from tests.support import config as cfg

@@ -1,0 +1,177 @@
+"""The one decision pipeline's words: who is acting, why they may not, and what happened.
+
+Every surface resolves the person acting into an `Actor` (an API token, a web sign-in, a
+chat user) and gets back a `Result`. Who may act on a request is answered in one place,
+`refusal_for`; what a rule offers (edits, reasons, grants, extensions) is checked in
+`gate.offers` and `gate.grants`; the use cases in `gate.service` run both before they write.
+A refusal is an enum, so the API's error codes and every surface's wording come from it
+instead of from matching text.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from gate import machine
+from gate.config import ApproverSettings, Settings
+from gate.models import RequestStatus
+
+if TYPE_CHECKING:
+    from gate.auth import Principal
+    from gate.views import RequestView
+
+
+class Refusal(enum.Enum):
+    """Why a decision or extension was not recorded. The value is the API error code."""
+
+    not_an_approver = "not_an_approver"
+    self_approval = "self_approval"
+    #: the rule does not offer what was asked (a reason, an edit, a grant); see Result.code
+    not_offered = "not_offered"
+    #: an extension past the longest deadline the server allows
+    deadline_at_limit = "deadline_at_limit"
+
+    @property
+    def status(self) -> int:
+        """The HTTP status the API answers with."""
+        return {"not_offered": 422, "deadline_at_limit": 409}.get(self.value, 403)
+
+    def sentence(self) -> str:
+        """The reason in words, lower case, for "Not recorded: <sentence>."."""
+        return {
+            Refusal.not_an_approver: "you are not an approver for this rule",
+            Refusal.self_approval: "you asked for this call, so you cannot approve it yourself",
+            Refusal.not_offered: "this rule does not offer that",
+            Refusal.deadline_at_limit: "the deadline is already at the longest allowed",
+        }[self]
+
+
+@dataclass(frozen=True)
+class Actor:
+    """The person (or token) acting on a request, as any surface resolved them.
+
+    `name` is recorded on votes and the audit trail; `via` names the surface ("api", "web",
+    "slack"); `token` is the API token acted with, if any (never the one that asked);
+    `bypass_approver_list` is set for admin tokens, which may decide any request but their
+    own.
+    """
+
+    name: str
+    via: str
+    approver: ApproverSettings | None = None
+    token: str | None = None
+    bypass_approver_list: bool = False
+
+    @classmethod
+    def of_principal(cls, principal: Principal, via: str = "api") -> Actor:
+        """An API caller (an approver or admin token, or the token-less local caller)."""
+        return cls(
+            name=principal.actor_name,
+            via=via,
+            approver=principal.approver,
+            token=None if principal.anonymous else principal.name,
+            bypass_approver_list=principal.role == "admin",
+        )
+
+    @classmethod
+    def of_approver(cls, approver: ApproverSettings, via: str) -> Actor:
+        """A person signed in to the web console, or identified by a chat platform."""
+        return cls(name=approver.name, via=via, approver=approver)
+
+
+@dataclass(frozen=True)
+class Result:
+    """What a decision or extension did, for any surface to report."""
+
+    outcome: machine.Outcome | None
+    view: RequestView | None
+    refusal: Refusal | None = None
+    #: the precise reason for `not_offered` ("not one of this rule's reject reasons: ...")
+    detail: str | None = None
+    #: the precise API code for `not_offered` ("unknown_reason", "grant_too_long", ...)
+    code: str | None = None
+
+    @property
+    def changed(self) -> bool:
+        """True when something was recorded (a decision, a vote or a new deadline)."""
+        return isinstance(self.outcome, machine.Changed | machine.Voted | machine.Extended)
+
+    def message(self) -> str:
+        """One sentence for the person who acted."""
+        out = self.outcome
+        if self.refusal is not None:
+            why = self.detail or self.refusal.sentence()
+            return f"Not recorded: {why[0].lower() + why[1:]}." if why else "Not recorded."
+        if isinstance(out, machine.Missing) or self.view is None:
+            return "This request no longer exists."
+        if isinstance(out, machine.AlreadyFinal):
+            return already_final_message(out)
+        if isinstance(out, machine.AlreadyVoted):
+            return f"You already voted to {out.verdict.value} this request."
+        if isinstance(out, machine.Voted):
+            return f"Your approval is recorded ({out.approvals} of {out.required})."
+        if isinstance(out, machine.Extended):
+            return f"Deadline moved to {out.until:%Y-%m-%d %H:%M} UTC."
+        return self.view.outcome_sentence() + "."
+
+
+def already_final_message(out: machine.AlreadyFinal) -> str:
+    """ "Already approved by alice at 2026-11-21 10:00:00 UTC."."""
+    by = f" by {out.decided_by}" if out.decided_by else ""
+    at = f" at {out.decided_at:%Y-%m-%d %H:%M:%S} UTC" if out.decided_at else ""
+    return f"Already {out.status.value}{by}{at}."
+
+
+def already_final(view: RequestView) -> machine.AlreadyFinal:
+    """The "already decided" outcome for a request that is no longer pending."""
+    return machine.AlreadyFinal(
+        view.id, RequestStatus(view.status), view.decided_by, view.decided_at, view.decided_via
+    )
+
+
+def settled(view: RequestView | None, request_id: str) -> Result | None:
+    """The result for a request that is missing or already final; None while it is pending."""
+    if view is None:
+        return Result(machine.Missing(request_id), None)
+    if view.is_final:
+        return Result(already_final(view), view)
+    return None
+
+
+def refusal_for(settings: Settings, view: RequestView, actor: Actor) -> Refusal | None:
+    """Why `actor` may not act on `view`, or None when they may. The one place for it.
+
+    Nobody acts on a call they asked for, under any of their names: the actor's identities
+    (gate name, email, every channel id, and the API token they act with) must not meet the
+    requester's (the claimed `user_id`, the token that submitted the request, and the
+    approver that token belongs to). Then the actor must be one of the request's resolved
+    approvers (an empty list: any approver), unless an admin token bypasses the list.
+    """
+    mine = actor.approver.identities() if actor.approver else {actor.name}
+    if actor.token:
+        mine = mine | {f"token:{actor.token}"}
+    if mine & requester_identities(settings, view):
+        return Refusal.self_approval
+    allowed = view.approvers
+    if allowed and not actor.bypass_approver_list and actor.name not in allowed:
+        return Refusal.not_an_approver
+    return None
+
+
+def requester_identities(settings: Settings, view: RequestView) -> set[str]:
+    """Every name the requester of `view` goes by.
+
+    A token that submitted counts as `token:<name>`, plus every identity of the approver the
+    token belongs to. Token-less local mode has no tokens, so its shared `local` principal is
+    nobody's identity: the person at the machine may approve their own agent's calls.
+    """
+    ids = {view.user_id} if view.user_id else set()
+    token = settings.token(view.submitted_by) if view.submitted_by else None
+    if token is not None:
+        ids.add(f"token:{token.name}")
+        linked = settings.approver(token.approver) if token.approver else None
+        if linked is not None:
+            ids |= linked.identities()
+    return ids

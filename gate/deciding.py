@@ -1,0 +1,191 @@
+"""Deciding and extending: the one pipeline every surface goes through.
+
+API tokens, web sign-ins and chat clicks all arrive here as an `Actor` (or, from a channel,
+a `Click` that names a platform user). The pipeline reads the request once, asks
+`gate.acting.refusal_for` whether the actor may act at all, checks what they ask for
+against what the rule offers, and only then writes, in one transaction through the state
+machine. Refusals come back in the `Result` (never as exceptions); the API turns them into
+its errors with `raise_for`, and every other surface words them with `Result.message()`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from gate import grants, machine, offers
+from gate.acting import Actor, Refusal, Result, already_final_message, refusal_for, settled
+from gate.config import parse_duration
+from gate.errors import AlreadyDecided, Conflict, Forbidden, InvalidInput, NotFound
+from gate.models import ConfirmationRequest, RequestStatus, Verdict
+
+if TYPE_CHECKING:
+    from gate.auth import Principal
+    from gate.channel import Click
+    from gate.service import GateService
+    from gate.views import RequestView
+
+
+def decide(
+    service: GateService,
+    request_id: str,
+    actor: Actor,
+    verdict: Verdict,
+    comment: str | None = None,
+    *,
+    edited_args: dict[str, Any] | None = None,
+    reasons: Sequence[str] = (),
+    grant: tuple[str, str] | None = None,
+) -> Result:
+    """Record `actor`'s verdict, if they may decide this request.
+
+    `edited_args` approves with changed arguments (the full object), `reasons` are the
+    rule's preset reject reasons, and `grant` is a (scope, duration) pair to attach to an
+    approval; each is checked against what the rule offers (`Refusal.not_offered`).
+    """
+    view = service.view(request_id)
+    done = settled(view, request_id)
+    if done is not None or view is None:
+        return done or Result(machine.Missing(request_id), None)
+    refusal = refusal_for(service.settings, view, actor)
+    if refusal is not None:
+        return Result(None, view, refusal)
+    try:
+        comment = offers.with_reasons(view, verdict, comment, list(reasons))
+        spec = None
+        if grant is not None:
+            if verdict != Verdict.approve:
+                raise InvalidInput("only an approval can carry a grant")
+            spec = grants.validate(view, *grant)
+        if edited_args is not None:
+            offers.check_edits(view, verdict, edited_args)
+    except InvalidInput as exc:
+        return Result(None, view, Refusal.not_offered, exc.message, exc.code)
+    now = service.clock()
+    with service.changing() as change:
+        outcome = machine.record_vote(
+            change.session,
+            request_id=request_id,
+            approver=actor.name,
+            verdict=verdict,
+            comment=comment,
+            via=actor.via,
+            now=now,
+            edited_args=edited_args,
+            grant=(spec.scope, int(spec.duration.total_seconds())) if spec else None,
+        )
+        if (
+            isinstance(outcome, machine.Changed)
+            and outcome.status == RequestStatus.approved
+            and view.options.get("grant_scopes")
+        ):
+            # every approving vote must have chosen a grant (a quorum's, not one voter's)
+            agreed = grants.agreed(grants.chosen(change.session, request_id))
+            req = change.session.get(ConfirmationRequest, request_id)
+            if agreed is not None and req is not None:
+                grants.create(change.session, req, agreed, by=actor.name, now=now)
+        change.record(outcome)
+    return Result(outcome, service.view(request_id))
+
+
+def extend(service: GateService, request_id: str, actor: Actor, by: str) -> Result:
+    """Give a pending request more time; only someone who may decide it can."""
+    view = service.view(request_id)
+    done = settled(view, request_id)
+    if done is not None or view is None:
+        return done or Result(machine.Missing(request_id), None)
+    refusal = refusal_for(service.settings, view, actor)
+    if refusal is not None:
+        return Result(None, view, refusal)
+    try:
+        more = parse_duration(by)
+    except ValueError as exc:
+        return Result(None, view, Refusal.not_offered, f"by: {exc}", "invalid_input")
+    server = service.settings.server
+    now = service.clock()
+    until = min(max(view.expires_at, now) + more, view.created_at + server.max_timeout)
+    if until <= view.expires_at:
+        detail = (
+            f"the deadline is already at the longest allowed (server.max_timeout "
+            f"{server.max_timeout} after the request was made)"
+        )
+        return Result(None, view, Refusal.deadline_at_limit, detail)
+    with service.changing() as change:
+        outcome = machine.extend(
+            change.session,
+            request_id=request_id,
+            until=until,
+            actor=actor.name,
+            via=actor.via,
+            now=now,
+        )
+        change.record(outcome)
+    return Result(outcome, service.view(request_id))
+
+
+def act(service: GateService, click: Click) -> Result:
+    """A click on a chat card: the platform user must be one of the `[[approvers]]`."""
+    approver = service.settings.approver_by_identity(click.channel, click.user_id)
+    if approver is None:
+        view = service.view(click.request_id)
+        return settled(view, click.request_id) or Result(None, view, Refusal.not_an_approver)
+    actor = Actor.of_approver(approver, click.channel)
+    if click.action == "check":
+        view = service.view(click.request_id)
+        done = settled(view, click.request_id)
+        if done is not None or view is None:
+            return done or Result(machine.Missing(click.request_id), None)
+        return Result(None, view, refusal_for(service.settings, view, actor))
+    if click.action == "extend":
+        return extend(service, click.request_id, actor, click.extend_by or "15m")
+    edited = None
+    if click.edits is not None:
+        view = service.view(click.request_id)
+        edited = {**(view.tool_args if view else {}), **click.edits}
+    return decide(
+        service,
+        click.request_id,
+        actor,
+        Verdict(click.action),
+        click.comment,
+        edited_args=edited,
+        reasons=click.reasons,
+        grant=click.grant,
+    )
+
+
+def for_api(service: GateService, request_id: str, principal: Principal) -> Actor:
+    """The actor for an API decision or extension; 403/404 before anything is read twice."""
+    principal.require("approver", "admin")
+    service.get(request_id, principal)
+    return Actor.of_principal(principal)
+
+
+def raise_for(result: Result) -> RequestView:
+    """The API's answer for a result: its view, or the documented error for a refusal."""
+    out = result.outcome
+    if result.refusal is not None:
+        message = result.detail or result.refusal.sentence()
+        message = message[0].upper() + message[1:]
+        if result.refusal is Refusal.not_offered:
+            raise InvalidInput(message, code=result.code or "invalid_input")
+        if result.refusal is Refusal.deadline_at_limit:
+            raise Conflict(message, code=result.refusal.value)
+        raise Forbidden(message, code=result.refusal.value)
+    if isinstance(out, machine.Missing) or result.view is None:
+        request_id = out.request_id if isinstance(out, machine.Missing) else "?"
+        raise NotFound(f"no request with id {request_id!r}", code="request_not_found")
+    if isinstance(out, machine.AlreadyFinal):
+        raise AlreadyDecided(
+            already_final_message(out),
+            status=out.status.value,
+            decided_by=out.decided_by,
+            decided_at=out.decided_at.isoformat() if out.decided_at else None,
+            decided_via=out.decided_via,
+        )
+    if isinstance(out, machine.AlreadyVoted):
+        raise Conflict(
+            f"{out.approver} already voted to {out.verdict.value} this request",
+            code="already_voted",
+        )
+    return result.view
