@@ -16,8 +16,9 @@ from typing import Any
 from channels.inbound import NestedTooDeep, load_json
 from gate import untrusted
 from gate.acting import Result
+from gate.binding import argument_diff
 from gate.channel import ChannelContext, Click
-from gate.machine import Extended, argument_diff
+from gate.machine import Extended
 from gate.schemas import json_problem, key_path
 from gate.views import RequestView
 
@@ -99,11 +100,11 @@ def editable_fields(view: RequestView, *, max_chars: int) -> list[EditField]:
     can edit them. Invisible characters show as \\uXXXX escapes, so a box cannot read
     differently from what it holds (and the escapes parse back to the same value).
     """
-    if view.status != "pending" or not view.options.get("allow_edits", True):
+    if view.status != "pending" or not view.offers.allow_edits:
         return []
     if view.approvals_required != 1:
         return []  # one approver cannot edit what others approve as asked
-    wanted = view.options.get("editable")
+    wanted = view.offers.editable
     keys = list(view.tool_args) if wanted is None else [k for k in wanted if k in view.tool_args]
     fields = []
     for key in keys:
@@ -222,10 +223,10 @@ def grant_choices(view: RequestView) -> list[GrantChoice]:
     rule's longest (max_grant)."""
     if view.status != "pending":
         return []
-    cap = int(view.options.get("max_grant_seconds") or 3600)
+    cap = int(view.offers.max_grant.total_seconds())
     lengths = sorted({min(GRANT_DEFAULT_SECONDS, cap), cap})
     choices = []
-    for scope in view.options.get("grant_scopes") or []:
+    for scope in view.offers.grant_scopes:
         if scope not in SCOPE_WORDS:
             continue
         if (scope == "session" and not view.session_id) or (scope == "agent" and not view.agent_id):
@@ -249,8 +250,7 @@ def parse_grant(value: str) -> tuple[str, str]:
 
 def reject_reasons(view: RequestView) -> list[str]:
     """The rule's preset reject reasons (offered as options whose values are `r<index>`)."""
-    reasons = view.options.get("reject_reasons") or []
-    return [str(r) for r in reasons]
+    return list(view.offers.reject_reasons)
 
 
 def reasons_from(view: RequestView, values: list[str]) -> list[str]:

@@ -24,3 +24,18 @@ def call_hash(tool_name: str, args: Any, call_id: str | None = None) -> str:
     if call_id:
         payload["call"] = call_id
     return hashlib.sha256(canonical_json(payload).encode("utf-8")).hexdigest()
+
+
+def argument_diff(before: dict[str, Any], after: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Top-level keys whose values differ: {key: {"from": old, "to": new}}."""
+    keys = sorted(set(before) | set(after))
+    missing = object()
+    diff: dict[str, dict[str, Any]] = {}
+    for key in keys:
+        old, new = before.get(key, missing), after.get(key, missing)
+        if old != new:
+            diff[key] = {
+                "from": None if old is missing else old,
+                "to": None if new is missing else new,
+            }
+    return diff

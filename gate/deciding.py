@@ -51,14 +51,14 @@ def decide(
     if refusal is not None:
         return Result(None, view, refusal)
     try:
-        comment = offers.with_reasons(view, verdict, comment, list(reasons))
+        comment = offers.with_reasons(view.offers, verdict, comment, list(reasons))
         spec = None
         if grant is not None:
             if verdict != Verdict.approve:
                 raise InvalidInput("only an approval can carry a grant")
             spec = grants.validate(view, *grant)
         if edited_args is not None:
-            offers.check_edits(view, verdict, edited_args)
+            offers.check_edits(view.offers, verdict, view.tool_args, edited_args)
     except InvalidInput as exc:
         return Result(None, view, Refusal.not_offered, exc.message, exc.code)
     now = service.clock()
@@ -77,7 +77,7 @@ def decide(
         if (
             isinstance(outcome, machine.Changed)
             and outcome.status == RequestStatus.approved
-            and view.options.get("grant_scopes")
+            and view.offers.grant_scopes
         ):
             # every approving vote must have chosen a grant (a quorum's, not one voter's)
             agreed = grants.agreed(grants.chosen(change.session, request_id))

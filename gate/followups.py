@@ -7,7 +7,7 @@ gate.machine.
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timedelta
+from datetime import datetime
 
 import sqlalchemy as sa
 from sqlmodel import col, select
@@ -16,6 +16,7 @@ from gate import grants, machine, outbox
 from gate.auth import Principal
 from gate.errors import Conflict
 from gate.models import AuditEvent, ConfirmationRequest, Grant, GrantStatus, RequestStatus
+from gate.offers import Offers
 from gate.service import GateService
 from gate.views import RequestView
 
@@ -135,14 +136,15 @@ def remind_and_escalate(service: GateService, now: datetime) -> tuple[int, int]:
             ).all()
         )
     for req in rows:
-        remind = req.options.get("remind_after_seconds")
-        if remind and req.reminded_at is None and now >= req.created_at + timedelta(seconds=remind):
+        offers = Offers.from_options(req.options)
+        remind = offers.remind_after
+        if remind and req.reminded_at is None and now >= req.created_at + remind:
             reminded += _mark(service, req, "reminded_at", now, escalate=False)
-        escalate = req.options.get("escalate_after_seconds")
+        escalate = offers.escalate_after
         if (
             escalate
             and req.escalated_at is None
-            and now >= req.created_at + timedelta(seconds=escalate)
+            and now >= req.created_at + escalate
         ):
             escalated += _mark(service, req, "escalated_at", now, escalate=True)
     return reminded, escalated
@@ -166,15 +168,16 @@ def _mark(
             return 0
         detail: dict[str, object] = {}
         if escalate:
-            extra = service.policy.expand_approvers(req.options.get("escalate_approvers") or [])
+            offers = Offers.from_options(req.options)
+            extra = service.policy.expand_approvers(list(offers.escalate_approvers))
             approvers = list(dict.fromkeys([*req.approvers, *extra])) if req.approvers else []
             session.execute(
                 sa.update(ConfirmationRequest)
                 .where(col(ConfirmationRequest.id) == req.id)
                 .values(approvers=approvers)
             )
-            targets = [tuple(t.split(":", 1)) for t in req.options.get("escalate_to") or []]
-            targets = [(c, t) for c, t in targets if c in service.configured_channels]
+            pairs = [t.partition(":") for t in offers.escalate_to]
+            targets = [(c, t) for c, _, t in pairs if c in service.configured_channels]
             outbox.enqueue_posts(session, req.id, targets, now)
             detail = {"approvers": extra, "channels": [f"{c}:{t}" for c, t in targets]}
         outbox.enqueue_updates(session, req.id, now)

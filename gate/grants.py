@@ -45,7 +45,7 @@ class GrantSpec:
 
 def validate(view: RequestView, scope: str, duration: str) -> GrantSpec:
     """Check a requested grant against what the request's rule offers."""
-    offered = view.options.get("grant_scopes") or []
+    offered = list(view.offers.grant_scopes)
     if scope not in offered:
         allowed = ", ".join(offered) if offered else "none"
         raise InvalidInput(
@@ -55,7 +55,7 @@ def validate(view: RequestView, scope: str, duration: str) -> GrantSpec:
         length = parse_duration(duration)
     except ValueError as exc:
         raise InvalidInput(f"grant duration: {exc}", code="invalid_input") from None
-    cap = view.options.get("max_grant_seconds") or 3600
+    cap = view.offers.max_grant.total_seconds()
     if length.total_seconds() > cap:
         raise InvalidInput(
             f"grant duration {duration} is longer than this rule allows ({int(cap // 60)}m)",

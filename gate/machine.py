@@ -27,7 +27,7 @@ import sqlalchemy as sa
 from sqlmodel import Session, col, func, select
 
 from gate import outbox
-from gate.binding import canonical_json
+from gate.binding import argument_diff, canonical_json
 from gate.channel import surface_name
 from gate.models import (
     AuditEvent,
@@ -399,21 +399,6 @@ def count_votes(session: Session, request_id: str) -> int:
         .select_from(Vote)
         .where(col(Vote.request_id) == request_id, col(Vote.verdict) == Verdict.approve)
     ).one()
-
-
-def argument_diff(before: dict[str, Any], after: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Top-level keys whose values differ: {key: {"from": old, "to": new}}."""
-    keys = sorted(set(before) | set(after))
-    missing = object()
-    diff: dict[str, dict[str, Any]] = {}
-    for key in keys:
-        old, new = before.get(key, missing), after.get(key, missing)
-        if old != new:
-            diff[key] = {
-                "from": None if old is missing else old,
-                "to": None if new is missing else new,
-            }
-    return diff
 
 
 def extend(

@@ -1,28 +1,95 @@
-"""What a rule offers approvers beyond a bare yes or no, checked before a decision counts.
+"""What a rule offers approvers beyond a bare yes or no, and the checks before a decision counts.
 
-Preset reject reasons and approving with edits live here; grants are checked by
-`gate.grants.validate`. Each refusal is an `InvalidInput` whose code says which offer.
+`Offers` is compiled by policy from a `[[rules]]` entry and frozen onto each request (as
+JSON in its `options` column), so editing gate.toml never changes what a waiting request
+offers. Every surface reads the typed `RequestView.offers`; nobody reads option keys by
+name. The checks here raise `InvalidInput` whose code says which offer was refused; the
+decision pipeline turns that into `Refusal.not_offered`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
+from gate.binding import argument_diff
 from gate.errors import InvalidInput
-from gate.machine import argument_diff
 from gate.models import Verdict
-from gate.views import RequestView
+
+#: the longest grant when a rule offers grants but sets no `max_grant`
+DEFAULT_MAX_GRANT = timedelta(hours=1)
+
+
+@dataclass(frozen=True)
+class Offers:
+    """What approvers of one request may do besides approve or reject as asked."""
+
+    #: approve with edited arguments (never on rules that need more than one approval)
+    allow_edits: bool = True
+    #: the arguments an approver may change (None: any of them)
+    editable: tuple[str, ...] | None = None
+    #: grant scopes on offer: "call", "session", "agent"
+    grant_scopes: tuple[str, ...] = ()
+    max_grant: timedelta = DEFAULT_MAX_GRANT
+    reject_reasons: tuple[str, ...] = ()
+    remind_after: timedelta | None = None
+    escalate_after: timedelta | None = None
+    #: extra "channel:target" cards when the request escalates
+    escalate_to: tuple[str, ...] = ()
+    #: approvers (names or "group:x") added when the request escalates
+    escalate_approvers: tuple[str, ...] = field(default_factory=tuple)
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any]) -> Offers:
+        """From the JSON frozen on a request (older rows may lack keys: defaults apply)."""
+
+        def span(key: str) -> timedelta | None:
+            value = options.get(key)
+            return timedelta(seconds=float(value)) if value is not None else None
+
+        editable = options.get("editable")
+        return cls(
+            allow_edits=bool(options.get("allow_edits", True)),
+            editable=tuple(editable) if editable is not None else None,
+            grant_scopes=tuple(options.get("grant_scopes") or ()),
+            max_grant=span("max_grant_seconds") or DEFAULT_MAX_GRANT,
+            reject_reasons=tuple(options.get("reject_reasons") or ()),
+            remind_after=span("remind_after_seconds"),
+            escalate_after=span("escalate_after_seconds"),
+            escalate_to=tuple(options.get("escalate_to") or ()),
+            escalate_approvers=tuple(options.get("escalate_approvers") or ()),
+        )
+
+    def to_options(self) -> dict[str, Any]:
+        """The JSON stored on a request made under the rule."""
+
+        def seconds(d: timedelta | None) -> float | None:
+            return d.total_seconds() if d is not None else None
+
+        return {
+            "allow_edits": self.allow_edits,
+            "editable": list(self.editable) if self.editable is not None else None,
+            "grant_scopes": list(self.grant_scopes),
+            "max_grant_seconds": seconds(self.max_grant),
+            "reject_reasons": list(self.reject_reasons),
+            "remind_after_seconds": seconds(self.remind_after),
+            "escalate_after_seconds": seconds(self.escalate_after),
+            "escalate_to": list(self.escalate_to),
+            "escalate_approvers": list(self.escalate_approvers),
+        }
 
 
 def with_reasons(
-    view: RequestView, verdict: Verdict, comment: str | None, reasons: list[str]
+    offers: Offers, verdict: Verdict, comment: str | None, reasons: list[str]
 ) -> str | None:
     """Combine preset reject reasons and free text into what the model is told."""
     if not reasons:
         return comment
     if verdict != Verdict.reject:
         raise InvalidInput("preset reasons go with a reject", code="invalid_input")
-    offered = view.options.get("reject_reasons") or []
+    offered = list(offers.reject_reasons)
     unknown = [r for r in reasons if r not in offered]
     if unknown:
         raise InvalidInput(
@@ -33,24 +100,25 @@ def with_reasons(
     return f"{text} - {comment}" if comment else text
 
 
-def check_edits(view: RequestView, verdict: Verdict, edited_args: dict[str, Any]) -> None:
+def check_edits(
+    offers: Offers, verdict: Verdict, asked: dict[str, Any], edited_args: dict[str, Any]
+) -> None:
     """Refuse edits that do not go with an approval, or that the rule forbids."""
     if verdict != Verdict.approve:
         raise InvalidInput("edited arguments go with an approval", code="invalid_input")
-    if not view.options.get("allow_edits", True):
+    if not offers.allow_edits:
         raise InvalidInput(
             "this rule does not allow approving with edits "
             "(it forbids them, or it needs more than one approver)",
             code="edits_not_allowed",
         )
-    editable = view.options.get("editable")
-    if editable is not None:
+    if offers.editable is not None:
         # The rule names what may change; every surface (API, web, chat) is held to it.
-        changed = sorted(argument_diff(view.tool_args, edited_args))
-        forbidden = [key for key in changed if key not in editable]
+        changed = sorted(argument_diff(asked, edited_args))
+        forbidden = [key for key in changed if key not in offers.editable]
         if forbidden:
             raise InvalidInput(
-                f"this rule lets approvers change only {sorted(editable)}; "
+                f"this rule lets approvers change only {sorted(offers.editable)}; "
                 f"these may not change: {forbidden}",
                 code="edit_not_offered",
             )

@@ -23,6 +23,7 @@ import cel
 from gate import cel_shape
 from gate.config import RuleSettings, Settings
 from gate.errors import ConfigError
+from gate.offers import DEFAULT_MAX_GRANT, Offers
 
 Action = Literal["allow", "deny", "ask"]
 FORCED_RULE = "requires_confirmation"
@@ -64,7 +65,7 @@ class Rule:
     on_timeout: Literal["reject", "approve"]
     channels: tuple[str, ...] | None
     reason: str | None
-    options: dict[str, Any] = field(default_factory=dict)
+    offers: Offers = field(default_factory=Offers)
 
     def tool_matches(self, tool_name: str) -> bool:
         """True when `tool_name` matches one of the rule's globs."""
@@ -157,7 +158,7 @@ class Policy:
             if server.default_channels is not None
             else None,
             reason="The caller marked this call as requiring confirmation",
-            options=_options(RuleSettings(name=FORCED_RULE)),
+            offers=_offers(RuleSettings(name=FORCED_RULE)),
         )
 
     def rule(self, name: str | None) -> Rule | None:
@@ -220,27 +221,23 @@ def _compile(rule: RuleSettings, settings: Settings, source: str | None) -> Rule
         on_timeout=rule.on_timeout,
         channels=tuple(rule.channels) if rule.channels is not None else None,
         reason=rule.reason,
-        options=_options(rule),
+        offers=_offers(rule),
     )
 
 
-def _options(rule: RuleSettings) -> dict[str, Any]:
+def _offers(rule: RuleSettings) -> Offers:
     """What a request made under `rule` offers its approvers; frozen onto the request."""
-
-    def seconds(d: timedelta | None) -> float | None:
-        return d.total_seconds() if d is not None else None
-
-    return {
-        "allow_edits": rule.allow_edits and rule.approvals_required == 1,
-        "editable": rule.editable,
-        "grant_scopes": list(rule.grant_scopes),
-        "max_grant_seconds": seconds(rule.max_grant),
-        "reject_reasons": list(rule.reject_reasons),
-        "remind_after_seconds": seconds(rule.remind_after),
-        "escalate_after_seconds": seconds(rule.escalate_after),
-        "escalate_to": list(rule.escalate_to),
-        "escalate_approvers": list(rule.escalate_approvers),
-    }
+    return Offers(
+        allow_edits=rule.allow_edits and rule.approvals_required == 1,
+        editable=tuple(rule.editable) if rule.editable is not None else None,
+        grant_scopes=tuple(rule.grant_scopes),
+        max_grant=rule.max_grant or DEFAULT_MAX_GRANT,
+        reject_reasons=tuple(rule.reject_reasons),
+        remind_after=rule.remind_after,
+        escalate_after=rule.escalate_after,
+        escalate_to=tuple(rule.escalate_to),
+        escalate_approvers=tuple(rule.escalate_approvers),
+    )
 
 
 def _rule_reason(rule: Rule) -> str:

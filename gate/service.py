@@ -152,7 +152,7 @@ class GateService:
             on_timeout=rule.on_timeout,
             reason=decision.reason,
             args_hash=args_hash,
-            options=rule.options,
+            options=rule.offers.to_options(),
         )
         try:
             with self.changing() as change:

@@ -9,6 +9,7 @@ from typing import Any
 from gate.binding import call_hash
 from gate.channel import surface_name
 from gate.models import AuditEvent, ConfirmationRequest, Delivery, RequestStatus, Vote
+from gate.offers import Offers
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,8 @@ class RequestView:
     approved_args: dict[str, Any] | None = None
     #: what the rule offers: reject_reasons, allow_edits, editable, grant_scopes, ...
     options: dict[str, Any] = field(default_factory=dict)
+    #: the same, typed: what every surface reads
+    offers: Offers = field(default_factory=Offers)
     #: set when a grant, not a person, let this call through
     grant_id: str | None = None
     #: what the agent reported after approval: "ran" | "failed" | "not_run"
@@ -170,6 +173,7 @@ def build_view(
         args_hash=binding_of(req),
         approved_args=req.approved_args,
         options=req.options,
+        offers=Offers.from_options(req.options),
         grant_id=req.grant_id,
         outcome=req.outcome,
         idempotency_key=req.idempotency_key,

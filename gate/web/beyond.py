@@ -52,7 +52,6 @@ def detail_context(
 ) -> dict[str, Any]:
     """What the request page shows beyond the basic decide forms."""
     db = console.state.db
-    options = view.options
     sticky = form or DecideForm(verdict="", comment="")
     outcome_summary = None
     if view.outcome:
@@ -64,13 +63,13 @@ def detail_context(
     )
     durations = forms.grant_durations(view)
     return {
-        "can_edit": can_decide and bool(options.get("allow_edits", True)),
+        "can_edit": can_decide and view.offers.allow_edits,
         "edit_text": sticky.edit_text
         if sticky.edit_text is not None
         else forms_pretty(view.tool_args),
         "comment": sticky.comment if sticky.verdict == "reject" else "",
         "approve_comment": sticky.comment if sticky.verdict == "approve" else "",
-        "reject_reasons": list(options.get("reject_reasons") or []),
+        "reject_reasons": list(view.offers.reject_reasons),
         "checked_reasons": sticky.reasons,
         "grant_scopes": forms.grant_scopes(view) if can_decide else [],
         "grant_durations": durations,

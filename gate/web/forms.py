@@ -163,8 +163,8 @@ def _json_kind(value: Any) -> str:
 
 def grant_scopes(view: RequestView) -> list[tuple[str, str]]:
     """The grant scopes this request's rule offers, as (value, label) for the form."""
-    offered = view.options.get("grant_scopes") or []
-    scopes = []
+    offered = view.offers.grant_scopes
+    scopes: list[tuple[str, str]] = []
     for scope in ("call", "session", "agent"):
         if scope not in offered:
             continue
@@ -176,7 +176,7 @@ def grant_scopes(view: RequestView) -> list[tuple[str, str]]:
 
 def grant_durations(view: RequestView) -> list[tuple[str, str]]:
     """Durations up to the rule's `max_grant`, as (value, label) for the form."""
-    cap = float(view.options.get("max_grant_seconds") or 3600)
+    cap = view.offers.max_grant.total_seconds()
     choices = [
         (value, label)
         for value, label in GRANT_DURATIONS

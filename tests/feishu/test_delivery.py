@@ -12,7 +12,7 @@ import pytest
 from channels import feishu
 from channels.feishu import FeishuChannel
 from gate.app import ChannelGate
-from gate.channel import DeliveryError
+from gate.channel import DeliveryError, validate_settings
 from gate.config import FeishuSettings
 from gate.views import RequestView
 from tests.conftest import Gate
@@ -31,7 +31,7 @@ def deliveries(gate: Gate, request_id: str) -> list[Any]:
 
 def standalone(gate: Gate, **kwargs: Any) -> FeishuChannel:
     """A second FeishuChannel on the same settings, driven from the test's own event loop."""
-    settings = gate.settings.channels.feishu
+    settings = validate_settings("feishu", gate.settings.channels.configured()["feishu"])
     assert isinstance(settings, FeishuSettings)
     return FeishuChannel(settings, ChannelGate(gate.state.service), **kwargs)
 

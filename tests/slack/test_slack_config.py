@@ -6,7 +6,7 @@ import pytest
 
 from channels.slack import SlackChannel
 from gate.app import create_app
-from gate.channel import load_channels
+from gate.channel import load_channels, validate_settings
 from gate.config import Settings
 from gate.errors import ConfigError
 from tests.support import config as cfg
@@ -30,7 +30,7 @@ def test_secrets_come_from_the_environment(
     monkeypatch.setenv("GATE_CHANNELS__SLACK__SIGNING_SECRET", "from-env")
     monkeypatch.setenv("GATE_CHANNELS__SLACK__API_URL", "http://127.0.0.1:9/api/")
     settings = Settings(**_data(sqlite_url))
-    slack = settings.channels.slack
+    slack = validate_settings("slack", settings.channels.configured()["slack"])
     assert slack is not None and slack.default_target == "C0APPROVALS"
     assert slack.bot_token is not None and slack.bot_token.get_secret_value() == TOKEN
     assert slack.api_url == "http://127.0.0.1:9/api/"
