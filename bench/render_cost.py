@@ -34,7 +34,7 @@ from channels import feishu_card, slack_card
 from gate import untrusted
 from gate.app import create_app
 from gate.config import Settings
-from gate.views import RequestView
+from gate.readmodel import RequestView
 from tests.support import config as cfg
 from tests.support.servers import ThreadServer
 

@@ -19,8 +19,8 @@ from gate.acting import Result
 from gate.binding import argument_diff
 from gate.channel import ChannelContext, Click
 from gate.machine import Extended
+from gate.readmodel import RequestView
 from gate.schemas import json_problem, key_path
-from gate.views import RequestView
 
 #: what one "Extend" click adds to the deadline
 EXTEND_BY = "15m"

@@ -47,7 +47,7 @@ from gate.config import FeishuSettings
 from gate.errors import BadRequest, ConfigError, Unauthenticated
 from gate.machine import Extended
 from gate.models import utcnow
-from gate.views import RequestView
+from gate.readmodel import RequestView
 
 log = logging.getLogger("gate.channels.feishu")
 

@@ -17,8 +17,8 @@ from typing import Any
 from channels import decisions
 from gate import untrusted
 from gate.models import utcnow
+from gate.readmodel import RequestView
 from gate.untrusted import MASK as MASK
-from gate.views import RequestView
 
 #: Feishu caps a card request at 30 KB; stay under it with room for the envelope
 CARD_BYTES = 28_000

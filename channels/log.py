@@ -9,7 +9,7 @@ from typing import Any
 from fastapi import APIRouter
 
 from gate.channel import ChannelContext
-from gate.views import RequestView
+from gate.readmodel import RequestView
 
 log = logging.getLogger("gate.channels.log")
 

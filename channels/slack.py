@@ -69,7 +69,7 @@ from gate.config import SlackSettings
 from gate.errors import BadRequest, ConfigError, Unauthenticated
 from gate.machine import AlreadyFinal, AlreadyVoted, Voted
 from gate.models import RequestStatus, utcnow
-from gate.views import RequestView
+from gate.readmodel import RequestView
 
 log = logging.getLogger("gate.channels.slack")
 

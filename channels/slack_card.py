@@ -16,11 +16,11 @@ from typing import Any
 from channels import decisions
 from gate import untrusted
 from gate.models import utcnow
+from gate.readmodel import RequestView
 from gate.untrusted import MASK as MASK
 from gate.untrusted import clean as clean
 from gate.untrusted import mask_text as mask_text
 from gate.untrusted import mask_value as mask_value
-from gate.views import RequestView
 
 APPROVE_ACTION = "gate_approve"
 REJECT_ACTION = "gate_reject"

@@ -20,7 +20,7 @@ from gate.models import RequestStatus
 
 if TYPE_CHECKING:
     from gate.auth import Principal
-    from gate.views import RequestView
+    from gate.readmodel import RequestView
 
 
 class Refusal(enum.Enum):

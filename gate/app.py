@@ -31,10 +31,10 @@ from gate.db import Database, upgrade
 from gate.models import utcnow
 from gate.notify import Notifier
 from gate.policy import Policy
+from gate.readmodel import RequestView
 from gate.scheduler import Scheduler
 from gate.schemas import JsonLimits
 from gate.service import GateService
-from gate.views import RequestView
 
 log = logging.getLogger("gate")
 

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
     from gate.acting import Result
     from gate.config import Settings
-    from gate.views import RequestView
+    from gate.readmodel import RequestView
 
 log = logging.getLogger(__name__)
 ENTRY_POINT_GROUP = "gate.channels"

@@ -22,8 +22,8 @@ from gate.models import ConfirmationRequest, RequestStatus, Verdict
 if TYPE_CHECKING:
     from gate.auth import Principal
     from gate.channel import Click
+    from gate.readmodel import RequestView
     from gate.service import GateService
-    from gate.views import RequestView
 
 
 def decide(

@@ -17,8 +17,8 @@ from gate.auth import Principal
 from gate.errors import Conflict
 from gate.models import AuditEvent, ConfirmationRequest, Grant, GrantStatus, RequestStatus
 from gate.offers import Offers
+from gate.readmodel import RequestView
 from gate.service import GateService
-from gate.views import RequestView
 
 log = logging.getLogger(__name__)
 

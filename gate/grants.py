@@ -30,7 +30,7 @@ from gate.errors import InvalidInput
 from gate.models import ConfirmationRequest, Grant, GrantStatus, Verdict, Vote
 
 if TYPE_CHECKING:
-    from gate.views import RequestView
+    from gate.readmodel import RequestView
 
 SCOPES = ("call", "session", "agent")
 

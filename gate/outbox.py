@@ -24,7 +24,7 @@ from gate.models import Delivery, DeliveryKind, DeliveryStatus
 
 if TYPE_CHECKING:
     from gate.db import Database
-    from gate.views import RequestView
+    from gate.readmodel import RequestView
 
 log = logging.getLogger(__name__)
 

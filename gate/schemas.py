@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from pydantic_core import PydanticCustomError
 
 from gate.config import ServerSettings
-from gate.views import RequestView
+from gate.readmodel import RequestView
 
 SUMMARY_MAX = 1000
 #: the longest `expires_in` a caller may give (30 days: past any sensible rule timeout)

@@ -39,8 +39,8 @@ from gate.models import (
 )
 from gate.notify import Event, Notifier
 from gate.policy import CallFacts, Decision, Policy
+from gate.readmodel import RequestView, build_view
 from gate.schemas import GateCall
-from gate.views import RequestView, build_view
 
 log = logging.getLogger(__name__)
 

@@ -30,8 +30,8 @@ from gate.channel import surface_name
 from gate.config import ApproverSettings
 from gate.errors import GateError, InvalidInput
 from gate.models import Verdict
+from gate.readmodel import RequestView
 from gate.resources import resource_path
-from gate.views import RequestView
 from gate.web import charts, queries
 from gate.web.beyond import Beyond, detail_context, sentence
 from gate.web.forms import MAX_COMMENT, DecideForm, FormError, parse_decide

@@ -19,7 +19,7 @@ from gate.auth import Principal, csrf_matches
 from gate.config import ApproverSettings
 from gate.errors import GateError
 from gate.models import Grant, GrantStatus
-from gate.views import RequestView
+from gate.readmodel import RequestView
 from gate.web import forms, queries
 from gate.web.forms import EXTEND_CHOICES, DecideForm, field_of
 from gate.web.session import CSRF_FIELD, WebSession

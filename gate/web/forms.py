@@ -15,8 +15,8 @@ from typing import Any
 from starlette.datastructures import FormData
 
 from gate.config import parse_duration
+from gate.readmodel import RequestView
 from gate.schemas import json_problem
-from gate.views import RequestView
 
 MAX_COMMENT = 2000
 #: what the duration picker offers, capped per request by the rule's `max_grant`

@@ -26,7 +26,7 @@ from gate import machine
 from gate.acting import Refusal, Result
 from gate.errors import BadRequest
 from gate.models import RequestStatus, Verdict
-from gate.views import RequestView, VoteView
+from gate.readmodel import RequestView, VoteView
 from tests.support.fake_feishu import (
     card_action_payload,
     check_card,

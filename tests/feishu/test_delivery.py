@@ -14,7 +14,7 @@ from channels.feishu import FeishuChannel
 from gate.app import ChannelGate
 from gate.channel import DeliveryError, validate_settings
 from gate.config import FeishuSettings
-from gate.views import RequestView
+from gate.readmodel import RequestView
 from tests.conftest import Gate
 from tests.feishu.conftest import CHAT, ENCRYPT_KEY, VERIFICATION_TOKEN, channel
 from tests.feishu.test_callbacks import submit_and_card

@@ -21,7 +21,7 @@ from channels.slack import (
     reason_modal,
     render_card,
 )
-from gate.views import RequestView, VoteView
+from gate.readmodel import RequestView, VoteView
 from tests.support.fake_slack import check_blocks, check_modal
 
 PAYLOADS = Path(__file__).resolve().parent / "payloads"
