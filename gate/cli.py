@@ -89,7 +89,12 @@ def _parser() -> argparse.ArgumentParser:
     from gate.setup_agents import add_commands as add_init_commands
 
     add_init_commands(sub)
+    _add_credential_commands(sub)
+    return parser
 
+
+def _add_credential_commands(sub: Any) -> None:
+    """`gate users hash-password` and `gate tokens new`: secrets for gate.toml."""
     users = sub.add_parser("users", help="approver accounts").add_subparsers(metavar="TASK")
     hash_pw = users.add_parser(
         "hash-password",
@@ -107,7 +112,6 @@ def _parser() -> argparse.ArgumentParser:
         "--approver", help="the [[approvers]] name this token acts as (required for approver)"
     )
     new_token.set_defaults(handler=_new_token)
-    return parser
 
 
 def _new_token(ns: argparse.Namespace) -> int:

@@ -12,7 +12,7 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlmodel import col, select
 
-from gate import grants, machine, outbox
+from gate import audit, grants, machine, outbox
 from gate.auth import Principal
 from gate.errors import Conflict
 from gate.models import AuditEvent, ConfirmationRequest, Grant, GrantStatus, RequestStatus
@@ -141,11 +141,7 @@ def remind_and_escalate(service: GateService, now: datetime) -> tuple[int, int]:
         if remind and req.reminded_at is None and now >= req.created_at + remind:
             reminded += _mark(service, req, "reminded_at", now, escalate=False)
         escalate = offers.escalate_after
-        if (
-            escalate
-            and req.escalated_at is None
-            and now >= req.created_at + escalate
-        ):
+        if escalate and req.escalated_at is None and now >= req.created_at + escalate:
             escalated += _mark(service, req, "escalated_at", now, escalate=True)
     return reminded, escalated
 
@@ -181,7 +177,7 @@ def _mark(
             outbox.enqueue_posts(session, req.id, targets, now)
             detail = {"approvers": extra, "channels": [f"{c}:{t}" for c, t in targets]}
         outbox.enqueue_updates(session, req.id, now)
-        machine.audit(
+        audit.record(
             session,
             request_id=req.id,
             kind="escalated" if escalate else "reminded",
@@ -210,7 +206,7 @@ def verify_audit(service: GateService) -> list[str]:
                     f"{event.request_id} event {event.id} ({event.kind}): "
                     "prev_hash does not match the previous event"
                 )
-            if event.chain_hash != machine.audit_hash(event):
+            if event.chain_hash != audit.audit_hash(event):
                 problems.append(
                     f"{event.request_id} event {event.id} ({event.kind}): "
                     "content does not match its hash (edited after the fact)"

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
-from gate import machine
+from gate import audit
 from gate.binding import call_hash
 from gate.config import parse_duration
 from gate.errors import InvalidInput
@@ -117,7 +117,7 @@ def create(
     )
     session.add(grant)
     session.flush()
-    machine.audit(
+    audit.record(
         session,
         request_id=req.id,
         kind="grant_created",

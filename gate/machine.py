@@ -18,19 +18,17 @@ the same instant are counted one after the other and the second sees the first's
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
 from sqlmodel import Session, col, func, select
 
-from gate import outbox
+from gate import audit, outbox
 from gate.binding import argument_diff, canonical_json
 from gate.channel import surface_name
 from gate.models import (
-    AuditEvent,
     ConfirmationRequest,
     Grant,
     GrantStatus,
@@ -127,30 +125,18 @@ def record_vote(
         expire(session, request_id=request_id, now=now)
         session.refresh(req)
         return _already_final(req)
-    existing = session.exec(
-        select(Vote).where(Vote.request_id == request_id, Vote.approver == approver)
-    ).first()
-    if existing is not None and existing.verdict == verdict:
+    vote = Vote(
+        request_id=request_id,
+        approver=approver,
+        verdict=verdict,
+        comment=comment,
+        via=via,
+        at=now,
+        grant_scope=grant[0] if grant else None,
+        grant_seconds=grant[1] if grant else None,
+    )
+    if not _cast(session, vote):
         return AlreadyVoted(request_id, approver, verdict)
-    if existing is None:
-        session.add(
-            Vote(
-                request_id=request_id,
-                approver=approver,
-                verdict=verdict,
-                comment=comment,
-                via=via,
-                at=now,
-                grant_scope=grant[0] if grant else None,
-                grant_seconds=grant[1] if grant else None,
-            )
-        )
-    else:  # an approver who approved towards a quorum and now rejects changes their vote
-        existing.verdict, existing.comment, existing.via, existing.at = verdict, comment, via, now
-        existing.grant_scope = existing.grant_seconds = None
-        session.add(existing)
-    session.flush()
-
     if verdict == Verdict.reject:
         reason = _decision_reason("Rejected", approver, via, comment)
         return _transition(
@@ -163,28 +149,52 @@ def record_vote(
             reason=reason,
             detail={"comment": comment},
         )
-
     approvals = count_votes(session, request_id)
     if approvals < req.approvals_required:
-        _audit(
-            session,
-            request_id,
-            "vote",
-            approver,
-            via,
-            now,
-            {
-                "verdict": verdict.value,
-                "comment": comment,
-                "approvals": approvals,
-                "required": req.approvals_required,
-            },
-        )
+        detail: dict[str, object] = {"verdict": verdict.value, "comment": comment}
+        detail |= {"approvals": approvals, "required": req.approvals_required}
+        audit.append(session, request_id, "vote", approver, via, now, detail)
         outbox.enqueue_updates(session, request_id, now)
         return Voted(request_id, approvals, req.approvals_required)
+    return _approve(session, req, vote, approvals, edited_args)
+
+
+def _cast(session: Session, vote: Vote) -> bool:
+    """Store `vote`; False when this approver had already cast the same verdict.
+
+    An approver who approved towards a quorum and now rejects changes their vote.
+    """
+    existing = session.exec(
+        select(Vote).where(Vote.request_id == vote.request_id, Vote.approver == vote.approver)
+    ).first()
+    if existing is not None and existing.verdict == vote.verdict:
+        return False
+    if existing is None:
+        session.add(vote)
+    else:
+        existing.verdict, existing.comment, existing.via, existing.at = (
+            vote.verdict,
+            vote.comment,
+            vote.via,
+            vote.at,
+        )
+        existing.grant_scope = existing.grant_seconds = None
+        session.add(existing)
+    session.flush()
+    return True
+
+
+def _approve(
+    session: Session,
+    req: ConfirmationRequest,
+    vote: Vote,
+    approvals: int,
+    edited_args: dict[str, Any] | None,
+) -> Outcome:
+    """The vote that reached quorum approves the request (with its edits, if any)."""
     edits = argument_diff(req.tool_args, edited_args) if edited_args is not None else {}
     verb = "Approved with edits" if edits else "Approved"
-    reason = _decision_reason(verb, approver, via, comment)
+    reason = _decision_reason(verb, vote.approver, vote.via, vote.comment)
     if edits:
         reason += " Changed: " + "; ".join(
             f"{key} {canonical_json(d['from'])} -> {canonical_json(d['to'])}"
@@ -194,13 +204,13 @@ def record_vote(
         session,
         req,
         RequestStatus.approved,
-        now=now,
-        by=approver,
-        via=via,
+        now=vote.at,
+        by=vote.approver,
+        via=vote.via,
         reason=reason,
-        detail={"comment": comment, "approvals": approvals, "edits": edits or None},
+        detail={"comment": vote.comment, "approvals": approvals, "edits": edits or None},
         values={"approved_args": edited_args} if edits else None,
-        before=now,
+        before=vote.at,
     )
 
 
@@ -306,7 +316,7 @@ def _transition(
             expire(session, request_id=req.id, now=req.expires_at)
             session.refresh(req)
         return _already_final(req)
-    _audit(session, req.id, to.value, by, via, now, {**detail, "reason": reason})
+    audit.append(session, req.id, to.value, by, via, now, {**detail, "reason": reason})
     outbox.enqueue_updates(session, req.id, now)
     session.refresh(req)
     return Changed(req.id, to)
@@ -316,63 +326,6 @@ def _already_final(req: ConfirmationRequest) -> AlreadyFinal:
     return AlreadyFinal(
         req.id, RequestStatus(req.status), req.decided_by, req.decided_at, req.decided_via
     )
-
-
-def _audit(
-    session: Session,
-    request_id: str,
-    kind: str,
-    actor: str | None,
-    via: str | None,
-    now: datetime,
-    detail: dict[str, object],
-) -> None:
-    prev = session.exec(
-        select(AuditEvent.chain_hash)
-        .where(AuditEvent.request_id == request_id)
-        .order_by(col(AuditEvent.id).desc())
-        .limit(1)
-    ).first()
-    event = AuditEvent(
-        request_id=request_id,
-        at=now,
-        kind=kind,
-        actor=actor,
-        via=via,
-        detail={k: v for k, v in detail.items() if v is not None},
-        prev_hash=prev,
-    )
-    event.chain_hash = audit_hash(event)
-    session.add(event)
-    session.flush()
-
-
-def audit_hash(event: AuditEvent) -> str:
-    """The chained hash of one audit event: its content plus the previous event's hash."""
-    body = {
-        "request_id": event.request_id,
-        "at": event.at.astimezone(UTC).isoformat(),
-        "kind": event.kind,
-        "actor": event.actor,
-        "via": event.via,
-        "detail": event.detail,
-        "prev": event.prev_hash,
-    }
-    return hashlib.sha256(canonical_json(body).encode()).hexdigest()
-
-
-def audit(
-    session: Session,
-    *,
-    request_id: str,
-    kind: str,
-    actor: str | None,
-    via: str | None,
-    now: datetime,
-    detail: dict[str, object] | None = None,
-) -> None:
-    """Append an audit event that is not a status change (created, card sent, ...)."""
-    _audit(session, request_id, kind, actor, via, now, detail or {})
 
 
 def _decision_reason(verb: str, approver: str, via: str, comment: str | None) -> str:
@@ -427,7 +380,7 @@ def extend(
             session.refresh(req)
         return _already_final(req)
     session.refresh(req)
-    _audit(session, request_id, "extended", actor, via, now, {"until": until.isoformat()})
+    audit.append(session, request_id, "extended", actor, via, now, {"until": until.isoformat()})
     outbox.enqueue_updates(session, request_id, now)
     return Extended(request_id, until)
 
@@ -454,7 +407,7 @@ def record_outcome(
     )
     if result.rowcount != 1:  # type: ignore[attr-defined]
         return False
-    _audit(session, request_id, outcome, actor, "agent", now, {"summary": summary})
+    audit.append(session, request_id, outcome, actor, "agent", now, {"summary": summary})
     return True
 
 
@@ -475,7 +428,7 @@ def allow_by_grant(
         sa.update(Grant).where(col(Grant.id) == grant.id).values(uses=col(Grant.uses) + 1)
     )
     session.flush()
-    _audit(
+    audit.append(
         session,
         req.id,
         "allowed_by_grant",
@@ -500,7 +453,7 @@ def end_grant(
         return False
     grant = session.get(Grant, grant_id)
     if grant is not None:
-        _audit(
+        audit.append(
             session, grant.request_id, f"grant_{to.value}", actor, None, now, {"grant": grant_id}
         )
     return True

@@ -253,6 +253,30 @@ async def deliver(
         await run_sync(give_up, db, claim, why)
         log.error("delivery %s dead: %s", claim.id, why)
         return "dead"
+
+    async def failed(error: str, *, permanent: bool, retry_after: float | None) -> str:
+        dead = await run_sync(
+            partial(
+                mark_failed,
+                db,
+                claim,
+                now(),
+                error,
+                permanent=permanent,
+                retry_after=retry_after,
+                max_attempts=max_attempts,
+            )
+        )
+        level = logging.ERROR if dead else logging.WARNING
+        log.log(
+            level,
+            "delivery %s (%s %s to %s:%s) %s: %s",
+            *(claim.id, claim.kind, claim.request_id, claim.channel, claim.target),
+            "dead" if dead else "will retry",
+            error,
+        )
+        return "dead" if dead else "retry"
+
     try:
         if claim.kind == DeliveryKind.post:
             ref: str | None = await channel.post(view, claim.target)
@@ -266,45 +290,9 @@ async def deliver(
                 return "postponed"
             await channel.update(view, claim.target, ref)
     except DeliveryError as exc:
-        dead = await run_sync(
-            partial(
-                mark_failed,
-                db,
-                claim,
-                now(),
-                str(exc),
-                permanent=exc.permanent,
-                retry_after=exc.retry_after,
-                max_attempts=max_attempts,
-            )
-        )
-        level = logging.ERROR if dead else logging.WARNING
-        log.log(
-            level,
-            "delivery %s (%s %s to %s:%s) %s: %s",
-            claim.id,
-            claim.kind,
-            claim.request_id,
-            claim.channel,
-            claim.target,
-            "dead" if dead else "will retry",
-            exc,
-        )
-        return "dead" if dead else "retry"
+        return await failed(str(exc), permanent=exc.permanent, retry_after=exc.retry_after)
     except Exception as exc:  # a channel bug must not kill the pump; retry like an outage
         log.exception("delivery %s raised", claim.id)
-        dead = await run_sync(
-            partial(
-                mark_failed,
-                db,
-                claim,
-                now(),
-                f"{type(exc).__name__}: {exc}",
-                permanent=False,
-                retry_after=None,
-                max_attempts=max_attempts,
-            )
-        )
-        return "dead" if dead else "retry"
+        return await failed(f"{type(exc).__name__}: {exc}", permanent=False, retry_after=None)
     await run_sync(mark_sent, db, claim, now(), ref)
     return "sent"

@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from gate import grants, machine, outbox
+from gate import audit, grants, machine, outbox
 from gate.acting import Result
 from gate.auth import Principal
 from gate.binding import call_hash
@@ -38,7 +38,7 @@ from gate.models import (
     utcnow,
 )
 from gate.notify import Event, Notifier
-from gate.policy import CallFacts, Decision, Policy
+from gate.policy import CallFacts, Decision, Policy, Rule
 from gate.readmodel import RequestView, build_view
 from gate.schemas import GateCall
 
@@ -126,56 +126,9 @@ class GateService:
         rule = decision.rule
         assert rule is not None
         now = self.clock()
-        req = ConfirmationRequest(
-            idempotency_key=call.idempotency_key,
-            tool_name=call.tool_name,
-            tool_args=call.tool_args,
-            agent_id=call.agent_id,
-            user_id=call.user_id,
-            session_id=call.session_id,
-            org_id=call.org_id,
-            summary=call.summary,
-            context={**call.context, "metadata": call.metadata} if call.metadata else call.context,
-            rule=rule.name,
-            approvers=self.policy.expand_approvers(rule.approvers),
-            approvals_required=rule.approvals_required,
-            submitted_by=principal.name,
-            created_at=now,
-            # The caller's own deadline (expires_in) may shorten the wait, never lengthen it;
-            # not for on_timeout = "approve", where an early expiry would be an early yes.
-            expires_at=now
-            + (
-                rule.timeout
-                if call.expires_in is None or rule.on_timeout == "approve"
-                else min(rule.timeout, timedelta(seconds=call.expires_in))
-            ),
-            on_timeout=rule.on_timeout,
-            reason=decision.reason,
-            args_hash=args_hash,
-            options=rule.offers.to_options(),
-        )
+        req = self._new_request(call, principal, decision, rule, args_hash, now)
         try:
-            with self.changing() as change:
-                session = change.session
-                grant = grants.find(session, req=req, now=now)
-                granted = grant is not None
-                if grant is not None:
-                    machine.allow_by_grant(session, req=req, grant=grant, now=now)
-                    change.events.append(Event("final", req.id))
-                else:
-                    session.add(req)
-                    session.flush()
-                    machine.audit(
-                        session,
-                        request_id=req.id,
-                        kind="created",
-                        actor=principal.name,
-                        via="api",
-                        now=now,
-                        detail={"rule": rule.name, "trail": list(decision.trail)},
-                    )
-                    outbox.enqueue_posts(session, req.id, self._targets(rule.channels), now)
-                    change.events.append(Event("created", req.id))
+            granted = self._store(req, principal, decision, rule, now)
         except IntegrityError:
             # Two submits with the same idempotency key raced; the other one won.
             found = self._by_key(call.idempotency_key or "", args_hash, principal.name)
@@ -190,6 +143,77 @@ class GateService:
         # A new request has no votes yet: the row just inserted is its view, no read-back.
         view = build_view(req, [], public_url=self.settings.server.base_url)
         return Submitted(decision, view, True)
+
+    def _new_request(
+        self,
+        call: GateCall,
+        principal: Principal,
+        decision: Decision,
+        rule: Rule,
+        args_hash: str,
+        now: datetime,
+    ) -> ConfirmationRequest:
+        """The request a call under `rule` makes, with the rule's terms frozen onto it."""
+        wait = rule.timeout
+        # The caller's own deadline (expires_in) may shorten the wait, never lengthen it;
+        # not for on_timeout = "approve", where an early expiry would be an early yes.
+        if call.expires_in is not None and rule.on_timeout != "approve":
+            wait = min(wait, timedelta(seconds=call.expires_in))
+        return ConfirmationRequest(
+            idempotency_key=call.idempotency_key,
+            tool_name=call.tool_name,
+            tool_args=call.tool_args,
+            agent_id=call.agent_id,
+            user_id=call.user_id,
+            session_id=call.session_id,
+            org_id=call.org_id,
+            summary=call.summary,
+            context={**call.context, "metadata": call.metadata} if call.metadata else call.context,
+            rule=rule.name,
+            approvers=self.policy.expand_approvers(rule.approvers),
+            approvals_required=rule.approvals_required,
+            submitted_by=principal.name,
+            created_at=now,
+            expires_at=now + wait,
+            on_timeout=rule.on_timeout,
+            reason=decision.reason,
+            args_hash=args_hash,
+            options=rule.offers.to_options(),
+        )
+
+    def _store(
+        self,
+        req: ConfirmationRequest,
+        principal: Principal,
+        decision: Decision,
+        rule: Rule,
+        now: datetime,
+    ) -> bool:
+        """Insert `req` with its audit and card rows, or let a grant approve it at once.
+
+        One transaction; True when a grant covered the call.
+        """
+        with self.changing() as change:
+            session = change.session
+            grant = grants.find(session, req=req, now=now)
+            if grant is not None:
+                machine.allow_by_grant(session, req=req, grant=grant, now=now)
+                change.events.append(Event("final", req.id))
+                return True
+            session.add(req)
+            session.flush()
+            audit.record(
+                session,
+                request_id=req.id,
+                kind="created",
+                actor=principal.name,
+                via="api",
+                now=now,
+                detail={"rule": rule.name, "trail": list(decision.trail)},
+            )
+            outbox.enqueue_posts(session, req.id, self._targets(rule.channels), now)
+            change.events.append(Event("created", req.id))
+            return False
 
     def _targets(self, rule_channels: tuple[str, ...] | None) -> list[tuple[str, str]]:
         """(channel, target) pairs for a rule: its own list, or every channel's default."""

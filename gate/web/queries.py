@@ -18,8 +18,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlmodel import col, select
 
+from gate.audit import audit_hash
 from gate.db import Database
-from gate.machine import audit_hash
 from gate.models import AuditEvent, ConfirmationRequest, Grant, RequestStatus, Vote
 
 FINAL_STATUSES = [s.value for s in RequestStatus if s.is_final]
