@@ -1,0 +1,182 @@
+"""The state machine and the decision pipeline, called directly on a fixed clock.
+
+No HTTP here: a real database (SQLite and PostgreSQL, migrated like `gate serve` does), the
+real policy and service, and a clock the test moves by hand, so deadlines, grants and
+refusals are checked to the second. What each surface adds on top (status codes, cards,
+pages) is tested with that surface.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+
+from gate import deciding, machine
+from gate.acting import Actor, Refusal
+from gate.auth import Principal
+from gate.channel import Click
+from gate.config import Settings
+from gate.db import Database, upgrade
+from gate.models import RequestStatus, Verdict, utcnow
+from gate.notify import Notifier
+from gate.policy import Policy
+from gate.schemas import GateCall
+from gate.service import GateService
+from tests.support import config as cfg
+
+AGENT = Principal("billing-agent", "agent")
+OTHER_AGENT = Principal("other-agent", "agent")
+
+RULES: list[dict[str, Any]] = [
+    {
+        "name": "refunds",
+        "tools": ["refund"],
+        "timeout": "10m",
+        "approvers": ["group:finance"],
+        "grant_scopes": ["agent"],
+        "reject_reasons": ["wrong customer"],
+        "editable": ["amount"],
+    },
+    {"name": "wires", "tools": ["wire"], "approvers": ["group:finance"], "approvals_required": 2},
+]
+
+
+class Clock:
+    """A clock the test sets; every use case reads it."""
+
+    def __init__(self) -> None:
+        self.now = utcnow().replace(microsecond=0)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, **kwargs: float) -> None:
+        self.now += timedelta(**kwargs)
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def service(db_url: str, clock: Clock) -> Iterator[GateService]:
+    data = cfg.settings_data(db_url)
+    data["rules"] = RULES + data["rules"]
+    settings = Settings(**data)
+    upgrade(settings.server.database_url)
+    db = Database(settings.server.database_url)
+    svc = GateService(
+        settings=settings, db=db, policy=Policy(settings), notifier=Notifier(), clock=clock
+    )
+    yield svc
+    db.dispose()
+
+
+def approver(service: GateService, name: str) -> Actor:
+    found = service.settings.approver(name)
+    assert found is not None
+    return Actor.of_approver(found, "api")
+
+
+def ask(service: GateService, principal: Principal = AGENT, **call: Any) -> str:
+    submitted = service.submit(GateCall(**call), principal)
+    assert submitted.view is not None, submitted.decision
+    return submitted.view.id
+
+
+def test_a_decision_is_one_transition_with_its_audit(service: GateService, clock: Clock) -> None:
+    rid = ask(service, tool_name="refund", tool_args={"amount": 10})
+    clock.advance(seconds=30)
+    result = deciding.decide(service, rid, approver(service, "alice"), Verdict.approve, "ok")
+    assert isinstance(result.outcome, machine.Changed)
+    assert result.outcome.status is RequestStatus.approved
+    view = service.view(rid, full=True)
+    assert view is not None and view.decided_at == clock.now and view.decided_by == "alice"
+    assert [a.kind for a in view.audit] == ["created", "approved"]
+    again = deciding.decide(service, rid, approver(service, "bob"), Verdict.reject, "late")
+    assert isinstance(again.outcome, machine.AlreadyFinal) and again.outcome.decided_by == "alice"
+
+
+def test_the_deadline_is_exact_and_applied_by_whoever_comes_first(
+    service: GateService, clock: Clock
+) -> None:
+    rid = ask(service, tool_name="refund", tool_args={"amount": 10})
+    clock.advance(minutes=10, seconds=-1)
+    assert deciding.extend(service, rid, approver(service, "alice"), "1s").changed
+    clock.advance(seconds=2)  # now exactly at the extended deadline: too late
+    result = deciding.decide(service, rid, approver(service, "alice"), Verdict.approve)
+    assert isinstance(result.outcome, machine.AlreadyFinal)
+    assert result.outcome.status is RequestStatus.expired
+    assert service.expire_due() == 0  # the sweep finds nothing left to do
+
+
+def test_refusals_are_an_enum_not_words(service: GateService) -> None:
+    rid = ask(service, tool_name="refund", tool_args={"amount": 10}, user_id="alice")
+    carol = deciding.decide(service, rid, approver(service, "carol"), Verdict.approve)
+    assert carol.refusal is Refusal.not_an_approver and carol.outcome is None
+    alice = deciding.decide(service, rid, approver(service, "alice"), Verdict.approve)
+    assert alice.refusal is Refusal.self_approval
+    reason = deciding.decide(
+        service, rid, approver(service, "bob"), Verdict.reject, reasons=["not offered"]
+    )
+    assert reason.refusal is Refusal.not_offered and reason.code == "unknown_reason"
+    edit = deciding.decide(
+        service,
+        rid,
+        approver(service, "bob"),
+        Verdict.approve,
+        edited_args={"amount": 10, "to": "elsewhere"},
+    )
+    assert edit.refusal is Refusal.not_offered and edit.code == "edit_not_offered"
+    view = service.view(rid)
+    assert view is not None and view.status == "pending" and view.votes == []
+
+
+def test_a_quorum_counts_people_and_a_grant_needs_every_vote(service: GateService) -> None:
+    rid = ask(service, tool_name="wire", tool_args={"amount": 1})
+    first = deciding.decide(service, rid, approver(service, "alice"), Verdict.approve)
+    assert isinstance(first.outcome, machine.Voted) and first.outcome.approvals == 1
+    twice = deciding.decide(service, rid, approver(service, "alice"), Verdict.approve)
+    assert isinstance(twice.outcome, machine.AlreadyVoted)
+    second = deciding.decide(service, rid, approver(service, "bob"), Verdict.approve)
+    assert isinstance(second.outcome, machine.Changed)
+
+
+def test_grants_ride_only_with_the_principal_and_rule_that_earned_them(
+    service: GateService, clock: Clock
+) -> None:
+    rid = ask(service, tool_name="refund", tool_args={"amount": 1}, agent_id="bot")
+    result = deciding.decide(
+        service, rid, approver(service, "alice"), Verdict.approve, grant=("agent", "30m")
+    )
+    assert result.changed
+    mine = service.submit(
+        GateCall(tool_name="refund", tool_args={"amount": 2}, agent_id="bot"), AGENT
+    )
+    assert mine.decision.action == "allow" and mine.view is not None
+    assert mine.view.decided_via == "grant"
+    theirs = service.submit(
+        GateCall(tool_name="refund", tool_args={"amount": 2}, agent_id="bot"), OTHER_AGENT
+    )
+    assert theirs.decision.action == "ask"
+    clock.advance(minutes=30)  # the grant's time is up, even before the sweep ends it
+    later = service.submit(
+        GateCall(tool_name="refund", tool_args={"amount": 3}, agent_id="bot"), AGENT
+    )
+    assert later.decision.action == "ask"
+
+
+def test_a_click_goes_through_the_same_pipeline(service: GateService) -> None:
+    rid = ask(service, tool_name="refund", tool_args={"amount": 10, "to": "a"})
+    stranger = deciding.act(service, Click("slack", "U0NOBODY", rid, "approve"))
+    assert stranger.refusal is Refusal.not_an_approver
+    check = deciding.act(service, Click("slack", "U0BOB", rid, "check"))
+    assert check.refusal is None and check.outcome is None
+    edited = deciding.act(service, Click("slack", "U0BOB", rid, "approve", edits={"amount": 5}))
+    assert edited.changed and edited.view is not None
+    assert edited.view.approved_args == {"amount": 5, "to": "a"}
+    assert "Approved with edits by bob in Slack" in (edited.view.reason or "")
