@@ -225,17 +225,6 @@ class SlackSettings(_Strict):
     api_url: str = "https://slack.com/api/"
 
 
-class FeishuSettings(_Strict):
-    """`[channels.feishu]`."""
-
-    app_id: str | None = None
-    app_secret: SecretStr | None = None
-    verification_token: SecretStr | None = None
-    encrypt_key: SecretStr | None = None
-    default_target: str | None = None
-    base_url: str = "https://open.feishu.cn"
-
-
 class ChannelsSettings(BaseModel):
     """`[channels.NAME]` tables, one per channel, kept as read.
 

@@ -14,7 +14,7 @@ import pytest
 from tests.conftest import Gate, GateFactory
 from tests.feishu.conftest import ENCRYPT_KEY, VERIFICATION_TOKEN, feishu_settings, send_callback
 from tests.feishu.test_callbacks import click, state, submit_and_card
-from tests.feishu.test_feishu_beyond import answer_of
+from tests.feishu.test_offers import answer_of
 from tests.support import config as cfg
 from tests.support.chat_rules import CHAT_RULES
 from tests.support.fake_feishu import FakeFeishu, build_callback, sign

@@ -1,4 +1,4 @@
-"""Feishu / Lark card rendering (JSON 2.0), as pure functions.
+"""The Feishu / Lark approval card (JSON 2.0), rendered from a request's view by pure functions.
 
 Untrusted text (tool arguments, summaries, names) is cleaned by `gate.untrusted` (capped,
 invisible and direction-changing characters removed, secrets masked: the same rules as every
@@ -10,7 +10,6 @@ values appear only as input default values, never as markdown.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -119,16 +118,37 @@ def render_card(
 
 def _build_card(view: RequestView, args_chars: int, editing: bool, now: datetime) -> dict[str, Any]:
     tool = clean(view.tool_name, 100)
-    pending = view.status == "pending"
     template = TEMPLATES.get(view.status, "blue" if view.approvals else "orange")
     title = f"{TITLES.get(view.status, view.status.title())}: {tool}"
-    elements: list[dict[str, Any]] = []
-    if view.summary:
-        elements.append(_div(clean(view.summary), "summary"))
+    elements = [
+        *_facts(view, now),
+        *_arguments(view, args_chars),
+        *_history(view),
+        *_actions(view, tool, editing),
+        {
+            "tag": "button",
+            "element_id": "open",
+            "type": "default",
+            "text": _plain("Open in gate"),
+            "behaviors": [{"type": "open_url", "default_url": view.url}],
+        },
+    ]
+    return {
+        "schema": "2.0",
+        "config": {"update_multi": True, "summary": {"content": title}},
+        "header": {"title": _plain(title), "template": template},
+        "body": {"elements": elements},
+    }
+
+
+def _facts(view: RequestView, now: datetime) -> list[dict[str, Any]]:
+    """The summary, then who asked under which rule and until when."""
+    elements = [_div(clean(view.summary), "summary")] if view.summary else []
     deadline = (
         f"{view.expires_at:%Y-%m-%d %H:%M} UTC, {decisions.countdown(view.expires_at, now)} "
         f"(then {view.on_timeout})"
     )
+    pending = view.status == "pending"
     facts = [
         f"Agent: {clean(view.agent_id, 100) or '-'}",
         f"User: {clean(view.user_id, 100) or '-'}",
@@ -136,46 +156,48 @@ def _build_card(view: RequestView, args_chars: int, editing: bool, now: datetime
         f"Deadline: {deadline}" if pending else f"Asked: {view.created_at:%Y-%m-%d %H:%M} UTC",
     ]
     elements.append(_div("\n".join(facts), "facts"))
+    return elements
+
+
+def _arguments(view: RequestView, args_chars: int) -> list[dict[str, Any]]:
+    """The tool arguments as one inert code block, cut to `args_chars` with a note."""
     args = untrusted.to_json(view.tool_args, indent=2)
     shown = args if len(args) <= args_chars else args[: args_chars - 1] + "…"
-    elements.append({"tag": "markdown", "element_id": "args", "content": code_block(shown)})
+    elements = [{"tag": "markdown", "element_id": "args", "content": code_block(shown)}]
     if len(shown) < len(args):
         elements.append(_div(f"Arguments cut to {args_chars} characters: open the request."))
+    return elements
+
+
+def _history(view: RequestView) -> list[dict[str, Any]]:
+    """Where the request stands, the reason it ended (if it did), and the votes so far."""
     outcome = view.outcome_sentence()
     if decisions.changes(view):
         outcome = outcome.replace("Approved by", "Approved with edits by", 1)
-    elements.append(_div(outcome, "outcome"))
-    if view.reason and not pending:
+    elements = [_div(outcome, "outcome")]
+    if view.reason and view.status != "pending":
         elements.append(_div(clean(view.reason), "reason"))
     for vote in view.votes[:VOTES_SHOWN]:
         word = "approved" if vote.verdict == "approve" else "rejected"
         line = f"{clean(vote.approver, 100)} {word} via {vote.via}"
         comment = clean(vote.comment, 200)
         elements.append(_div(f"{line}: {comment}" if comment else line))
-    fields = editable(view) if pending else []
-    if pending and editing and fields:
-        elements.append(_edit_form(view, fields, tool))
-        elements.append(_row([_callback(view.id, "view", "Back", "default")]))
-    elif pending:
-        elements.append(_decision_form(view, tool))
-        extras = [_callback(view.id, "edit", "Edit & approve…", "default")] if fields else []
-        extras.append(_callback(view.id, "extend", decisions.EXTEND_LABEL, "default"))
-        elements.append(_row(extras))
-    elements.append(
-        {
-            "tag": "button",
-            "element_id": "open",
-            "type": "default",
-            "text": _plain("Open in gate"),
-            "behaviors": [{"type": "open_url", "default_url": view.url}],
-        }
-    )
-    return {
-        "schema": "2.0",
-        "config": {"update_multi": True, "summary": {"content": title}},
-        "header": {"title": _plain(title), "template": template},
-        "body": {"elements": elements},
-    }
+    return elements
+
+
+def _actions(view: RequestView, tool: str, editing: bool) -> list[dict[str, Any]]:
+    """While pending: the decision form (or the edit form) and its extra buttons."""
+    if view.status != "pending":
+        return []
+    fields = editable(view)
+    if editing and fields:
+        return [
+            _edit_form(view, fields, tool),
+            _row([_callback(view.id, "view", "Back", "default")]),
+        ]
+    extras = [_callback(view.id, "edit", "Edit & approve…", "default")] if fields else []
+    extras.append(_callback(view.id, "extend", decisions.EXTEND_LABEL, "default"))
+    return [_decision_form(view, tool), _row(extras)]
 
 
 def editable(view: RequestView) -> list[decisions.EditField]:
@@ -302,12 +324,3 @@ def _edit_form(view: RequestView, fields: list[decisions.EditField], tool: str) 
         "name": "edit",
         "elements": [*inputs, _row([approve])],
     }
-
-
-def edits_from(form: Mapping[str, Any]) -> dict[int, str]:
-    """The edit inputs' texts in a submitted form, by field index."""
-    texts = {}
-    for name, value in form.items():
-        if isinstance(name, str) and name[:1] == "f" and name[1:].isdigit():
-            texts[int(name[1:])] = value if isinstance(value, str) else ""
-    return texts
