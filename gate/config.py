@@ -216,15 +216,6 @@ class TokenSettings(_Strict):
         return self
 
 
-class SlackSettings(_Strict):
-    """`[channels.slack]`."""
-
-    bot_token: SecretStr | None = None
-    signing_secret: SecretStr | None = None
-    default_target: str | None = None
-    api_url: str = "https://slack.com/api/"
-
-
 class ChannelsSettings(BaseModel):
     """`[channels.NAME]` tables, one per channel, kept as read.
 

@@ -1,4 +1,4 @@
-"""The pure translators: render_card (escaping, masking, limits) and parse_action (payloads)."""
+"""The pure translators: render_card (escaping, masking, limits), parse_interaction (payloads)."""
 
 from __future__ import annotations
 
@@ -10,18 +10,12 @@ from typing import Any
 
 import pytest
 
-from channels.slack import (
-    Action,
-    cut,
-    escape,
-    fallback_text,
-    form_payload,
-    mask_value,
-    parse_action,
-    reason_modal,
-    render_card,
-)
+from channels.slack.callback import Interaction, form_payload, parse_interaction
+from channels.slack.card import fallback_text, render_card
+from channels.slack.modals import reason_modal
+from channels.slack.mrkdwn import cut, escape
 from gate.readmodel import RequestView, VoteView
+from gate.untrusted import mask_value
 from tests.support.fake_slack import check_blocks, check_modal
 
 PAYLOADS = Path(__file__).resolve().parent / "payloads"
@@ -233,7 +227,7 @@ def test_reason_modal_fits_slack() -> None:
     assert json.loads(modal["private_metadata"])["request_id"] == "01JREQ"
 
 
-# -- parse_action ---------------------------------------------------------------------------
+# -- parse_interaction ---------------------------------------------------------------------------
 
 
 def _payload(name: str) -> dict[str, Any]:
@@ -248,13 +242,13 @@ def test_real_payloads_of_other_apps_are_ignored() -> None:
         "slack_block_actions_docs_example.json",
         "slack_view_submission_modal.json",
     ):
-        assert parse_action(_payload(name)).kind == "ignore", name
+        assert parse_interaction(_payload(name)).kind == "ignore", name
 
 
 def test_real_block_actions_shape_with_our_button() -> None:
     payload = _payload("slack_block_actions_button_with_state.json")
     payload["actions"][0].update(action_id="gate_approve", value="01JREQ")
-    assert parse_action(payload) == Action(
+    assert parse_interaction(payload) == Interaction(
         "approve",
         "U08UDKY38QK",
         "01JREQ",
@@ -264,14 +258,14 @@ def test_real_block_actions_shape_with_our_button() -> None:
         action_ts=payload["actions"][0]["action_ts"],
     )
     payload["actions"][0]["action_id"] = "gate_reject"
-    assert parse_action(payload).kind == "ask_reason"
+    assert parse_interaction(payload).kind == "ask_reason"
 
 
 def test_dm_payload_uses_channel_when_container_lacks_it() -> None:
     payload = _payload("slack_block_actions_button_dm.json")
     payload["actions"][0].update(action_id="gate_approve", value="01JREQ")
     payload["container"].pop("channel_id", None)
-    action = parse_action(payload)
+    action = parse_interaction(payload)
     assert action.kind == "approve" and action.channel_id == payload["channel"]["id"]
 
 
@@ -283,8 +277,8 @@ def test_real_view_submission_shape_with_our_modal() -> None:
         private_metadata=modal["private_metadata"],
         state={"values": {"reason": {"reason_input": {"value": "  not now  "}}}},
     )
-    action = parse_action(payload)
-    assert action == Action(
+    action = parse_interaction(payload)
+    assert action == Interaction(
         "reject", "U01AZ88AQQ4", "01JREQ", "C0APPROVALS", "1700000000.000100", reason="not now"
     )
 
@@ -310,7 +304,7 @@ def test_real_view_submission_shape_with_our_modal() -> None:
 )
 def test_malformed_payloads_raise_value_error(payload: dict[str, Any]) -> None:
     with pytest.raises(ValueError):
-        parse_action(payload)
+        parse_interaction(payload)
 
 
 def test_form_payload_reads_slacks_encoding() -> None:

@@ -228,7 +228,7 @@ def test_the_window_is_five_minutes_either_way_on_an_injected_clock() -> None:
     from pydantic import SecretStr
 
     from channels.slack import SlackChannel
-    from gate.config import SlackSettings
+    from channels.slack.settings import SlackSettings
     from gate.errors import Unauthenticated
 
     body = b"payload=%7B%7D"

@@ -1,4 +1,4 @@
-"""Beyond yes/no in Slack over the real app: preset reasons, edit & approve, grants, extend."""
+"""What a rule offers, in Slack over the real app: reasons, edit & approve, grants, extend."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from channels.slack_card import EDIT_CALLBACK, REJECT_CALLBACK
+from channels.slack.modals import EDIT_CALLBACK, REJECT_CALLBACK
 from tests.conftest import Gate, GateFactory
 from tests.slack.conftest import (
     _fixture,

@@ -1,0 +1,201 @@
+"""The Block Kit approval card: a pure function of a request's view.
+
+The card shows the question while the request is pending (with what its rule offers: a grant
+select, "Edit & approve", preset reasons in the reject modal) and the outcome after. Text
+from the request is untrusted and goes through `channels.slack.mrkdwn`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from channels import decisions
+from channels.slack.modals import editable
+from channels.slack.mrkdwn import (
+    MAX_FALLBACK_TEXT,
+    MAX_FIELD_TEXT,
+    MAX_HEADER_TEXT,
+    MAX_INLINE,
+    MAX_OPTION_TEXT,
+    MAX_REASON,
+    MAX_SECTION_TEXT,
+    args_block_text,
+    cut,
+    escape,
+    inline,
+    mrkdwn_object,
+    plain,
+    plain_object,
+)
+from gate.models import utcnow
+from gate.readmodel import RequestView
+from gate.untrusted import clean
+
+APPROVE_ACTION = "gate_approve"
+REJECT_ACTION = "gate_reject"
+GRANT_ACTION = "gate_grant"
+EDIT_ACTION = "gate_edit"
+EXTEND_ACTION = "gate_extend"
+
+_TITLES = {
+    "pending": "Approval needed",
+    "approved": "Approved",
+    "rejected": "Rejected",
+    "expired": "Expired",
+    "cancelled": "Cancelled",
+}
+
+
+def card_message(req: RequestView) -> tuple[str, list[dict[str, Any]]]:
+    """The card's fallback text and blocks. Channels call it in a worker thread: rendering
+    scans untrusted text, and a huge argument must not hold up the event loop."""
+    return fallback_text(req), render_card(req)
+
+
+def fallback_text(view: RequestView) -> str:
+    """The notification / screen-reader line Slack shows outside the blocks."""
+    title = _TITLES.get(view.status, view.status)
+    summary = f": {plain(view.summary, 300)}" if view.summary else ""
+    return cut(f"{title}: {plain(view.tool_name, MAX_INLINE)}{summary}", MAX_FALLBACK_TEXT)
+
+
+def render_card(view: RequestView, *, now: datetime | None = None) -> list[dict[str, Any]]:
+    """The Block Kit blocks for a request: the question while pending, the outcome after.
+
+    `now` (default: the current time) is when the countdown is counted from.
+    """
+    # block_ids must change with each update (a select keeps its choice otherwise)
+    iteration = f"{view.status}-{len(view.votes)}-{int(view.expires_at.timestamp())}"
+    title = _TITLES.get(view.status, view.status)
+    header = cut(f"{title}: {plain(view.tool_name, MAX_HEADER_TEXT)}", 150)
+    blocks: list[dict[str, Any]] = [{"type": "header", "text": plain_object(header)}]
+    if view.summary:
+        summary = plain_object(plain(view.summary, MAX_SECTION_TEXT))
+        blocks.append({"type": "section", "text": summary})
+    blocks.append(_facts(view, iteration, now or utcnow()))
+    blocks.append(
+        {
+            "type": "section",
+            "block_id": f"args-{iteration}",
+            "text": mrkdwn_object(args_block_text(view.tool_args, view.url)),
+        }
+    )
+    if view.status == "pending":
+        blocks.append(_buttons(view, iteration))
+    else:
+        outcome = mrkdwn_object(_outcome(view))
+        blocks.append({"type": "section", "block_id": f"outcome-{iteration}", "text": outcome})
+    link = f"Request {inline(view.id, 70)} · <{view.url}|Open in gate>"
+    blocks.append({"type": "context", "elements": [mrkdwn_object(link)]})
+    return blocks
+
+
+def _facts(view: RequestView, iteration: str, now: datetime) -> dict[str, Any]:
+    fields = [
+        f"*Tool*\n{inline(view.tool_name)}",
+        f"*Rule*\n{inline(view.rule)}",
+        f"*Agent*\n{inline(view.agent_id)}",
+        f"*User*\n{inline(view.user_id)}",
+        f"*Deadline*\n{_deadline(view, now)}",
+        f"*Approvals*\n{_approvals(view)}",
+    ]
+    return {
+        "type": "section",
+        "block_id": f"facts-{iteration}",
+        "fields": [mrkdwn_object(cut(f, MAX_FIELD_TEXT)) for f in fields],
+    }
+
+
+def _when(view_time: Any) -> str:
+    return f"{view_time:%Y-%m-%d %H:%M} UTC" if view_time else "—"
+
+
+def _deadline(view: RequestView, now: datetime) -> str:
+    if view.status != "pending":
+        return _when(view.expires_at)
+    # Slack shows <!date^...> in the reader's time zone; safe here because we build it.
+    ts = int(view.expires_at.timestamp())
+    local = f"<!date^{ts}^{{date_short_pretty}} {{time}}|{_when(view.expires_at)}>"
+    return f"{local} ({decisions.countdown(view.expires_at, now)})"
+
+
+def _approvals(view: RequestView) -> str:
+    names = ", ".join(escape(v.approver) for v in view.approvals)
+    count = f"{len(view.approvals)} of {view.approvals_required}"
+    return cut(f"{count} approval{'s' if view.approvals_required > 1 else ''}", 100) + (
+        f" ({cut(names, 500)})" if names else ""
+    )
+
+
+def _outcome(view: RequestView) -> str:
+    sentence = view.outcome_sentence()
+    changed = decisions.changes(view)
+    if changed:
+        sentence = sentence.replace("Approved by", "Approved with edits by", 1)
+    text = f"*{escape(clean(sentence))}*"
+    if view.decided_at:
+        text += f" at {_when(view.decided_at)}"
+    for key, before, after in changed:
+        text += f"\n*Changed:* {inline(key, 80)} {inline(before, 300)} → {inline(after, 300)}"
+    rejecting = [v for v in view.votes if v.verdict == "reject" and v.comment]
+    if view.status == "rejected" and rejecting:
+        text += f"\n*Reason:* {inline(rejecting[-1].comment, MAX_REASON)}"
+    return cut(text, MAX_SECTION_TEXT)
+
+
+def _button(action_id: str, label: str, value: str, style: str | None = None) -> dict[str, Any]:
+    button: dict[str, Any] = {
+        "type": "button",
+        "action_id": action_id,
+        "text": plain_object(label),
+        "value": value,
+    }
+    if style:
+        button["style"] = style
+    return button
+
+
+def _confirm(title: str, text: str) -> dict[str, Any]:
+    return {
+        "title": plain_object(title),
+        "text": plain_object(text),
+        "confirm": plain_object("Approve"),
+        "deny": plain_object("Cancel"),
+    }
+
+
+def _buttons(view: RequestView, iteration: str) -> dict[str, Any]:
+    approve = _button(APPROVE_ACTION, "Approve", view.id, "primary")
+    approve["confirm"] = _confirm("Approve this call?", "The agent's tool call will run as shown.")
+    elements = [approve]
+    grants = decisions.grant_choices(view)
+    if grants:
+        elements.append(_grant_select(view.id, grants))
+    if editable(view):
+        elements.append(_button(EDIT_ACTION, "Edit & approve…", view.id))
+    elements.append(_button(REJECT_ACTION, "Reject…", view.id, "danger"))
+    elements.append(_button(EXTEND_ACTION, decisions.EXTEND_LABEL, view.id))
+    return {"type": "actions", "block_id": f"decide-{iteration}", "elements": elements}
+
+
+def _grant_select(request_id: str, grants: list[decisions.GrantChoice]) -> dict[str, Any]:
+    # The option value carries the request id: a select's payload has no other place for it.
+    options = [
+        {
+            "text": plain_object(cut(g.label, MAX_OPTION_TEXT)),
+            "value": f"{request_id}|{g.scope}:{g.duration}",
+        }
+        for g in grants
+    ]
+    return {
+        "type": "static_select",
+        "action_id": GRANT_ACTION,
+        "placeholder": plain_object("Approve for a while…"),
+        "options": options,
+        "confirm": _confirm(
+            "Approve and grant?",
+            "This call runs, and matching calls are allowed without asking until the "
+            "grant ends (revocable in gate).",
+        ),
+    }
