@@ -30,8 +30,8 @@ from typing import Any
 import httpx
 
 from bench._common import database
-from channels import slack_card
 from channels.feishu import card as feishu_card
+from channels.slack import card as slack_card
 from gate import untrusted
 from gate.app import create_app
 from gate.config import Settings
