@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from channels.feishu import FeishuChannel, FeishuSettings
+from channels.feishu import FeishuChannel, FeishuSettings, receive_id_type
 from gate.app import ChannelGate
 from gate.channel import DeliveryError, validate_settings
 from gate.readmodel import RequestView
@@ -39,6 +39,13 @@ def a_view(gate: Gate) -> RequestView:
     view = gate.state.service.view(answer["request"]["id"])
     assert view is not None
     return view
+
+
+def test_receive_id_types() -> None:
+    assert receive_id_type("oc_abc") == "chat_id"
+    assert receive_id_type("ou_abc") == "open_id"
+    assert receive_id_type("on_abc") == "union_id"
+    assert receive_id_type("ops@example.com") == "email"
 
 
 def test_concurrent_sends_share_one_token_fetch(feishu_gate: Gate, fake_feishu: FakeFeishu) -> None:
