@@ -17,12 +17,12 @@ from gate import grants, machine, offers
 from gate.acting import Actor, Refusal, Result, already_final_message, refusal_for, settled
 from gate.config import parse_duration
 from gate.errors import AlreadyDecided, Conflict, Forbidden, InvalidInput, NotFound
-from gate.models import ConfirmationRequest, RequestStatus, Verdict
+from gate.models import RequestStatus, Verdict
+from gate.readmodel import RequestView, build_view
 
 if TYPE_CHECKING:
     from gate.auth import Principal
     from gate.channel import Click
-    from gate.readmodel import RequestView
     from gate.service import GateService
 
 
@@ -37,16 +37,63 @@ def decide(
     reasons: Sequence[str] = (),
     grant: tuple[str, str] | None = None,
 ) -> Result:
-    """Record `actor`'s verdict, if they may decide this request.
+    """Record `actor`'s verdict, if they may decide this request. One write transaction.
 
     `edited_args` approves with changed arguments (the full object), `reasons` are the
     rule's preset reject reasons, and `grant` is a (scope, duration) pair to attach to an
-    approval; each is checked against what the rule offers (`Refusal.not_offered`).
+    approval; each is checked against what the rule offers (`Refusal.not_offered`). The
+    request and its votes are read once, locked, inside the write; the answer is built from
+    what was written, never read back.
     """
-    view = service.view(request_id)
-    done = settled(view, request_id)
-    if done is not None or view is None:
-        return done or Result(machine.Missing(request_id), None)
+    now = service.clock()
+    public_url = service.settings.server.base_url
+    with service.changing() as change:
+        loaded = machine.lock(change.session, request_id)
+        if loaded is None:
+            return Result(machine.Missing(request_id), None)
+        req, votes = loaded
+        view = build_view(req, votes, public_url=public_url)
+        checked = _check(service, view, actor, verdict, comment, edited_args, reasons, grant)
+        if isinstance(checked, Result):
+            return checked
+        comment, spec = checked
+        outcome = machine.record_vote(
+            change.session,
+            req,
+            votes,
+            approver=actor.name,
+            verdict=verdict,
+            comment=comment,
+            via=actor.via,
+            now=now,
+            edited_args=edited_args,
+            grant=(spec.scope, int(spec.duration.total_seconds())) if spec else None,
+        )
+        approved = isinstance(outcome, machine.Changed) and outcome.status is RequestStatus.approved
+        if approved and view.offers.grant_scopes:
+            # every approving vote must have chosen a grant (a quorum's, not one voter's)
+            agreed = grants.agreed(grants.chosen(votes))
+            if agreed is not None:
+                grants.create(change.session, req, agreed, by=actor.name, now=now)
+        change.record(outcome)
+    return Result(outcome, build_view(req, votes, public_url=public_url))
+
+
+def _check(
+    service: GateService,
+    view: RequestView,
+    actor: Actor,
+    verdict: Verdict,
+    comment: str | None,
+    edited_args: dict[str, Any] | None,
+    reasons: Sequence[str],
+    grant: tuple[str, str] | None,
+) -> Result | tuple[str | None, grants.GrantSpec | None]:
+    """Who may act and what the rule offers: a Result to answer with, or the comment (with
+    its preset reasons) and the grant to record."""
+    done = settled(view, view.id)
+    if done is not None:
+        return done
     refusal = refusal_for(service.settings, view, actor)
     if refusal is not None:
         return Result(None, view, refusal)
@@ -61,31 +108,7 @@ def decide(
             offers.check_edits(view.offers, verdict, view.tool_args, edited_args)
     except InvalidInput as exc:
         return Result(None, view, Refusal.not_offered, exc.message, exc.code)
-    now = service.clock()
-    with service.changing() as change:
-        outcome = machine.record_vote(
-            change.session,
-            request_id=request_id,
-            approver=actor.name,
-            verdict=verdict,
-            comment=comment,
-            via=actor.via,
-            now=now,
-            edited_args=edited_args,
-            grant=(spec.scope, int(spec.duration.total_seconds())) if spec else None,
-        )
-        if (
-            isinstance(outcome, machine.Changed)
-            and outcome.status == RequestStatus.approved
-            and view.offers.grant_scopes
-        ):
-            # every approving vote must have chosen a grant (a quorum's, not one voter's)
-            agreed = grants.agreed(grants.chosen(change.session, request_id))
-            req = change.session.get(ConfirmationRequest, request_id)
-            if agreed is not None and req is not None:
-                grants.create(change.session, req, agreed, by=actor.name, now=now)
-        change.record(outcome)
-    return Result(outcome, service.view(request_id))
+    return comment, spec
 
 
 def extend(service: GateService, request_id: str, actor: Actor, by: str) -> Result:
@@ -154,10 +177,13 @@ def act(service: GateService, click: Click) -> Result:
     )
 
 
-def for_api(service: GateService, request_id: str, principal: Principal) -> Actor:
-    """The actor for an API decision or extension; 403/404 before anything is read twice."""
+def for_api(principal: Principal) -> Actor:
+    """The actor for an API decision or extension (403 for agent tokens, before any read).
+
+    Approver and admin tokens may read every request, so there is nothing else to check
+    before the pipeline (an unknown id comes back as `Missing`, the API's 404).
+    """
     principal.require("approver", "admin")
-    service.get(request_id, principal)
     return Actor.of_principal(principal)
 
 

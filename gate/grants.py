@@ -81,16 +81,14 @@ def agreed(choices: list[GrantSpec | None]) -> GrantSpec | None:
     return GrantSpec(scope, min(c.duration for c in chosen))
 
 
-def chosen(session: Session, request_id: str) -> list[GrantSpec | None]:
-    """The grant each approving vote on a request chose (None where it chose none)."""
-    rows = session.exec(
-        select(Vote.grant_scope, Vote.grant_seconds).where(
-            col(Vote.request_id) == request_id, col(Vote.verdict) == Verdict.approve
-        )
-    ).all()
+def chosen(votes: list[Vote]) -> list[GrantSpec | None]:
+    """The grant each approving vote chose (None where it chose none)."""
     return [
-        GrantSpec(scope, timedelta(seconds=seconds)) if scope and seconds else None
-        for scope, seconds in rows
+        GrantSpec(v.grant_scope, timedelta(seconds=v.grant_seconds))
+        if v.grant_scope and v.grant_seconds
+        else None
+        for v in votes
+        if v.verdict == Verdict.approve
     ]
 
 

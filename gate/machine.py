@@ -23,7 +23,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
-from sqlmodel import Session, col, func, select
+from sqlalchemy.orm.attributes import set_committed_value
+from sqlmodel import Session, col, select
 
 from gate import audit, outbox
 from gate.binding import argument_diff, canonical_json
@@ -93,10 +94,28 @@ class Missing:
 Outcome = Changed | Voted | AlreadyFinal | AlreadyVoted | Missing | Extended
 
 
+def lock(session: Session, request_id: str) -> tuple[ConfirmationRequest, list[Vote]] | None:
+    """The request, locked for this transaction, and its votes: all a decision reads.
+
+    PostgreSQL takes the row lock (`FOR UPDATE`); on SQLite the writer's `BEGIN IMMEDIATE`
+    already serialises writers. None when no request has that id.
+    """
+    req = session.exec(
+        select(ConfirmationRequest).where(ConfirmationRequest.id == request_id).with_for_update()
+    ).first()
+    if req is None:
+        return None
+    votes = session.exec(
+        select(Vote).where(Vote.request_id == request_id).order_by(col(Vote.at), col(Vote.id))
+    ).all()
+    return req, list(votes)
+
+
 def record_vote(
     session: Session,
+    req: ConfirmationRequest,
+    votes: list[Vote],
     *,
-    request_id: str,
     approver: str,
     verdict: Verdict,
     comment: str | None,
@@ -105,7 +124,8 @@ def record_vote(
     edited_args: dict[str, Any] | None = None,
     grant: tuple[str, int] | None = None,
 ) -> Outcome:
-    """Count one approver's verdict; approve on quorum, reject on any reject.
+    """Count one approver's verdict on a request `lock` returned; approve on quorum, reject
+    on any reject. `votes` is kept up to date, so the caller can show the result unread.
 
     `edited_args` (approve only) replaces the arguments the call will run with; the
     originals stay on the request and the audit trail records the difference. `grant` is
@@ -114,19 +134,14 @@ def record_vote(
     A request whose deadline has passed takes no vote, even before the sweep got to it: its
     deadline is applied here instead, in the same transaction.
     """
-    req = session.exec(
-        select(ConfirmationRequest).where(ConfirmationRequest.id == request_id).with_for_update()
-    ).first()
-    if req is None:
-        return Missing(request_id)
     if req.status != RequestStatus.pending:
         return _already_final(req)
     if req.expires_at <= now:
-        expire(session, request_id=request_id, now=now)
+        expire(session, request_id=req.id, now=now)
         session.refresh(req)
         return _already_final(req)
     vote = Vote(
-        request_id=request_id,
+        request_id=req.id,
         approver=approver,
         verdict=verdict,
         comment=comment,
@@ -135,8 +150,8 @@ def record_vote(
         grant_scope=grant[0] if grant else None,
         grant_seconds=grant[1] if grant else None,
     )
-    if not _cast(session, vote):
-        return AlreadyVoted(request_id, approver, verdict)
+    if not _cast(session, votes, vote):
+        return AlreadyVoted(req.id, approver, verdict)
     if verdict == Verdict.reject:
         reason = _decision_reason("Rejected", approver, via, comment)
         return _transition(
@@ -149,28 +164,26 @@ def record_vote(
             reason=reason,
             detail={"comment": comment},
         )
-    approvals = count_votes(session, request_id)
+    approvals = sum(v.verdict == Verdict.approve for v in votes)
     if approvals < req.approvals_required:
         detail: dict[str, object] = {"verdict": verdict.value, "comment": comment}
         detail |= {"approvals": approvals, "required": req.approvals_required}
-        audit.append(session, request_id, "vote", approver, via, now, detail)
-        outbox.enqueue_updates(session, request_id, now)
-        return Voted(request_id, approvals, req.approvals_required)
+        audit.append(session, req.id, "vote", approver, via, now, detail)
+        outbox.enqueue_updates(session, req.id, now)
+        return Voted(req.id, approvals, req.approvals_required)
     return _approve(session, req, vote, approvals, edited_args)
 
 
-def _cast(session: Session, vote: Vote) -> bool:
-    """Store `vote`; False when this approver had already cast the same verdict.
-
-    An approver who approved towards a quorum and now rejects changes their vote.
-    """
-    existing = session.exec(
-        select(Vote).where(Vote.request_id == vote.request_id, Vote.approver == vote.approver)
-    ).first()
+def _cast(session: Session, votes: list[Vote], vote: Vote) -> bool:
+    """Store `vote` (and add it to `votes`); False when this approver had already cast the
+    same verdict. An approver who approved towards a quorum and now rejects changes their
+    vote."""
+    existing = next((v for v in votes if v.approver == vote.approver), None)
     if existing is not None and existing.verdict == vote.verdict:
         return False
     if existing is None:
         session.add(vote)
+        votes.append(vote)
     else:
         existing.verdict, existing.comment, existing.via, existing.at = (
             vote.verdict,
@@ -318,7 +331,11 @@ def _transition(
         return _already_final(req)
     audit.append(session, req.id, to.value, by, via, now, {**detail, "reason": reason})
     outbox.enqueue_updates(session, req.id, now)
-    session.refresh(req)
+    # The row is what the UPDATE wrote: set it on the loaded object without a read-back
+    # (and without marking it dirty, which would write it again at commit).
+    written = {"status": to, "decided_at": now, "decided_by": by, "decided_via": via}
+    for key, value in {**written, "reason": reason, **(values or {})}.items():
+        set_committed_value(req, key, value)
     return Changed(req.id, to)
 
 
@@ -343,15 +360,6 @@ def _humanise(delta: timedelta) -> str:
     minutes, secs = divmod(rest, 60)
     parts = [f"{n}{unit}" for n, unit in ((hours, "h"), (minutes, "m"), (secs, "s")) if n]
     return " ".join(parts)
-
-
-def count_votes(session: Session, request_id: str) -> int:
-    """Approve votes cast so far on a request."""
-    return session.exec(
-        select(func.count())
-        .select_from(Vote)
-        .where(col(Vote.request_id) == request_id, col(Vote.verdict) == Verdict.approve)
-    ).one()
 
 
 def extend(

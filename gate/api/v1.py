@@ -109,7 +109,7 @@ def decide(
     result = deciding.decide(
         service,
         request_id,
-        deciding.for_api(service, request_id, principal),
+        deciding.for_api(principal),
         Verdict(body.verdict),
         body.comment,
         edited_args=body.edited_args,
@@ -143,7 +143,7 @@ def extend(
     request_id: str, body: ExtendBody, principal: PrincipalDep, service: ServiceDep
 ) -> RequestPublic:
     """Give a pending request more time (approvers of the request only)."""
-    actor = deciding.for_api(service, request_id, principal)
+    actor = deciding.for_api(principal)
     result = deciding.extend(service, request_id, actor, body.by)
     return RequestPublic.of(deciding.raise_for(result))
 
