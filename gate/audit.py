@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from sqlmodel import Session, col, select
 
 from gate.binding import canonical_json
+from gate.db import Database
 from gate.models import AuditEvent
 
 
@@ -25,14 +26,22 @@ def append(
     via: str | None,
     now: datetime,
     detail: dict[str, object],
+    *,
+    first: bool = False,
 ) -> None:
-    """Append one event to `request_id`'s chain, in the caller's transaction."""
-    prev = session.exec(
-        select(AuditEvent.chain_hash)
-        .where(AuditEvent.request_id == request_id)
-        .order_by(col(AuditEvent.id).desc())
-        .limit(1)
-    ).first()
+    """Append one event to `request_id`'s chain, in the caller's transaction.
+
+    `first` says the request has no event yet (it is being created), so there is no chain
+    head to read.
+    """
+    prev = None
+    if not first:
+        prev = session.exec(
+            select(AuditEvent.chain_hash)
+            .where(AuditEvent.request_id == request_id)
+            .order_by(col(AuditEvent.id).desc())
+            .limit(1)
+        ).first()
     event = AuditEvent(
         request_id=request_id,
         at=now,
@@ -70,6 +79,37 @@ def record(
     via: str | None,
     now: datetime,
     detail: dict[str, object] | None = None,
+    first: bool = False,
 ) -> None:
     """Append an audit event that is not a status change (created, card sent, ...)."""
-    append(session, request_id, kind, actor, via, now, detail or {})
+    append(session, request_id, kind, actor, via, now, detail or {}, first=first)
+
+
+def trail(db: Database, request_id: str) -> list[AuditEvent]:
+    """A request's events, oldest first, with their chain hashes."""
+    with db.read() as session:
+        return list(
+            session.exec(
+                select(AuditEvent)
+                .where(col(AuditEvent.request_id) == request_id)
+                .order_by(col(AuditEvent.id))
+            ).all()
+        )
+
+
+def verify(db: Database) -> list[str]:
+    """Recompute every request's chain; return one line per broken link (none: intact)."""
+    problems: list[str] = []
+    with db.read() as session:
+        events = session.exec(
+            select(AuditEvent).order_by(col(AuditEvent.request_id), col(AuditEvent.id))
+        ).all()
+        prev_by_request: dict[str, str | None] = {}
+        for event in events:
+            where = f"{event.request_id} event {event.id} ({event.kind})"
+            if event.prev_hash != prev_by_request.get(event.request_id):
+                problems.append(f"{where}: prev_hash does not match the previous event")
+            if event.chain_hash != audit_hash(event):
+                problems.append(f"{where}: content does not match its hash (edited after the fact)")
+            prev_by_request[event.request_id] = event.chain_hash
+    return problems

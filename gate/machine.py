@@ -444,6 +444,7 @@ def allow_by_grant(
         "grant",
         now,
         {"grant": grant.id, "approval": grant.request_id, "scope": grant.scope},
+        first=True,
     )
     return req
 

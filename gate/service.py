@@ -119,29 +119,27 @@ class GateService:
         if decision.action != "ask":
             return Submitted(decision, None, False)
         args_hash = call_hash(call.tool_name, call.tool_args, call.idempotency_key)
-        if call.idempotency_key:
-            found = self._by_key(call.idempotency_key, args_hash, principal.name)
-            if found is not None:
-                return Submitted(decision, found, False)
         rule = decision.rule
         assert rule is not None
         now = self.clock()
         req = self._new_request(call, principal, decision, rule, args_hash, now)
         try:
-            granted = self._store(req, principal, decision, rule, now)
+            found, granted = self._store(req, principal, decision, rule, now)
         except IntegrityError:
             # Two submits with the same idempotency key raced; the other one won.
-            found = self._by_key(call.idempotency_key or "", args_hash, principal.name)
+            with self.db.read() as session:
+                found = self._by_key(session, req)
             if found is None:
                 raise
+        if found is not None:
             return Submitted(decision, found, False)
+        # The row just written is the view: a new request has no votes, and a grant's
+        # approval was set on it before the insert. Nothing is read back.
+        view = build_view(req, [], public_url=self.settings.server.base_url)
         if granted:
-            view = self.view(req.id)  # the grant changed the row in SQL: read it back
-            assert view is not None and view.reason is not None
+            assert view.reason is not None
             allowed = Decision("allow", rule, view.reason, (*decision.trail, "granted"))
             return Submitted(allowed, view, True)
-        # A new request has no votes yet: the row just inserted is its view, no read-back.
-        view = build_view(req, [], public_url=self.settings.server.base_url)
         return Submitted(decision, view, True)
 
     def _new_request(
@@ -188,18 +186,23 @@ class GateService:
         decision: Decision,
         rule: Rule,
         now: datetime,
-    ) -> bool:
-        """Insert `req` with its audit and card rows, or let a grant approve it at once.
+    ) -> tuple[RequestView | None, bool]:
+        """One transaction: find the request made earlier under the same key, or let a grant
+        approve `req` at once, or insert it with its audit and card rows.
 
-        One transaction; True when a grant covered the call.
+        Returns (the earlier request or None, whether a grant covered the call).
         """
         with self.changing() as change:
             session = change.session
+            if req.idempotency_key:
+                found = self._by_key(session, req)
+                if found is not None:
+                    return found, False
             grant = grants.find(session, req=req, now=now)
             if grant is not None:
                 machine.allow_by_grant(session, req=req, grant=grant, now=now)
                 change.events.append(Event("final", req.id))
-                return True
+                return None, True
             session.add(req)
             session.flush()
             audit.record(
@@ -210,10 +213,11 @@ class GateService:
                 via="api",
                 now=now,
                 detail={"rule": rule.name, "trail": list(decision.trail)},
+                first=True,
             )
             outbox.enqueue_posts(session, req.id, self._targets(rule.channels), now)
             change.events.append(Event("created", req.id))
-            return False
+            return None, False
 
     def _targets(self, rule_channels: tuple[str, ...] | None) -> list[tuple[str, str]]:
         """(channel, target) pairs for a rule: its own list, or every channel's default."""
@@ -231,28 +235,29 @@ class GateService:
                 targets.append((name, str(default)))
         return targets
 
-    def _by_key(self, key: str, args_hash: str, submitted_by: str) -> RequestView | None:
-        """The request `submitted_by` made earlier under `key`; 409 if for a different call.
+    def _by_key(self, session: Session, req: ConfirmationRequest) -> RequestView | None:
+        """The request made earlier by the same principal under `req`'s idempotency key;
+        409 if it was for a different call.
 
         Keys belong to the principal that sent them: another token's request under the same
         key is never found (nor its approval handed out)."""
-        with self.db.read() as session:
-            req = session.exec(
-                select(ConfirmationRequest).where(
-                    ConfirmationRequest.idempotency_key == key,
-                    ConfirmationRequest.submitted_by == submitted_by,
-                )
-            ).first()
-            if req is None:
-                return None
-            if req.args_hash and req.args_hash != args_hash:
-                raise Conflict(
-                    f"idempotency key {key!r} was already used for a different call "
-                    "(other tool or arguments); an approval never carries over to other "
-                    "arguments",
-                    code="idempotency_key_reused",
-                )
-            return self._view(session, req)
+        key = req.idempotency_key
+        earlier = session.exec(
+            select(ConfirmationRequest).where(
+                ConfirmationRequest.idempotency_key == key,
+                ConfirmationRequest.submitted_by == req.submitted_by,
+            )
+        ).first()
+        if earlier is None:
+            return None
+        if earlier.args_hash and earlier.args_hash != req.args_hash:
+            raise Conflict(
+                f"idempotency key {key!r} was already used for a different call "
+                "(other tool or arguments); an approval never carries over to other "
+                "arguments",
+                code="idempotency_key_reused",
+            )
+        return self._view(session, earlier)
 
     # -- read -------------------------------------------------------------------------------
 

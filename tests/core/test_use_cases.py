@@ -8,84 +8,13 @@ pages) is tested with that surface.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from datetime import datetime, timedelta
-from typing import Any
-
-import pytest
-
 from gate import deciding, machine
-from gate.acting import Actor, Refusal
-from gate.auth import Principal
+from gate.acting import Refusal
 from gate.channel import Click
-from gate.config import Settings
-from gate.db import Database, upgrade
-from gate.models import RequestStatus, Verdict, utcnow
-from gate.notify import Notifier
-from gate.policy import Policy
+from gate.models import RequestStatus, Verdict
 from gate.schemas import GateCall
 from gate.service import GateService
-from tests.support import config as cfg
-
-AGENT = Principal("billing-agent", "agent")
-OTHER_AGENT = Principal("other-agent", "agent")
-
-RULES: list[dict[str, Any]] = [
-    {
-        "name": "refunds",
-        "tools": ["refund"],
-        "timeout": "10m",
-        "approvers": ["group:finance"],
-        "grant_scopes": ["agent"],
-        "reject_reasons": ["wrong customer"],
-        "editable": ["amount"],
-    },
-    {"name": "wires", "tools": ["wire"], "approvers": ["group:finance"], "approvals_required": 2},
-]
-
-
-class Clock:
-    """A clock the test sets; every use case reads it."""
-
-    def __init__(self) -> None:
-        self.now = utcnow().replace(microsecond=0)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, **kwargs: float) -> None:
-        self.now += timedelta(**kwargs)
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
-def service(db_url: str, clock: Clock) -> Iterator[GateService]:
-    data = cfg.settings_data(db_url)
-    data["rules"] = RULES + data["rules"]
-    settings = Settings(**data)
-    upgrade(settings.server.database_url)
-    db = Database(settings.server.database_url)
-    svc = GateService(
-        settings=settings, db=db, policy=Policy(settings), notifier=Notifier(), clock=clock
-    )
-    yield svc
-    db.dispose()
-
-
-def approver(service: GateService, name: str) -> Actor:
-    found = service.settings.approver(name)
-    assert found is not None
-    return Actor.of_approver(found, "api")
-
-
-def ask(service: GateService, principal: Principal = AGENT, **call: Any) -> str:
-    submitted = service.submit(GateCall(**call), principal)
-    assert submitted.view is not None, submitted.decision
-    return submitted.view.id
+from tests.core.conftest import AGENT, OTHER_AGENT, Clock, approver, ask
 
 
 def test_a_decision_is_one_transition_with_its_audit(service: GateService, clock: Clock) -> None:

@@ -1,0 +1,79 @@
+"""What each hot path costs the database, counted: a regression here fails CI.
+
+Counts are deterministic (timings are not; those live in bench/). Each use case runs on a
+real database with a card channel configured, through `tests.support.sql_counter`, on
+SQLite and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from gate import deciding
+from gate.models import Verdict
+from gate.schemas import GateCall
+from gate.service import GateService
+from tests.core.conftest import AGENT, approver, ask
+from tests.support.sql_counter import Tally, counting
+
+
+@pytest.fixture(autouse=True)
+def with_cards(service: GateService) -> None:
+    # the log channel's default target: every new request owes one card post
+    service.configured_channels = service.settings.channels.configured()
+
+
+def check(tally: Tally, *, statements: int, transactions: int) -> None:
+    assert (tally.count, tally.transactions) == (statements, transactions), str(tally)
+
+
+def test_an_ungated_call_touches_no_database(service: GateService) -> None:
+    with counting(service.db.engine) as tally:
+        submitted = service.submit(GateCall(tool_name="read_file", tool_args={}), AGENT)
+    assert submitted.decision.action == "allow"
+    check(tally, statements=0, transactions=0)
+
+
+def test_an_ask_is_one_transaction(service: GateService) -> None:
+    # grant lookup, the request, its audit event, its card post
+    with counting(service.db.engine) as tally:
+        ask(service, tool_name="refund", tool_args={"amount": 1})
+    check(tally, statements=4, transactions=1)
+    # with an idempotency key: one more read, in the same transaction
+    with counting(service.db.engine) as tally:
+        ask(service, tool_name="refund", tool_args={"amount": 2}, idempotency_key="toolu_1")
+    check(tally, statements=5, transactions=1)
+
+
+def test_asking_again_under_the_same_key_is_one_read(service: GateService) -> None:
+    first = ask(service, tool_name="refund", tool_args={"amount": 2}, idempotency_key="toolu_1")
+    with counting(service.db.engine) as tally:
+        again = ask(service, tool_name="refund", tool_args={"amount": 2}, idempotency_key="toolu_1")
+    assert again == first
+    check(tally, statements=2, transactions=1)  # the request and its votes
+
+
+def test_a_decision_is_one_transaction(service: GateService) -> None:
+    rid = ask(service, tool_name="refund", tool_args={"amount": 1})
+    # lock + votes, the vote, the transition, the audit head and event, the card refresh
+    with counting(service.db.engine) as tally:
+        result = deciding.decide(service, rid, approver(service, "alice"), Verdict.approve)
+    assert result.changed
+    check(tally, statements=7, transactions=1)
+
+
+def test_a_decision_on_a_decided_request_is_one_read(service: GateService) -> None:
+    rid = ask(service, tool_name="refund", tool_args={"amount": 1})
+    deciding.decide(service, rid, approver(service, "alice"), Verdict.approve)
+    with counting(service.db.engine) as tally:
+        result = deciding.decide(service, rid, approver(service, "bob"), Verdict.reject, "no")
+    assert not result.changed
+    check(tally, statements=2, transactions=1)
+
+
+def test_a_refused_decision_writes_nothing(service: GateService) -> None:
+    rid = ask(service, tool_name="refund", tool_args={"amount": 1})
+    with counting(service.db.engine) as tally:
+        result = deciding.decide(service, rid, approver(service, "carol"), Verdict.approve)
+    assert result.refusal is not None
+    check(tally, statements=2, transactions=1)
