@@ -1,0 +1,201 @@
+"""What each call costs gate: server CPU against /healthz, SQL per call, memory per waiter.
+
+.venv/bin/python -m bench.call_cost [--db sqlite|postgres|both] [--calls 300] [--waiters 2000]
+
+For each database, against one real `gate serve` (calls one at a time on a kept-alive
+connection, the server's CPU read from /proc before and after), it prints each row of the
+table in issue 17 next to its goal:
+
+* server CPU per call as a ratio to `GET /healthz` on the same server in the same run;
+* SQL statements and transactions per call (counted with `tests.support.sql_counter` on the
+  same kind of database, through the same use cases the routes call);
+* resident memory per parked `GET .../wait`, from /proc with that many long-polls open.
+
+Figures, not pass/fail: the test suite counts statements; timings and memory belong here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+
+from bench._common import database, machine, pg_admin_url, raise_fd_limit, raw_get, rss_mb, server
+from tests.support import config as cfg
+
+TICKS = os.sysconf("SC_CLK_TCK")
+AGENT = {"Authorization": f"Bearer {cfg.AGENT}"}
+ALICE = {"Authorization": f"Bearer {cfg.ALICE}"}
+
+#: (row, goal as a ratio to /healthz, goal for statements, goal for transactions)
+GOALS = {
+    "POST /v1/gate, no rule": (3.0, 0, 0),
+    "POST /v1/gate that asks": (6.0, 8, 1),
+    "POST .../decision": (8.0, 8, 1),
+}
+KB_PER_WAITER_GOAL = 12.0
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process so far (all its threads)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def cpu_per_call(pid: int, calls: int, one: Callable[[int], None]) -> float:
+    """Server CPU milliseconds per call of `one(i)`, over `calls` calls."""
+    one(-1)  # warm the route
+    before = cpu_seconds(pid)
+    for i in range(calls):
+        one(i)
+    return (cpu_seconds(pid) - before) * 1000 / calls
+
+
+def measure_cpu(url: str, pid: int, calls: int) -> dict[str, float]:
+    """ms of server CPU per call for each row."""
+    with httpx.Client(base_url=url, timeout=30) as c:
+
+        def healthz(_: int) -> None:
+            c.get("/healthz").raise_for_status()
+
+        def ungated(i: int) -> None:
+            body = {"tool_name": "read_file", "tool_args": {"i": i}}
+            assert c.post("/v1/gate", json=body, headers=AGENT).json()["decision"] == "allow"
+
+        def asking(i: int) -> None:
+            body = {"tool_name": "ask_cost", "tool_args": {"i": i}}
+            assert c.post("/v1/gate", json=body, headers=AGENT).json()["decision"] == "ask"
+
+        pending = [
+            c.post(
+                "/v1/gate", json={"tool_name": "ask_decide", "tool_args": {"i": i}}, headers=AGENT
+            ).json()["request"]["id"]
+            for i in range(calls + 1)
+        ]
+
+        def decide(i: int) -> None:
+            r = c.post(
+                f"/v1/requests/{pending[i]}/decision", json={"verdict": "approve"}, headers=ALICE
+            )
+            assert r.status_code == 200, r.text
+
+        return {
+            "GET /healthz": cpu_per_call(pid, calls, healthz),
+            "POST /v1/gate, no rule": cpu_per_call(pid, calls, ungated),
+            "POST /v1/gate that asks": cpu_per_call(pid, calls, asking),
+            "POST .../decision": cpu_per_call(pid, calls, decide),
+        }
+
+
+def measure_sql(db_url: str) -> dict[str, tuple[int, int]]:
+    """(statements, transactions) per call, through the use cases the routes run."""
+    from gate import deciding
+    from gate.acting import Actor
+    from gate.auth import Principal
+    from gate.config import Settings
+    from gate.db import Database
+    from gate.models import Verdict
+    from gate.notify import Notifier
+    from gate.policy import Policy
+    from gate.schemas import GateCall
+    from gate.service import GateService
+    from tests.support.sql_counter import counting
+
+    settings = Settings(**cfg.settings_data(db_url))
+    db = Database(db_url)
+    service = GateService(settings=settings, db=db, policy=Policy(settings), notifier=Notifier())
+    service.configured_channels = settings.channels.configured()
+    agent = Principal("billing-agent", "agent")
+    alice = settings.approver("alice")
+    assert alice is not None
+    try:
+        with counting(db.engine) as ungated:
+            service.submit(GateCall(tool_name="read_file", tool_args={}), agent)
+        with counting(db.engine) as ask:
+            view = service.submit(GateCall(tool_name="ask_sql", tool_args={}), agent).view
+        assert view is not None
+        with counting(db.engine) as decide:
+            deciding.decide(service, view.id, Actor.of_approver(alice, "api"), Verdict.approve)
+    finally:
+        db.dispose()
+    return {
+        "POST /v1/gate, no rule": (ungated.count, ungated.transactions),
+        "POST /v1/gate that asks": (ask.count, ask.transactions),
+        "POST .../decision": (decide.count, decide.transactions),
+    }
+
+
+async def kb_per_waiter(url: str, port: int, pid: int, waiters: int) -> float:
+    """Resident KB each parked long-poll adds, with `waiters` open on one request."""
+    async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+        r = await client.post(
+            "/v1/gate", json={"tool_name": "ask_wait", "tool_args": {}}, headers=AGENT
+        )
+        request_id = r.json()["request"]["id"]
+        await asyncio.sleep(0.5)
+        idle = rss_mb(pid)
+        writers = []
+        for _ in range(waiters):
+            _reader, writer = await raw_get(
+                "127.0.0.1", port, f"/v1/requests/{request_id}/wait?timeout=50", cfg.AGENT
+            )
+            writers.append(writer)
+        await asyncio.sleep(3)  # let the server read every request and park it
+        held = rss_mb(pid)
+        for writer in writers:
+            writer.close()
+    return (held - idle) * 1024 / waiters
+
+
+def run(kind: str, calls: int, waiters: int) -> None:
+    """Print every row for one database."""
+    with database(kind) as db_url:
+        sql = measure_sql(db_url)
+        with server(
+            db_url, max_wait_seconds=60, max_connections=waiters + 100, sweep_interval_seconds=5
+        ) as proc:
+            assert proc.proc is not None
+            pid = proc.proc.pid
+            cpu = measure_cpu(proc.url, pid, calls)
+            per_waiter = asyncio.run(kb_per_waiter(proc.url, proc.port, pid, waiters))
+    base = cpu["GET /healthz"]
+    print(f"\n[{kind}] {calls} calls each, one at a time; server CPU per call")
+    print(f"  {'call':<26} {'CPU ms':>7} {'x healthz':>10} {'goal':>6} {'SQL':>5} {'txn':>4}")
+    print(f"  {'GET /healthz':<26} {base:>7.2f} {1.0:>10.1f}")
+    for row, (goal, goal_sql, goal_txn) in GOALS.items():
+        statements, transactions = sql[row]
+        ratio = cpu[row] / base if base else float("nan")
+        verdict = "ok" if ratio <= goal and statements <= goal_sql else "MISS"
+        print(
+            f"  {row:<26} {cpu[row]:>7.2f} {ratio:>10.1f} {f'<={goal:g}x':>6} "
+            f"{statements:>5} {transactions:>4}  (goal <= {goal_sql} in {goal_txn}) {verdict}"
+        )
+    verdict = "ok" if per_waiter <= KB_PER_WAITER_GOAL else "MISS"
+    print(
+        f"  parked GET .../wait: +{per_waiter:.1f} KB resident each at {waiters} "
+        f"(goal <= {KB_PER_WAITER_GOAL:g} KB) {verdict}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--db", choices=["sqlite", "postgres", "both"], default="both")
+    parser.add_argument("--calls", type=int, default=300)
+    parser.add_argument("--waiters", type=int, default=2000)
+    args = parser.parse_args()
+    print(machine(), f"| open files {raise_fd_limit()}", time.strftime("%Y-%m-%d %H:%M"))
+    kinds = ["sqlite", "postgres"] if args.db == "both" else [args.db]
+    for kind in kinds:
+        if kind == "postgres" and not pg_admin_url():
+            print("\n[postgres] skipped: set GATE_BENCH_POSTGRES_URL")
+            continue
+        run(kind, args.calls, args.waiters)
+
+
+if __name__ == "__main__":
+    main()
