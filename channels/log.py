@@ -8,6 +8,7 @@ from typing import Any
 
 from fastapi import APIRouter
 
+from gate import untrusted
 from gate.channel import ChannelContext
 from gate.readmodel import RequestView
 
@@ -50,9 +51,12 @@ def _card(req: RequestView, target: str) -> dict[str, Any]:
     return {
         "target": target,
         "request": req.id,
-        "tool": req.tool_name,
-        "summary": req.summary,
+        # Text an agent or a person wrote is cleaned as on every surface: logs are shipped
+        # and kept, so secrets are masked; invisible characters go. json.dumps escapes line
+        # breaks, so no text can start a log line of its own.
+        "tool": untrusted.clean(req.tool_name),
+        "summary": untrusted.clean(req.summary) if req.summary is not None else None,
         "status": req.status,
-        "outcome": req.outcome_sentence(),
+        "outcome": untrusted.clean(req.outcome_sentence()),
         "url": req.url,
     }

@@ -1,0 +1,365 @@
+"""The contract every channel meets, run over every installed channel and its loopback fake.
+
+Each case speaks in neutral words through the channel's driver (`tests/channels/drivers.py`)
+against a real gate: cards are posted and kept up to date, clicks are verified before they
+are read and decide through gate's one pipeline, refusals reach only the clicker, what a
+rule offers is what a click can do, untrusted text is inert and secrets never show, and a
+platform outage only delays cards. A channel that takes no clicks (the log) runs the card
+cases and skips the click cases with its driver's reason.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+
+from gate.acting import Refusal
+from gate.channel import available
+from tests.channels.conftest import STRANGERS
+from tests.channels.drivers import DRIVERS, Card, Driver
+from tests.conftest import Gate
+from tests.support import config as cfg
+from tests.support.servers import wait_until
+
+#: platform syntax of every built-in channel, a forged log line, and direction overrides
+HOSTILE = (
+    "hostile-marker <!channel> <@U0ALICE> <https://evil.example|Approve here> "
+    "<at id=all></at> [Approve](https://evil.example/phish) <font color=red>URGENT</font> "
+    "\u202eevil\u202c zero\u200bwidth\nINFO forged log line \x1b[31mred"
+)
+#: secret-shaped text and secret-named arguments; none of these may show on any card
+SECRETS = {
+    "summary": "xoxb-1234567890-0987654321-AbCdEfGhIjKl",
+    "password": "hunter2-contract-suite",
+    "note": "sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123",
+    "reason": "ghp_abcdefghijklmnopqrstuvwxyz0123456789",
+}
+
+
+# -- helpers ----------------------------------------------------------------------------------
+
+
+def ask(gate: Gate, tool: str = "pay_vendor", args: Any = None, **extra: Any) -> str:
+    """Submit a call that needs a human; the id of the request."""
+    extra.setdefault("user_id", "dave")
+    body = {"tool_name": tool, "tool_args": args or {"amount": 60000, "vendor": "acme"}}
+    answer = gate.submit(**body, **extra)
+    assert answer["decision"] == "ask", answer
+    request_id: str = answer["request"]["id"]
+    return request_id
+
+
+def state(gate: Gate, request_id: str) -> dict[str, Any]:
+    """The request as the API shows it."""
+    with gate.client(cfg.ADMIN) as c:
+        r = c.get(f"/v1/requests/{request_id}")
+    assert r.status_code == 200, r.text
+    data: dict[str, Any] = r.json()
+    return data
+
+
+def untouched(gate: Gate, request_id: str) -> None:
+    """Still pending, nobody's vote recorded."""
+    now = state(gate, request_id)
+    assert now["status"] == "pending" and now["votes"] == [], now
+
+
+def outcome(gate: Gate, request_id: str) -> str:
+    """The request's outcome in the words every surface uses."""
+    view = gate.state.service.view(request_id)
+    assert view is not None
+    return view.outcome_sentence()
+
+
+def settled(driver: Driver, gate: Gate, request_id: str, says: str | None = None) -> Card:
+    """The card once it has been updated to say `says` (default: the request's outcome) and
+    offers nothing more (waits for the outbox)."""
+    words = says or outcome(gate, request_id)
+
+    def shown() -> Card | None:
+        card = driver.card(request_id)
+        return card if card.updates and not card.offers and words in card.text else None
+
+    found: Card = wait_until(shown)
+    return found
+
+
+def refused(driver: Driver, answer: Any, person: str, *words: str) -> str:
+    """The private answer of a refused click: shown to `person` alone, saying `words`."""
+    told = answer.private()
+    assert told.to == driver.user_id(person), told
+    for word in words:
+        assert word in told.text, told
+    return str(told.text)
+
+
+def deadline(gate: Gate, request_id: str) -> datetime:
+    return datetime.fromisoformat(state(gate, request_id)["expires_at"])
+
+
+# -- the suite covers every channel -----------------------------------------------------------
+
+
+def test_every_installed_channel_has_a_driver() -> None:
+    assert set(available()) <= set(DRIVERS), "add a driver in tests/channels/drivers.py"
+    assert {"log", "slack", "feishu"} <= set(available())
+
+
+# -- cards ------------------------------------------------------------------------------------
+
+
+def test_a_new_request_posts_a_card(driver: Driver, gate: Gate) -> None:
+    request_id = ask(gate, summary="Pay acme 60k")
+    card = driver.card(request_id)
+    assert request_id in card.text
+    assert "pay_vendor" in card.text and "Pay acme 60k" in card.text
+    assert card.updates == 0
+    if driver.no_clicks is None:
+        # A pending card offers the decision; edits and grants only where the rule does.
+        assert {"approve", "reject", "extend"} <= card.offers
+        assert "grant" not in card.offers
+    else:
+        assert card.offers == frozenset()
+
+
+def _approve(gate: Gate, request_id: str) -> None:
+    assert gate.decide(request_id, cfg.ALICE).status_code == 200
+
+
+def _reject(gate: Gate, request_id: str) -> None:
+    assert gate.decide(request_id, cfg.BOB, "reject", "not this quarter").status_code == 200
+
+
+def _cancel(gate: Gate, request_id: str) -> None:
+    with gate.client(cfg.AGENT) as c:
+        r = c.post(f"/v1/requests/{request_id}/cancel", json={"reason": "the user gave up"})
+    assert r.status_code == 200, r.text
+
+
+OUTCOMES = {"approve": _approve, "reject": _reject, "cancel": _cancel, "expire": None}
+
+
+@pytest.mark.parametrize("how", list(OUTCOMES))
+def test_the_card_is_updated_on_every_outcome(driver: Driver, gate: Gate, how: str) -> None:
+    # The short-fuse rule gives up after one second: the sweep expires it.
+    request_id = ask(gate, "ephemeral_probe", {"n": 1}) if how == "expire" else ask(gate)
+    driver.card(request_id)
+    decide = OUTCOMES[how]
+    if decide is not None:
+        decide(gate, request_id)
+    wait_until(lambda: state(gate, request_id)["status"] != "pending")
+    card = settled(driver, gate, request_id)
+    assert card.offers == frozenset()
+
+
+# -- clicks -----------------------------------------------------------------------------------
+
+
+def test_a_verified_click_approves(clicks: Driver, gate: Gate) -> None:
+    request_id = ask(gate)
+    clicks.card(request_id)
+    answer = clicks.click(gate.url, request_id, "alice", "approve")
+    assert answer.status == 200
+    now = state(gate, request_id)
+    assert (now["status"], now["decided_by"], now["decided_via"]) == (
+        "approved",
+        "alice",
+        clicks.name,
+    )
+    settled(clicks, gate, request_id)
+
+
+def test_forged_and_stale_clicks_are_refused_before_reading(clicks: Driver, gate: Gate) -> None:
+    request_id = ask(gate)
+    clicks.card(request_id)
+    for how, r in clicks.forgeries(gate.url, request_id, "alice").items():
+        # 401 for bytes that are not even a callback: the signature was checked first.
+        assert r.status_code == 401, (how, r.text)
+        assert set(r.json()["error"]) >= {"code", "message"}, how
+    untouched(gate, request_id)
+    assert clicks.card(request_id).updates == 0
+
+
+@pytest.mark.parametrize("person", ["mallory", *STRANGERS])
+@pytest.mark.parametrize("action", ["approve", "reject", "extend"])
+def test_a_non_approver_is_refused_privately(
+    clicks: Driver, gate: Gate, person: str, action: str
+) -> None:
+    # mallory is an approver, not of this rule's group; a stranger is nobody gate knows.
+    request_id = ask(gate)
+    before = deadline(gate, request_id)
+    answer = clicks.click(gate.url, request_id, person, action, reason="no")
+    refused(clicks, answer, person, Refusal.not_an_approver.sentence())
+    untouched(gate, request_id)
+    assert deadline(gate, request_id) == before
+
+
+def test_the_requester_is_refused_privately(clicks: Driver, gate: Gate) -> None:
+    request_id = ask(gate, user_id="alice")  # alice asked for this call herself
+    answer = clicks.click(gate.url, request_id, "alice", "approve")
+    refused(clicks, answer, "alice", Refusal.self_approval.sentence())
+    untouched(gate, request_id)
+
+
+def test_a_click_on_a_decided_request_says_who_decided(clicks: Driver, gate: Gate) -> None:
+    request_id = ask(gate)
+    assert gate.decide(request_id, cfg.BOB).status_code == 200
+    for action in ("approve", "reject"):
+        answer = clicks.click(gate.url, request_id, "alice", action, reason="too late")
+        refused(clicks, answer, "alice", "Already approved by bob")
+    now = state(gate, request_id)
+    assert [v["approver"] for v in now["votes"]] == ["bob"]
+
+
+def test_a_repeated_delivery_decides_once(clicks: Driver, gate: Gate) -> None:
+    # Two approvals needed: a second delivery of alice's click must not count as the second.
+    quorum = ask(gate, "wire_funds", {"amount": 10})
+    for answer in clicks.replay(gate.url, quorum, "alice", "approve"):
+        assert answer.status == 200
+    now = state(gate, quorum)
+    assert now["status"] == "pending" and [v["approver"] for v in now["votes"]] == ["alice"]
+    # Extend is the click that is not idempotent by nature: it moves the deadline once.
+    request_id = ask(gate, "refund_order", {"amount": 900})
+    before = deadline(gate, request_id)
+    for answer in clicks.replay(gate.url, request_id, "bob", "extend"):
+        assert answer.status == 200
+    assert deadline(gate, request_id) - before == timedelta(minutes=15)
+
+
+# -- what the rule offers ---------------------------------------------------------------------
+
+
+def test_reject_needs_a_reason(clicks: Driver, gate: Gate) -> None:
+    request_id = ask(gate)
+    refused(clicks, clicks.click(gate.url, request_id, "bob", "reject"), "bob")
+    untouched(gate, request_id)
+    answer = clicks.click(gate.url, request_id, "bob", "reject", reason="Split it in two")
+    assert answer.status == 200
+    now = state(gate, request_id)
+    assert now["status"] == "rejected" and now["decided_by"] == "bob"
+    assert "Split it in two" in now["reason"]
+    assert "Split it in two" in settled(clicks, gate, request_id).text
+
+
+def test_preset_reject_reasons_as_the_rule_offers(clicks: Driver, gate: Gate) -> None:
+    request_id = ask(gate, "refund_order", {"amount": 900})
+    answer = clicks.click(gate.url, request_id, "bob", "reject", reasons=["invented reason"])
+    refused(clicks, answer, "bob")
+    untouched(gate, request_id)
+    # A preset reason alone is reason enough.
+    answer = clicks.click(gate.url, request_id, "bob", "reject", reasons=["wrong customer"])
+    assert answer.status == 200
+    now = state(gate, request_id)
+    assert now["status"] == "rejected" and "wrong customer" in now["reason"]
+
+
+def test_edits_as_the_rule_offers(clicks: Driver, gate: Gate) -> None:
+    args = {"amount": 900, "currency": "EUR", "customer": "c-1"}
+    request_id = ask(gate, "refund_order", args)
+    assert "edit" in clicks.card(request_id).offers
+    # A value of the wrong kind is refused before anything is decided.
+    answer = clicks.click(gate.url, request_id, "alice", "edit", edits={"amount": "lots"})
+    refused(clicks, answer, "alice")
+    untouched(gate, request_id)
+    answer = clicks.click(gate.url, request_id, "alice", "edit", edits={"amount": "500"})
+    assert answer.status == 200
+    now = state(gate, request_id)
+    assert now["status"] == "approved" and now["approved_args"] == {**args, "amount": 500}
+    settled(clicks, gate, request_id, says="alice")
+
+    # A rule that forbids edits shows no edit control and refuses a crafted edit click.
+    strict = ask(gate, "strict_transfer", {"amount": 5})
+    assert "edit" not in clicks.card(strict).offers
+    answer = clicks.click(gate.url, strict, "alice", "edit", edits={"amount": "9"})
+    refused(clicks, answer, "alice")
+    untouched(gate, strict)
+
+
+def test_grants_as_the_rule_offers(clicks: Driver, gate: Gate) -> None:
+    session = f"contract-{clicks.name}"
+    request_id = ask(gate, "shell_run", {"cmd": "ls"}, session_id=session)
+    assert "grant" in clicks.card(request_id).offers
+    # Longer than the rule's max_grant (1 h): refused, nothing changes.
+    answer = clicks.click(gate.url, request_id, "alice", "approve", grant=("session", "2h"))
+    refused(clicks, answer, "alice")
+    untouched(gate, request_id)
+    answer = clicks.click(gate.url, request_id, "alice", "approve", grant=("session", "1800s"))
+    assert answer.status == 200
+    assert state(gate, request_id)["status"] == "approved"
+    later = gate.submit(tool_name="shell_run", tool_args={"cmd": "pwd"}, session_id=session)
+    assert later["decision"] == "allow" and later["request"]["decided_via"] == "grant", later
+
+    # A rule that offers no grants shows none and refuses a crafted one.
+    plain = ask(gate, "refund_order", {"amount": 900}, session_id=session)
+    assert "grant" not in clicks.card(plain).offers
+    answer = clicks.click(gate.url, plain, "alice", "approve", grant=("session", "1800s"))
+    refused(clicks, answer, "alice")
+    untouched(gate, plain)
+
+
+def test_extend_as_the_server_allows(clicks: Driver, gate: Gate) -> None:
+    request_id = ask(gate, "refund_order", {"amount": 900})
+    card = clicks.card(request_id)
+    before = deadline(gate, request_id)
+    answer = clicks.click(gate.url, request_id, "bob", "extend")
+    assert answer.status == 200
+    assert deadline(gate, request_id) - before == timedelta(minutes=15)
+    assert "Deadline moved" in answer.private().text
+    # The card is refreshed for everyone, still open for a decision.
+    refreshed = wait_until(lambda: (c := clicks.card(request_id)).updates > card.updates and c)
+    assert {"approve", "reject"} <= refreshed.offers
+    # 10 min + 15 min is the server's max_timeout: one more is refused.
+    answer = clicks.click(gate.url, request_id, "bob", "extend")
+    refused(clicks, answer, "bob", Refusal.deadline_at_limit.sentence())
+    assert deadline(gate, request_id) - before == timedelta(minutes=15)
+    assert state(gate, request_id)["status"] == "pending"
+
+
+# -- untrusted text ---------------------------------------------------------------------------
+
+
+def test_hostile_text_shows_inert_and_secrets_masked(driver: Driver, gate: Gate) -> None:
+    args = {
+        "memo": HOSTILE,
+        HOSTILE[:40]: [HOSTILE],
+        "password": SECRETS["password"],
+        "note": f"use {SECRETS['note']} for it",
+        "amount": 60000,
+    }
+    summary = f"{HOSTILE} token {SECRETS['summary']}"
+    request_id = ask(gate, args=args, summary=summary, user_id=HOSTILE[:60])
+    own_url = state(gate, request_id)["url"]
+    card = driver.card(request_id)
+    assert "hostile-marker" in card.text  # shown, not dropped
+    assert driver.live_markup(card, request_id, own_url) == []
+    for secret in SECRETS.values():
+        assert secret not in card.text
+    # What a decision adds to the card (a reason typed by a person) is untrusted too.
+    reason = f"{HOSTILE} see {SECRETS['reason']}"
+    assert gate.decide(request_id, cfg.BOB, "reject", reason).status_code == 200
+    final = settled(driver, gate, request_id)
+    assert driver.live_markup(final, request_id, own_url) == []
+    for secret in SECRETS.values():
+        assert secret not in final.text
+
+
+# -- outages ----------------------------------------------------------------------------------
+
+
+def test_an_outage_is_retried_while_the_request_stays_decidable(driver: Driver, gate: Gate) -> None:
+    if driver.no_outage:
+        pytest.skip(driver.no_outage)
+    calls = driver.platform_calls()
+    with driver.outage():
+        request_id = ask(gate)
+        wait_until(lambda: driver.platform_calls() > calls)  # the post was tried, and failed
+        _approve(gate, request_id)  # the API decides while the platform is down
+        assert state(gate, request_id)["status"] == "approved"
+    card = settled(driver, gate, request_id)
+    assert card.offers == frozenset()
+    view = gate.state.service.view(request_id, full=True)
+    assert view is not None
+    post = next(d for d in view.deliveries if d.kind == "post")
+    assert post.status == "sent" and post.attempts >= 2, post
