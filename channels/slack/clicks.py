@@ -39,6 +39,7 @@ from channels.slack.modals import (
 )
 from channels.slack.mrkdwn import MAX_REASON
 from gate.acting import Result
+from gate.binding import argument_diff
 from gate.channel import ChannelContext, Click, DeliveryError
 from gate.models import RequestStatus, utcnow
 from gate.readmodel import RequestView
@@ -187,8 +188,9 @@ class Clicks:
         if errors:
             block_of = {f.key: b for b, f in by_block.items()}
             return modal_errors({block_of[k]: why for k, why in errors.items()})
-        # gate gets the submitted arguments by name; the rest keep the values asked for
-        click = self._click(it, "approve", edits={key: edited[key] for key in texts})
+        # gate gets the changed arguments by name; the rest keep the values asked for
+        changed = argument_diff(view.tool_args, edited)
+        click = self._click(it, "approve", edits={key: d["to"] for key, d in changed.items()})
         result = await self.gate.act(click)
         return submission_answer(
             result, RequestStatus.approved, retry=retry, offer_block=first, block=first
