@@ -1,22 +1,20 @@
-"""`create_app(settings)`: builds the engine, policy, channels, notifier and scheduler.
+"""The composition root: `create_app(settings)` builds the engine, policy, service, channels,
+jobs, scheduler and routers, and the lifespan starts and stops them.
 
-Nothing is built at import time; tests call `create_app` with their own settings.
+Nothing is built at import time; tests call `create_app` with their own settings. Nothing in
+gate imports this module (the CLI, at the top, does): what the parts share is `gate.state`.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import datetime
 
-import anyio
 from fastapi import FastAPI
 
-from gate import deciding, outbox
-from gate.acting import Result
+from gate import metrics, web
 from gate.api import health, v1
 from gate.api.guard import SameOriginGuard
 from gate.api.middleware import (
@@ -25,86 +23,19 @@ from gate.api.middleware import (
     install_error_handlers,
 )
 from gate.auth import TokenBook
-from gate.channel import Channel, Click, load_channels
-from gate.config import Settings
+from gate.channel import load_channels
+from gate.config import Settings, load_settings
 from gate.db import Database, upgrade
+from gate.jobs import Jobs
 from gate.models import utcnow
 from gate.notify import Notifier
 from gate.policy import Policy
-from gate.readmodel import RequestView
 from gate.scheduler import Scheduler
 from gate.schemas import JsonLimits
 from gate.service import GateService
+from gate.state import AppState, ChannelGate
 
 log = logging.getLogger("gate")
-
-
-@dataclass
-class AppState:
-    """Everything one gate app owns, typed (reached as `app.state.gate`)."""
-
-    settings: Settings
-    db: Database
-    policy: Policy
-    notifier: Notifier
-    service: GateService
-    tokens: TokenBook
-    scheduler: Scheduler
-    channels: dict[str, Channel] = field(default_factory=dict)
-    clock: Callable[[], datetime] = utcnow
-    #: told how long each sweep took, in seconds (metrics)
-    on_sweep: Callable[[float], None] = lambda seconds: None
-
-    async def pump_outbox(self) -> int:
-        """Send every due delivery once; returns how many rows were handled."""
-        now = self.clock()
-        claims = await anyio.to_thread.run_sync(outbox.claim_due, self.db, now)
-        for claim in claims:
-            view = await anyio.to_thread.run_sync(self.service.view, claim.request_id)
-            await outbox.deliver(
-                self.db,
-                claim,
-                channels=self.channels,
-                view=view,
-                now=self.clock,
-                max_attempts=self.settings.server.outbox_max_attempts,
-                run_sync=anyio.to_thread.run_sync,
-            )
-        return len(claims)
-
-    async def sweep(self) -> int:
-        """Expire every request whose deadline passed."""
-        started = time.perf_counter()
-        done = await anyio.to_thread.run_sync(lambda: self.service.expire_due(self.clock()))
-        self.on_sweep(time.perf_counter() - started)
-        return done
-
-    async def followups(self) -> tuple[int, int]:
-        """Send due reminders and escalations."""
-        from gate.followups import remind_and_escalate
-
-        return await anyio.to_thread.run_sync(
-            lambda: remind_and_escalate(self.service, self.clock())
-        )
-
-
-class ChannelGate:
-    """The `ChannelContext` channels get: the decision pipeline and views, never the database."""
-
-    def __init__(self, service: GateService) -> None:
-        self._service = service
-
-    @property
-    def settings(self) -> Settings:
-        return self._service.settings
-
-    async def act(self, click: Click) -> Result:
-        """Run a click through the one decision pipeline (in a worker thread)."""
-        return await anyio.to_thread.run_sync(lambda: deciding.act(self._service, click))
-
-    async def view(self, request_id: str) -> RequestView | None:
-        """The current state of a request."""
-        return await anyio.to_thread.run_sync(lambda: self._service.view(request_id))
 
 
 def build_notifier(settings: Settings, db: Database) -> Notifier:
@@ -112,7 +43,7 @@ def build_notifier(settings: Settings, db: Database) -> Notifier:
     if not db.sqlite:
         try:
             from gate.notify_pg import PostgresNotifier
-        except ImportError:  # the Postgres notifier ships with the multi-replica work
+        except ImportError:  # psycopg is the `postgres` extra; without it, one replica only
             return Notifier()
         return PostgresNotifier(db.url)
     return Notifier()
@@ -120,77 +51,16 @@ def build_notifier(settings: Settings, db: Database) -> Notifier:
 
 def create_app(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> FastAPI:
     """Build a gate app for `settings`; the lifespan starts and stops its parts."""
-    server = settings.server
-    policy = Policy(settings)  # a broken policy stops start-up before anything is touched
-    if server.migrate_on_start:
-        upgrade(server.database_url)
-    db = Database(server.database_url, pool_size=server.db_pool_size)
-    notifier = build_notifier(settings, db)
-    service = GateService(settings=settings, db=db, policy=policy, notifier=notifier, clock=clock)
-    state_ref: dict[str, AppState] = {}
-
-    async def sweep_job() -> None:
-        await state_ref["state"].sweep()
-
-    async def pump_job() -> None:
-        await state_ref["state"].pump_outbox()
-
-    async def followup_job() -> None:
-        await state_ref["state"].followups()
-
-    scheduler = Scheduler(
-        sweep=sweep_job,
-        pump=pump_job,
-        sweep_interval=server.sweep_interval_seconds,
-        pump_interval=server.outbox_interval_seconds,
-        followups=followup_job,
-        followup_interval=server.followup_interval_seconds,
-    )
-    service.kick_outbox = scheduler.kick
-    configured = settings.channels.configured()
-    service.configured_channels = configured
-    channels = load_channels(configured, ChannelGate(service), source=settings.source)
-    state = AppState(
-        settings=settings,
-        db=db,
-        policy=policy,
-        notifier=notifier,
-        service=service,
-        tokens=TokenBook(settings),
-        scheduler=scheduler,
-        channels=channels,
-        clock=clock,
-    )
-    state_ref["state"] = state
-
-    @asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        await notifier.start()
-        expired = await state.sweep()  # deadlines that passed while no server was running
-        if expired:
-            log.info(
-                "catch-up sweep expired %d request(s) whose deadline passed while down", expired
-            )
-        scheduler.start()
-        _log_startup(settings, state)
-        try:
-            yield
-        finally:
-            scheduler.shutdown()
-            await scheduler.drain()
-            await notifier.stop()
-            for channel in channels.values():
-                await channel.aclose()
-            db.dispose()
-
+    state = build_state(settings, clock)
     app = FastAPI(
         title="gate",
         version="0.1.0",
-        lifespan=lifespan,
+        lifespan=_lifespan(state),
         description="Human approval for AI agent tool calls",
     )
     app.state.gate = state
     install_error_handlers(app)
+    server = settings.server
     app.add_middleware(
         BodyLimitMiddleware,
         max_bytes=server.max_body_bytes,
@@ -200,24 +70,75 @@ def create_app(settings: Settings, *, clock: Callable[[], datetime] = utcnow) ->
     app.add_middleware(RequestContextMiddleware)
     app.include_router(health.router)
     app.include_router(v1.router)
-    for channel in channels.values():
+    for channel in state.channels.values():
         router = channel.router()
         if router is not None:
             app.include_router(router)
-    _include_optional_routers(app, state)
+    metrics.install(app, state)
+    web.install(app, state)
     return app
 
 
-def _include_optional_routers(app: FastAPI, state: AppState) -> None:
-    """Routers that live in their own modules (web console, metrics) when present."""
-    from gate import metrics
+def build_state(settings: Settings, clock: Callable[[], datetime] = utcnow) -> AppState:
+    """The app's parts, wired together and not yet started."""
+    server = settings.server
+    policy = Policy(settings)  # a broken policy stops start-up before anything is touched
+    if server.migrate_on_start:
+        upgrade(server.database_url)
+    db = Database(server.database_url, pool_size=server.db_pool_size)
+    notifier = build_notifier(settings, db)
+    service = GateService(settings=settings, db=db, policy=policy, notifier=notifier, clock=clock)
+    configured = settings.channels.configured()
+    service.configured_channels = configured
+    channels = load_channels(configured, ChannelGate(service), source=settings.source)
+    jobs = Jobs(service, channels, clock)
+    scheduler = Scheduler(
+        sweep=jobs.sweep,
+        pump=jobs.pump_outbox,
+        remind=jobs.remind,
+        sweep_interval=server.sweep_interval_seconds,
+        pump_interval=server.outbox_interval_seconds,
+        remind_interval=server.followup_interval_seconds,
+    )
+    service.kick_outbox = scheduler.kick
+    return AppState(
+        settings=settings,
+        db=db,
+        policy=policy,
+        notifier=notifier,
+        service=service,
+        tokens=TokenBook(settings),
+        scheduler=scheduler,
+        jobs=jobs,
+        channels=channels,
+        clock=clock,
+    )
 
-    metrics.install(app, state)
-    try:
-        from gate.api import web
-    except ImportError:
-        return
-    web.install(app, state)
+
+def _lifespan(state: AppState) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+    """Start the notifier, catch up on expiries, tick the jobs; stop them in reverse."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await state.notifier.start()
+        expired = await state.jobs.sweep()  # deadlines that passed while no server was running
+        if expired:
+            log.info(
+                "catch-up sweep expired %d request(s) whose deadline passed while down", expired
+            )
+        state.scheduler.start()
+        _log_startup(state.settings, state)
+        try:
+            yield
+        finally:
+            state.scheduler.shutdown()
+            await state.scheduler.drain()
+            await state.notifier.stop()
+            for channel in state.channels.values():
+                await channel.aclose()
+            state.db.dispose()
+
+    return lifespan
 
 
 def _log_startup(settings: Settings, state: AppState) -> None:
@@ -251,9 +172,7 @@ def _redact(url: str) -> str:
 
 def app_from_env() -> FastAPI:
     """Factory for `uvicorn --factory gate.app:app_from_env` (reads gate.toml / GATE_*)."""
-    from gate.config import load_settings
-
     return create_app(load_settings())
 
 
-__all__ = ["AppState", "ChannelGate", "create_app", "app_from_env"]
+__all__ = ["app_from_env", "build_notifier", "build_state", "create_app"]

@@ -231,22 +231,17 @@ def _serve(ns: argparse.Namespace) -> int:
 
 
 def _audit_verify(ns: argparse.Namespace) -> int:
+    from gate import audit
     from gate.db import Database
     from gate.errors import ConfigError
-    from gate.followups import verify_audit
-    from gate.notify import Notifier
-    from gate.policy import Policy
-    from gate.service import GateService
 
     settings = _load(ns)
     try:
-        policy = Policy(settings)
         db = Database(settings.server.database_url)
     except ConfigError as exc:
         return _config_failure(exc, settings.source)
     try:
-        service = GateService(settings=settings, db=db, policy=policy, notifier=Notifier())
-        problems = verify_audit(service)
+        problems = audit.verify(db)
     finally:
         db.dispose()
     for line in problems:

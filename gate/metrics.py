@@ -19,7 +19,6 @@ import collections
 import logging
 import threading
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING
 
 import anyio
 import sqlalchemy as sa
@@ -31,9 +30,7 @@ from prometheus_client.registry import Collector
 from sqlmodel import col, select
 
 from gate.models import ConfirmationRequest, Delivery, DeliveryStatus
-
-if TYPE_CHECKING:
-    from gate.app import AppState
+from gate.state import AppState
 
 log = logging.getLogger(__name__)
 
@@ -167,6 +164,6 @@ def install(app: FastAPI, state: AppState) -> GateMetrics:
     gate_metrics = GateMetrics(state)
     app.state.metrics = gate_metrics
     state.service.on_final = gate_metrics.finished
-    state.on_sweep = gate_metrics.swept
+    state.jobs.on_sweep = gate_metrics.swept
     app.include_router(router)
     return gate_metrics

@@ -1,7 +1,7 @@
-"""Background jobs in the server process: expiry sweep and outbox pump.
+"""When the background jobs run: expiry sweep, outbox pump, reminders.
 
-Thin wiring only: the jobs are plain functions of gate.service / gate.outbox, idempotent and
-safe to run on every replica at once (compare-and-set transitions, leased outbox claims).
+Thin wiring only: the jobs themselves are in gate.jobs, idempotent and safe to run on every
+replica at once (compare-and-set transitions, leased outbox claims).
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 log = logging.getLogger(__name__)
 SWEEP_JOB = "expiry-sweep"
 OUTBOX_JOB = "outbox-pump"
-FOLLOWUP_JOB = "reminders"
+REMIND_JOB = "reminders"
 #: reminders and escalations are minutes-scale promises; checking every 5 s keeps them
 #: punctual without scanning pending requests every second
-FOLLOWUP_INTERVAL = 5.0
+REMIND_INTERVAL = 5.0
 
 
 class Scheduler:
@@ -33,21 +33,21 @@ class Scheduler:
         pump: Callable[[], Awaitable[Any]],
         sweep_interval: float,
         pump_interval: float,
-        followups: Callable[[], Awaitable[Any]] | None = None,
-        followup_interval: float = FOLLOWUP_INTERVAL,
+        remind: Callable[[], Awaitable[Any]] | None = None,
+        remind_interval: float = REMIND_INTERVAL,
     ) -> None:
         self._scheduler = AsyncIOScheduler(timezone=UTC)
         self._inflight: set[asyncio.Task[Any]] = set()
         sweep, pump = self._tracked(sweep), self._tracked(pump)
-        followups = self._tracked(followups) if followups is not None else None
+        remind = self._tracked(remind) if remind is not None else None
         # max_instances=1 + coalesce: a slow run is never overlapped by the next tick, and
         # missed ticks collapse into one run instead of a burst.
         common: dict[str, Any] = {"max_instances": 1, "coalesce": True, "misfire_grace_time": None}
         self._scheduler.add_job(sweep, "interval", seconds=sweep_interval, id=SWEEP_JOB, **common)
         self._scheduler.add_job(pump, "interval", seconds=pump_interval, id=OUTBOX_JOB, **common)
-        if followups is not None:
+        if remind is not None:
             self._scheduler.add_job(
-                followups, "interval", seconds=followup_interval, id=FOLLOWUP_JOB, **common
+                remind, "interval", seconds=remind_interval, id=REMIND_JOB, **common
             )
 
     @property

@@ -12,8 +12,9 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from gate.app import AppState, create_app
+from gate.app import create_app
 from gate.config import Settings
+from gate.state import AppState
 from tests.support import config as cfg
 from tests.support.servers import ThreadServer
 

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 from fastapi import Depends, Request
 
 from gate.auth import Principal
 from gate.service import GateService
-
-if TYPE_CHECKING:
-    from gate.app import AppState
+from gate.state import AppState
 
 
 def get_state(request: Request) -> AppState:
@@ -29,6 +27,6 @@ def get_principal(request: Request) -> Principal:
     return get_state(request).tokens.authenticate(request.headers.get("authorization"))
 
 
-StateDep = Annotated["AppState", Depends(get_state)]
+StateDep = Annotated[AppState, Depends(get_state)]
 ServiceDep = Annotated[GateService, Depends(get_service)]
 PrincipalDep = Annotated[Principal, Depends(get_principal)]

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Query
 
-from gate import deciding, followups
+from gate import deciding, grant_review, reports
 from gate.api.deps import PrincipalDep, ServiceDep
 from gate.models import RequestStatus, Verdict
 from gate.schemas import (
@@ -157,14 +157,14 @@ def outcome(
     request_id: str, body: OutcomeBody, principal: PrincipalDep, service: ServiceDep
 ) -> RequestPublic:
     """Record whether the approved call ran, and what came of it."""
-    view = followups.record_outcome(service, request_id, principal, body.outcome, body.summary)
+    view = reports.record_outcome(service, request_id, principal, body.outcome, body.summary)
     return RequestPublic.of(view)
 
 
 @router.get("/requests/{request_id}/audit", response_model=list[AuditPublic], responses=ERRORS)
 def audit(request_id: str, principal: PrincipalDep, service: ServiceDep) -> list[AuditPublic]:
     """The audit trail with its hash chain (`gate audit verify` checks it)."""
-    events = followups.audit_trail(service, request_id, principal)
+    events = reports.audit_trail(service, request_id, principal)
     return [AuditPublic.model_validate(e) for e in events]
 
 
@@ -176,7 +176,7 @@ def cancel_session(
     body: Annotated[CancelBody | None, Body()] = None,
 ) -> dict[str, list[str]]:
     """Cancel every pending request of an agent session (the session ended)."""
-    ids = followups.cancel_session(service, session_id, principal, body.reason if body else None)
+    ids = reports.cancel_session(service, session_id, principal, body.reason if body else None)
     return {"cancelled": ids}
 
 
@@ -185,7 +185,7 @@ def list_grants(
     principal: PrincipalDep, service: ServiceDep, active: bool = True
 ) -> list[GrantPublic]:
     """Time-boxed grants (active ones by default)."""
-    rows = followups.list_grants(service, principal, active)
+    rows = grant_review.list_grants(service, principal, active)
     return [GrantPublic.model_validate(g) for g in rows]
 
 
@@ -196,4 +196,4 @@ def list_grants(
 )
 def revoke_grant(grant_id: str, principal: PrincipalDep, service: ServiceDep) -> GrantPublic:
     """End a grant now; later calls go back to asking a human."""
-    return GrantPublic.model_validate(followups.revoke_grant(service, grant_id, principal))
+    return GrantPublic.model_validate(grant_review.revoke_grant(service, grant_id, principal))

@@ -1,1 +1,38 @@
-"""The web console's helpers: sessions, read-only queries, SVG charts."""
+"""The approver web console, mounted on the app by `install`.
+
+`console` holds what every page shares (sign-in state, rendering, redirects); the pages live
+by what they do: `pages` (queue, live events, history, stats), `request_page` (a request
+and its decide and extend forms), `grants`, `login`. Below them: `forms` (form parsing),
+`queries` (read-only queries), `charts` (SVG), `session` (the cookie, security headers),
+`signin` (rate limits, revocable sign-ins).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI
+from starlette.staticfiles import StaticFiles
+
+from gate.resources import resource_path
+from gate.state import AppState
+from gate.web.console import Console
+from gate.web.grants import GrantsPage
+from gate.web.login import LoginPage
+from gate.web.pages import Pages
+from gate.web.request_page import RequestPage
+from gate.web.session import SecurityHeadersMiddleware
+
+log = logging.getLogger("gate.web")
+
+
+def install(app: FastAPI, state: AppState) -> None:
+    """Mount the console's pages, static files and security headers on `app`."""
+    console = Console(state)
+    app.add_middleware(SecurityHeadersMiddleware)
+    static = resource_path("templates") / "static"
+    app.mount("/static", StaticFiles(directory=static), name="static")
+    for page in (Pages(console), RequestPage(console), GrantsPage(console), LoginPage(console)):
+        app.include_router(page.router())
+    if state.settings.server.session_secret is None:
+        log.info("web sessions are signed with a per-process key; set server.session_secret")

@@ -125,3 +125,39 @@ def landed(client: httpx.Client, response: httpx.Response, path: str) -> httpx.R
     page = client.get(path)
     assert page.status_code == 200, page.text
     return page
+
+
+def submit_refund(gate: Gate, **extra: Any) -> str:
+    """Submit a refund the rule asks about; returns the request id."""
+    body: dict[str, Any] = {
+        "tool_name": "refund_customer",
+        "tool_args": {"customer": "c1", "amount": 900, "note": "<b>late</b>"},
+        "user_id": "dave",
+        "agent_id": "billing-bot",
+        "session_id": "sess-1",
+    }
+    body.update(extra)
+    answer = gate.submit(**body)
+    assert answer["decision"] == "ask", answer
+    request_id: str = answer["request"]["id"]
+    return request_id
+
+
+def api_view(gate: Gate, request_id: str) -> dict[str, Any]:
+    """The request as the API shows it to an admin."""
+    with gate.client(cfg.ADMIN) as c:
+        data: dict[str, Any] = c.get(f"/v1/requests/{request_id}").json()
+    return data
+
+
+def post_decide(c: httpx.Client, request_id: str, **data: Any) -> httpx.Response:
+    """Post the request page's decide form with its CSRF token and `data`."""
+    token = csrf_of(c.get(f"/requests/{request_id}").text)
+    return c.post(f"/requests/{request_id}/decide", data={"csrf_token": token, **data})
+
+
+def flash_error(html: str) -> str:
+    """The error a page shows beside its form, unescaped."""
+    match = re.search(r'<p class="flash error" role="alert">([^<]*)</p>', html)
+    assert match, "no error on the page"
+    return match.group(1).replace("&#34;", '"').replace("&#39;", "'")

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from gate.api.web import CSRF_MESSAGE
+from gate.web.console import CSRF_MESSAGE
 from tests.conftest import Gate
 from tests.support import config as cfg
 from tests.web.conftest import PASSWORDS

@@ -8,8 +8,7 @@ import pytest
 
 from tests.conftest import Gate
 from tests.support import config as cfg
-from tests.web.conftest import sign_in
-from tests.web.test_web_beyond import _api, _decide, _flash_error, _refund
+from tests.web.conftest import api_view, flash_error, post_decide, sign_in, submit_refund
 
 
 @pytest.mark.parametrize(
@@ -27,12 +26,12 @@ def test_edits_that_could_not_be_stored_are_a_form_error(
     web_gate_db: Gate, text: str, expected: str
 ) -> None:
     gate = web_gate_db
-    request_id = _refund(gate)
+    request_id = submit_refund(gate)
     with sign_in(gate, "alice") as c:
-        r = _decide(c, request_id, verdict="approve", edited_args=text)
+        r = post_decide(c, request_id, verdict="approve", edited_args=text)
     assert r.status_code == 422, r.text[:500]
-    assert expected in _flash_error(r.text), _flash_error(r.text)
-    data = _api(gate, request_id)
+    assert expected in flash_error(r.text), flash_error(r.text)
+    data = api_view(gate, request_id)
     assert data["status"] == "pending" and data["approved_args"] is None
     with gate.client(cfg.ADMIN) as c:
         assert c.get("/v1/requests").status_code == 200
@@ -42,9 +41,9 @@ def test_a_comment_with_a_nul_character_is_never_a_500(web_gate_db: Gate) -> Non
     # PostgreSQL cannot hold NUL in text: the database's refusal is the client's 422.
     # SQLite stores it, and it shows back as the JSON escape.
     gate = web_gate_db
-    request_id = _refund(gate)
+    request_id = submit_refund(gate)
     with sign_in(gate, "alice") as c:
-        r = _decide(c, request_id, verdict="reject", comment="no\x00way")
+        r = post_decide(c, request_id, verdict="reject", comment="no\x00way")
     postgres = gate.state.db.url.startswith("postgresql")
     with gate.client(cfg.ADMIN) as c:
         listed = c.get("/v1/requests")
@@ -53,7 +52,7 @@ def test_a_comment_with_a_nul_character_is_never_a_500(web_gate_db: Gate) -> Non
         assert r.status_code == 422, r.text[:300]
         assert r.json()["error"]["code"] == "invalid_input"
         assert "NUL" in r.json()["error"]["message"]
-        assert _api(gate, request_id)["status"] == "pending"
+        assert api_view(gate, request_id)["status"] == "pending"
     else:
         assert r.status_code == 303
-        assert _api(gate, request_id)["reason"].endswith("no\x00way")
+        assert api_view(gate, request_id)["reason"].endswith("no\x00way")

@@ -12,7 +12,7 @@ from typing import Any
 
 from argon2 import PasswordHasher
 
-from gate.api.web import CSRF_MESSAGE
+from gate.web.console import CSRF_MESSAGE
 from tests.conftest import Gate
 from tests.support import config as cfg
 from tests.web.conftest import PASSWORDS, WebGateFactory, browser, csrf_of, landed, sign_in

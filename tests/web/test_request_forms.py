@@ -1,67 +1,39 @@
-"""The console beyond yes/no over HTTP: approve with edits, grants, preset reasons, extend,
-outcome and the audit chain, and CSRF on each new form."""
+"""The request page's forms over HTTP: approve with edits, preset reject reasons, extend
+the deadline, CSRF on each form, and the outcome and audit chain the page shows."""
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
-from typing import Any
 
-import httpx
 import sqlalchemy as sa
 from sqlmodel import col
 
-from gate.api.web import CSRF_MESSAGE
 from gate.models import AuditEvent
+from gate.web.console import CSRF_MESSAGE
 from tests.conftest import Gate
 from tests.support import config as cfg
-from tests.web.conftest import browser, csrf_of, landed, sign_in
-
-
-def _refund(gate: Gate, **extra: Any) -> str:
-    body: dict[str, Any] = {
-        "tool_name": "refund_customer",
-        "tool_args": {"customer": "c1", "amount": 900, "note": "<b>late</b>"},
-        "user_id": "dave",
-        "agent_id": "billing-bot",
-        "session_id": "sess-1",
-    }
-    body.update(extra)
-    answer = gate.submit(**body)
-    assert answer["decision"] == "ask", answer
-    request_id: str = answer["request"]["id"]
-    return request_id
-
-
-def _api(gate: Gate, request_id: str) -> dict[str, Any]:
-    with gate.client(cfg.ADMIN) as c:
-        data: dict[str, Any] = c.get(f"/v1/requests/{request_id}").json()
-    return data
-
-
-def _decide(c: httpx.Client, request_id: str, **data: Any) -> httpx.Response:
-    token = csrf_of(c.get(f"/requests/{request_id}").text)
-    return c.post(f"/requests/{request_id}/decide", data={"csrf_token": token, **data})
-
-
-def _flash_error(html: str) -> str:
-    match = re.search(r'<p class="flash error" role="alert">([^<]*)</p>', html)
-    assert match, "no error on the page"
-    return match.group(1).replace("&#34;", '"').replace("&#39;", "'")
-
+from tests.web.conftest import (
+    api_view,
+    csrf_of,
+    flash_error,
+    landed,
+    post_decide,
+    sign_in,
+    submit_refund,
+)
 
 # -- approve with edits ---------------------------------------------------------------------
 
 
 def test_approve_with_edits_stores_both_and_shows_the_diff(web_gate_db: Gate) -> None:
-    request_id = _refund(web_gate_db)
+    request_id = submit_refund(web_gate_db)
     with sign_in(web_gate_db, "alice") as c:
         page = c.get(f"/requests/{request_id}").text
         assert 'id="edited-args"' in page
         # Prefilled with the pretty-printed arguments, escaped like any untrusted text.
         assert "&#34;note&#34;: &#34;&lt;b&gt;late&lt;/b&gt;&#34;" in page
         edited = '{"customer": "c1", "amount": 500, "note": "<b>late</b>"}'
-        r = _decide(c, request_id, verdict="approve", edited_args=edited, comment="half now")
+        r = post_decide(c, request_id, verdict="approve", edited_args=edited, comment="half now")
         r = landed(c, r, f"/requests/{request_id}")
         assert "The call runs with your edited arguments." in r.text
         assert 'id="args-asked"' in r.text and 'id="args-approved"' in r.text
@@ -70,7 +42,7 @@ def test_approve_with_edits_stores_both_and_shows_the_diff(web_gate_db: Gate) ->
         assert "<del><code>900</code></del>" in diff and "<ins><code>500</code></ins>" in diff
         approved_row = r.text.split('data-kind="approved"')[1].split("</tr>\n      <tr")[0]
         assert "<ins><code>500</code></ins>" in approved_row
-    data = _api(web_gate_db, request_id)
+    data = api_view(web_gate_db, request_id)
     assert data["status"] == "approved"
     assert data["tool_args"]["amount"] == 900
     assert data["approved_args"] == {"customer": "c1", "amount": 500, "note": "<b>late</b>"}
@@ -80,7 +52,7 @@ def test_approve_with_edits_stores_both_and_shows_the_diff(web_gate_db: Gate) ->
 
 
 def test_edit_validation_errors_are_precise_and_keep_the_text(web_gate: Gate) -> None:
-    request_id = _refund(web_gate)
+    request_id = submit_refund(web_gate)
     cases = [
         ('{"amount": 500,}', "not valid JSON: Expecting property name enclosed in double quotes"),
         ('{\n  "amount": 500\n  "customer": "c1"\n}', "(line 3, column 3)"),
@@ -92,13 +64,13 @@ def test_edit_validation_errors_are_precise_and_keep_the_text(web_gate: Gate) ->
     ]
     with sign_in(web_gate, "alice") as c:
         for text, expected in cases:
-            r = _decide(c, request_id, verdict="approve", edited_args=text)
+            r = post_decide(c, request_id, verdict="approve", edited_args=text)
             assert r.status_code == 422, text
-            assert expected in _flash_error(r.text), (text, _flash_error(r.text))
+            assert expected in flash_error(r.text), (text, flash_error(r.text))
             # The editor shows what was sent, so nothing typed is lost.
             shown = r.text.split('id="edited-args"')[1].split(">", 1)[1].split("</textarea>")[0]
             assert shown.replace("&#34;", '"') == text
-    assert _api(web_gate, request_id)["status"] == "pending"
+    assert api_view(web_gate, request_id)["status"] == "pending"
 
 
 def test_rules_that_forbid_edits_show_no_editor_and_refuse_a_forced_post(
@@ -112,124 +84,42 @@ def test_rules_that_forbid_edits_show_no_editor_and_refuse_a_forced_post(
             page = c.get(f"/requests/{request_id}").text
             assert ">Approve</button>" in page
             assert "edited-args" not in page and "Approve with edits" not in page
-            r = _decide(c, request_id, verdict="approve", edited_args='{"a": 2}')
+            r = post_decide(c, request_id, verdict="approve", edited_args='{"a": 2}')
             assert r.status_code == 422
-            assert _flash_error(r.text) == (
+            assert flash_error(r.text) == (
                 "This rule does not allow approving with edits "
                 "(it forbids them, or it needs more than one approver)."
             )
-            assert _api(web_gate, request_id)["status"] == "pending"
+            assert api_view(web_gate, request_id)["status"] == "pending"
 
 
 def test_an_unchanged_edit_is_a_plain_approval(web_gate: Gate) -> None:
-    request_id = _refund(web_gate)
+    request_id = submit_refund(web_gate)
     with sign_in(web_gate, "bob") as c:
         original = '{"note": "<b>late</b>", "amount": 900, "customer": "c1"}'
-        r = _decide(c, request_id, verdict="approve", edited_args=original)
+        r = post_decide(c, request_id, verdict="approve", edited_args=original)
         r = landed(c, r, f"/requests/{request_id}")
         assert 'id="args-approved"' not in r.text
-    data = _api(web_gate, request_id)
+    data = api_view(web_gate, request_id)
     assert (data["status"], data["approved_args"]) == ("approved", None)
     assert data["reason"] == "Approved by bob in the web console"
-
-
-# -- grants ---------------------------------------------------------------------------------
-
-
-def test_grant_from_the_page_then_revoke_it(web_gate_db: Gate) -> None:
-    gate = web_gate_db
-    first = gate.submit(tool_name="shell_run", tool_args={"cmd": "ls"}, session_id="s-9")
-    first_id = first["request"]["id"]
-    with sign_in(gate, "alice") as c:
-        page = c.get(f"/requests/{first_id}").text
-        # The rule offers session and agent; this request has no agent_id, so no agent grant.
-        assert 'value="session"' in page and 'value="agent"' not in page
-        assert 'value="call"' not in page
-        # Durations stop at the rule's max_grant (45m), which is offered as itself.
-        assert '<option value="30m" selected>' in page
-        assert '<option value="45m" >45 minutes (the longest allowed)' in page
-        assert '<option value="1h"' not in page
-        r = _decide(c, first_id, verdict="approve", grant_scope="session", grant_duration="30m")
-        r = landed(c, r, f"/requests/{first_id}")
-        assert 'id="grants-made"' in r.text
-
-        second = gate.submit(tool_name="shell_run", tool_args={"cmd": "rm x"}, session_id="s-9")
-        assert second["decision"] == "allow"
-        second_id = second["request"]["id"]
-        detail = c.get(f"/requests/{second_id}").text
-        assert "Allowed by a grant from alice." in detail
-        assert "the approval it came from" in detail
-        assert f'<a href="/requests/{first_id}">the approval it came from</a>' in detail
-
-        grants = c.get("/grants").text
-        active = grants.split('id="active-grants"')[1].split("</table>")[0]
-        grant_id = second["request"]["grant_id"]
-        assert f'data-grant-id="{grant_id}"' in active
-        assert "<code>shell_run</code>" in active and "session <code>s-9</code>" in active
-        assert f'<a href="/requests/{first_id}">' in active
-        assert '<td data-label="Uses">1</td>' in active
-
-        r = c.post(f"/grants/{grant_id}/revoke", data={"csrf_token": csrf_of(grants)})
-        r = landed(c, r, "/grants")
-        assert "Revoked the grant for shell_run (session)" in r.text
-        assert "No active grants." in r.text
-        ended = r.text.split('id="ended-grants"')[1].split("</table>")[0]
-        assert '<span class="status revoked">revoked</span>' in ended and "by alice" in ended
-
-        third = gate.submit(tool_name="shell_run", tool_args={"cmd": "ls"}, session_id="s-9")
-        assert third["decision"] == "ask"
-
-        again = c.post(f"/grants/{grant_id}/revoke", data={"csrf_token": csrf_of(grants)})
-        assert again.status_code == 409
-        assert "already ended (revoked)" in _flash_error(again.text)
-        missing = c.post("/grants/01NOPE/revoke", data={"csrf_token": csrf_of(grants)})
-        assert missing.status_code == 404
-        assert _flash_error(missing.text) == "No grant with id '01NOPE'."
-
-
-def test_grants_the_rule_does_not_offer_are_refused(web_gate: Gate) -> None:
-    request_id = web_gate.submit(tool_name="shell_run", tool_args={"c": 1}, session_id="s")[
-        "request"
-    ]["id"]
-    with sign_in(web_gate, "alice") as c:
-        r = _decide(c, request_id, verdict="approve", grant_scope="session", grant_duration="2h")
-        assert r.status_code == 422
-        assert _flash_error(r.text) == ("Grant duration 2h is longer than this rule allows (45m).")
-        r = _decide(c, request_id, verdict="approve", grant_scope="call", grant_duration="5m")
-        assert r.status_code == 422
-        assert "This rule offers no 'call' grant (offered: session, agent)." == _flash_error(r.text)
-        r = _decide(c, request_id, verdict="approve", grant_scope="agent", grant_duration="5m")
-        assert r.status_code == 422
-        assert _flash_error(r.text) == "An agent grant needs a request with an agent_id."
-        r = _decide(c, request_id, verdict="approve", grant_scope="session")
-        assert r.status_code == 422
-        assert _flash_error(r.text) == "Choose how long the grant lasts."
-    assert _api(web_gate, request_id)["status"] == "pending"
-    plain = web_gate.submit(tool_name="ask_x", tool_args={})["request"]["id"]
-    with sign_in(web_gate, "alice") as c:
-        assert "Also allow the same for" not in c.get(f"/requests/{plain}").text
-
-
-def test_grants_page_needs_sign_in(web_gate: Gate) -> None:
-    with browser(web_gate) as c:
-        assert c.get("/grants").headers["location"] == "/login?next=/grants"
 
 
 # -- preset reject reasons ------------------------------------------------------------------
 
 
 def test_preset_reasons_alone_or_with_text(web_gate: Gate) -> None:
-    only_preset = _refund(web_gate)
-    both = _refund(web_gate)
-    neither = _refund(web_gate)
+    only_preset = submit_refund(web_gate)
+    both = submit_refund(web_gate)
+    neither = submit_refund(web_gate)
     with sign_in(web_gate, "bob") as c:
         page = c.get(f"/requests/{only_preset}").text
         assert 'name="reasons" value="wrong customer"' in page
         assert 'name="reasons" value="too expensive"' in page
         assert "required" not in page.split('id="reject-reason"')[1].split(">")[0]
-        r = _decide(c, only_preset, verdict="reject", reasons="too expensive")
+        r = post_decide(c, only_preset, verdict="reject", reasons="too expensive")
         landed(c, r, f"/requests/{only_preset}")
-        r = _decide(
+        r = post_decide(
             c,
             both,
             verdict="reject",
@@ -237,27 +127,27 @@ def test_preset_reasons_alone_or_with_text(web_gate: Gate) -> None:
             comment="check the ticket",
         )
         landed(c, r, f"/requests/{both}")
-        r = _decide(c, neither, verdict="reject", comment=" ")
+        r = post_decide(c, neither, verdict="reject", comment=" ")
         assert r.status_code == 422
-        assert "Say why you reject it" in _flash_error(r.text)
-        r = _decide(c, neither, verdict="reject", reasons="made up")
+        assert "Say why you reject it" in flash_error(r.text)
+        r = post_decide(c, neither, verdict="reject", reasons="made up")
         assert r.status_code == 422
-        assert "Not one of this rule's reject reasons: ['made up']" in _flash_error(r.text)
-    assert _api(web_gate, only_preset)["reason"] == (
+        assert "Not one of this rule's reject reasons: ['made up']" in flash_error(r.text)
+    assert api_view(web_gate, only_preset)["reason"] == (
         "Rejected by bob in the web console: too expensive"
     )
-    assert _api(web_gate, both)["reason"] == (
+    assert api_view(web_gate, both)["reason"] == (
         "Rejected by bob in the web console: wrong customer; too expensive - check the ticket"
     )
-    assert _api(web_gate, neither)["status"] == "pending"
+    assert api_view(web_gate, neither)["status"] == "pending"
 
 
 # -- extend ---------------------------------------------------------------------------------
 
 
 def test_extend_the_deadline(web_gate: Gate) -> None:
-    request_id = _refund(web_gate)
-    before = datetime.fromisoformat(_api(web_gate, request_id)["expires_at"])
+    request_id = submit_refund(web_gate)
+    before = datetime.fromisoformat(api_view(web_gate, request_id)["expires_at"])
     with sign_in(web_gate, "alice") as c:
         page = c.get(f"/requests/{request_id}").text
         assert 'action="/requests/' in page and 'name="by" value="15m"' in page
@@ -269,8 +159,8 @@ def test_extend_the_deadline(web_gate: Gate) -> None:
         assert "Deadline extended" not in c.get(f"/requests/{request_id}").text
         bad = c.post(f"/requests/{request_id}/extend", data={"csrf_token": token, "by": "9d"})
         assert bad.status_code == 422
-        assert _flash_error(bad.text) == "Extend by 15m or 1h, not '9d'."
-    after = datetime.fromisoformat(_api(web_gate, request_id)["expires_at"])
+        assert flash_error(bad.text) == "Extend by 15m or 1h, not '9d'."
+    after = datetime.fromisoformat(api_view(web_gate, request_id)["expires_at"])
     assert (after - before).total_seconds() >= 15 * 60
     with web_gate.client(cfg.ADMIN) as c:
         events = c.get(f"/v1/requests/{request_id}/audit").json()
@@ -285,14 +175,14 @@ def test_extend_the_deadline(web_gate: Gate) -> None:
         assert "extend-form" not in page
         r = c.post(f"/requests/{request_id}/extend", data={"csrf_token": csrf_of(page), "by": "1h"})
         assert r.status_code == 403
-        assert _flash_error(r.text) == "You are not an approver for this rule."
+        assert flash_error(r.text) == "You are not an approver for this rule."
     assert web_gate.decide(request_id, cfg.BOB, "approve").status_code == 200
     with sign_in(web_gate, "alice") as c:
         page = c.get(f"/requests/{request_id}").text
         assert "extend-form" not in page
         r = c.post(f"/requests/{request_id}/extend", data={"csrf_token": csrf_of(page), "by": "1h"})
         assert r.status_code == 409
-        assert _flash_error(r.text).startswith("Already approved by bob")
+        assert flash_error(r.text).startswith("Already approved by bob")
 
 
 # -- CSRF on the new forms ------------------------------------------------------------------
@@ -303,12 +193,14 @@ def test_new_forms_refuse_posts_without_the_csrf_token(web_gate: Gate) -> None:
         "request"
     ]["id"]
     with sign_in(web_gate, "alice") as c:
-        r = _decide(c, request_id, verdict="approve", grant_scope="session", grant_duration="5m")
+        r = post_decide(
+            c, request_id, verdict="approve", grant_scope="session", grant_duration="5m"
+        )
         landed(c, r, f"/requests/{request_id}")
     with web_gate.client(cfg.ALICE) as api:
         grant_id = api.get("/v1/grants").json()[0]["id"]
-    other = _refund(web_gate)
-    before = _api(web_gate, other)["expires_at"]
+    other = submit_refund(web_gate)
+    before = api_view(web_gate, other)["expires_at"]
     with sign_in(web_gate, "alice") as c:
         posts = [
             (f"/grants/{grant_id}/revoke", {}),
@@ -324,7 +216,7 @@ def test_new_forms_refuse_posts_without_the_csrf_token(web_gate: Gate) -> None:
                 assert CSRF_MESSAGE in r.text
     with web_gate.client(cfg.ALICE) as api:
         assert api.get("/v1/grants").json()[0]["status"] == "active"
-    data = _api(web_gate, other)
+    data = api_view(web_gate, other)
     assert (data["status"], data["expires_at"]) == ("pending", before)
 
 
@@ -333,7 +225,7 @@ def test_new_forms_refuse_posts_without_the_csrf_token(web_gate: Gate) -> None:
 
 def test_outcome_and_audit_chain(web_gate_db: Gate) -> None:
     gate = web_gate_db
-    request_id = _refund(gate)
+    request_id = submit_refund(gate)
     assert gate.decide(request_id, cfg.ALICE, "approve").status_code == 200
     with gate.client(cfg.AGENT) as agent:
         r = agent.post(

@@ -1,0 +1,117 @@
+"""The Grants page: active grants, then recently ended ones, each revocable by an approver.
+
+Listing and revoking go through `gate.grant_review`, as the API's do, with a `Principal` for
+the signed-in approver.
+"""
+
+from __future__ import annotations
+
+import anyio
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+
+from gate import grant_review
+from gate.auth import Principal
+from gate.config import ApproverSettings
+from gate.errors import GateError
+from gate.models import Grant, GrantStatus
+from gate.web.console import Console, Posted, sentence
+from gate.web.session import WebSession
+
+#: how many ended grants the Grants page shows under the active ones
+RECENTLY_ENDED = 50
+
+
+def principal_of(me: ApproverSettings) -> Principal:
+    """The signed-in approver as the API would see them (role approver)."""
+    return Principal(me.name, "approver", me)
+
+
+class GrantsPage:
+    """The Grants page and its Revoke buttons, sharing the console's plumbing."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.state = console.state
+
+    def page(
+        self,
+        request: Request,
+        session: WebSession,
+        me: ApproverSettings,
+        *,
+        status: int = 200,
+        notice: str | None = None,
+        error: str | None = None,
+    ) -> HTMLResponse:
+        """Active grants, then recently ended ones."""
+        now = self.state.clock()
+        rows = grant_review.list_grants(self.state.service, principal_of(me), active_only=False)
+        active = [g for g in rows if g.status == GrantStatus.active and g.expires_at > now]
+        ended = [g for g in rows if g not in active][:RECENTLY_ENDED]
+        return self.console.render(
+            request,
+            session,
+            "grants.html",
+            me=me,
+            status=status,
+            active=active,
+            ended=ended,
+            ended_status=_ended_status,
+            notice=notice,
+            error=error,
+        )
+
+    def show(self, request: Request) -> Response:
+        """GET /grants, with the notice a revoke left for it."""
+        session, me = self.console.who(request)
+        if me is None:
+            return self.console.to_login(request)
+        flash = session.notice_for(request.url.path)
+        if flash is None:
+            return self.page(request, session, me)
+        if flash.ok:
+            return self.page(request, session, me, notice=flash.text)
+        return self.page(request, session, me, error=flash.text)
+
+    async def revoke(self, request: Request, grant_id: str) -> Response:
+        """Revoke a grant from the Grants page; done, it redirects back there."""
+        posted = await self.console.posted(request)
+        if not isinstance(posted, Posted):
+            return posted
+        session, me = posted.session, posted.me
+        principal = principal_of(me)
+        try:
+            grant = await anyio.to_thread.run_sync(
+                lambda: grant_review.revoke_grant(self.state.service, grant_id, principal)
+            )
+        except GateError as exc:
+            error, status = sentence(exc.message), exc.status
+            return await anyio.to_thread.run_sync(
+                lambda: self.page(request, session, me, status=status, error=error)
+            )
+        notice = (
+            f"Revoked the grant for {grant.tool_name} ({grant.scope}): "
+            "calls it covered ask a person again."
+        )
+        return self.console.redirect(request, session, "/grants", notice)
+
+    def router(self) -> APIRouter:
+        """The Grants page's routes (pages: not in the OpenAPI schema)."""
+        r = APIRouter(include_in_schema=False)
+        r.add_api_route("/grants", self.show, methods=["GET"])
+
+        @r.get("/grants/{grant_id}/revoke")
+        def revoke_address(grant_id: str) -> Response:
+            return RedirectResponse("/grants", status_code=303)
+
+        @r.post("/grants/{grant_id}/revoke")
+        async def revoke(grant_id: str, request: Request) -> Response:
+            return await self.revoke(request, grant_id)
+
+        return r
+
+
+def _ended_status(grant: Grant) -> str:
+    # An active row past its time is expired for every purpose; the sweep just has not run.
+    return "expired" if grant.status == GrantStatus.active else grant.status

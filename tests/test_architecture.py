@@ -1,0 +1,191 @@
+"""The shape of the code: who imports whom, and how big a module or a function may grow.
+
+The import graph is read from the source with `ast` (nothing is imported), so a circle held
+together by an import inside a function counts like any other: such an import only hides the
+circle until the function first runs. Imports under `if TYPE_CHECKING:` are left out, because
+they never run; they name types for the checker, they do not load anything.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("gate", "channels")
+#: past these a reader must scroll to find where a module's job or a function's steps end
+MAX_MODULE_LINES = 450
+MAX_FUNCTION_LINES = 60
+
+
+@dataclass(frozen=True)
+class Edge:
+    """`source` imports `target` at `line` of the source's file."""
+
+    source: str
+    target: str
+    line: int
+    in_function: bool
+
+
+def modules(root: Path = ROOT) -> dict[str, Path]:
+    """Every module of the checked packages by dotted name (a package is its `__init__`)."""
+    found: dict[str, Path] = {}
+    for package in PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            parts = list(path.relative_to(root).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join(parts)] = path
+    return found
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _imports(tree: ast.AST, in_function: bool = False) -> Iterator[tuple[ast.stmt, bool]]:
+    """Import statements that can run, each with whether it sits inside a function."""
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            yield from (pair for child in node.orelse for pair in _imports_in(child, in_function))
+            continue
+        yield from _imports_in(node, in_function)
+
+
+def _imports_in(node: ast.AST, in_function: bool) -> Iterator[tuple[ast.stmt, bool]]:
+    if isinstance(node, ast.Import | ast.ImportFrom):
+        yield node, in_function
+        return
+    inner = in_function or isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
+    yield from _imports(node, inner)
+
+
+def _targets(node: ast.stmt, source: str, is_package: bool, known: set[str]) -> Iterator[str]:
+    """The checked modules an import statement loads."""
+    if isinstance(node, ast.Import):
+        for alias in node.names:
+            name = alias.name
+            while name and name not in known:
+                name = name.rpartition(".")[0]
+            if name:
+                yield name
+        return
+    assert isinstance(node, ast.ImportFrom)
+    base = node.module or ""
+    if node.level:
+        anchor = source.split(".")
+        anchor = anchor[: len(anchor) - node.level + (1 if is_package else 0)]
+        base = ".".join([*anchor, base] if base else anchor)
+    for alias in node.names:
+        if f"{base}.{alias.name}" in known:
+            yield f"{base}.{alias.name}"
+        elif base in known:
+            yield base
+
+
+def import_graph(root: Path = ROOT) -> list[Edge]:
+    """Every import between modules of the checked packages."""
+    found = modules(root)
+    known = set(found)
+    edges: list[Edge] = []
+    for name, path in found.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        is_package = path.name == "__init__.py"
+        for node, in_function in _imports(tree):
+            for target in _targets(node, name, is_package, known):
+                if target != name:
+                    edges.append(Edge(name, target, node.lineno, in_function))
+    return edges
+
+
+def cycles(edges: list[Edge]) -> list[list[str]]:
+    """The import circles: strongly connected groups of more than one module (Tarjan)."""
+    graph: dict[str, set[str]] = {}
+    for edge in edges:
+        graph.setdefault(edge.source, set()).add(edge.target)
+        graph.setdefault(edge.target, set())
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph[node]):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(groups)
+
+
+def describe(group: list[str], edges: list[Edge]) -> str:
+    """One circle as the import lines that close it."""
+    members = set(group)
+    lines = [
+        f"  {e.source}:{e.line} imports {e.target}{' (inside a function)' if e.in_function else ''}"
+        for e in edges
+        if e.source in members and e.target in members
+    ]
+    return " <-> ".join(group) + "\n" + "\n".join(sorted(set(lines)))
+
+
+def test_the_walker_sees_circles_hidden_inside_functions(tmp_path: Path) -> None:
+    package = tmp_path / "gate"
+    (package / "api").mkdir(parents=True)
+    (tmp_path / "channels").mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "app.py").write_text("from gate.api import web\n")
+    (package / "api" / "__init__.py").write_text("")
+    (package / "api" / "web.py").write_text("def f():\n    from gate.app import State\n")
+    (package / "typed.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from gate import app\n"
+    )
+    edges = import_graph(tmp_path)
+    assert cycles(edges) == [["gate.api.web", "gate.app"]]
+    hidden = [e for e in edges if e.source == "gate.api.web"]
+    assert [(e.target, e.in_function) for e in hidden] == [("gate.app", True)]
+    # a type-only import never runs, so it neither loads a module nor closes a circle
+    assert not [e for e in edges if e.source == "gate.typed"]
+
+
+def test_no_import_circles() -> None:
+    edges = import_graph()
+    found = cycles(edges)
+    assert not found, "import circles:\n" + "\n".join(describe(g, edges) for g in found)
+
+
+def test_the_core_imports_no_channel() -> None:
+    edges = import_graph()
+    assert any(e.source.startswith("channels") and e.target.startswith("gate") for e in edges)
+    wrong = [
+        f"{e.source}:{e.line} imports {e.target}"
+        for e in edges
+        if e.source.startswith("gate") and e.target.startswith("channels")
+    ]
+    assert not wrong, "gate must not import channels/ (they find it through entry points):\n" + (
+        "\n".join(wrong)
+    )
