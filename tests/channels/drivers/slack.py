@@ -121,6 +121,10 @@ class SlackDriver(Driver):
         """A click on one of the card's controls, in the shape Slack posts (block_actions)."""
         n = click_number()
         user = self.user_id(person)
+        # Each click comes from a channel of its own (the card shared there), so the private
+        # answer gate sends to the click's channel is this click's and no earlier one's.
+        channel = f"C0CLICK{n}"
+        self.fake.channels.add(channel)
         if grant is not None and action == "approve":
             element: dict[str, Any] = {
                 "type": "static_select",
@@ -142,21 +146,27 @@ class SlackDriver(Driver):
             "container": {
                 "type": "message",
                 "message_ts": "1700000000.000100",
-                "channel_id": fake_slack.CHANNEL,
+                "channel_id": channel,
                 "is_ephemeral": False,
             },
             "trigger_id": f"{n}.{int(time.time())}.contract",
             "team": {"id": "T0CONTRACT", "domain": "contract"},
-            "channel": {"id": fake_slack.CHANNEL, "name": "approvals"},
+            "channel": {"id": channel, "name": "approvals"},
             "response_url": "https://hooks.slack.com/actions/T0/1/contract",
             "actions": [element],
         }
 
-    def _ephemeral_after(self, mark: int, user: str) -> Callable[[], Private]:
+    def _ephemeral(self, payload: dict[str, Any], nth: int = 0) -> Callable[[], Private]:
+        """Waits for the `nth` ephemeral message gate sends the clicker in the click's channel
+        (a delivery sent twice is answered there twice)."""
+        where = (payload["container"]["channel_id"], payload["user"]["id"])
+
         def wait() -> Private:
             def found() -> dict[str, Any] | None:
-                fresh = self.fake.ephemerals[mark:]
-                return next((e for e in fresh if e.get("user") == user), None)
+                sent = [
+                    e for e in self.fake.ephemerals if (e.get("channel"), e.get("user")) == where
+                ]
+                return sent[nth] if len(sent) > nth else None
 
             ephemeral: dict[str, Any] = wait_until(found)
             return Private(str(ephemeral["text"]), str(ephemeral["user"]))
@@ -176,11 +186,11 @@ class SlackDriver(Driver):
         grant: tuple[str, str] | None = None,
     ) -> Answer:
         user = self.user_id(person)
-        mark, views = len(self.fake.ephemerals), len(self.fake.views)
+        views = len(self.fake.views)
         payload = self._block_actions(request_id, person, action, grant)
         body = self._form(payload)
         r = self._post(gate_url, body, self._signed(body))
-        told = self._ephemeral_after(mark, user)
+        told = self._ephemeral(payload)
         if action not in ("reject", "edit") or len(self.fake.views) == views:
             return Answer(r.status_code, told)  # refused before a modal opened, or no modal
         modal = self.fake.views[-1]
@@ -240,13 +250,13 @@ class SlackDriver(Driver):
         }
 
     def replay(self, gate_url: str, request_id: str, person: str, action: str) -> list[Answer]:
-        body = self._form(self._block_actions(request_id, person, action, None))
+        payload = self._block_actions(request_id, person, action, None)
+        body = self._form(payload)
         headers = self._signed(body)
         answers = []
-        for _ in range(2):
-            mark = len(self.fake.ephemerals)
+        for nth in range(2):
             r = self._post(gate_url, body, headers)
-            answers.append(Answer(r.status_code, self._ephemeral_after(mark, self.user_id(person))))
+            answers.append(Answer(r.status_code, self._ephemeral(payload, nth)))
         return answers
 
     @contextlib.contextmanager
