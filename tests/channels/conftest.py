@@ -47,7 +47,7 @@ def driver(request: pytest.FixtureRequest) -> Iterator[Driver]:
     """The driver of one installed channel, its fake platform started."""
     name: str = request.param
     if name not in DRIVERS:
-        pytest.fail(f"channel {name!r} is installed but has no driver in tests/channels/drivers.py")
+        pytest.fail(f"channel {name!r} is installed but has no driver in tests/channels/drivers/")
     found = DRIVERS[name]()
     with pytest.MonkeyPatch.context() as mp:
         # slack-sdk sends every call through HTTP(S)_PROXY when set, ignoring NO_PROXY:

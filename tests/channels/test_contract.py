@@ -1,6 +1,6 @@
 """The contract every channel meets, run over every installed channel and its loopback fake.
 
-Each case speaks in neutral words through the channel's driver (`tests/channels/drivers.py`)
+Each case speaks in neutral words through the channel's driver (`tests/channels/drivers/`)
 against a real gate: cards are posted and kept up to date, clicks are verified before they
 are read and decide through gate's one pipeline, refusals reach only the clicker, what a
 rule offers is what a click can do, untrusted text is inert and secrets never show, and a
@@ -106,7 +106,7 @@ def deadline(gate: Gate, request_id: str) -> datetime:
 
 
 def test_every_installed_channel_has_a_driver() -> None:
-    assert set(available()) <= set(DRIVERS), "add a driver in tests/channels/drivers.py"
+    assert set(available()) <= set(DRIVERS), "add a driver in tests/channels/drivers/"
     assert {"log", "slack", "feishu"} <= set(available())
 
 
