@@ -48,21 +48,27 @@ def _is_type_checking(test: ast.expr) -> bool:
     )
 
 
-def _imports(tree: ast.AST, in_function: bool = False) -> Iterator[tuple[ast.stmt, bool]]:
-    """Import statements that can run, each with whether it sits inside a function."""
+def _imports(
+    tree: ast.AST, type_only: bool, in_function: bool = False
+) -> Iterator[tuple[ast.stmt, bool]]:
+    """Import statements that can run (and with `type_only`, those under TYPE_CHECKING too),
+    each with whether it sits inside a function."""
     for node in ast.iter_child_nodes(tree):
-        if isinstance(node, ast.If) and _is_type_checking(node.test):
-            yield from (pair for child in node.orelse for pair in _imports_in(child, in_function))
+        if isinstance(node, ast.If) and _is_type_checking(node.test) and not type_only:
+            for child in node.orelse:
+                yield from _imports_in(child, type_only, in_function)
             continue
-        yield from _imports_in(node, in_function)
+        yield from _imports_in(node, type_only, in_function)
 
 
-def _imports_in(node: ast.AST, in_function: bool) -> Iterator[tuple[ast.stmt, bool]]:
+def _imports_in(
+    node: ast.AST, type_only: bool, in_function: bool
+) -> Iterator[tuple[ast.stmt, bool]]:
     if isinstance(node, ast.Import | ast.ImportFrom):
         yield node, in_function
         return
     inner = in_function or isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
-    yield from _imports(node, inner)
+    yield from _imports(node, type_only, inner)
 
 
 def _targets(node: ast.stmt, source: str, is_package: bool, known: set[str]) -> Iterator[str]:
@@ -88,15 +94,16 @@ def _targets(node: ast.stmt, source: str, is_package: bool, known: set[str]) -> 
             yield base
 
 
-def import_graph(root: Path = ROOT) -> list[Edge]:
-    """Every import between modules of the checked packages."""
+def import_graph(root: Path = ROOT, *, type_only: bool = False) -> list[Edge]:
+    """Every import between modules of the checked packages that can run; with `type_only`,
+    the imports that only name types for the checker as well."""
     found = modules(root)
     known = set(found)
     edges: list[Edge] = []
     for name, path in found.items():
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
         is_package = path.name == "__init__.py"
-        for node, in_function in _imports(tree):
+        for node, in_function in _imports(tree, type_only):
             for target in _targets(node, name, is_package, known):
                 if target != name:
                     edges.append(Edge(name, target, node.lineno, in_function))
@@ -170,6 +177,8 @@ def test_the_walker_sees_circles_hidden_inside_functions(tmp_path: Path) -> None
     assert [(e.target, e.in_function) for e in hidden] == [("gate.app", True)]
     # a type-only import never runs, so it neither loads a module nor closes a circle
     assert not [e for e in edges if e.source == "gate.typed"]
+    typed = [e.target for e in import_graph(tmp_path, type_only=True) if e.source == "gate.typed"]
+    assert typed == ["gate.app"]
 
 
 def test_no_import_circles() -> None:
@@ -188,4 +197,59 @@ def test_the_core_imports_no_channel() -> None:
     ]
     assert not wrong, "gate must not import channels/ (they find it through entry points):\n" + (
         "\n".join(wrong)
+    )
+
+
+def test_nothing_below_the_composition_root_imports_it() -> None:
+    # Not even for a type: what the parts share lives in gate.state, so gate.app stays on
+    # top and only the command line (above it) may start it.
+    edges = import_graph(type_only=True)
+    wrong = [
+        f"{e.source}:{e.line}" for e in edges if e.target == "gate.app" and e.source != "gate.cli"
+    ]
+    assert not wrong, "gate.app is the composition root; imported by " + ", ".join(wrong)
+
+
+def sizes(root: Path = ROOT) -> tuple[list[str], list[str]]:
+    """Modules over `MAX_MODULE_LINES` and functions over `MAX_FUNCTION_LINES` (a function's
+    lines run from its first decorator to its last line, nested functions included)."""
+    long_modules: list[str] = []
+    long_functions: list[str] = []
+    for path in modules(root).values():
+        text = path.read_text(encoding="utf-8")
+        where = path.relative_to(root)
+        lines = len(text.splitlines())
+        if lines > MAX_MODULE_LINES:
+            long_modules.append(f"{where}: {lines} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+                length = (node.end_lineno or node.lineno) - first + 1
+                if length > MAX_FUNCTION_LINES:
+                    long_functions.append(f"{where}:{node.lineno} {node.name}: {length} lines")
+    return long_modules, long_functions
+
+
+def test_the_size_check_counts_decorators_and_nested_functions(tmp_path: Path) -> None:
+    (tmp_path / "gate").mkdir()
+    (tmp_path / "channels").mkdir()
+    inner = "".join(f"        x{i} = {i}\n" for i in range(MAX_FUNCTION_LINES - 3))
+    (tmp_path / "gate" / "big.py").write_text(
+        "@decorated\ndef outer():\n    def inner():\n"
+        + inner
+        + "    return inner\n"
+        + "\n" * (MAX_MODULE_LINES - MAX_FUNCTION_LINES)
+    )
+    long_modules, long_functions = sizes(tmp_path)
+    assert long_modules == [f"gate/big.py: {MAX_MODULE_LINES + 1} lines"]
+    assert long_functions == [f"gate/big.py:2 outer: {MAX_FUNCTION_LINES + 1} lines"]
+
+
+def test_no_module_or_function_too_long_to_read_whole() -> None:
+    long_modules, long_functions = sizes()
+    assert not long_modules and not long_functions, (
+        f"modules over {MAX_MODULE_LINES} lines:\n  "
+        + "\n  ".join(long_modules or ["none"])
+        + f"\nfunctions over {MAX_FUNCTION_LINES} lines:\n  "
+        + "\n  ".join(long_functions or ["none"])
     )

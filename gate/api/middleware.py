@@ -156,72 +156,71 @@ async def _send_error(send: Send, status: int, code: str, message: str) -> None:
 
 def install_error_handlers(app: FastAPI) -> None:
     """Route every failure through the one error body."""
+    app.exception_handler(GateError)(_gate_error)
+    app.exception_handler(RequestValidationError)(_validation)
+    app.exception_handler(sa.exc.DataError)(_unstorable)
+    app.exception_handler(StarletteHTTPException)(_http)
+    app.exception_handler(Exception)(_unexpected)
 
-    @app.exception_handler(GateError)
-    async def _gate_error(request: Request, exc: GateError) -> JSONResponse:
-        headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
-        return ErrorResponse(exc.body(), status_code=exc.status, headers=headers)
 
-    @app.exception_handler(RequestValidationError)
-    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
-        errors = exc.errors()
-        if any(e.get("type") == "json_invalid" for e in errors):
-            detail = next(e for e in errors if e.get("type") == "json_invalid")
-            where = detail.get("ctx", {}).get("error", "")
-            return ErrorResponse(
-                error_body("malformed_json", f"the body is not valid JSON: {where}".rstrip(": ")),
-                status_code=400,
-            )
-        problems = [_problem(e) for e in errors]
-        message = "; ".join(f"{p['field']}: {p['message']}" for p in problems)
+async def _gate_error(request: Request, exc: GateError) -> JSONResponse:
+    headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+    return ErrorResponse(exc.body(), status_code=exc.status, headers=headers)
+
+
+async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+    errors = exc.errors()
+    if any(e.get("type") == "json_invalid" for e in errors):
+        detail = next(e for e in errors if e.get("type") == "json_invalid")
+        where = detail.get("ctx", {}).get("error", "")
         return ErrorResponse(
-            error_body("invalid_input", message, problems=problems), status_code=422
+            error_body("malformed_json", f"the body is not valid JSON: {where}".rstrip(": ")),
+            status_code=400,
         )
+    problems = [_problem(e) for e in errors]
+    message = "; ".join(f"{p['field']}: {p['message']}" for p in problems)
+    return ErrorResponse(error_body("invalid_input", message, problems=problems), status_code=422)
 
-    @app.exception_handler(sa.exc.DataError)
-    async def _unstorable(request: Request, exc: sa.exc.DataError) -> JSONResponse:
-        # SQLSTATE class 22, "data exception": the database refused a value this request
-        # brought (PostgreSQL: a NUL character in text, say). The request schemas refuse
-        # what they know of up front; this is the net for input that reached the database
-        # some other way (a form, a chat callback), so it is still the client's 422.
-        reason = str(exc.orig or exc).strip().splitlines()[0][:200]
-        log.warning(
-            "database refused a value in %s %s: %s", request.method, request.url.path, reason
-        )
-        message = f"the database cannot store a value in this request: {reason}"
-        return ErrorResponse(error_body("invalid_input", message), status_code=422)
 
-    @app.exception_handler(StarletteHTTPException)
-    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        unparsable = _unparsable_body(request, exc)
-        if unparsable is not None:
-            return ErrorResponse(error_body("malformed_json", unparsable), status_code=400)
-        code = _HTTP_CODES.get(exc.status_code, "http_error")
-        message = exc.detail if isinstance(exc.detail, str) else code.replace("_", " ")
-        if exc.status_code == 404 and message == "Not Found":
-            message = f"no route for {request.method} {request.url.path}"
-        if exc.status_code == 405:
-            message = f"{request.method} is not allowed on {request.url.path}"
-        return ErrorResponse(
-            error_body(code, message),
-            status_code=exc.status_code,
-            headers=getattr(exc, "headers", None),
-        )
+async def _unstorable(request: Request, exc: sa.exc.DataError) -> JSONResponse:
+    # SQLSTATE class 22, "data exception": the database refused a value this request
+    # brought (PostgreSQL: a NUL character in text, say). The request schemas refuse
+    # what they know of up front; this is the net for input that reached the database
+    # some other way (a form, a chat callback), so it is still the client's 422.
+    reason = str(exc.orig or exc).strip().splitlines()[0][:200]
+    log.warning("database refused a value in %s %s: %s", request.method, request.url.path, reason)
+    message = f"the database cannot store a value in this request: {reason}"
+    return ErrorResponse(error_body("invalid_input", message), status_code=422)
 
-    @app.exception_handler(Exception)
-    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-        rid = getattr(request.state, "request_id", None) or request_id_var.get()
-        log.exception(
-            "unhandled error in %s %s (request id %s)", request.method, request.url.path, rid
-        )
-        return ErrorResponse(
-            error_body(
-                "internal_error",
-                "gate hit an unexpected error; the log has details",
-                request_id=rid,
-            ),
-            status_code=500,
-        )
+
+async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    unparsable = _unparsable_body(request, exc)
+    if unparsable is not None:
+        return ErrorResponse(error_body("malformed_json", unparsable), status_code=400)
+    code = _HTTP_CODES.get(exc.status_code, "http_error")
+    message = exc.detail if isinstance(exc.detail, str) else code.replace("_", " ")
+    if exc.status_code == 404 and message == "Not Found":
+        message = f"no route for {request.method} {request.url.path}"
+    if exc.status_code == 405:
+        message = f"{request.method} is not allowed on {request.url.path}"
+    return ErrorResponse(
+        error_body(code, message),
+        status_code=exc.status_code,
+        headers=getattr(exc, "headers", None),
+    )
+
+
+async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+    rid = getattr(request.state, "request_id", None) or request_id_var.get()
+    log.exception("unhandled error in %s %s (request id %s)", request.method, request.url.path, rid)
+    return ErrorResponse(
+        error_body(
+            "internal_error",
+            "gate hit an unexpected error; the log has details",
+            request_id=rid,
+        ),
+        status_code=500,
+    )
 
 
 class ErrorResponse(JSONResponse):

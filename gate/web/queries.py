@@ -200,8 +200,37 @@ class Stats:
 
 def stats(db: Database, *, now: datetime, days: int = 14) -> Stats:
     """Time to decision, outcomes by rule and approver, backlog and expiries over `days`."""
-    req = ConfirmationRequest
     start = datetime.combine((now - timedelta(days=days - 1)).date(), time(), UTC)
+    rows, votes, older = _stats_rows(db, start)
+    result = Stats(days=days)
+    result.total = sum(1 for r in rows if r.created_at >= start)
+    result.pending_now = sum(1 for r in rows if r.status == RequestStatus.pending)
+    waits = [
+        (r.decided_at - r.created_at).total_seconds()
+        for r in rows
+        if r.decided_at and r.status in ("approved", "rejected") and r.decided_via != "timeout"
+    ]
+    buckets = Counter(_bucket(w) for w in waits)
+    result.decision_times = [(label, buckets[label]) for _, label in DECISION_BUCKETS]
+    if waits:
+        ordered = sorted(waits)
+        result.median_seconds = ordered[len(ordered) // 2]
+    by_rule: dict[str, Counter[str]] = defaultdict(Counter)
+    for r in rows:
+        if r.created_at >= start:
+            by_rule[r.rule or "(none)"][r.status] += 1
+    result.by_rule = _busiest_first(by_rule)
+    by_approver: dict[str, Counter[str]] = defaultdict(Counter)
+    for approver, verdict, n in votes:
+        by_approver[approver][verdict] += int(n)
+    result.by_approver = _busiest_first(by_approver)
+    _daily(result, rows, older, start=start, now=now)
+    return result
+
+
+def _stats_rows(db: Database, start: datetime) -> tuple[list[Any], list[Any], list[Any]]:
+    """Requests in the window (or pending), votes in it, and older requests still open in it."""
+    req = ConfirmationRequest
     with db.read() as session:
         rows = session.execute(
             sa.select(
@@ -224,48 +253,28 @@ def stats(db: Database, *, now: datetime, days: int = 14) -> Stats:
                 sa.or_(col(req.decided_at).is_(None), col(req.decided_at) >= start),
             )
         ).all()
-    result = Stats(days=days)
-    result.total = sum(1 for r in rows if r.created_at >= start)
-    result.pending_now = sum(1 for r in rows if r.status == RequestStatus.pending)
+    return list(rows), list(votes), list(older)
 
-    waits = [
-        (r.decided_at - r.created_at).total_seconds()
-        for r in rows
-        if r.decided_at and r.status in ("approved", "rejected") and r.decided_via != "timeout"
-    ]
-    buckets = Counter(_bucket(w) for w in waits)
-    result.decision_times = [(label, buckets[label]) for _, label in DECISION_BUCKETS]
-    if waits:
-        ordered = sorted(waits)
-        result.median_seconds = ordered[len(ordered) // 2]
 
-    by_rule: dict[str, Counter[str]] = defaultdict(Counter)
-    for r in rows:
-        if r.created_at >= start:
-            by_rule[r.rule or "(none)"][r.status] += 1
-    result.by_rule = sorted(
-        ((rule, dict(c)) for rule, c in by_rule.items()), key=lambda x: -sum(x[1].values())
-    )
-    by_approver: dict[str, Counter[str]] = defaultdict(Counter)
-    for approver, verdict, n in votes:
-        by_approver[approver][verdict] += int(n)
-    result.by_approver = sorted(
-        ((a, dict(c)) for a, c in by_approver.items()), key=lambda x: -sum(x[1].values())
-    )
+def _busiest_first(counts: dict[str, Counter[str]]) -> list[tuple[str, dict[str, int]]]:
+    return sorted(((k, dict(c)) for k, c in counts.items()), key=lambda x: -sum(x[1].values()))
 
+
+def _daily(
+    result: Stats, rows: list[Any], older: list[Any], *, start: datetime, now: datetime
+) -> None:
+    """The backlog at the end of each day (or now, for today) and the expiries per day."""
     spans = [(r.created_at, r.decided_at) for r in rows] + [(o[0], o[1]) for o in older]
     expired = Counter(
         r.decided_at.date() for r in rows if r.status == RequestStatus.expired and r.decided_at
     )
-    for offset in range(days):
+    for offset in range(result.days):
         day = start.date() + timedelta(days=offset)
-        # Sample the backlog at the end of each day (or now, for today).
         at = min(datetime.combine(day + timedelta(days=1), time(), UTC), now)
         open_then = sum(1 for c, d in spans if c <= at and (d is None or d > at))
         label = day.strftime("%m-%d")
         result.backlog.append((label, open_then))
         result.expiries.append((label, expired[day]))
-    return result
 
 
 def _bucket(seconds: float) -> str:
