@@ -1,15 +1,27 @@
-"""After the call, sans-IO like `gate.protocol.decide()`: record the outcome, end a session.
+"""After the call, sans-IO like `gate.askflow.decide()`: record the outcome, end a session.
 
 `report_outcome()` records whether an approved call ran (`POST /v1/requests/{id}/outcome`);
 `end_session()` withdraws a finished session's pending requests. Neither may hold the agent
-up: short timeouts, one retry, and a `Report` instead of an exception.
+up: short timeouts, one retry, and a `Report` instead of an exception. Standard library only
+(`gate hook --event post-tool` runs it).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Generator
+from urllib.parse import quote
 
+from gate.exchange import (
+    BACKOFF_FIRST,
+    Exchange,
+    Pause,
+    Reply,
+    Step,
+    is_request,
+    round_trip,
+    transient,
+)
 from gate.wording import error_text
 
 # Not `typing.TYPE_CHECKING`: importing typing alone costs milliseconds on every tool call.
@@ -17,11 +29,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from gate.protocol import Exchange, Reply, Step
-
-# gate.protocol re-exports this module, so its names are imported where they are used (when
-# a flow first runs), not at import time: either module can then be imported first.
-
+#: post-tool and session-end calls: the agent has moved on, a slow gate must not hold it
+AFTER_TIMEOUT = 5.0
 #: an outcome summary is a glance at the result for the audit trail, not the result itself
 OUTCOME_SUMMARY_MAX = 300
 
@@ -57,10 +66,6 @@ def report_outcome(
     nothing to record. `tool_args`, when given, is what actually ran; if it is not what was
     approved, the summary says so.
     """
-    from urllib.parse import quote
-
-    from gate.protocol import AFTER_TIMEOUT, Exchange, _is_request
-
     found = yield from _after(
         Exchange(
             "GET",
@@ -72,7 +77,7 @@ def report_outcome(
     items = found.body.get("items") if isinstance(found.body, dict) else None
     if found.status != 200 or not isinstance(items, list):
         return Report("failed", f"could not look up the request for {key!r}: {error_text(found)}")
-    if not items or not _is_request(items[0]) or items[0].get("tool_name") != tool_name:
+    if not items or not is_request(items[0]) or items[0].get("tool_name") != tool_name:
         return Report("ungated", f"no approval request was made for {tool_name} call {key!r}")
     request = items[0]
     request_id = str(request["id"])
@@ -103,10 +108,6 @@ def report_outcome(
 
 def end_session(session_id: str, why: str) -> Generator[Step, Reply | None, Report]:
     """Withdraw every pending request of an agent session that ended (sans-IO)."""
-    from urllib.parse import quote
-
-    from gate.protocol import AFTER_TIMEOUT, Exchange
-
     reply = yield from _after(
         Exchange(
             "POST",
@@ -124,12 +125,10 @@ def end_session(session_id: str, why: str) -> Generator[Step, Reply | None, Repo
 
 def _after(exchange: Exchange) -> Generator[Step, Reply | None, Reply]:
     """One call, tried twice: a restart blip should not lose an audit record."""
-    from gate.protocol import BACKOFF_FIRST, Pause, _call, _transient
-
-    reply = yield from _call(exchange)
-    if _transient(reply):
+    reply = yield from round_trip(exchange)
+    if transient(reply):
         yield Pause(BACKOFF_FIRST)
-        reply = yield from _call(exchange)
+        reply = yield from round_trip(exchange)
     return reply
 
 

@@ -82,7 +82,7 @@ def _parser() -> argparse.ArgumentParser:
     _config_arg(verify)
     verify.set_defaults(handler=_audit_verify)
 
-    from gate.operator import add_commands
+    from gate.terminal import add_commands
 
     add_commands(sub)
 

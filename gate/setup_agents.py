@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gate.protocol import DEFAULT_TIMEOUT, DEFAULT_URL
+from gate.askflow import DEFAULT_TIMEOUT, DEFAULT_URL
 
 #: how much longer the agent lets the hook run than the hook waits for a person: time to
 #: withdraw the request and answer before the agent kills it (and runs the call)
@@ -165,13 +165,21 @@ def _claude_code(ns: argparse.Namespace) -> tuple[Path, list[Entry]]:
     base = Path.home() if ns.scope == "user" else Path(ns.dir).resolve()
     matcher = "Bash|Write|Edit|mcp__.*"  # unanchored: Edit also covers MultiEdit, NotebookEdit
     wait = ["--timeout", f"{ns.timeout:g}"]
-    return base / ".claude" / "settings.json", [
+    entries = _ask_and_report("claude-code", ns, matcher, wait)
+    end = hook_command("claude-code", ns, "--event", "session-end")
+    entries.append(Entry("SessionEnd", None, {"type": "command", "command": end, "timeout": 30}))
+    return base / ".claude" / "settings.json", entries
+
+
+def _ask_and_report(fmt: str, ns: argparse.Namespace, matcher: str, pre: list[str]) -> list[Entry]:
+    """The PreToolUse hook that asks (given time to withdraw) and the PostToolUse one."""
+    return [
         Entry(
             "PreToolUse",
             matcher,
             {
                 "type": "command",
-                "command": hook_command("claude-code", ns, *wait),
+                "command": hook_command(fmt, ns, *pre),
                 "timeout": int(ns.timeout) + HOOK_GRACE,
                 "statusMessage": "Waiting for approval in gate...",
             },
@@ -181,16 +189,7 @@ def _claude_code(ns: argparse.Namespace) -> tuple[Path, list[Entry]]:
             matcher,
             {
                 "type": "command",
-                "command": hook_command("claude-code", ns, "--event", "post-tool"),
-                "timeout": 30,
-            },
-        ),
-        Entry(
-            "SessionEnd",
-            None,
-            {
-                "type": "command",
-                "command": hook_command("claude-code", ns, "--event", "session-end"),
+                "command": hook_command(fmt, ns, "--event", "post-tool"),
                 "timeout": 30,
             },
         ),
@@ -230,27 +229,7 @@ def _codex(ns: argparse.Namespace, notes: list[str]) -> tuple[Path, list[Entry]]
     )
     matcher = "Bash|apply_patch|mcp__.*"
     pre = ["--timeout", f"{ns.timeout:g}"] + (["--apply-edits"] if apply_edits else [])
-    return base / "hooks.json", [
-        Entry(
-            "PreToolUse",
-            matcher,
-            {
-                "type": "command",
-                "command": hook_command("codex", ns, *pre),
-                "timeout": int(ns.timeout) + HOOK_GRACE,
-                "statusMessage": "Waiting for approval in gate...",
-            },
-        ),
-        Entry(
-            "PostToolUse",
-            matcher,
-            {
-                "type": "command",
-                "command": hook_command("codex", ns, "--event", "post-tool"),
-                "timeout": 30,
-            },
-        ),
-    ]
+    return base / "hooks.json", _ask_and_report("codex", ns, matcher, pre)
 
 
 def codex_version() -> tuple[int, int, int] | None:

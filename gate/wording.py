@@ -1,7 +1,8 @@
-"""Every sentence `gate hook` and the SDK can say to the model (standard library only).
+"""Every sentence `gate hook`, the SDK and the MCP servers can say to the model.
 
 Distinct per outcome, so the model can tell "a human said no" from "nobody answered" from
-"the gate is down". Kept apart from `gate.protocol`, which decides *what* happened.
+"the gate is down". Kept apart from `gate.askflow`, which decides *what* happened. Standard
+library only (`gate hook` imports it on every tool call).
 """
 
 from __future__ import annotations
@@ -11,7 +12,18 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from gate.protocol import Reply
+    from gate.exchange import Reply
+
+#: Claude Code caps hook output strings at 10,000 characters; answers stay well inside it
+REASON_MAX = 4000
+TOKEN_FIX = (
+    'set GATE_TOKEN (or --token) to an agent token from gate.toml [[tokens]] (role = "agent")'
+)
+
+
+def clip(text: str) -> str:
+    """`text` cut to REASON_MAX characters, marked with an ellipsis when cut."""
+    return text if len(text) <= REASON_MAX else text[: REASON_MAX - 1] + "…"
 
 
 def _sentence(text: str) -> str:
@@ -49,6 +61,7 @@ class Words:
         self.tool, self.url, self.limit, self.token_hint = tool, url, limit, token_hint
 
     def approved(self, reason: str, edited: bool = False) -> str:
+        """A person approved (with edits: the call runs as they edited it)."""
         text = f"gate: {_sentence(reason or 'Approved by a human')}"
         if edited:
             text += (
@@ -58,6 +71,7 @@ class Words:
         return text
 
     def mismatch(self, request_id: str, got: Any, expected: str) -> str:
+        """An approval bound to other arguments or another call id: blocked."""
         bound = f"{got[:12]}…" if isinstance(got, str) and got else "nothing"
         return (
             f"gate: The approval does not match this {self.tool} call: request {request_id} "
@@ -67,6 +81,7 @@ class Words:
         )
 
     def reused(self, key: str | None) -> str:
+        """The call id was already used for a different call: blocked."""
         return (
             f"gate: The call id {key!r} was already used for a different call (another tool or "
             f"other arguments), and an approval never carries over to other arguments, so this "
@@ -75,6 +90,7 @@ class Words:
         )
 
     def rejected(self, reason: str) -> str:
+        """A person said no: do not retry unchanged."""
         return (
             f"gate: {_sentence(reason or 'Rejected')} A person reviewed this {self.tool} call "
             "and said no, so it was not run. Do not retry it unchanged: take the comment into "
@@ -82,15 +98,18 @@ class Words:
         )
 
     def expired(self, reason: str) -> str:
+        """Nobody answered before the rule's deadline."""
         return f"gate: {_sentence(reason or 'Nobody answered before the deadline')}"
 
     def cancelled(self, reason: str) -> str:
+        """The request was withdrawn before anyone decided."""
         return (
             f"gate: The approval request for this {self.tool} call was withdrawn before anyone "
             f"decided ({reason or 'cancelled'}). The call was not run; no human rejected it."
         )
 
     def deadline(self, request_id: str) -> str:
+        """Nobody decided within the caller's own limit; the request was withdrawn."""
         return (
             f"gate: Nobody decided this {self.tool} call within the hook's {self.limit:g} s "
             f"limit, so it was not run and approval request {request_id} was withdrawn. No "
@@ -98,9 +117,11 @@ class Words:
         )
 
     def withdrawn(self) -> str:
+        """The reason a request is withdrawn with at the caller's deadline."""
         return f"the agent's hook stopped waiting after {self.limit:g} s"
 
     def lost(self, request_id: str, problem: str) -> str:
+        """The server went away during the wait and did not come back in time."""
         return (
             f"gate: Lost contact with the approval server at {self.url} while waiting for a "
             f"decision on request {request_id} ({problem}), and it did not come back within the "
@@ -109,6 +130,7 @@ class Words:
         )
 
     def unreachable(self, problem: str) -> str:
+        """The server could not be reached before anyone was asked."""
         return (
             f"gate: The approval server at {self.url} could not be reached ({problem}), so this "
             f"{self.tool} call was blocked to be safe. Nobody reviewed it. Tell the user the gate "
@@ -116,6 +138,7 @@ class Words:
         )
 
     def server_error(self, reply: Reply, request_id: str | None = None) -> str:
+        """The server failed (5xx): blocked, even with --fail-open."""
         during = (
             f" while the hook waited for a decision on request {request_id}, until its "
             f"{self.limit:g} s limit"
@@ -130,6 +153,7 @@ class Words:
         )
 
     def garbled(self, reply: Reply) -> str:
+        """Something that is not a gate answer came back (a proxy, a login page)."""
         return (
             f"gate: The server at {self.url} answered with something that is not a gate "
             f"answer ({error_text(reply)}), so this {self.tool} call was blocked to be safe. "
@@ -138,6 +162,7 @@ class Words:
         )
 
     def abandoned(self, why: str, request_id: str | None, status: str | None) -> str:
+        """The caller was stopped before, while or just as the request was decided."""
         if request_id is None:
             return (
                 f"gate: The hook was stopped ({why}) before it had asked about this {self.tool} "
@@ -155,9 +180,11 @@ class Words:
         )
 
     def stopped(self, why: str) -> str:
+        """The reason a request is withdrawn with when its caller is stopped."""
         return f"the agent's hook was stopped ({why}) before anyone decided"
 
     def error(self, reply: Reply) -> str:
+        """Another error reply from the server."""
         return (
             f"gate: The approval server at {self.url} answered with an error "
             f"({error_text(reply)}), so this {self.tool} call was blocked to be safe. Nobody "
@@ -165,6 +192,7 @@ class Words:
         )
 
     def unauthorized(self, reply: Reply) -> str:
+        """The token was refused (401) or may not ask for approvals (403)."""
         what = (
             "refused the hook's credentials" if reply.status == 401 else "does not let this token"
         )
@@ -177,9 +205,11 @@ class Words:
         )
 
     def allowed(self, reason: str) -> str:
+        """A rule (or a grant) let the call through."""
         return f"gate: {_sentence(reason or 'Allowed by policy')}"
 
     def denied(self, rule: str | None, reason: str) -> str:
+        """A rule denies the call outright: a standing policy, not a person."""
         head = "" if rule is None or rule in reason else f"Blocked by rule {rule!r}: "
         return (
             f"gate: {head}{_sentence(reason or 'Denied by policy')} This is a standing policy, "
@@ -188,7 +218,5 @@ class Words:
         )
 
     def no_rule(self) -> str:
+        """No rule covers the call."""
         return f"gate: No rule covers this {self.tool} call."
-
-
-# -- drivers --------------------------------------------------------------------------------

@@ -16,7 +16,8 @@ import argparse
 import os
 import sys
 
-from gate.protocol import DEFAULT_TIMEOUT, DEFAULT_URL
+from gate.askflow import DEFAULT_TIMEOUT, DEFAULT_URL
+from gate.hook import add_metadata_option
 
 MISSING_SDK = (
     "gate mcp needs the MCP Python SDK, which is an optional extra: "
@@ -130,18 +131,4 @@ def _common(p: argparse.ArgumentParser, *, default_agent: str | None) -> None:
         + ")",
     )
     p.add_argument("--user-id", default=os.environ.get("GATE_USER_ID"), help="$GATE_USER_ID")
-    p.add_argument(
-        "--metadata",
-        action="append",
-        default=[],
-        type=_pair,
-        metavar="KEY=VALUE",
-        help="metadata for policy `when` expressions (repeatable)",
-    )
-
-
-def _pair(text: str) -> tuple[str, str]:
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
-    return key, value
+    add_metadata_option(p)

@@ -1,7 +1,7 @@
-"""Ask gate from inside an MCP server: the shared flow of `gate.protocol`, driven with anyio.
+"""Ask gate from inside an MCP server: the shared flow of `gate.askflow`, driven with anyio.
 
 `gate mcp prompt` and `gate mcp proxy` answer MCP requests on an event loop, so they drive
-`gate.protocol.decide()` (the same submit, long-poll, reconnect, own-deadline, withdraw and
+`gate.askflow.decide()` (the same submit, long-poll, reconnect, own-deadline, withdraw and
 binding check as `gate hook` and the SDK) over httpx, asynchronously, and add what an MCP
 server needs around it:
 
@@ -17,31 +17,25 @@ server needs around it:
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable, Generator
+from typing import Any, TypeVar
 
 import anyio
 import httpx
 
-from gate.protocol import (
-    CANCEL_TIMEOUT,
-    TOKEN_FIX,
-    Call,
-    Exchange,
-    Pause,
-    Reply,
-    Report,
-    Step,
-    Verdict,
-    decide,
-    report_outcome,
-)
+from gate.aftercall import Report, report_outcome
+from gate.askflow import CANCEL_TIMEOUT, decide
+from gate.client.wire import send_async
+from gate.exchange import Exchange, Pause, Reply, Step
+from gate.toolcall import Call, Verdict
+from gate.wording import TOKEN_FIX
 
 #: heartbeat period while waiting for a person; well inside the 60 s request timeout that
 #: MCP clients commonly reset on progress
 BEAT_EVERY = 10.0
 
 Beat = Callable[[float, str], Awaitable[None]]
+T = TypeVar("T")
 
 
 class Asker:
@@ -72,16 +66,7 @@ class Asker:
 
     async def send(self, exchange: Exchange) -> Reply:
         """Make one HTTP exchange of a flow; a transport failure is `Reply(0, problem=...)`."""
-        try:
-            response = await self.http.request(
-                exchange.method, exchange.path, json=exchange.body, timeout=exchange.timeout
-            )
-        except httpx.TransportError as exc:
-            return Reply(0, problem=_describe(exc, exchange.timeout))
-        try:
-            return Reply(response.status_code, response.json() if response.content else None)
-        except ValueError:
-            return Reply(response.status_code, None, problem="the reply is not JSON")
+        return await send_async(self.http, exchange)
 
     async def ask(
         self,
@@ -115,8 +100,11 @@ class Asker:
                 tg.cancel_scope.cancel()
         return verdict
 
-    async def _drive(self, flow: Any, pending: list[str]) -> Verdict:
-        step: Step = next(flow)
+    async def _drive(
+        self, flow: Generator[Step, Reply | None, T], pending: list[str] | None = None
+    ) -> T:
+        """Run a flow on the event loop; `pending` tracks the request being waited for."""
+        step = next(flow)
         try:
             while True:
                 if isinstance(step, Pause):
@@ -124,11 +112,12 @@ class Asker:
                     step = flow.send(None)
                     continue
                 reply = await self.send(step)
-                _note_pending(reply, pending)
+                if pending is not None:
+                    _note_pending(reply, pending)
                 step = flow.send(reply)
         except StopIteration as stop:
-            verdict: Verdict = stop.value
-            return verdict
+            result: T = stop.value
+            return result
 
     async def withdraw(self, request_id: str, reason: str) -> None:
         """Cancel a pending request nobody will act on (best effort, a few seconds at most)."""
@@ -153,17 +142,7 @@ class Asker:
             summary=summary,
             tool_args=ran_with,
         )
-        step: Step = next(flow)
-        try:
-            while True:
-                if isinstance(step, Pause):
-                    await anyio.sleep(step.seconds)
-                    step = flow.send(None)
-                else:
-                    step = flow.send(await self.send(step))
-        except StopIteration as stop:
-            report: Report = stop.value
-            return report
+        return await self._drive(flow)
 
 
 def _note_pending(reply: Reply, pending: list[str]) -> None:
@@ -182,12 +161,3 @@ async def _heartbeat(beat: Beat, every: float, started: float, pending: list[str
         waited = time.monotonic() - started
         what = f"request {pending[0]}" if pending else "the request"
         await beat(waited, f"Waiting for approval in gate ({what}, {waited:.0f} s so far)")
-
-
-def _describe(exc: httpx.TransportError, timeout: float) -> str:
-    if isinstance(exc, httpx.TimeoutException):
-        return f"no answer within {timeout:g} s"
-    if isinstance(exc, httpx.ConnectError):
-        text = str(exc).lower()
-        return "connection refused" if "refused" in text else f"cannot connect: {exc}"
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__

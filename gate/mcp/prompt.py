@@ -7,7 +7,7 @@ JSON: `{"behavior": "allow", "updatedInput": {...}}` runs the call with `updated
 approver's edits, else the input as sent), `{"behavior": "deny", "message": "..."}` refuses it
 and shows the message to the model. The message is the wording `gate hook` gives.
 
-The asking is `gate.protocol.decide()` (see `gate.mcp.asking`): policy, long-poll, reconnects,
+The asking is `gate.askflow.decide()` (see `gate.mcp.asking`): policy, long-poll, reconnects,
 the `--timeout` deadline, withdrawal, and the check that an approval is bound to exactly this
 call. Anything that is not a yes is a deny; so is a failure of this server itself.
 """
@@ -25,7 +25,8 @@ from mcp.server.lowlevel import Server
 
 from gate.mcp.asking import Asker
 from gate.mcp.serving import Options, make_call, serve_stdio, token_hint, warn
-from gate.protocol import REASON_MAX, Verdict, derived_key
+from gate.toolcall import Verdict, derived_key
+from gate.wording import clip
 
 TOOL = "approve"
 INPUT_SCHEMA: dict[str, Any] = {
@@ -48,7 +49,7 @@ def answer(verdict: Verdict, tool_input: dict[str, Any], on_no_rule: str) -> dic
     if verdict.allowed or (verdict.kind == "no_rule" and on_no_rule == "allow"):
         edited = verdict.updated_args
         return {"behavior": "allow", "updatedInput": edited if edited is not None else tool_input}
-    return {"behavior": "deny", "message": _cut(verdict.reason)}
+    return {"behavior": "deny", "message": clip(verdict.reason)}
 
 
 def build_server(opts: Options, asker: Asker) -> Server[Any]:
@@ -111,7 +112,7 @@ async def _decide(
         key, derived = tool_use_id, False
     else:
         # No call id: the same call asked again finds its earlier request; a finished one is
-        # asked about afresh under a new key (see gate.protocol.Call.derived_key).
+        # asked about afresh under a new key (see gate.toolcall.Call.derived_key).
         key, derived = derived_key("cc-prompt", None, tool_name, tool_input), True
     client = ctx.session.client_params.client_info if ctx.session.client_params else None
     context: dict[str, Any] = {"source": "claude-code-permission-prompt"}
@@ -144,11 +145,6 @@ async def _decide(
 def _text(body: dict[str, Any], is_error: bool = False) -> types.CallToolResult:
     text = json.dumps(body, ensure_ascii=False)
     return types.CallToolResult(content=[types.TextContent(text=text)], is_error=is_error)
-
-
-def _cut(text: str) -> str:
-    # Claude Code shows the message to the model; keep it as short as the hook keeps it.
-    return text if len(text) <= REASON_MAX else text[: REASON_MAX - 1] + "…"
 
 
 def run(ns: argparse.Namespace) -> int:

@@ -41,9 +41,11 @@ from mcp.server.session import ServerSession
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel
 
+from gate.aftercall import outcome_of
 from gate.mcp.asking import Asker
 from gate.mcp.serving import Options, make_call, serve_stdio, token_hint, warn
-from gate.protocol import REASON_MAX, Call, Verdict, outcome_of
+from gate.toolcall import Call, Verdict
+from gate.wording import clip
 
 #: a server name as MCP clients spell it; no "__", which separates the parts of mcp__NAME__TOOL
 NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -217,8 +219,7 @@ def _refusal(verdict: Verdict) -> types.CallToolResult:
 
 
 def _error_result(text: str) -> types.CallToolResult:
-    text = text if len(text) <= REASON_MAX else text[: REASON_MAX - 1] + "…"
-    return types.CallToolResult(content=[types.TextContent(text=text)], is_error=True)
+    return types.CallToolResult(content=[types.TextContent(text=clip(text))], is_error=True)
 
 
 # -- the client-facing server -----------------------------------------------------------------

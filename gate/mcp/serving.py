@@ -19,8 +19,10 @@ from mcp.server.lowlevel import Server
 from mcp.server.models import InitializationOptions
 from mcp.server.stdio import stdio_server
 
+from gate.askflow import DEFAULT_URL
 from gate.mcp.asking import BEAT_EVERY, Asker
-from gate.protocol import DEFAULT_URL, TOKEN_FIX, Call, summarise
+from gate.toolcall import Call, summarise
+from gate.wording import TOKEN_FIX
 
 #: the signals that mean "the client is done with this server"
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)

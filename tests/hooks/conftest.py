@@ -8,6 +8,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
 from contextlib import closing
 from dataclasses import dataclass
@@ -216,3 +217,58 @@ def own_live(tmp_path: Path) -> Iterator[Live]:
         yield live
     finally:
         live.server.stop()
+
+
+#: in front of the hook rules: Bash `deploy ...` calls offer grants and preset reject
+#: reasons, `sudo ...` ones forbid edits
+OFFER_RULES: list[dict[str, Any]] = [
+    {
+        "name": "deploys",
+        "tools": ["Bash"],
+        "when": "args.command.startsWith('deploy')",
+        "approvers": ["group:finance"],
+        "timeout": "10m",
+        "grant_scopes": ["session", "call"],
+        "max_grant": "1h",
+        "reject_reasons": ["wrong environment", "too risky"],
+    },
+    {
+        "name": "strict-bash",
+        "tools": ["Bash"],
+        "when": "args.command.startsWith('sudo')",
+        "allow_edits": False,
+        "timeout": "10m",
+    },
+]
+
+
+@pytest.fixture(scope="module")
+def offering(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
+    """`gate serve` with OFFER_RULES, the hook rules and the standard ones, for one module."""
+    tmp = tmp_path_factory.mktemp("offering")
+    db = tmp / "gate.db"
+    data = hook_settings(f"sqlite:///{db}")
+    data["rules"] = OFFER_RULES + data["rules"]
+    path = tmp / "gate.toml"
+    path.write_text(cfg.to_toml(data))
+    live = Live(ServerProcess(path).start(), db)
+    try:
+        yield live
+    finally:
+        live.server.stop()
+
+
+def bash(command: str, **changes: Any) -> dict[str, Any]:
+    """A real Claude Code Bash payload with its own session and tool_use_id."""
+    changes.setdefault("session_id", str(uuid.uuid4()))
+    changes.setdefault("tool_use_id", f"toolu_{uuid.uuid4().hex[:24]}")
+    return fixture("bash", tool_input={"command": command}, **changes)
+
+
+def post_decision(live: Live, request_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
+    """POST a decision body (edits, grant, reasons...) as `token`; the request it returns."""
+    with live.api(token) as c:
+        r = c.post(f"/v1/requests/{request_id}/decision", json=body)
+    assert r.status_code == 200, r.text
+    reply: dict[str, Any] = r.json()
+    return reply

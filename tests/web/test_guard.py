@@ -15,8 +15,8 @@ import pytest
 
 from gate.client import GateClient
 from gate.config import Settings
+from gate.exchange import Exchange
 from gate.hook import urllib_sender
-from gate.protocol import Exchange
 from tests.conftest import Gate, GateFactory
 from tests.support import config as cfg
 from tests.web.conftest import browser, csrf_of, sign_in

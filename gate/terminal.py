@@ -1,4 +1,4 @@
-"""Operator commands over the HTTP API: `gate requests list|show|approve|reject`.
+"""The terminal commands over the HTTP API: `gate requests list|show|approve|reject`.
 
 They talk to a running server (GATE_URL, GATE_TOKEN) so decisions wake waiters exactly as a
 click would. Standard library only.

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from gate.askflow import decide
 from gate.binding import call_hash
-from gate.protocol import Call, Exchange, Pause, Reply, Verdict, decide
+from gate.exchange import Exchange, Pause, Reply
+from gate.toolcall import Call, Verdict
 
 URL = "http://gate.test"
 
