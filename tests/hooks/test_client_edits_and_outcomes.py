@@ -18,39 +18,28 @@ from gate.client import (
     require_approval,
 )
 from tests.conftest import Gate
+from tests.hooks.test_client import Decider
 from tests.support import config as cfg
 from tests.support.servers import wait_until
 
 
-class Approver:
-    """Decides the next pending request for a tool from another thread, through the SDK."""
+class Approver(Decider):
+    """Decides the next pending request for a tool from another thread, through the SDK, with
+    the decision's extras (edited_args, grant, reasons)."""
 
     def __init__(self, gate: Gate, tool: str, token: str, verdict: str, **extras: Any) -> None:
-        self.gate, self.tool, self.token, self.verdict, self.extras = (
-            gate,
-            tool,
-            token,
-            verdict,
-            extras,
-        )
-        self.request: dict[str, Any] = {}
+        self.extras = extras
         self.decided: dict[str, Any] = {}
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _pending(self) -> dict[str, Any] | None:
-        with self.gate.client(cfg.ADMIN) as c:
-            params = {"status": "pending", "tool_name": self.tool}
-            items = c.get("/v1/requests", params=params).json()["items"]
-        return items[0] if items else None
+        super().__init__(gate, tool, token, verdict)
 
     def _run(self) -> None:
         self.request = wait_until(self._pending, 20)
-        with GateClient(self.gate.url, self.token) as person:
-            self.decided = person.decide(self.request["id"], self.verdict, **self.extras)  # type: ignore[arg-type]
+        token, verdict, _ = self.args
+        with GateClient(self.gate.url, token) as person:
+            self.decided = person.decide(self.request["id"], verdict, **self.extras)  # type: ignore[arg-type]
 
     def join(self) -> dict[str, Any]:
-        self.thread.join(20)
+        super().join()
         return self.decided
 
 
