@@ -182,4 +182,8 @@ def csrf_matches(expected: str | None, given: str | None) -> bool:
     """Constant-time comparison of the session's CSRF token with the form's."""
     if not expected or not given:
         return False
-    return hmac.compare_digest(expected.encode(), given.encode())
+    # A form field may hold anything, lone surrogates included: compare bytes that always
+    # encode, so a hostile value is a mismatch, never an error.
+    return hmac.compare_digest(
+        expected.encode("utf-8", "surrogatepass"), given.encode("utf-8", "surrogatepass")
+    )

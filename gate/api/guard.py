@@ -158,7 +158,7 @@ def split_host(host: str) -> tuple[str | None, int | None]:
         return None, None
     if port_text is None:
         return name, None
-    if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+    if not (port_text.isascii() and port_text.isdigit()) or not 0 < int(port_text) < 65536:
         return None, None
     return name, int(port_text)
 

@@ -88,6 +88,29 @@ def test_local_mode_refuses_a_rebound_host_on_api_and_console(local_gate: Gate, 
     assert _status(local_gate, request_id) == "pending"
 
 
+def test_a_port_of_odd_digits_is_refused_not_a_500(local_gate: Gate) -> None:
+    # "²" is a digit to str.isdigit() but not to int(); a latin-1 header byte can carry it
+    with httpx.Client(
+        base_url=local_gate.url, headers={"Host": "localhost:\xb2".encode("latin-1")}
+    ) as c:
+        _error(c.get("/v1/requests"), 421, "host_not_allowed")
+
+
+def test_a_csrf_field_that_cannot_be_encoded_is_refused_not_a_500(local_gate: Gate) -> None:
+    request_id = _ask(local_gate)
+    with httpx.Client(base_url=local_gate.url) as c:
+        r = c.post(
+            f"/requests/{request_id}/decide",
+            content="verdict=approve&csrf_token=%ED%A0%80",  # a lone surrogate, UTF-8 encoded
+            headers={
+                "content-type": "application/x-www-form-urlencoded",
+                "origin": local_gate.url,
+            },
+        )
+    assert r.status_code in (400, 403), r.text[:300]
+    assert _status(local_gate, request_id) == "pending"
+
+
 @pytest.mark.parametrize(
     "host", ["localhost:{port}", "127.0.0.1:{port}", "[::1]:{port}", "localhost"]
 )
