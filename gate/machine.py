@@ -18,7 +18,6 @@ the same instant are counted one after the other and the second sees the first's
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -38,60 +37,28 @@ from gate.models import (
     Vote,
 )
 
-
-@dataclass(frozen=True)
-class Changed:
-    """The request moved to `status` in this transaction."""
-
-    request_id: str
-    status: RequestStatus
-
-
-@dataclass(frozen=True)
-class Voted:
-    """The vote counted but quorum is not reached yet; the request stays pending."""
-
-    request_id: str
-    approvals: int
-    required: int
-
-
-@dataclass(frozen=True)
-class AlreadyFinal:
-    """The request had already finished; nothing changed."""
-
-    request_id: str
-    status: RequestStatus
-    decided_by: str | None
-    decided_at: datetime | None
-    decided_via: str | None
-
-
-@dataclass(frozen=True)
-class AlreadyVoted:
-    """This approver had already cast this verdict; it is not counted twice."""
-
-    request_id: str
-    approver: str
-    verdict: Verdict
-
-
-@dataclass(frozen=True)
-class Extended:
-    """The pending request's deadline moved."""
-
-    request_id: str
-    until: datetime
-
-
-@dataclass(frozen=True)
-class Missing:
-    """No request has that id."""
-
-    request_id: str
-
-
-Outcome = Changed | Voted | AlreadyFinal | AlreadyVoted | Missing | Extended
+# re-exported: callers write machine.Changed, machine.AlreadyFinal, ...
+from gate.outcomes import (
+    AlreadyFinal as AlreadyFinal,
+)
+from gate.outcomes import (
+    AlreadyVoted as AlreadyVoted,
+)
+from gate.outcomes import (
+    Changed as Changed,
+)
+from gate.outcomes import (
+    Extended as Extended,
+)
+from gate.outcomes import (
+    Missing as Missing,
+)
+from gate.outcomes import (
+    Outcome as Outcome,
+)
+from gate.outcomes import (
+    Voted as Voted,
+)
 
 
 def lock(session: Session, request_id: str) -> tuple[ConfirmationRequest, list[Vote]] | None:
@@ -127,12 +94,9 @@ def record_vote(
     """Count one approver's verdict on a request `lock` returned; approve on quorum, reject
     on any reject. `votes` is kept up to date, so the caller can show the result unread.
 
-    `edited_args` (approve only) replaces the arguments the call will run with; the
-    originals stay on the request and the audit trail records the difference. `grant` is
-    the (scope, seconds) this approver chose to go with their approval.
-
-    A request whose deadline has passed takes no vote, even before the sweep got to it: its
-    deadline is applied here instead, in the same transaction.
+    `edited_args` (approve only) replaces the arguments the call will run with (the audit
+    records the difference); `grant` is the (scope, seconds) chosen with the approval. A
+    request past its deadline takes no vote: the deadline is applied here instead.
     """
     if req.status != RequestStatus.pending:
         return _already_final(req)

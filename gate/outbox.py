@@ -234,6 +234,16 @@ def give_up(db: Database, claim: Claimed, error: str) -> None:
         )
 
 
+def _log_failure(claim: Claimed, error: str, *, dead: bool) -> None:
+    log.log(
+        logging.ERROR if dead else logging.WARNING,
+        "delivery %s (%s %s to %s:%s) %s: %s",
+        *(claim.id, claim.kind, claim.request_id, claim.channel, claim.target),
+        "dead" if dead else "will retry",
+        error,
+    )
+
+
 async def deliver(
     db: Database,
     claim: Claimed,
@@ -259,26 +269,9 @@ async def deliver(
         return "dead"
 
     async def failed(error: str, *, permanent: bool, retry_after: float | None) -> str:
-        dead = await run_sync(
-            partial(
-                mark_failed,
-                db,
-                claim,
-                now(),
-                error,
-                permanent=permanent,
-                retry_after=retry_after,
-                max_attempts=max_attempts,
-            )
-        )
-        level = logging.ERROR if dead else logging.WARNING
-        log.log(
-            level,
-            "delivery %s (%s %s to %s:%s) %s: %s",
-            *(claim.id, claim.kind, claim.request_id, claim.channel, claim.target),
-            "dead" if dead else "will retry",
-            error,
-        )
+        mark = partial(mark_failed, db, claim, now(), error, max_attempts=max_attempts)
+        dead = await run_sync(partial(mark, permanent=permanent, retry_after=retry_after))
+        _log_failure(claim, error, dead=dead)
         return "dead" if dead else "retry"
 
     try:

@@ -1,4 +1,4 @@
-"""Use cases: submit, decide, cancel, expire, wait. Each owns its transaction.
+"""Use cases: submit, read, cancel, expire. Each owns its transaction.
 
 Everything here is synchronous (it runs in a worker thread) except `wait`, which holds
 no thread and no database connection while it sleeps on the notifier.
@@ -6,16 +6,13 @@ no thread and no database connection while it sleeps on the notifier.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import random
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-import anyio
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
@@ -43,10 +40,6 @@ from gate.readmodel import RequestView, build_view
 from gate.schemas import GateCall
 
 log = logging.getLogger(__name__)
-
-#: a waiter re-reads the database this often even without a wake-up, as a safety net for
-#: notifications lost while a listener reconnects; jittered so 10k waiters do not align
-RECHECK_SECONDS = 10.0
 
 
 @dataclass(frozen=True)
@@ -302,10 +295,10 @@ class GateService:
         view = self.view(request_id, full=full)
         if view is None:
             raise NotFound(f"no request with id {request_id!r}", code="request_not_found")
-        self._check_readable(view, principal)
+        self.check_readable(view, principal)
         return view
 
-    def _check_readable(self, view: RequestView, principal: Principal) -> None:
+    def check_readable(self, view: RequestView, principal: Principal) -> None:
         if principal.role == "agent" and view.submitted_by != principal.name:
             raise Forbidden("this request was submitted by another agent", code="not_your_request")
 
@@ -416,36 +409,6 @@ class GateService:
             self.kick_outbox()
         for request_id in change.finished:
             self.on_final(request_id)
-
-    # -- wait -------------------------------------------------------------------------------
-
-    async def wait(self, request_id: str, principal: Principal, timeout: float) -> RequestView:
-        """Return as soon as the request is final, or the still-pending request at `timeout`."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + max(0.0, timeout)
-        notifier = self.notifier
-
-        async def read() -> RequestView:
-            # Waiters of one request that arrive or wake together share one database read;
-            # `seq` makes sure none gets a read begun before the change that concerns it.
-            view = await notifier.shared_read(
-                request_id, notifier.seq, lambda: anyio.to_thread.run_sync(self.view, request_id)
-            )
-            if view is None:
-                raise NotFound(f"no request with id {request_id!r}", code="request_not_found")
-            return view
-
-        with notifier.watch(request_id) as watch:
-            # Registered before the first read, so a decision landing in between still wakes us.
-            view = await read()
-            self._check_readable(view, principal)
-            while not view.is_final:
-                remaining = deadline - loop.time()
-                if remaining <= 0:
-                    break
-                await watch.wait(min(remaining, RECHECK_SECONDS * random.uniform(0.8, 1.2)))
-                view = await read()
-        return view
 
     # -- stats for health and metrics --------------------------------------------------------
 

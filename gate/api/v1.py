@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Query
 
-from gate import deciding, grant_review, reports
+from gate import deciding, grant_review, reports, waiting
 from gate.api.deps import PrincipalDep, ServiceDep
 from gate.models import RequestStatus, Verdict
 from gate.schemas import (
@@ -88,7 +88,7 @@ async def wait_request(
 ) -> RequestPublic:
     """Long-poll: the request as soon as it is final, or still pending when `timeout` passes."""
     cap = service.settings.server.max_wait_seconds
-    view = await service.wait(request_id, principal, min(timeout, cap))
+    view = await waiting.wait(service, request_id, principal, min(timeout, cap))
     return RequestPublic.of(view)
 
 

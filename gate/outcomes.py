@@ -1,0 +1,67 @@
+"""What a state-machine step did: the outcomes every use case and surface reports.
+
+`gate.machine` returns them (and re-exports them, so callers write `machine.Changed`); they
+carry only what was decided, never a session or a row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from gate.models import RequestStatus, Verdict
+
+
+@dataclass(frozen=True)
+class Changed:
+    """The request moved to `status` in this transaction."""
+
+    request_id: str
+    status: RequestStatus
+
+
+@dataclass(frozen=True)
+class Voted:
+    """The vote counted but quorum is not reached yet; the request stays pending."""
+
+    request_id: str
+    approvals: int
+    required: int
+
+
+@dataclass(frozen=True)
+class AlreadyFinal:
+    """The request had already finished; nothing changed."""
+
+    request_id: str
+    status: RequestStatus
+    decided_by: str | None
+    decided_at: datetime | None
+    decided_via: str | None
+
+
+@dataclass(frozen=True)
+class AlreadyVoted:
+    """This approver had already cast this verdict; it is not counted twice."""
+
+    request_id: str
+    approver: str
+    verdict: Verdict
+
+
+@dataclass(frozen=True)
+class Extended:
+    """The pending request's deadline moved."""
+
+    request_id: str
+    until: datetime
+
+
+@dataclass(frozen=True)
+class Missing:
+    """No request has that id."""
+
+    request_id: str
+
+
+Outcome = Changed | Voted | AlreadyFinal | AlreadyVoted | Missing | Extended
