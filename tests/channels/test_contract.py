@@ -366,7 +366,13 @@ def test_an_outage_is_retried_while_the_request_stays_decidable(driver: Driver, 
     # The post that finally lands already shows the approval.
     card = settled(driver, gate, request_id, updated=False)
     assert card.offers == frozenset()
-    view = gate.state.service.view(request_id, full=True)
-    assert view is not None
-    post = next(d for d in view.deliveries if d.kind == "post")
-    assert post.status == "sent" and post.attempts >= 2, post
+
+    def sent_post() -> Any:
+        # the platform has the card a moment before gate records the post as sent
+        view = gate.state.service.view(request_id, full=True)
+        assert view is not None
+        post = next(d for d in view.deliveries if d.kind == "post")
+        return post if post.status == "sent" else None
+
+    post = wait_until(sent_post)
+    assert post.attempts >= 2, post

@@ -10,6 +10,7 @@ import json
 import os
 import re
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -468,6 +469,20 @@ def test_preset_reasons_stand_in_for_the_free_text(web_gate: Gate, open_page: Op
 # -- live queue races, long arguments, POST/redirect/GET -------------------------------------
 
 
+def _wait_in_page(page: Page, predicate: str, timeout: float = 15) -> None:
+    """Poll a JS function in the page until it returns true.
+
+    Playwright's `wait_for_function` evaluates a string predicate with `eval` while it
+    polls, which the console's strict CSP (no 'unsafe-eval') refuses whenever the answer is
+    not true at once: poll from here with `evaluate`, which passes a function instead.
+    """
+    deadline = time.monotonic() + timeout
+    while not page.evaluate(predicate):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{predicate} not true within {timeout} s")
+        page.wait_for_timeout(50)
+
+
 def _listen_in_page(page: Page) -> None:
     """A second event stream in the page, recording `kind:id` of what the queue also hears."""
     page.evaluate(
@@ -480,7 +495,7 @@ def _listen_in_page(page: Page) -> None:
           }));
         }"""
     )
-    page.wait_for_function("window.__open === true")
+    _wait_in_page(page, "() => window.__open === true")
 
 
 def _hold_next_refresh(page: Page) -> Callable[[], Any]:
@@ -515,11 +530,11 @@ def test_events_during_a_refresh_are_not_lost(web_gate: Gate, open_page: OpenPag
     # 1. The refresh for the first request is loading when the second one's event arrives.
     held = _hold_next_refresh(page)
     first = _pay(web_gate, "First of two")
-    page.wait_for_function(f"window.__seen.includes('created:{first}')")
+    _wait_in_page(page, f"() => window.__seen.includes('created:{first}')")
     loading = held()
     rows = loading.fetch()  # the rows as of now: the first request only
     second = _pay(web_gate, "Second, right after")
-    page.wait_for_function(f"window.__seen.includes('created:{second}')")
+    _wait_in_page(page, f"() => window.__seen.includes('created:{second}')")
     page.wait_for_timeout(300)  # the queue's own stream hears it too, mid-refresh
     loading.fulfill(response=rows)
     expect(page.locator(f'tr[data-id="{first}"]')).to_be_visible()
@@ -529,11 +544,11 @@ def test_events_during_a_refresh_are_not_lost(web_gate: Gate, open_page: OpenPag
     # 2. A decision lands while a refresh that still lists the request is loading.
     held = _hold_next_refresh(page)
     third = _pay(web_gate, "Third")
-    page.wait_for_function(f"window.__seen.includes('created:{third}')")
+    _wait_in_page(page, f"() => window.__seen.includes('created:{third}')")
     loading = held()
     rows = loading.fetch()  # still lists the first request as pending
     assert web_gate.decide(first, cfg.BOB, "approve", "fine").status_code == 200
-    page.wait_for_function(f"window.__seen.includes('final:{first}')")
+    _wait_in_page(page, f"() => window.__seen.includes('final:{first}')")
     page.wait_for_timeout(300)
     loading.fulfill(response=rows)
     expect(page.locator(f'tr[data-id="{first}"]')).to_have_count(0)
