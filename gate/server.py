@@ -94,6 +94,24 @@ class _GuardedConnection:
     #: bytes of a request whose headers have not all arrived yet
     _head_bytes: int = 0
 
+    # The mixin comes first in each protocol's bases, so these wrap uvicorn's own methods
+    # (super() is the uvicorn protocol class).
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        """Accept the socket unless over the cap, and start its read deadline."""
+        super().connection_made(transport)  # type: ignore[misc]
+        self._guard_open()
+
+    def data_received(self, data: bytes) -> None:
+        """Feed the parser, timing and sizing the request being read."""
+        awaiting, before = self._before_data()
+        super().data_received(data)  # type: ignore[misc]
+        self._after_data(awaiting, before, len(data))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        """Forget the deadline with the socket."""
+        self._disarm()
+        super().connection_lost(exc)  # type: ignore[misc]
+
     @property
     def _limits(self) -> ConnectionLimits:
         config = self.config
@@ -179,22 +197,6 @@ _FULL_MESSAGE = "gate holds as many connections as it may; retry in a moment"
 class GuardedH11Protocol(_GuardedConnection, H11Protocol):
     """uvicorn's h11 protocol with gate's read deadline, header cap and connection cap."""
 
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        """Accept the socket unless over the cap, and start its read deadline."""
-        super().connection_made(transport)
-        self._guard_open()
-
-    def data_received(self, data: bytes) -> None:
-        """Feed the parser, timing and sizing the request being read."""
-        awaiting, before = self._before_data()
-        super().data_received(data)
-        self._after_data(awaiting, before, len(data))
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        """Forget the deadline with the socket."""
-        self._disarm()
-        super().connection_lost(exc)
-
 
 def _protocol_class() -> type[asyncio.Protocol]:
     """httptools when installed (uvicorn's own choice), else h11; both guarded."""
@@ -205,19 +207,6 @@ def _protocol_class() -> type[asyncio.Protocol]:
 
     class GuardedHttpToolsProtocol(_GuardedConnection, HttpToolsProtocol):
         """uvicorn's httptools protocol with gate's three guards."""
-
-        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-            super().connection_made(transport)
-            self._guard_open()
-
-        def data_received(self, data: bytes) -> None:
-            awaiting, before = self._before_data()
-            super().data_received(data)
-            self._after_data(awaiting, before, len(data))
-
-        def connection_lost(self, exc: Exception | None) -> None:
-            self._disarm()
-            super().connection_lost(exc)
 
     return GuardedHttpToolsProtocol
 

@@ -20,14 +20,13 @@ Two attacks come from a web page on another site, not from a client of gate:
 from __future__ import annotations
 
 import ipaddress
-import json
 from urllib.parse import urlsplit
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from gate.api.middleware import send_error
 from gate.auth import anonymous_allowed
 from gate.config import Settings
-from gate.errors import error_body
 
 #: methods that never change anything here (OPTIONS only ever gets 405: gate grants no CORS)
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -56,7 +55,7 @@ class SameOriginGuard:
         headers = _headers(scope)
         host = headers.get("host", "")
         if self.local and not loopback_host(host, _bound_port(scope)):
-            await _refuse(
+            await send_error(
                 send,
                 421,
                 "host_not_allowed",
@@ -68,7 +67,7 @@ class SameOriginGuard:
         if scope["method"] not in SAFE_METHODS and self._needs_proof(scope, headers):
             problem = self._cross_site(scope, headers)
             if problem:
-                await _refuse(send, 403, "cross_site_request", problem)
+                await send_error(send, 403, "cross_site_request", problem)
                 return
         await self.app(scope, receive, send)
 
@@ -174,18 +173,3 @@ def _headers(scope: Scope) -> dict[str, str]:
 def _bound_port(scope: Scope) -> int | None:
     server = scope.get("server")
     return int(server[1]) if server and server[1] is not None else None
-
-
-async def _refuse(send: Send, status: int, code: str, message: str) -> None:
-    body = json.dumps(error_body(code, message)).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})

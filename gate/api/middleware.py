@@ -82,7 +82,7 @@ class BodyLimitMiddleware:
             await self.app(scope, receive, send)
             return
         if _has_nul(scope):
-            await _send_error(send, 400, "bad_request", "the URL contains a NUL character")
+            await send_error(send, 400, "bad_request", "the URL contains a NUL character")
             return
         token = json_limits.set(self.json_limits)
         try:
@@ -96,10 +96,10 @@ class BodyLimitMiddleware:
             try:
                 too_big = int(length) > self.max_bytes
             except ValueError:
-                await _send_error(send, 400, "bad_request", "Content-Length is not a number")
+                await send_error(send, 400, "bad_request", "Content-Length is not a number")
                 return
             if too_big:
-                await _send_error(send, 413, *_too_large(self.max_bytes))
+                await send_error(send, 413, *_too_large(self.max_bytes))
                 return
         seen = 0
         started = False
@@ -113,7 +113,7 @@ class BodyLimitMiddleware:
                 if seen > self.max_bytes and not refused:
                     refused = True
                     if not started:
-                        await _send_error(send, 413, *_too_large(self.max_bytes))
+                        await send_error(send, 413, *_too_large(self.max_bytes))
                     # The app sees a client that went away; whatever it answers is dropped.
                     return {"type": "http.disconnect"}
             return message
@@ -138,7 +138,8 @@ def _too_large(limit: int) -> tuple[str, str]:
     return "payload_too_large", f"request body is larger than the limit of {limit} bytes"
 
 
-async def _send_error(send: Send, status: int, code: str, message: str) -> None:
+async def send_error(send: Send, status: int, code: str, message: str) -> None:
+    """Answer at the ASGI level (before any route) with the one error body."""
     body = json.dumps(error_body(code, message)).encode()
     await send(
         {
