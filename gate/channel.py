@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from datetime import datetime
 from functools import cache
 from importlib.metadata import EntryPoint, entry_points
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_checkable
@@ -72,7 +73,9 @@ class Click:
     `user_id` is the platform's id of the person (never a display name): gate maps it to an
     `[[approvers]]` entry by the channel's key (`slack = "U01..."`). `edits` holds only the
     arguments the person changed, by name, already parsed from what they typed; `grant` is
-    a (scope, duration) pair such as ("session", "30m"); `extend_by` a duration ("15m").
+    a (scope, duration) pair such as ("session", "30m"); `extend_by` a duration ("15m") and
+    `extend_from` the deadline the card showed, so a click delivered twice, to any replica,
+    extends once.
     """
 
     channel: str
@@ -84,6 +87,7 @@ class Click:
     edits: dict[str, Any] | None = None
     grant: tuple[str, str] | None = None
     extend_by: str | None = None
+    extend_from: datetime | None = None
 
 
 class ChannelContext(Protocol):

@@ -11,6 +11,7 @@ its errors with `raise_for`, and every other surface words them with `Result.mes
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from gate import grants, machine, offers
@@ -111,8 +112,19 @@ def _check(
     return comment, spec
 
 
-def extend(service: GateService, request_id: str, actor: Actor, by: str) -> Result:
-    """Give a pending request more time; only someone who may decide it can."""
+def extend(
+    service: GateService,
+    request_id: str,
+    actor: Actor,
+    by: str,
+    *,
+    seen: datetime | None = None,
+) -> Result:
+    """Give a pending request more time; only someone who may decide it can.
+
+    `seen` is the deadline the person was shown (a chat card carries it): when the deadline
+    has moved since, that extension already happened and nothing moves again.
+    """
     view = service.view(request_id)
     done = settled(view, request_id)
     if done is not None or view is None:
@@ -120,6 +132,8 @@ def extend(service: GateService, request_id: str, actor: Actor, by: str) -> Resu
     refusal = refusal_for(service.settings, view, actor)
     if refusal is not None:
         return Result(None, view, refusal)
+    if seen is not None and view.expires_at != seen:
+        return Result(machine.Extended(request_id, view.expires_at), view)
     try:
         more = parse_duration(by)
     except ValueError as exc:
@@ -141,6 +155,7 @@ def extend(service: GateService, request_id: str, actor: Actor, by: str) -> Resu
             actor=actor.name,
             via=actor.via,
             now=now,
+            seen=seen,
         )
         change.record(outcome)
     return Result(outcome, service.view(request_id))
@@ -160,7 +175,8 @@ def act(service: GateService, click: Click) -> Result:
             return done or Result(machine.Missing(click.request_id), None)
         return Result(None, view, refusal_for(service.settings, view, actor))
     if click.action == "extend":
-        return extend(service, click.request_id, actor, click.extend_by or "15m")
+        by = click.extend_by or "15m"
+        return extend(service, click.request_id, actor, by, seen=click.extend_from)
     edited = None
     if click.edits is not None:
         view = service.view(click.request_id)

@@ -327,19 +327,31 @@ def _humanise(delta: timedelta) -> str:
 
 
 def extend(
-    session: Session, *, request_id: str, until: datetime, actor: str, via: str, now: datetime
+    session: Session,
+    *,
+    request_id: str,
+    until: datetime,
+    actor: str,
+    via: str,
+    now: datetime,
+    seen: datetime | None = None,
 ) -> Outcome:
     """Move a pending request's deadline (approvers asking for more time).
 
     A deadline that has already passed cannot be moved: the request is expired here instead.
+    With `seen` (the deadline the person was shown), it moves only from that deadline, so a
+    click delivered again, to any replica, extends once.
     """
+    guards = [
+        col(ConfirmationRequest.id) == request_id,
+        col(ConfirmationRequest.status) == RequestStatus.pending,
+        col(ConfirmationRequest.expires_at) > now,
+    ]
+    if seen is not None:
+        guards.append(col(ConfirmationRequest.expires_at) == seen)
     result = session.execute(
         sa.update(ConfirmationRequest)
-        .where(
-            col(ConfirmationRequest.id) == request_id,
-            col(ConfirmationRequest.status) == RequestStatus.pending,
-            col(ConfirmationRequest.expires_at) > now,
-        )
+        .where(*guards)
         .values(expires_at=until)
         .execution_options(synchronize_session=False)
     )
@@ -347,6 +359,8 @@ def extend(
     if req is None:
         return Missing(request_id)
     if result.rowcount != 1:  # type: ignore[attr-defined]
+        if req.status == RequestStatus.pending and req.expires_at > now:
+            return Extended(request_id, req.expires_at)  # moved already, from what was seen
         if req.status == RequestStatus.pending:  # its deadline passed before the sweep ran
             expire(session, request_id=request_id, now=now)
             session.refresh(req)

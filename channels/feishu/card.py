@@ -196,7 +196,8 @@ def _actions(view: RequestView, tool: str, editing: bool) -> list[dict[str, Any]
             _row([_callback(view.id, "view", "Back", "default")]),
         ]
     extras = [_callback(view.id, "edit", "Edit & approve…", "default")] if fields else []
-    extras.append(_callback(view.id, "extend", decisions.EXTEND_LABEL, "default"))
+    shown = view.expires_at.isoformat()
+    extras.append(_callback(view.id, "extend", decisions.EXTEND_LABEL, "default", shown=shown))
     return [_decision_form(view, tool), _row(extras)]
 
 
@@ -206,17 +207,24 @@ def editable(view: RequestView) -> list[decisions.EditField]:
 
 
 def _callback(
-    request_id: str, verdict: str, label: str, style: str, *, submit: bool = False
+    request_id: str,
+    verdict: str,
+    label: str,
+    style: str,
+    *,
+    submit: bool = False,
+    shown: str | None = None,
 ) -> dict[str, Any]:
+    value = {"request_id": request_id, "verdict": verdict}
+    if shown is not None:  # the deadline the card showed: a click delivered twice extends once
+        value["shown"] = shown
     button: dict[str, Any] = {
         "tag": "button",
         "element_id": verdict,
         "name": verdict,
         "type": style,
         "text": _plain(label),
-        "behaviors": [
-            {"type": "callback", "value": {"request_id": request_id, "verdict": verdict}}
-        ],
+        "behaviors": [{"type": "callback", "value": value}],
     }
     if submit:
         button["form_action_type"] = "submit"

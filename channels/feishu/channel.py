@@ -176,7 +176,12 @@ class FeishuChannel:
     async def _extend(self, action: CardAction) -> dict[str, Any]:
         """Move the deadline by one Extend step, if gate lets this person."""
         click = Click(
-            self.name, action.open_id, action.request_id, "extend", extend_by=decisions.EXTEND_BY
+            self.name,
+            action.open_id,
+            action.request_id,
+            "extend",
+            extend_by=decisions.EXTEND_BY,
+            extend_from=action.extend_from,
         )
         moved = await self.gate.act(click)
         if isinstance(moved.outcome, Extended):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from channels import decisions
@@ -48,6 +49,8 @@ class CardAction:
     grant: str | None = None
     #: the edit form's texts by field index ("approve_edits")
     edits: tuple[tuple[int, str], ...] = ()
+    #: the deadline the card showed when Extend was clicked
+    extend_from: datetime | None = None
 
 
 def parse_action(payload: Mapping[str, Any]) -> CardAction:
@@ -59,7 +62,7 @@ def parse_action(payload: Mapping[str, Any]) -> CardAction:
     action = event.get("action")
     if not isinstance(action, Mapping):
         raise BadRequest("card callback has no action", code="bad_callback")
-    request_id, verdict = _our_value(action.get("value"))
+    request_id, verdict, extend_from = _our_value(action.get("value"))
     open_id = _operator(event, legacy)
     form = action.get("form_value")
     form = form if isinstance(form, Mapping) else {}
@@ -84,11 +87,13 @@ def parse_action(payload: Mapping[str, Any]) -> CardAction:
         reasons=tuple(str(r) for r in picked) if isinstance(picked, list) else (),
         grant=grant if isinstance(grant, str) and grant else None,
         edits=tuple(sorted(edits_from(form).items())),
+        extend_from=extend_from,
     )
 
 
-def _our_value(value: Any) -> tuple[str, str]:
-    """(request id, verdict) from a button value we put on the card; 400 for anyone else's."""
+def _our_value(value: Any) -> tuple[str, str, datetime | None]:
+    """(request id, verdict, deadline shown) from a button value we put on the card; 400 for
+    anyone else's."""
     if isinstance(value, str):
         try:
             value = load_json(value)
@@ -99,7 +104,14 @@ def _our_value(value: Any) -> tuple[str, str]:
     request_id, verdict = value.get("request_id"), value.get("verdict")
     if not isinstance(request_id, str) or not request_id or verdict not in VERDICTS:
         raise BadRequest("the button value is not ours", code="bad_callback")
-    return request_id, str(verdict)
+    shown = value.get("shown")
+    try:
+        when = datetime.fromisoformat(shown) if isinstance(shown, str) else None
+    except ValueError:
+        raise BadRequest("the button value is not ours", code="bad_callback") from None
+    if when is not None and when.tzinfo is None:
+        raise BadRequest("the button value is not ours", code="bad_callback")
+    return request_id, str(verdict), when
 
 
 def _operator(event: Mapping[str, Any], legacy: bool) -> str:

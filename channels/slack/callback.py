@@ -12,6 +12,7 @@ import hmac
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Literal
 from urllib.parse import parse_qs
 
@@ -109,6 +110,8 @@ class Interaction:
     #: when Slack says the click happened (`actions[].action_ts`); with trigger_id it tells
     #: a new click from the same click delivered again
     action_ts: str | None = None
+    #: the deadline the card showed when Extend was clicked
+    extend_from: datetime | None = None
 
     @property
     def click_id(self) -> str:
@@ -139,6 +142,7 @@ def _parse_block_action(payload: Mapping[str, Any], user_id: str) -> Interaction
     first = actions[0]
     action_id = first.get("action_id")
     grant = None
+    extend_from = None
     request_id: Any
     if action_id == GRANT_ACTION:
         selected = first.get("selected_option")
@@ -147,7 +151,10 @@ def _parse_block_action(payload: Mapping[str, Any], user_id: str) -> Interaction
         grant = decisions.parse_grant(choice)
         clicked: Kind = "approve"
     elif action_id in _BUTTONS:
-        request_id, clicked = first.get("value"), _BUTTONS[action_id]
+        # Extend's value also carries the deadline the card showed: "<id>|<ISO time>"
+        request_id, _, shown = str(first.get("value") or "").partition("|")
+        clicked = _BUTTONS[action_id]
+        extend_from = _deadline(shown) if clicked == "extend" else None
     else:
         return Interaction("ignore", user_id)  # e.g. a link button: acknowledged, nothing to do
     container, channel = _obj(payload, "container"), _obj(payload, "channel")
@@ -161,6 +168,7 @@ def _parse_block_action(payload: Mapping[str, Any], user_id: str) -> Interaction
         trigger if isinstance(trigger, str) and trigger else None,
         grant=grant,
         action_ts=_str(first.get("action_ts")),
+        extend_from=extend_from,
     )
 
 
@@ -195,6 +203,19 @@ def _parse_submission(payload: Mapping[str, Any], user_id: str) -> Interaction:
         raise ValueError("the modal submission lacks its reason")
     reason = _input_text(values, REASON_BLOCK, REASON_INPUT).strip()
     return Interaction("reject", user_id, *where, reason=reason, reasons=reasons)
+
+
+def _deadline(text: str) -> datetime | None:
+    """The deadline an Extend button carried (None for cards posted before it did)."""
+    if not text:
+        return None
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError("the Extend button carries no valid deadline") from None
+    if when.tzinfo is None:
+        raise ValueError("the Extend button's deadline has no time zone")
+    return when
 
 
 def _input_text(values: Mapping[str, Any], block_id: str, action_id: str) -> str:

@@ -175,7 +175,9 @@ def _buttons(view: RequestView, iteration: str) -> dict[str, Any]:
     if editable(view):
         elements.append(_button(EDIT_ACTION, "Edit & approve…", view.id))
     elements.append(_button(REJECT_ACTION, "Reject…", view.id, "danger"))
-    elements.append(_button(EXTEND_ACTION, decisions.EXTEND_LABEL, view.id))
+    # the deadline rides along, so a click delivered twice extends once (on any replica)
+    shown = f"{view.id}|{view.expires_at.isoformat()}"
+    elements.append(_button(EXTEND_ACTION, decisions.EXTEND_LABEL, shown))
     return {"type": "actions", "block_id": f"decide-{iteration}", "elements": elements}
 
 

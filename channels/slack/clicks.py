@@ -149,7 +149,12 @@ class Clicks:
 
         async def extend() -> Result:
             click = Click(
-                self.name, it.user_id, it.request_id, "extend", extend_by=decisions.EXTEND_BY
+                self.name,
+                it.user_id,
+                it.request_id,
+                "extend",
+                extend_by=decisions.EXTEND_BY,
+                extend_from=it.extend_from,
             )
             return await self.gate.act(click)
 

@@ -8,6 +8,8 @@ pages) is tested with that surface.
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from gate import deciding, machine
 from gate.acting import Refusal
 from gate.channel import Click
@@ -109,3 +111,20 @@ def test_a_click_goes_through_the_same_pipeline(service: GateService) -> None:
     assert edited.changed and edited.view is not None
     assert edited.view.approved_args == {"amount": 5, "to": "a"}
     assert "Approved with edits by bob in Slack" in (edited.view.reason or "")
+
+
+def test_an_extension_from_a_deadline_already_moved_moves_nothing(
+    service: GateService, clock: Clock
+) -> None:
+    rid = ask(service, tool_name="refund", tool_args={"amount": 1})
+    view = service.view(rid)
+    assert view is not None
+    shown = view.expires_at
+    bob = approver(service, "bob")
+    first = deciding.extend(service, rid, bob, "15m", seen=shown)
+    assert isinstance(first.outcome, machine.Extended)
+    again = deciding.extend(service, rid, bob, "15m", seen=shown)  # the same click, again
+    assert isinstance(again.outcome, machine.Extended)
+    assert again.outcome.until == first.outcome.until == shown + timedelta(minutes=15)
+    trail = service.view(rid, full=True)
+    assert trail is not None and [a.kind for a in trail.audit].count("extended") == 1

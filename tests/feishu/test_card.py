@@ -108,7 +108,8 @@ def test_card_colour_and_buttons_follow_the_state(
 
 
 def test_pending_card_carries_what_is_asked() -> None:
-    card = render_card(make_view())
+    view = make_view()
+    card = render_card(view)
     text = json.dumps(card, ensure_ascii=False)
     for fact in ("Pay ACME 60k", "billing-agent", "dave", "big-payments", "2026-11-21 10:10"):
         assert fact in text
@@ -117,7 +118,12 @@ def test_pending_card_carries_what_is_asked() -> None:
         {"request_id": "01JD0000000000000000000000", "verdict": "approve"},
         {"request_id": "01JD0000000000000000000000", "verdict": "reject"},
         {"request_id": "01JD0000000000000000000000", "verdict": "edit"},
-        {"request_id": "01JD0000000000000000000000", "verdict": "extend"},
+        # Extend also carries the deadline the card showed: a repeated click extends once
+        {
+            "request_id": "01JD0000000000000000000000",
+            "verdict": "extend",
+            "shown": view.expires_at.isoformat(),
+        },
     ]
     (link,) = [b for b in buttons(card) if b["element_id"] == "open"]
     assert link["behaviors"] == [

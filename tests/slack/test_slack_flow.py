@@ -67,7 +67,9 @@ def test_submit_posts_a_card(slack_gate: Gate, fake_slack: FakeSlack) -> None:
         "gate_reject",
         "gate_extend",
     ]
-    assert {b["value"] for b in buttons} == {request_id}
+    # every button names the request; Extend also the deadline the card showed
+    assert {b["value"].split("|")[0] for b in buttons} == {request_id}
+    assert buttons[3]["value"].count("|") == 1
     assert buttons[0]["style"] == "primary" and "confirm" in buttons[0]
     assert buttons[2]["style"] == "danger"
     post = fake_slack.calls_to("chat.postMessage", ok=True)[0]

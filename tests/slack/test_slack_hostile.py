@@ -11,8 +11,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import Gate
-from tests.slack.conftest import INTERACTIONS, block_actions, form, interact, sign
+from tests.conftest import Gate, GateFactory
+from tests.slack.conftest import INTERACTIONS, block_actions, form, interact, sign, slack_settings
 from tests.support import config as cfg
 from tests.support.fake_slack import FakeSlack
 from tests.support.servers import wait_until
@@ -141,3 +141,31 @@ def test_one_extend_click_delivered_three_times_extends_once(
     later = datetime.fromisoformat(_request(gate, request_id)["expires_at"])
     assert (later - before).total_seconds() == 30 * 60
     assert _audit_kinds(gate, request_id).count("extended") == 2
+
+
+def test_one_extend_click_delivered_to_two_replicas_extends_once(
+    make_gate: GateFactory, db_url: str, fake_slack: FakeSlack
+) -> None:
+    # Two replicas on one database: the in-memory dedupe of each cannot see the other's
+    # deliveries, so the card's Extend button carries the deadline it showed and the move is
+    # a compare-and-set on it.
+    settings = slack_settings(db_url, fake_slack)
+    first, second = make_gate(settings=settings), make_gate(settings=settings)
+    request_id = _submit(first)
+    before = datetime.fromisoformat(_request(first, request_id)["expires_at"])
+    card = wait_until(lambda: next(iter(fake_slack.posted()), None))
+    button = next(
+        element
+        for block in card.blocks
+        if block.get("type") == "actions"
+        for element in block["elements"]
+        if element.get("action_id") == "gate_extend"
+    )
+    assert button["value"].startswith(f"{request_id}|")
+    click = block_actions(request_id, "U0BOB", "gate_extend", trigger_id="trig-two-replicas")
+    click["actions"][0]["value"] = button["value"]
+    assert interact(first, click).status_code == 200
+    assert interact(second, click).status_code == 200  # Slack's retry, to the other replica
+    after = datetime.fromisoformat(_request(first, request_id)["expires_at"])
+    assert (after - before).total_seconds() == 15 * 60
+    assert _audit_kinds(first, request_id).count("extended") == 1
