@@ -35,14 +35,16 @@ def decide(
     comment: str | None = None,
     *,
     edited_args: dict[str, Any] | None = None,
+    edits: dict[str, Any] | None = None,
     reasons: Sequence[str] = (),
     grant: tuple[str, str] | None = None,
 ) -> Result:
     """Record `actor`'s verdict, if they may decide this request. One write transaction.
 
-    `edited_args` approves with changed arguments (the full object), `reasons` are the
-    rule's preset reject reasons, and `grant` is a (scope, duration) pair to attach to an
-    approval; each is checked against what the rule offers (`Refusal.not_offered`). The
+    `edited_args` approves with changed arguments (the full object); `edits` gives only the
+    changed ones by name (a chat form), merged over the arguments read under the lock.
+    `reasons` are the rule's preset reject reasons, and `grant` is a (scope, duration) pair to
+    attach to an approval; each is checked against what the rule offers. The
     request and its votes are read once, locked, inside the write; the answer is built from
     what was written, never read back.
     """
@@ -54,6 +56,8 @@ def decide(
             return Result(machine.Missing(request_id), None)
         req, votes = loaded
         view = build_view(req, votes, public_url=public_url)
+        if edits is not None:
+            edited_args = {**req.tool_args, **edits}
         checked = _check(service, view, actor, verdict, comment, edited_args, reasons, grant)
         if isinstance(checked, Result):
             return checked
@@ -177,17 +181,13 @@ def act(service: GateService, click: Click) -> Result:
     if click.action == "extend":
         by = click.extend_by or "15m"
         return extend(service, click.request_id, actor, by, seen=click.extend_from)
-    edited = None
-    if click.edits is not None:
-        view = service.view(click.request_id)
-        edited = {**(view.tool_args if view else {}), **click.edits}
     return decide(
         service,
         click.request_id,
         actor,
         Verdict(click.action),
         click.comment,
-        edited_args=edited,
+        edits=click.edits,
         reasons=click.reasons,
         grant=click.grant,
     )

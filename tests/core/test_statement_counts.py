@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from gate import deciding
+from gate.channel import Click
 from gate.models import Verdict
 from gate.schemas import GateCall
 from gate.service import GateService
@@ -77,3 +78,12 @@ def test_a_refused_decision_writes_nothing(service: GateService) -> None:
         result = deciding.decide(service, rid, approver(service, "carol"), Verdict.approve)
     assert result.refusal is not None
     check(tally, statements=2, transactions=1)
+
+
+def test_a_chat_click_with_edits_is_one_transaction(service: GateService) -> None:
+    rid = ask(service, tool_name="refund", tool_args={"amount": 10, "to": "a"})
+    with counting(service.db.engine) as tally:
+        result = deciding.act(service, Click("slack", "U0BOB", rid, "approve", edits={"amount": 5}))
+    assert result.changed and result.view is not None
+    assert result.view.approved_args == {"amount": 5, "to": "a"}
+    check(tally, statements=7, transactions=1)  # the edits merge under the lock, no extra read
