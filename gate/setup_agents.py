@@ -134,9 +134,17 @@ def _init(ns: argparse.Namespace) -> int:
         _say(note)
     if ns.no_check:
         return 0
-    problems = check_server(ns.url, os.environ.get(ns.token_env) or None, ns.token_env)
+    token = os.environ.get(ns.token_env) or None
+    problems = check_server(ns.url, token, ns.token_env)
     if not problems:
-        _say(f"checked: {ns.url} answers and accepts the token in ${ns.token_env}")
+        # A token-less server (local mode) accepts the check without one: say so rather than
+        # claim a token was accepted that was never sent.
+        accepted = (
+            f"accepts the token in ${ns.token_env}"
+            if token
+            else f"needs no token (local mode: ${ns.token_env} is not set and not needed)"
+        )
+        _say(f"checked: {ns.url} answers and {accepted}")
         return 0
     for problem in problems:
         _say(f"gate init {ns.agent}: {problem}", err=True)

@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 
+from gate.config import Settings
+from tests.conftest import GateFactory
 from tests.hooks.conftest import Live, fixture
 from tests.support import config as cfg
 from tests.support.servers import free_port
@@ -188,6 +190,22 @@ def test_a_token_the_server_refuses_is_reported(
     assert says in done.stderr
     assert "The hook is installed and fails closed" in done.stderr
     assert (project / ".claude" / "settings.json").exists()
+
+
+def test_a_token_less_server_is_reported_as_needing_no_token(
+    make_gate: GateFactory, sqlite_url: str, dirs: tuple[Path, Path]
+) -> None:
+    """Local mode takes no token: init must not claim one was sent and accepted."""
+    home, project = dirs
+    data = cfg.settings_data(sqlite_url)
+    data["tokens"] = []
+    local = make_gate(settings=Settings(**data))
+
+    done = gate_init("claude-code", "--url", local.url, home=home, cwd=project)
+
+    assert done.returncode == 0, done.stderr
+    assert f"checked: {local.url} answers and needs no token (local mode" in done.stdout
+    assert "accepts the token" not in done.stdout
 
 
 def test_a_server_that_does_not_answer_is_reported(dirs: tuple[Path, Path]) -> None:
