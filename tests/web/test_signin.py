@@ -154,10 +154,16 @@ def test_the_password_pool_has_two_threads_a_bounded_queue_and_spares_the_api() 
         async with anyio.create_task_group() as group:
             for _ in range(PASSWORD_THREADS + MAX_WAITING):
                 group.start_soon(sign_in_check)
+            # Wait for both: a worker thread is handed its call some time after the limiter
+            # lends it a token, so "the queue is full" alone does not mean both have started.
             with anyio.fail_after(10):
-                while limiter.pool.statistics().tasks_waiting < MAX_WAITING:
+                while (
+                    limiter.pool.statistics().tasks_waiting < MAX_WAITING
+                    or len(running) < PASSWORD_THREADS
+                ):
                     await anyio.sleep(0.01)
-            assert len(running) == PASSWORD_THREADS
+            assert limiter.pool.borrowed_tokens == PASSWORD_THREADS
+            assert len(running) == PASSWORD_THREADS  # the queued ones have not started
             assert limiter.busy  # the next sign-in is told to retry, not queued
             started = time.perf_counter()
             assert await anyio.to_thread.run_sync(lambda: "the API answers") == "the API answers"
