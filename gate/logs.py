@@ -48,3 +48,8 @@ def configure_logging(level: str = "INFO", *, json_logs: bool = False) -> None:
     # APScheduler warns on every skipped overlapping tick, which a kicked outbox pump causes
     # by design; only its errors matter.
     logging.getLogger("apscheduler").setLevel(logging.ERROR)
+    # httpx and httpcore log every request's full URL at INFO and DEBUG, and some platforms
+    # put credentials in the URL (Telegram's bot token is a path segment): only their
+    # warnings reach gate's log, whatever gate's own level.
+    for name in ("httpx", "httpcore"):
+        logging.getLogger(name).setLevel(logging.WARNING)

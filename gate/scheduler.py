@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -38,8 +39,14 @@ class Scheduler:
     ) -> None:
         self._scheduler = AsyncIOScheduler(timezone=UTC)
         self._inflight: set[asyncio.Task[Any]] = set()
-        sweep, pump = self._tracked(sweep), self._tracked(pump)
-        remind = self._tracked(remind) if remind is not None else None
+        # Which jobs are running now, and which were kicked while running: a kick then owes
+        # one more run right after this one, instead of being dropped as an overlapping tick
+        # (which left a card refresh waiting a whole interval).
+        self._lock = threading.Lock()
+        self._running: set[str] = set()
+        self._owed: set[str] = set()
+        sweep, pump = self._tracked(SWEEP_JOB, sweep), self._tracked(OUTBOX_JOB, pump)
+        remind = self._tracked(REMIND_JOB, remind) if remind is not None else None
         # max_instances=1 + coalesce: a slow run is never overlapped by the next tick, and
         # missed ticks collapse into one run instead of a burst.
         common: dict[str, Any] = {"max_instances": 1, "coalesce": True, "misfire_grace_time": None}
@@ -63,8 +70,11 @@ class Scheduler:
         if self._scheduler.running:
             self._scheduler.shutdown(wait=False)
 
-    def _tracked(self, job: Callable[[], Awaitable[Any]]) -> Callable[[], Awaitable[None]]:
-        """Run `job` as a task the scheduler cannot cancel half-way.
+    def _tracked(
+        self, job_id: str, job: Callable[[], Awaitable[Any]]
+    ) -> Callable[[], Awaitable[None]]:
+        """Run `job` as a task the scheduler cannot cancel half-way, again at once if it was
+        kicked while it ran.
 
         A job's database work runs in a worker thread that cancellation cannot stop; if
         shutdown cancelled the coroutine and then disposed of the engine, that thread would
@@ -73,10 +83,25 @@ class Scheduler:
         """
 
         async def run() -> None:
-            task = asyncio.ensure_future(job())
-            self._inflight.add(task)
-            task.add_done_callback(self._finished)
-            await asyncio.shield(task)
+            with self._lock:
+                self._running.add(job_id)
+            try:
+                while True:
+                    task = asyncio.ensure_future(job())
+                    self._inflight.add(task)
+                    task.add_done_callback(self._finished)
+                    await asyncio.shield(task)
+                    with self._lock:
+                        if job_id not in self._owed or not self._scheduler.running:
+                            self._owed.discard(job_id)
+                            self._running.discard(job_id)
+                            return
+                        self._owed.discard(job_id)
+            except BaseException:
+                with self._lock:
+                    self._running.discard(job_id)
+                    self._owed.discard(job_id)
+                raise
 
         return run
 
@@ -91,9 +116,14 @@ class Scheduler:
             await asyncio.wait(set(self._inflight), timeout=timeout)
 
     def kick(self, job_id: str = OUTBOX_JOB) -> None:
-        """Run a job now instead of at its next tick (safe from any thread)."""
+        """Run a job now instead of at its next tick (safe from any thread); a job running
+        now runs once more as soon as it finishes, however many kicks arrive meanwhile."""
         if not self._scheduler.running:
             return
+        with self._lock:
+            if job_id in self._running:
+                self._owed.add(job_id)
+                return
         job = self._scheduler.get_job(job_id)
         if job is not None:
             job.modify(next_run_time=datetime.now(UTC))

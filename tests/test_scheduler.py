@@ -1,0 +1,73 @@
+"""The scheduler's kick: a job kicked while it runs runs once more right after, never skipped."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from gate.scheduler import Scheduler
+
+#: far longer than the test: any second run must come from a kick, not from a tick
+INTERVAL = 3600.0
+
+
+async def _idle() -> None:
+    return None
+
+
+async def test_a_kick_while_the_pump_runs_runs_it_again_at_once() -> None:
+    started: list[float] = []
+    first_running = asyncio.Event()
+    release = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    async def pump() -> None:
+        started.append(loop.time())
+        first_running.set()
+        if len(started) == 1:
+            await release.wait()
+
+    scheduler = Scheduler(sweep=_idle, pump=pump, sweep_interval=INTERVAL, pump_interval=INTERVAL)
+    scheduler.start()
+    try:
+        scheduler.kick()
+        await asyncio.wait_for(first_running.wait(), 5)
+        # Kicked three times while running (once from another thread, as a commit in a
+        # worker thread does): owed exactly one more run, not three and not none.
+        scheduler.kick()
+        scheduler.kick()
+        kicker = threading.Thread(target=scheduler.kick)
+        kicker.start()
+        kicker.join()
+        release.set()
+        for _ in range(200):
+            if len(started) >= 2:
+                break
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.2)  # room for a wrong third run to show
+        assert len(started) == 2
+        assert started[1] - started[0] < 2.0
+    finally:
+        scheduler.shutdown()
+        await scheduler.drain(5)
+
+
+async def test_a_kick_while_idle_runs_the_job_once() -> None:
+    runs: list[int] = []
+
+    async def pump() -> None:
+        runs.append(1)
+
+    scheduler = Scheduler(sweep=_idle, pump=pump, sweep_interval=INTERVAL, pump_interval=INTERVAL)
+    scheduler.start()
+    try:
+        scheduler.kick()
+        for _ in range(200):
+            if runs:
+                break
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.2)
+        assert runs == [1]
+    finally:
+        scheduler.shutdown()
+        await scheduler.drain(5)
