@@ -116,6 +116,9 @@ class Sealer:
             raise NotOurs("not a gate button")
         try:
             sealed = base64.urlsafe_b64decode(data + "=" * (-len(data) % 4))
+            # One spelling per button: base64's unused low bits must be zero, as we write them.
+            if base64.urlsafe_b64encode(sealed).rstrip(b"=").decode() != data:
+                raise ValueError("not canonical base64")
             plain = self._siv.decrypt(sealed, [LABEL])
         except (binascii.Error, ValueError, InvalidTag):
             raise NotOurs("not a gate button") from None

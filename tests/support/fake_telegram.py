@@ -136,6 +136,8 @@ class Call:
     body: Any
     status: int
     response: dict[str, Any]
+    #: when it arrived (monotonic seconds), to check a retry waited as asked
+    at: float = field(default_factory=time.monotonic)
 
 
 @dataclass

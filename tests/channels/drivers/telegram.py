@@ -97,8 +97,6 @@ class TelegramDriver(Driver):
         for found in AUTO_ENTITIES.finditer(text):
             if not all(inert[found.start() : found.end()]):
                 live.append(f"auto-detected in plain text: {found.group().strip()}")
-        if "tg://" in message.html:
-            live.append("a tg:// link")
         for button_request, kind, button in self._kinds(message):
             if button_request != request_id:
                 live.append(f"a {kind} button for another request: {button['text']}")
