@@ -9,6 +9,7 @@ inside: the outbox does, with backoff.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import httpx
@@ -22,6 +23,29 @@ NOT_MODIFIED = "message is not modified"
 TIMEOUT_SECONDS = 10.0
 
 
+class RedactToken(logging.Filter):
+    """Hides the bot token in log lines: httpx logs every request's URL at INFO, and the Bot
+    API puts the token in the URL's path."""
+
+    def __init__(self, token: str) -> None:
+        super().__init__()
+        self.token = token
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Rewrite a record that names the token; never drop one."""
+        message = record.getMessage()
+        if self.token in message:
+            record.msg, record.args = message.replace(self.token, "<bot token>"), ()
+        return True
+
+
+def redact_in_logs(token: str) -> None:
+    """Install (once per token) the filter that keeps the token out of httpx's log lines."""
+    logger = logging.getLogger("httpx")
+    if not any(isinstance(f, RedactToken) and f.token == token for f in logger.filters):
+        logger.addFilter(RedactToken(token))
+
+
 class TelegramApi:
     """Calls Bot API methods as the bot."""
 
@@ -29,6 +53,7 @@ class TelegramApi:
         self, settings: TelegramSettings, *, transport: httpx.AsyncBaseTransport | None = None
     ) -> None:
         self.settings = settings
+        redact_in_logs(settings.bot_token.get_secret_value())
         self._transport = transport
         self._http: httpx.AsyncClient | None = None
 

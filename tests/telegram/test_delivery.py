@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from typing import Any
 
 import httpx
@@ -183,3 +184,15 @@ def test_bad_settings_stop_start_up_naming_the_key(key: str, value: str, says: s
     with pytest.raises(ConfigError) as refused:
         validate_settings("telegram", table)
     assert says in str(refused.value) or says in (refused.value.key or "")
+
+
+def test_the_token_stays_out_of_the_logs(
+    tg_gate: Gate, fake: FakeTelegram, caplog: pytest.LogCaptureFixture
+) -> None:
+    # httpx logs each request's URL at INFO; the Bot API's URL holds the token.
+    with caplog.at_level(logging.INFO):
+        request_id = ask(tg_gate)
+        card_of(fake, request_id)
+        wait_until(lambda: deliveries(tg_gate, request_id)[0].status == "sent")
+    assert "sendMessage" in caplog.text and "<bot token>" in caplog.text
+    assert fake_telegram.TOKEN not in caplog.text
