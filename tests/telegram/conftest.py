@@ -10,7 +10,6 @@ from typing import Any
 import httpx
 import pytest
 
-from channels.telegram import TelegramChannel
 from gate.config import Settings
 from tests.conftest import Gate, GateFactory
 from tests.support import config as cfg
@@ -69,11 +68,10 @@ def tg_gate(make_gate: GateFactory, sqlite_url: str, fake: FakeTelegram) -> Gate
     return make_gate(settings=telegram_settings(sqlite_url, fake))
 
 
-def channel(gate: Gate) -> TelegramChannel:
-    """The live TelegramChannel inside a running gate."""
-    found = gate.state.channels["telegram"]
-    assert isinstance(found, TelegramChannel)
-    return found
+@pytest.fixture
+def tg_gate_db(make_gate: GateFactory, db_url: str, fake: FakeTelegram) -> Gate:
+    """A Telegram gate on each database (SQLite, and PostgreSQL when configured)."""
+    return make_gate(settings=telegram_settings(db_url, fake))
 
 
 def push(

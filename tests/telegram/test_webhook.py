@@ -101,12 +101,12 @@ def test_identity_is_the_numeric_id_never_the_name(tg_gate: Gate, fake: FakeTele
     untouched(tg_gate, request_id)
 
 
-def test_typed_commands_decide(tg_gate: Gate, fake: FakeTelegram) -> None:
-    first, second = ask(tg_gate), ask(tg_gate)
+def test_typed_commands_decide(tg_gate_db: Gate, fake: FakeTelegram) -> None:
+    first, second = ask(tg_gate_db), ask(tg_gate_db)
     code = telegram_buttons.code(CALLBACK_SECRET, first)
     said = fake.say(CHAT, IDS["alice"], f"/approve@gate_test_bot {code} looks fine")
-    assert push(tg_gate, said).status_code == 200
-    now = state(tg_gate, first)
+    assert push(tg_gate_db, said).status_code == 200
+    now = state(tg_gate_db, first)
     assert (now["status"], now["decided_by"], now["decided_via"]) == (
         "approved",
         "alice",
@@ -117,11 +117,11 @@ def test_typed_commands_decide(tg_gate: Gate, fake: FakeTelegram) -> None:
 
     code = telegram_buttons.code(CALLBACK_SECRET, second)
     said = fake.say(CHAT, IDS["bob"], f"/reject {code}")
-    push(tg_gate, said)
+    push(tg_gate_db, said)
     assert "write the reason" in fake.replies_to(CHAT, said["message"]["message_id"])[0].html
-    untouched(tg_gate, second)
-    push(tg_gate, fake.say(CHAT, IDS["bob"], f"/reject {code.upper()} Split it\nin two"))
-    now = state(tg_gate, second)
+    untouched(tg_gate_db, second)
+    push(tg_gate_db, fake.say(CHAT, IDS["bob"], f"/reject {code.upper()} Split it\nin two"))
+    now = state(tg_gate_db, second)
     assert now["status"] == "rejected" and "Split it\nin two" in now["reason"]
 
 
@@ -151,13 +151,13 @@ def test_a_code_cannot_be_bent_into_another_request(tg_gate: Gate, fake: FakeTel
     untouched(tg_gate, request_id)
 
 
-def test_a_redelivered_command_acts_once(tg_gate: Gate, fake: FakeTelegram) -> None:
-    request_id = ask(tg_gate, "wire_funds", {"amount": 10})  # needs two approvals
+def test_a_redelivered_command_acts_once(tg_gate_db: Gate, fake: FakeTelegram) -> None:
+    request_id = ask(tg_gate_db, "wire_funds", {"amount": 10})  # needs two approvals
     code = telegram_buttons.code(CALLBACK_SECRET, request_id)
     said = fake.say(CHAT, IDS["alice"], f"/approve {code}")
     for _ in range(3):
-        assert push(tg_gate, said).status_code == 200
-    now = state(tg_gate, request_id)
+        assert push(tg_gate_db, said).status_code == 200
+    now = state(tg_gate_db, request_id)
     assert now["status"] == "pending" and [v["approver"] for v in now["votes"]] == ["alice"]
     assert len(fake.replies_to(CHAT, said["message"]["message_id"])) == 1
 
@@ -175,34 +175,36 @@ def test_replies_count_only_on_the_bots_own_prompts(tg_gate: Gate, fake: FakeTel
     untouched(tg_gate, request_id)
 
 
-def test_a_reject_prompt_ties_the_reply_to_its_request(tg_gate: Gate, fake: FakeTelegram) -> None:
-    request_id = ask(tg_gate)
+def test_a_reject_prompt_ties_the_reply_to_its_request(
+    tg_gate_db: Gate, fake: FakeTelegram
+) -> None:
+    request_id = ask(tg_gate_db)
     card = card_of(fake, request_id)
     data = telegram_buttons.mint(CALLBACK_SECRET, request_id, "reject")
-    push(tg_gate, fake.press(CHAT, card.message_id, data, IDS["bob"]))
+    push(tg_gate_db, fake.press(CHAT, card.message_id, data, IDS["bob"]))
     (prompt,) = fake.replies_to(CHAT, card.message_id)
     assert prompt.markup == {"force_reply": True, "input_field_placeholder": "Reason to reject"}
     code = telegram_buttons.code(CALLBACK_SECRET, request_id)
     assert prompt.shown()[0].startswith(f"Reject request {code}\n")
     # Anyone may reply; gate decides who counts.
     said = fake.say(CHAT, IDS["mallory"], "nope", reply_to=prompt.message_id)
-    push(tg_gate, said)
+    push(tg_gate_db, said)
     assert "not an approver" in fake.replies_to(CHAT, said["message"]["message_id"])[0].html
-    untouched(tg_gate, request_id)
+    untouched(tg_gate_db, request_id)
     said = fake.say(CHAT, IDS["bob"], "   ", reply_to=prompt.message_id)
-    push(tg_gate, said)
-    untouched(tg_gate, request_id)
-    push(tg_gate, fake.say(CHAT, IDS["bob"], "Wrong vendor", reply_to=prompt.message_id))
-    now = state(tg_gate, request_id)
+    push(tg_gate_db, said)
+    untouched(tg_gate_db, request_id)
+    push(tg_gate_db, fake.say(CHAT, IDS["bob"], "Wrong vendor", reply_to=prompt.message_id))
+    now = state(tg_gate_db, request_id)
     assert now["status"] == "rejected" and now["reason"].endswith("Wrong vendor")
 
 
-def test_edit_replies_are_read_by_name(tg_gate: Gate, fake: FakeTelegram) -> None:
+def test_edit_replies_are_read_by_name(tg_gate_db: Gate, fake: FakeTelegram) -> None:
     args = {"amount": 900, "currency": "EUR", "password": "hunter2-edit-secret"}
-    request_id = ask(tg_gate, "refund_order", args)
+    request_id = ask(tg_gate_db, "refund_order", args)
     card = card_of(fake, request_id)
     data = telegram_buttons.mint(CALLBACK_SECRET, request_id, "edit")
-    push(tg_gate, fake.press(CHAT, card.message_id, data, IDS["alice"]))
+    push(tg_gate_db, fake.press(CHAT, card.message_id, data, IDS["alice"]))
     (prompt,) = fake.replies_to(CHAT, card.message_id)
     text = prompt.shown()[0]
     assert "amount = 900" in text and 'currency = "EUR"' in text
@@ -210,15 +212,15 @@ def test_edit_replies_are_read_by_name(tg_gate: Gate, fake: FakeTelegram) -> Non
 
     def reply(lines: str) -> str:
         said = fake.say(CHAT, IDS["alice"], lines, reply_to=prompt.message_id)
-        push(tg_gate, said)
+        push(tg_gate_db, said)
         return fake.replies_to(CHAT, said["message"]["message_id"])[0].shown()[0]
 
     assert "cannot be edited here" in reply('password = "mine"')
     assert "write name = value" in reply("amount 500")
     assert "expected a number" in reply("amount = lots")
-    untouched(tg_gate, request_id)
+    untouched(tg_gate_db, request_id)
     assert "Approved" in reply("amount = 500\ncurrency = USD")
-    now = state(tg_gate, request_id)
+    now = state(tg_gate_db, request_id)
     assert now["approved_args"] == {**args, "amount": 500, "currency": "USD"}
 
 
