@@ -88,22 +88,46 @@ def visible_length(text: str) -> int:
     return len(shown.encode("utf-16-le")) // 2
 
 
+@dataclass(frozen=True)
+class Sizes:
+    """How much of each untrusted part a card shows."""
+
+    #: characters of the arguments' JSON
+    args: int = ARGS_CHARS
+    #: characters of the summary and of the reason
+    text: int = TEXT_CHARS
+    #: votes and changed arguments listed
+    items: int = VOTES_SHOWN
+    #: characters of a vote's comment or a changed value
+    item: int = 200
+
+
+#: tried in turn until the card fits: the arguments give way first, then everything else
+#: (the last one fits whatever the request holds: about 2,000 characters at most)
+SIZES = (
+    Sizes(),
+    Sizes(args=750),
+    Sizes(args=300),
+    Sizes(args=300, text=150, items=5, item=60),
+    Sizes(args=100, text=80, items=2, item=30),
+)
+
+
 def render(view: RequestView, sealer: Sealer, *, now: datetime | None = None) -> Card:
     """The card for a request in its current state (buttons only while it is pending)."""
     now = now or utcnow()
-    args_chars = ARGS_CHARS
-    text = _text(view, sealer, args_chars, now)
-    while visible_length(text) > CARD_TARGET and args_chars > 100:
-        args_chars //= 2
-        text = _text(view, sealer, args_chars, now)
+    for sizes in SIZES:
+        text = _text(view, sealer, sizes, now)
+        if visible_length(text) <= CARD_TARGET:
+            break
     return Card(text, keyboard(view, sealer))
 
 
-def _text(view: RequestView, sealer: Sealer, args_chars: int, now: datetime) -> str:
+def _text(view: RequestView, sealer: Sealer, sizes: Sizes, now: datetime) -> str:
     title = TITLES.get(view.status, view.status.title())
     lines = [f"<b>{title}:</b> {code(view.tool_name)}"]
     if view.summary:
-        lines.append(pre(cut(untrusted.clean(view.summary), TEXT_CHARS)))
+        lines.append(pre(cut(untrusted.clean(view.summary), sizes.text)))
     lines += [
         f"Agent: {code(view.agent_id)}",
         f"User: {code(view.user_id)}",
@@ -117,8 +141,8 @@ def _text(view: RequestView, sealer: Sealer, args_chars: int, now: datetime) -> 
     else:
         lines.append(f"Asked: {view.created_at:%Y-%m-%d %H:%M} UTC")
     lines.append(f"Request: {code(view.id)}")
-    lines += _arguments(view, args_chars)
-    lines += _history(view)
+    lines += _arguments(view, sizes.args)
+    lines += _history(view, sizes)
     if view.status == "pending":
         lines += _offers(view, sealer)
     lines.append(f'<a href="{html.escape(view.url, quote=True)}">Open in gate</a>')
@@ -135,7 +159,7 @@ def _arguments(view: RequestView, args_chars: int) -> list[str]:
     return lines
 
 
-def _history(view: RequestView) -> list[str]:
+def _history(view: RequestView, sizes: Sizes) -> list[str]:
     """Where the request stands, its reason once final, the changes, and the votes so far."""
     outcome = view.outcome_sentence()
     changes = decisions.changes(view)
@@ -143,13 +167,17 @@ def _history(view: RequestView) -> list[str]:
         outcome = outcome.replace("Approved by", "Approved with edits by", 1)
     lines = [f"<b>{escape(outcome)}</b>"]
     if view.reason and view.status != "pending":
-        lines += ["Reason:", pre(cut(untrusted.clean(view.reason), TEXT_CHARS))]
-    for key, before, after in changes:
-        lines.append(f"Changed {code(key, 40)}: {code(before, 80)} to {code(after, 80)}")
-    for vote in view.votes[:VOTES_SHOWN]:
+        lines += ["Reason:", pre(cut(untrusted.clean(view.reason), sizes.text))]
+    for key, before, after in changes[: sizes.items]:
+        changed = f"{code(before, sizes.item)} to {code(after, sizes.item)}"
+        lines.append(f"Changed {code(key, 40)}: {changed}")
+    for vote in view.votes[: sizes.items]:
         word = "approved" if vote.verdict == "approve" else "rejected"
         line = f"{code(vote.approver)} {word} via {escape(vote.via)}"
-        lines.append(f"{line}: {code(vote.comment, 200)}" if vote.comment else line)
+        lines.append(f"{line}: {code(vote.comment, sizes.item)}" if vote.comment else line)
+    hidden = max(0, len(changes) - sizes.items) + max(0, len(view.votes) - sizes.items)
+    if hidden:
+        lines.append(f"And {hidden} more changes or votes: open the request in gate.")
     return lines
 
 
@@ -161,8 +189,8 @@ def _offers(view: RequestView, sealer: Sealer) -> list[str]:
     if decisions.grant_choices(view):
         lines.append("Approve for a while: the grant buttons allow the same call again.")
     if editable(view):
-        lines.append("Edit & approve… asks for new values as a reply.")
-    lines.append(f"{decisions.EXTEND_LABEL} moves the deadline.")
+        lines.append(escape(f"{EDIT} asks for new values as a reply."))
+    lines.append(escape(f"{decisions.EXTEND_LABEL} moves the deadline."))
     request_code = sealer.code(view.id)
     lines.append(
         f"Or type <code>/approve {request_code}</code> or "

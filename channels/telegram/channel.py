@@ -231,9 +231,15 @@ class TelegramChannel:
         if press.chat_id is None:
             await self._answer.press(press, replies.TYPE_INSTEAD, alert=True)
             return
-        await self._answer.press(press, replies.REPLY_BELOW)
         kind: Literal["reject", "edit"] = "reject" if button.kind == "reject" else "edit"
-        await self._answer.prompt(press.chat_id, press.message_id, kind, view)
+        try:
+            await self._answer.prompt(press.chat_id, press.message_id, kind, view)
+        except DeliveryError as exc:
+            # No prompt, no reply to tie to the request: say how to do it by typing.
+            log.warning("telegram prompt not posted: %s", exc)
+            await self._answer.press(press, replies.TYPE_INSTEAD, alert=True)
+            return
+        await self._answer.press(press, replies.REPLY_BELOW)
 
     # -- typed messages -----------------------------------------------------------------------
 

@@ -29,7 +29,9 @@ GONE = "This request no longer exists."
 RECORDING = "Recording your decision; the card updates in a moment."
 REPLY_BELOW = "Reply to the message below."
 NOTHING_EDITABLE = "Nothing here can be edited in Telegram; edit it in gate."
-TYPE_INSTEAD = "This card is too old to reply to: type the command shown on it instead."
+TYPE_INSTEAD = "Telegram would not take a reply here: type the command shown on the card instead."
+#: the current values shown in an edit prompt (the message holds 4,096 characters)
+PROMPT_VALUES_CHARS = 3000
 NEED_A_REASON = "Not recorded: write the reason (the agent is told why)."
 BAD_CODE = "Not recorded: that is not a code from a card (26 letters and digits)."
 PROMPT_TEXT = {
@@ -84,7 +86,7 @@ class Answers:
         lines = [prompt_line(kind, self.sealer.code(view.id)), escape(PROMPT_TEXT[kind])]
         if kind == "edit":
             shown = "\n".join(f"{f.key} = {f.text}" for f in editable(view))
-            lines += ["Now:", pre(untrusted.clean(shown))]
+            lines += ["Now:", pre(cut(untrusted.clean(shown), PROMPT_VALUES_CHARS))]
         body: dict[str, Any] = {
             "chat_id": chat_id,
             "text": "\n".join(lines),

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -110,9 +111,26 @@ class _Parser(HTMLParser):
         self.text.append(data)
 
 
+_TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9-]*(\s[^<>]*)?>")
+_ENTITY = re.compile(r"&(lt|gt|amp|quot|#[0-9]+|#x[0-9A-Fa-f]+);")
+
+
+def _check_escapes(text: str) -> None:
+    """Telegram: every `<`, `>` and `&` that is not part of a tag or an entity must be
+    written as an entity, or the message is refused."""
+    for data in _TAG.split(text)[::2]:  # split keeps one group per tag: every other part
+        if data is None:
+            continue
+        bare = _ENTITY.sub("", data)
+        for char in "<>&":
+            if char in bare:
+                raise ApiError(400, f"Bad Request: can't parse entities: unescaped {char!r}")
+
+
 def parse_html(text: str) -> tuple[str, list[Entity]]:
     """The text Telegram shows for an HTML-mode message, and its entities; ApiError if it
     would refuse it."""
+    _check_escapes(text)
     parser = _Parser()
     parser.feed(text)
     parser.close()

@@ -61,3 +61,17 @@ def test_an_answer_telegram_refuses_does_not_undo_or_redo_the_press(
     assert push(tg_gate, update).status_code == 200  # resent anyway: acted on once
     assert state(tg_gate, request_id)["expires_at"] == moved
     wait_until(lambda: len(card.versions) > 1)  # the outbox shows the new deadline
+
+
+def test_a_prompt_telegram_refuses_says_how_to_type_it(tg_gate: Gate, fake: FakeTelegram) -> None:
+    request_id = ask(tg_gate)
+    card = card_of(fake, request_id)
+    data = telegram_buttons.mint(CALLBACK_SECRET, request_id, "reject")
+    update = fake.press(CHAT, card.message_id, data, IDS["bob"])
+    fake.flood("sendMessage", retry_after=5)
+    assert push(tg_gate, update).status_code == 200
+    _, answer = fake.answer(update["callback_query"]["id"])
+    assert answer is not None and answer["show_alert"] is True
+    assert "type the command shown on the card" in answer["text"]
+    assert fake.replies_to(CHAT, card.message_id) == []
+    assert state(tg_gate, request_id)["status"] == "pending"

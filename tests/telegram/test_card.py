@@ -216,3 +216,25 @@ def test_markup_characters_survive_as_text() -> None:
     view = make_view(tool_args={"q": "a < b && c > d </code><b>x</b>"})
     text = shown(view)
     assert "a < b && c > d </code><b>x</b>" in text
+
+
+def test_everything_long_at_once_still_fits() -> None:
+    votes = [
+        VoteView(f"approver-{i:02}" * 8, "approve", "slack", NOW, "c" * 5000) for i in range(40)
+    ]
+    args = {f"k{i}": "v" * 3000 for i in range(30)}
+    view = make_view(
+        status="approved",
+        decided_by="alice",
+        decided_via="telegram",
+        summary="s" * 10_000,
+        reason="r" * 10_000,
+        tool_args=args,
+        approved_args=dict.fromkeys(args, "w" * 3000),
+        votes=votes,
+        approvals_required=40,
+    )
+    message = as_message(view)  # the fake's checks: parses, and fits in 4,096
+    text = message.shown()[0]
+    assert utf16_length(text) <= TEXT_LIMIT
+    assert "Approved with edits by alice" in text and "more changes or votes" in text
