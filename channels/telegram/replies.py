@@ -15,7 +15,15 @@ from channels import decisions
 from channels.telegram.api import TelegramApi
 from channels.telegram.card import Card, code, cut, editable, escape, pre
 from channels.telegram.tokens import Sealer
-from channels.telegram.updates import Command, Typed, command, edit_lines, prompt_line, prompt_of
+from channels.telegram.updates import (
+    Command,
+    Press,
+    Typed,
+    command,
+    edit_lines,
+    prompt_line,
+    prompt_of,
+)
 from gate import untrusted
 from gate.channel import ChannelContext, Click
 from gate.readmodel import RequestView
@@ -68,9 +76,12 @@ class Answers:
         self.api = api
         self.sealer = sealer
 
-    async def press(self, press: Any, text: str, *, alert: bool = False) -> None:
+    async def press(self, press: Press, text: str, *, alert: bool = False) -> None:
         """answerCallbackQuery: a notice (or an alert) only the presser sees."""
-        body = {"callback_query_id": press.query_id, "text": cut(text, NOTICE_CHARS)}
+        body: dict[str, Any] = {
+            "callback_query_id": press.query_id,
+            "text": cut(text, NOTICE_CHARS),
+        }
         if alert:
             body["show_alert"] = True
         await self.api.call("answerCallbackQuery", body)

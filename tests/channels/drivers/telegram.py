@@ -77,9 +77,8 @@ class TelegramDriver(Driver):
     def card(self, request_id: str) -> Card:
         message: Message = wait_until(lambda: self._card_message(request_id))
         text, _ = message.shown()
-        neutral = {"approve": "approve", "reject": "reject", "edit": "edit", "extend": "extend"}
-        offers = {neutral.get(kind, kind) for _, kind, _ in self._kinds(message)}
-        offers = {"grant" if o == "grant" else o for o in offers} - {"reason"}
+        # A preset reason is a kind of Reject; every other kind is one of the neutral actions.
+        offers = {kind for _, kind, _ in self._kinds(message)} - {"reason"}
         return Card(text, len(message.versions) - 1, frozenset(offers), message)
 
     def live_markup(self, card: Card, request_id: str, own_url: str) -> list[str]:
