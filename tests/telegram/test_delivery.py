@@ -196,3 +196,12 @@ def test_the_token_stays_out_of_the_logs(
         wait_until(lambda: deliveries(tg_gate, request_id)[0].status == "sent")
     assert "sendMessage" in caplog.text and "<bot token>" in caplog.text
     assert fake_telegram.TOKEN not in caplog.text
+
+
+def test_a_bot_removed_from_the_group_is_dead_at_once(tg_gate: Gate, fake: FakeTelegram) -> None:
+    kicked = fixture("error_kicked.json")
+    fake.fail("sendMessage", status=403, description=kicked["description"])
+    request_id = ask(tg_gate)
+    wait_until(lambda: deliveries(tg_gate, request_id)[0].status == "dead")
+    (post,) = deliveries(tg_gate, request_id)
+    assert post.attempts == 1 and "kicked" in (post.last_error or "")
