@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from channels.telegram import TelegramChannel, TelegramSettings
-from channels.telegram.api import result_or_raise
+from channels.telegram.api import NOT_MODIFIED, result_or_raise
 from gate.channel import DeliveryError, validate_settings
 from gate.errors import ConfigError
 from gate.readmodel import RequestView
@@ -60,6 +60,9 @@ def test_what_each_captured_error_means() -> None:
         with pytest.raises(DeliveryError) as refused:
             result_or_raise(response(name, status), "sendMessage")
         assert refused.value.permanent, name
+    with pytest.raises(DeliveryError) as same:
+        result_or_raise(response("error_not_modified.json", 400), "editMessageText")
+    assert NOT_MODIFIED in str(same.value)  # what edit_message takes as done
     with pytest.raises(DeliveryError) as proxy:
         result_or_raise(httpx.Response(502, text="<html>bad gateway</html>"), "sendMessage")
     assert not proxy.value.permanent
