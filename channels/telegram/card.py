@@ -1,0 +1,226 @@
+"""The Telegram approval card: HTML text and an inline keyboard, pure functions of a view.
+
+Telegram's HTML parse mode reads only a few tags, but plain text is not inert: clients turn
+`@name` into a mention, `https://...` or `evil.example` into a link, `/command` into a
+tappable command and `#tag` into a search. So untrusted text (tool names and arguments,
+summaries, agent and user ids, reasons, comments) goes only inside `<code>` or `<pre>`,
+where nothing is detected, after `gate.untrusted` has cleaned it and `&<>` are escaped, so
+it cannot close the tag. Plain text on the card is gate's own words. The one link is gate's
+own page. Buttons carry sealed data (`channels.telegram.tokens`), never the request id.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from channels import decisions
+from channels.telegram.tokens import Button, Sealer
+from gate import untrusted
+from gate.models import utcnow
+from gate.readmodel import RequestView
+
+#: Telegram's limit on a message's text, after entities are parsed (UTF-16 code units)
+TEXT_LIMIT = 4096
+#: the card stays under the limit with room for the parts that are not cut
+CARD_TARGET = 3900
+ARGS_CHARS = 1500
+TEXT_CHARS = 300
+NAME_CHARS = 100
+VOTES_SHOWN = 10
+#: a keyboard read on a phone: more presets than this are picked in gate
+REASONS_SHOWN = 6
+BUTTON_CHARS = 60
+TITLES = {
+    "pending": "Approval needed",
+    "approved": "Approved",
+    "rejected": "Rejected",
+    "expired": "Expired",
+    "cancelled": "Cancelled",
+}
+APPROVE = "Approve"
+REJECT = "Reject…"
+EDIT = "Edit & approve…"
+REASON_PREFIX = "Reject: "
+
+
+@dataclass(frozen=True)
+class Card:
+    """A card as sendMessage / editMessageText take it."""
+
+    text: str
+    keyboard: list[list[dict[str, str]]]
+
+    def reply_markup(self) -> dict[str, Any]:
+        """The inline keyboard (empty once the request is final: the buttons go away)."""
+        return {"inline_keyboard": self.keyboard}
+
+
+def escape(text: str) -> str:
+    """Text safe between HTML tags in Telegram's parse mode: `&`, `<` and `>` escaped."""
+    return html.escape(text, quote=False)
+
+
+def code(text: object, limit: int = NAME_CHARS) -> str:
+    """Untrusted text, cleaned and cut, inert inside `<code>` ("-" when there is none)."""
+    cleaned = cut(untrusted.clean(text), limit) if text else ""
+    return f"<code>{escape(cleaned)}</code>" if cleaned else "-"
+
+
+def pre(text: str) -> str:
+    """A block of text (already cleaned) inert inside `<pre>`."""
+    return f"<pre>{escape(text)}</pre>"
+
+
+def cut(text: str, limit: int) -> str:
+    """`text` cut to `limit` characters, with an ellipsis when cut."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+_TAG = untrusted.compile(r"<[^>]*>")
+
+
+def visible_length(text: str) -> int:
+    """What Telegram counts against TEXT_LIMIT: the text without tags, in UTF-16 units."""
+    shown = html.unescape(_TAG.sub(lambda _: "", text))
+    return len(shown.encode("utf-16-le")) // 2
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """How much of each untrusted part a card shows."""
+
+    #: characters of the arguments' JSON
+    args: int = ARGS_CHARS
+    #: characters of the summary and of the reason
+    text: int = TEXT_CHARS
+    #: votes and changed arguments listed
+    items: int = VOTES_SHOWN
+    #: characters of a vote's comment or a changed value
+    item: int = 200
+
+
+#: tried in turn until the card fits: the arguments give way first, then everything else
+#: (the last one fits whatever the request holds: about 2,000 characters at most)
+SIZES = (
+    Sizes(),
+    Sizes(args=750),
+    Sizes(args=300),
+    Sizes(args=300, text=150, items=5, item=60),
+    Sizes(args=100, text=80, items=2, item=30),
+)
+
+
+def render(view: RequestView, sealer: Sealer, *, now: datetime | None = None) -> Card:
+    """The card for a request in its current state (buttons only while it is pending)."""
+    now = now or utcnow()
+    for sizes in SIZES:
+        text = _text(view, sealer, sizes, now)
+        if visible_length(text) <= CARD_TARGET:
+            break
+    return Card(text, keyboard(view, sealer))
+
+
+def _text(view: RequestView, sealer: Sealer, sizes: Sizes, now: datetime) -> str:
+    title = TITLES.get(view.status, view.status.title())
+    lines = [f"<b>{title}:</b> {code(view.tool_name)}"]
+    if view.summary:
+        lines.append(pre(cut(untrusted.clean(view.summary), sizes.text)))
+    lines += [
+        f"Agent: {code(view.agent_id)}",
+        f"User: {code(view.user_id)}",
+        f"Rule: {code(view.rule)}",
+    ]
+    if view.status == "pending":
+        left = decisions.countdown(view.expires_at, now)
+        lines.append(
+            f"Deadline: {view.expires_at:%Y-%m-%d %H:%M} UTC, {left} (then {view.on_timeout})"
+        )
+    else:
+        lines.append(f"Asked: {view.created_at:%Y-%m-%d %H:%M} UTC")
+    lines.append(f"Request: {code(view.id)}")
+    lines += _arguments(view, sizes.args)
+    lines += _history(view, sizes)
+    if view.status == "pending":
+        lines += _offers(view, sealer)
+    lines.append(f'<a href="{html.escape(view.url, quote=True)}">Open in gate</a>')
+    return "\n".join(lines)
+
+
+def _arguments(view: RequestView, args_chars: int) -> list[str]:
+    """The arguments as one `<pre>` block, secrets masked, cut with a note."""
+    args = untrusted.to_json(view.tool_args, indent=2)
+    shown = cut(args, args_chars)
+    lines = ["Arguments:", pre(shown)]
+    if len(shown) < len(args):
+        lines.append(f"Arguments cut to {args_chars} characters: open the request in gate.")
+    return lines
+
+
+def _history(view: RequestView, sizes: Sizes) -> list[str]:
+    """Where the request stands, its reason once final, the changes, and the votes so far."""
+    outcome = view.outcome_sentence()
+    changes = decisions.changes(view)
+    if changes:
+        outcome = outcome.replace("Approved by", "Approved with edits by", 1)
+    lines = [f"<b>{escape(outcome)}</b>"]
+    if view.reason and view.status != "pending":
+        lines += ["Reason:", pre(cut(untrusted.clean(view.reason), sizes.text))]
+    for key, before, after in changes[: sizes.items]:
+        changed = f"{code(before, sizes.item)} to {code(after, sizes.item)}"
+        lines.append(f"Changed {code(key, 40)}: {changed}")
+    for vote in view.votes[: sizes.items]:
+        word = "approved" if vote.verdict == "approve" else "rejected"
+        line = f"{code(vote.approver)} {word} via {escape(vote.via)}"
+        lines.append(f"{line}: {code(vote.comment, sizes.item)}" if vote.comment else line)
+    hidden = max(0, len(changes) - sizes.items) + max(0, len(view.votes) - sizes.items)
+    if hidden:
+        lines.append(f"And {hidden} more changes or votes: open the request in gate.")
+    return lines
+
+
+def _offers(view: RequestView, sealer: Sealer) -> list[str]:
+    """What the rule offers beyond the buttons' words, and how to decide by typing."""
+    lines = []
+    if decisions.reject_reasons(view):
+        lines.append("Reject with a preset reason below, or press Reject… to write one.")
+    if decisions.grant_choices(view):
+        lines.append("Approve for a while: the grant buttons allow the same call again.")
+    if editable(view):
+        lines.append(escape(f"{EDIT} asks for new values as a reply."))
+    lines.append(escape(f"{decisions.EXTEND_LABEL} moves the deadline."))
+    request_code = sealer.code(view.id)
+    lines.append(
+        f"Or type <code>/approve {request_code}</code> or "
+        f"<code>/reject {request_code} your reason</code>"
+    )
+    return lines
+
+
+def editable(view: RequestView) -> list[decisions.EditField]:
+    """The arguments a reply may change (secrets and values over a reply's size left out)."""
+    return decisions.editable_fields(view, max_chars=1000)
+
+
+def keyboard(view: RequestView, sealer: Sealer) -> list[list[dict[str, str]]]:
+    """The inline keyboard while pending: decide, presets, grants, edit and extend."""
+    if view.status != "pending":
+        return []
+
+    def button(label: str, pressed: Button) -> dict[str, str]:
+        return {"text": cut(label, BUTTON_CHARS), "callback_data": sealer.seal(pressed)}
+
+    approve, reject = Button(view.id, "approve"), Button(view.id, "reject")
+    rows = [[button(APPROVE, approve), button(REJECT, reject)]]
+    for index, reason in enumerate(decisions.reject_reasons(view)[:REASONS_SHOWN]):
+        label = REASON_PREFIX + untrusted.clean(reason)
+        rows.append([button(label, Button(view.id, "reason", reason=index))])
+    for choice in decisions.grant_choices(view):
+        seconds = int(choice.duration.removesuffix("s"))
+        rows.append([button(choice.label, Button(view.id, "grant", grant=(choice.scope, seconds)))])
+    last = [button(EDIT, Button(view.id, "edit"))] if editable(view) else []
+    last.append(button(decisions.EXTEND_LABEL, Button(view.id, "extend", shown=view.expires_at)))
+    rows.append(last)
+    return rows
