@@ -67,13 +67,19 @@ async def decided(it: Interaction, result: Result) -> dict[str, Any]:
 
 
 def late(it: Interaction) -> dict[str, Any]:
-    """The answer when gate could not finish inside Discord's 3 seconds (the work goes on)."""
-    deciding = it.custom is not None and it.custom.verb in ("approve", "extend", *MODAL_VERBS)
-    if not deciding:
-        return ephemeral(BUSY)  # a modal can only open as the first answer: ask again
-    if it.message_id is not None and it.custom is not None and it.custom.verb != "extend":
+    """The answer when gate could not finish inside Discord's 3 seconds (the work goes on).
+
+    A decision still lands and the outbox edits the card: DEFERRED_UPDATE_MESSAGE says so
+    without a word. An Extend is told it is being recorded. A click that should have opened a
+    modal cannot open it later (a modal is only ever the first answer): ask again.
+    """
+    verb = it.custom.verb if it.custom is not None else ""
+    if verb in DECIDING and it.message_id is not None:
         return deferred_update()
-    return ephemeral(RECORDING)
+    if verb in DECIDING or verb == "extend":
+        return ephemeral(RECORDING)
+    return ephemeral(BUSY)
 
 
-MODAL_VERBS = ("rejectm", "editm", "grantm")
+#: the controls whose click decides (the Approve button and the submitted modals)
+DECIDING = ("approve", "rejectm", "editm", "grantm")

@@ -23,7 +23,7 @@ import itertools
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -270,7 +270,9 @@ class FakeDiscord:
             "X-Signature-Timestamp": ts,
         }
 
-    def post_raw(self, gate_url: str, body: bytes, headers: dict[str, str]) -> httpx.Response:
+    def post_raw(
+        self, gate_url: str, body: bytes, headers: Mapping[str, str | bytes]
+    ) -> httpx.Response:
         with httpx.Client(base_url=gate_url, timeout=10) as client:
             return client.post(INTERACTIONS, content=body, headers=headers)
 
