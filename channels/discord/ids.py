@@ -34,6 +34,7 @@ MAX_REQUEST_ID = 40
 MAX_DURATION = 12
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
+_HEX = frozenset("0123456789abcdef")
 _ID_CHARS = frozenset("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_-")
 
 
@@ -64,10 +65,23 @@ def parse(text: object, allowed: tuple[str, ...]) -> CustomId:
     verb, request_id, args = parts[1], parts[2], tuple(parts[3:])
     if not request_id_ok(request_id):
         raise ValueError("the custom_id names no valid request")
-    expected = {"extend": 1, "rejectm": 1, "grantm": 2}.get(verb, 0)
-    if len(args) != expected or not all(a.isascii() and a.isalnum() for a in args):
+    if not _args_ok(verb, args):
         raise ValueError("the custom_id's arguments are not gate's")
     return CustomId(verb, request_id, args)
+
+
+def _args_ok(verb: str, args: tuple[str, ...]) -> bool:
+    """Each control's arguments, by shape: a deadline, a reasons mask, a grant choice."""
+    if not all(a.isascii() and a.isalnum() for a in args):
+        return False
+    if verb == "extend":
+        return len(args) == 1 and args[0].isdigit() and len(args[0]) <= 20
+    if verb == "rejectm":
+        return len(args) == 1 and len(args[0]) <= 7 and all(c in _HEX for c in args[0])
+    if verb == "grantm":
+        scope, duration = args if len(args) == 2 else ("", "")
+        return scope.isalpha() and len(scope) <= 16 and 0 < len(duration) <= MAX_DURATION
+    return not args
 
 
 def request_id_ok(value: str) -> bool:

@@ -184,7 +184,8 @@ def test_custom_ids_are_read_strictly() -> None:
         "", "x" * 101, "gate", f"slack:approve:{RID}", f"gate:delete:{RID}", "gate:approve:",
         "gate:approve:" + "A" * 41, f"gate:approve:{RID}:extra", f"gate:extend:{RID}",
         f"gate:extend:{RID}:１２", "gate:approve:01J/../x", f"gate:grantm:{RID}:session",
-        f"gate:rejectm:{RID}:zz!", None, 42,
+        f"gate:rejectm:{RID}:zz!", f"gate:extend:{RID}:abc", f"gate:rejectm:{RID}:12345678",
+        f"gate:grantm:{RID}:s3ssion:1h", f"gate:grantm:{RID}:session:{'1' * 13}", None, 42,
     ]  # fmt: skip
     for text in refused:
         with pytest.raises(ValueError):

@@ -208,3 +208,39 @@ def test_a_slow_decision_is_acknowledged_in_time_and_still_lands(
     assert asyncio.run(run()) == {"type": 6}  # DEFERRED_UPDATE_MESSAGE: the outbox edits the card
     assert status(gate, request_id)["decided_by"] == "alice"
     wait_until(lambda: "Approved by alice" in json.dumps(message.body))
+
+
+def test_signed_bodies_of_any_shape_get_a_400_never_a_500(
+    discord_gate_sqlite: Gate, fake_discord: FakeDiscord
+) -> None:
+    gate = discord_gate_sqlite
+    request_id = ask(gate)
+    message = card_for(fake_discord, request_id)
+    base = fake_discord.component(message, custom_id(message, "approve"), USERS["alice"])
+    custom_ids = [
+        "", "x" * 101, f"gate:approve:{request_id}:extra", f"gate:extend:{request_id}:abc",
+        f"gate:extend:{request_id}:{'9' * 21}", f"gate:delete:{request_id}", "gate:approve:../x",
+        f"gate:rejectm:{request_id}:zz", f"gate:grantm:{request_id}:session", 7, None, ["a"],
+    ]  # fmt: skip
+    bodies: list[dict[str, Any]] = [
+        {**base, "data": {**base["data"], "custom_id": c}} for c in custom_ids
+    ]
+    grant, edit = f"gate:grant:{request_id}", f"gate:editm:{request_id}"
+    not_a_text_input = {"type": 18, "component": {"type": 3}}
+    bodies += [
+        {**base, "data": []},
+        {**base, "member": "alice"},
+        {**base, "member": {"user": {"id": 11}}},
+        {**base, "id": "not-a-snowflake"},
+        {**base, "type": "3"},
+        {**base, "data": {"custom_id": grant, "component_type": 3, "values": "x"}},
+        {**base, "data": {"custom_id": grant, "component_type": 3, "values": [1]}},
+        {**base, "type": 5, "data": {"custom_id": edit, "components": [[]]}},
+        {**base, "type": 5, "data": {"custom_id": edit, "components": [not_a_text_input]}},
+    ]  # fmt: skip
+    for body in bodies:
+        raw = json.dumps(body).encode()
+        r = fake_discord.post_raw(gate.url, raw, fake_discord.sign(raw))
+        assert r.status_code == 400, (body.get("data"), r.text)
+        assert r.json()["error"]["code"] == "bad_discord_payload"
+    assert status(gate, request_id)["status"] == "pending"
