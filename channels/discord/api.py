@@ -54,6 +54,10 @@ class DiscordApi:
         """Replace a message's content, embeds and components."""
         await self.call("PATCH", f"/channels/{channel_id}/messages/{message_id}", body)
 
+    async def follow_up(self, application_id: str, token: str, body: dict[str, Any]) -> None:
+        """Send a follow-up message to an interaction (within its token's 15 minutes)."""
+        await self.call("POST", f"/webhooks/{application_id}/{token}", body)
+
     async def aclose(self) -> None:
         """Close the HTTP client."""
         if self._http is not None:

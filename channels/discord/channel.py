@@ -60,7 +60,9 @@ class DiscordChannel:
         self.clock = clock
         self._key = public_key(settings.public_key)
         self.api = DiscordApi(settings, transport=transport)
-        self.clicks = Clicks(self.name, gate, clock=clock, budget=answer_budget)
+        self.clicks = Clicks(
+            self.name, gate, clock=clock, follow_up=self.api.follow_up, budget=answer_budget
+        )
 
     @classmethod
     def from_settings(cls, settings: DiscordSettings, gate: ChannelContext) -> DiscordChannel:

@@ -11,6 +11,7 @@ interaction id.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -33,8 +34,10 @@ from channels.discord.verify import SIGNATURE_WINDOW_SECONDS
 from channels.inbound import Once
 from gate.acting import Result
 from gate.binding import argument_diff
-from gate.channel import Action, ChannelContext, Click
+from gate.channel import Action, ChannelContext, Click, DeliveryError
 from gate.models import utcnow
+
+log = logging.getLogger("gate.channels.discord")
 
 #: Discord fails an interaction not answered within 3 s; leave room for the network
 ANSWER_BUDGET_SECONDS = 2.5
@@ -43,6 +46,8 @@ ANSWER_BUDGET_SECONDS = 2.5
 EXTEND_MEMORY = 10_000
 NEED_A_REASON = "Say why, so the agent knows what to do instead."
 Answer = dict[str, Any]
+#: sends a follow-up message: (application id, interaction token, message body)
+FollowUp = Callable[[str, str, dict[str, Any]], Awaitable[None]]
 
 
 class Clicks:
@@ -54,11 +59,13 @@ class Clicks:
         gate: ChannelContext,
         *,
         clock: Callable[[], float],
+        follow_up: FollowUp | None = None,
         budget: float = ANSWER_BUDGET_SECONDS,
     ) -> None:
         self.name = name
         self.gate = gate
         self.budget = budget
+        self._follow_up = follow_up
         # Extend is the one click that is not idempotent (each adds time): a replayed body
         # of it must be recognised. Every other click decides, and the state machine refuses
         # a second decision anyway.
@@ -75,18 +82,42 @@ class Clicks:
             return {"type": answers.AUTOCOMPLETE_RESULT, "data": {"choices": []}}
         if it.kind == "command":
             return answers.ephemeral("gate has no commands; use the buttons on its cards.")
-        work = asyncio.ensure_future(self._route(it))
-        self._running.add(work)
-        work.add_done_callback(self._finished)
+        work = self._track(self._route(it))
         try:
             return await asyncio.wait_for(asyncio.shield(work), self.budget)
         except TimeoutError:
-            return answers.late(it)  # the decision still lands; the outbox shows it
+            first = answers.late(it)  # the decision still lands; the outbox shows it
+            self._track(self._tell_later(it, work, first))
+            return first
 
     async def aclose(self) -> None:
         """Let work still in flight (past its answer) finish."""
         if self._running:
             await asyncio.gather(*self._running, return_exceptions=True)
+
+    def _track(self, work: Awaitable[Any]) -> asyncio.Future[Any]:
+        future = asyncio.ensure_future(work)
+        self._running.add(future)
+        future.add_done_callback(self._finished)
+        return future
+
+    async def _tell_later(
+        self, it: Interaction, work: asyncio.Future[Answer], first: Answer
+    ) -> None:
+        """Past the budget, a private answer the clicker should still read (a refusal, "Deadline
+        moved") goes out as a follow-up message; the card itself is the outbox's."""
+        try:
+            answer = await work
+        except Exception:
+            log.exception("a Discord click failed after its first answer")
+            return
+        private = answer.get("type") == answers.CHANNEL_MESSAGE and answer != first
+        if not private or self._follow_up is None or not (it.application_id and it.token):
+            return
+        try:
+            await self._follow_up(it.application_id, it.token, answer["data"])
+        except DeliveryError as exc:
+            log.warning("follow-up to a Discord click failed: %s", exc)
 
     def _finished(self, work: asyncio.Future[Any]) -> None:
         self._running.discard(work)

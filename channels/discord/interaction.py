@@ -24,6 +24,10 @@ BUTTON, STRING_SELECT = 2, 3
 #: limits are far below: 5 rows of 5, or 40 components in the newer layout)
 MAX_MESSAGE_COMPONENTS = 100
 
+#: interaction tokens are a few hundred URL-safe characters
+MAX_TOKEN = 1000
+_TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-.")
+
 Kind = Literal["ping", "component", "modal", "command", "autocomplete"]
 
 
@@ -44,6 +48,10 @@ class Interaction:
     message_id: str | None = None
     #: gate's requests whose controls are on that message
     message_requests: frozenset[str] = frozenset()
+    #: the application and the interaction's token: together they address a follow-up
+    #: message, the only way to tell the clicker something after the first answer
+    application_id: str | None = None
+    token: str | None = None
 
     @property
     def request_id(self) -> str:
@@ -75,8 +83,11 @@ def parse_interaction(payload: Mapping[str, Any]) -> Interaction:
     message = payload.get("message")
     message = message if isinstance(message, Mapping) else {}
     message_id = message.get("id")
+    application_id, token = payload.get("application_id"), payload.get("token")
     common: dict[str, Any] = {
         "id": interaction_id,
+        "application_id": application_id if is_snowflake(application_id) else None,
+        "token": token if token_ok(token) else None,
         "user_id": clicker(payload),
         "message_id": message_id if is_snowflake(message_id) else None,
         "message_requests": frozenset(_requests_on(message.get("components"))),
@@ -91,6 +102,16 @@ def parse_interaction(payload: Mapping[str, Any]) -> Interaction:
         raise ValueError("the component type does not match the control")
     values = _values(data.get("values")) if is_select else ()
     return Interaction("component", custom=custom, values=values, **common)
+
+
+def token_ok(token: object) -> bool:
+    """Whether an interaction token is safe to put in a URL path (it is Discord's, but a
+    path is no place for `/`, `?` or `..`)."""
+    return (
+        isinstance(token, str)
+        and 0 < len(token) <= MAX_TOKEN
+        and all(c in _TOKEN_CHARS for c in token)
+    )
 
 
 def clicker(payload: Mapping[str, Any]) -> str:

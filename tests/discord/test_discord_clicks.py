@@ -207,6 +207,7 @@ def test_a_slow_decision_is_acknowledged_in_time_and_still_lands(
 
     assert asyncio.run(run()) == {"type": 6}  # DEFERRED_UPDATE_MESSAGE: the outbox edits the card
     assert status(gate, request_id)["decided_by"] == "alice"
+    assert fake_discord.follow_ups == []  # the card is the answer everybody sees
     wait_until(lambda: "Approved by alice" in json.dumps(message.body))
 
 
@@ -243,4 +244,29 @@ def test_signed_bodies_of_any_shape_get_a_400_never_a_500(
         r = fake_discord.post_raw(gate.url, raw, fake_discord.sign(raw))
         assert r.status_code == 400, (body.get("data"), r.text)
         assert r.json()["error"]["code"] == "bad_discord_payload"
+    assert status(gate, request_id)["status"] == "pending"
+
+
+def test_past_the_budget_a_refusal_still_reaches_the_clicker(
+    discord_gate_sqlite: Gate, fake_discord: FakeDiscord
+) -> None:
+    gate = discord_gate_sqlite
+    request_id = ask(gate)
+    message = card_for(fake_discord, request_id)
+    payload = fake_discord.component(message, custom_id(message, "approve"), STRANGER)
+
+    async def run() -> dict[str, Any]:
+        slow = SlowGate(ChannelGate(gate.state.service), 0.3)
+        channel = standalone(gate, slow, answer_budget=0.05)
+        try:
+            return await channel.handle(json.dumps(payload).encode())
+        finally:
+            await channel.aclose()  # waits for the follow-up
+
+    assert asyncio.run(run()) == {"type": 6}
+    # DEFERRED_UPDATE_MESSAGE first, then the refusal as an ephemeral follow-up message
+    [(token, body)] = fake_discord.follow_ups
+    assert token == payload["token"]
+    assert body["flags"] == 64 and body["allowed_mentions"] == {"parse": []}
+    assert body["content"] == "Not recorded: you are not an approver for this rule."
     assert status(gate, request_id)["status"] == "pending"

@@ -6,11 +6,12 @@ Discord refuses (`tests.support.discord_shapes`: embed and field lengths, 5 acti
 buttons a row, custom_id <= 100 characters, `allowed_mentions`), records every call, and fails
 on command (429 with `retry_after`, 5xx, missing access) until healed.
 
-It is also the Discord that sends interactions: it holds its own Ed25519 private key (gate is
-configured with the public half), signs `timestamp + body` the way Discord does, delivers to
-gate's endpoint, checks the answer's shape for the interaction's type (a modal, an ephemeral
-message, UPDATE_MESSAGE), applies an UPDATE_MESSAGE to the message as Discord would, and
-times each answer.
+It is also the Discord that sends interactions: it holds its own Ed25519 private key (gate
+is configured with the public half), signs `timestamp + body` the way Discord does, delivers
+to gate's endpoint, checks the answer's shape for the interaction's type (a modal, an
+ephemeral message, UPDATE_MESSAGE), applies an UPDATE_MESSAGE to the message as Discord
+would, and times each answer. It takes follow-up messages
+(`POST /api/v10/webhooks/{application}/{token}`) only with a token it issued.
 
 What it cannot check: how Discord's clients render markdown (the drivers assert on the JSON),
 rate limits it is not told to apply, the 3-second deadline (it measures, it does not fail),
@@ -118,6 +119,9 @@ class FakeDiscord:
         self.messages: dict[str, Message] = {}
         self.failures: list[Failure] = []
         self.deliveries: list[Delivered] = []
+        #: interaction tokens issued, and the follow-up messages sent with them
+        self.tokens: set[str] = set()
+        self.follow_ups: list[tuple[str, dict[str, Any]]] = []
         #: every shape problem seen, in gate's REST calls and its interaction answers
         self.problems: list[str] = []
         self.lock = threading.Lock()
@@ -128,6 +132,7 @@ class FakeDiscord:
                 Route(
                     "/api/v10/channels/{channel}/messages/{message}", self._edit, methods=["PATCH"]
                 ),
+                Route("/api/v10/webhooks/{application}/{token}", self._follow_up, methods=["POST"]),
             ]
         )
         self.server = ThreadServer(self.app)
@@ -248,6 +253,21 @@ class FakeDiscord:
         self._record(request, body, answer.status_code)
         return answer
 
+    async def _follow_up(self, request: Request) -> Response:
+        """A follow-up message to an interaction: addressed by its token, no bot auth needed."""
+        token = request.path_params["token"]
+        body, problems = await self._read(request)
+        problems = message_problems(body, response=True) if body is not None else problems
+        if request.path_params["application"] != APPLICATION or token not in self.tokens:
+            answer: Response = _error(401, 50027, "Invalid Webhook Token")
+        else:
+            answer = self._invalid(problems) or JSONResponse({"id": self.snowflake(), **body})
+            if answer.status_code == 200:
+                with self.lock:
+                    self.follow_ups.append((token, body))
+        self._record(request, body, answer.status_code)
+        return answer
+
     def _invalid(self, problems: list[str]) -> JSONResponse | None:
         if not problems:
             return None
@@ -322,12 +342,15 @@ class FakeDiscord:
         self, kind: int, data: dict[str, Any], user_id: str, message: Message | None
     ) -> dict[str, Any]:
         """An interaction body in the shape of Discord's documented examples (guild click)."""
+        token = "aW50ZXJhY3Rpb246" + self.snowflake()
+        with self.lock:
+            self.tokens.add(token)
         payload: dict[str, Any] = {
             "version": 1,
             "type": kind,
             "id": self.snowflake(),
             "application_id": APPLICATION,
-            "token": "aW50ZXJhY3Rpb246" + self.snowflake(),
+            "token": token,
             "guild_id": GUILD,
             "channel_id": message.channel_id if message else CHANNEL,
             "member": {
