@@ -18,6 +18,7 @@ from channels.discord.interaction import Interaction
 from channels.discord.markdown import MAX_CONTENT, cut, escape
 from gate.acting import Result
 from gate.machine import Voted
+from gate.untrusted import clean
 
 PONG, CHANNEL_MESSAGE, DEFERRED_UPDATE, UPDATE_MESSAGE, AUTOCOMPLETE_RESULT, MODAL = (
     1, 4, 6, 7, 8, 9
@@ -28,9 +29,10 @@ BUSY = "gate is busy; try again in a moment."
 
 
 def ephemeral(text: str, link: str | None = None) -> dict[str, Any]:
-    """A message only the clicker sees; gate's words can quote untrusted text, so they are
-    escaped. `link` is gate's own URL, added as is (so it stays clickable)."""
-    content = escape(text) + (f" {link}" if link else "")
+    """A message only the clicker sees; gate's words can quote untrusted text (a value that
+    did not parse), so they are cleaned and escaped. `link` is gate's own URL, added as is
+    (so it stays clickable)."""
+    content = escape(clean(text)) + (f" {link}" if link else "")
     data = {
         "content": cut(content, MAX_CONTENT),
         "flags": EPHEMERAL,

@@ -270,3 +270,16 @@ def test_past_the_budget_a_refusal_still_reaches_the_clicker(
     assert body["flags"] == 64 and body["allowed_mentions"] == {"parse": []}
     assert body["content"] == "Not recorded: you are not an approver for this rule."
     assert status(gate, request_id)["status"] == "pending"
+
+
+def test_a_refusal_quoting_a_crafted_value_is_inert(
+    discord_gate_sqlite: Gate, fake_discord: FakeDiscord
+) -> None:
+    gate = discord_gate_sqlite
+    request_id = ask(gate, "refund_order", {"amount": 900})
+    message = card_for(fake_discord, request_id)
+    crafted = "@everyone <@1>\u202e [x](https://evil.example)"
+    pick = fake_discord.component(message, custom_id(message, "reasons"), USERS["bob"], [crafted])
+    told = fake_discord.deliver(gate.url, pick).private
+    assert told is not None and told.startswith("Not recorded: not one of this rule's reasons")
+    assert "\\@everyone \\<\\@1\\>" in told and "\u202e" not in told and "https\\://" in told
