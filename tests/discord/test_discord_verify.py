@@ -124,7 +124,7 @@ def test_a_channel_without_its_secrets_does_not_load(table: dict[str, str], key:
 
     settings = validate_settings("discord", table)
     with pytest.raises(ConfigError) as caught:
-        DiscordChannel.from_settings(settings, None)  # type: ignore[arg-type]
+        DiscordChannel(settings, None)  # type: ignore[arg-type]
     assert caught.value.key == key
 
 
@@ -141,3 +141,19 @@ def test_bad_settings_stop_start_up_naming_the_key(table: dict[str, str], where:
     with pytest.raises(ConfigError) as caught:
         validate_settings("discord", table)
     assert caught.value.key == where
+
+
+@pytest.mark.parametrize(
+    "user_id", [80351110224678912, "alice", "@alice", "8035111022467891200000"]
+)
+def test_an_approver_id_that_is_not_a_quoted_user_id_stops_start_up(
+    fake_discord: FakeDiscord, sqlite_url: str, user_id: object
+) -> None:
+    from gate.app import create_app
+    from tests.discord.conftest import discord_settings
+
+    settings = discord_settings(sqlite_url, fake_discord)
+    settings.approvers[0].__pydantic_extra__["discord"] = user_id  # type: ignore[index]
+    with pytest.raises(ConfigError) as caught:
+        create_app(settings)
+    assert caught.value.key == "approvers.discord" and "alice" in str(caught.value)
