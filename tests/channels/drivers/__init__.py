@@ -12,6 +12,7 @@ it to the same behaviour.
 from __future__ import annotations
 
 from tests.channels.drivers.base import Answer, Card, Driver, Private
+from tests.channels.drivers.discord import DiscordDriver
 from tests.channels.drivers.feishu import FeishuDriver
 from tests.channels.drivers.log import LogDriver
 from tests.channels.drivers.slack import SlackDriver
@@ -19,7 +20,8 @@ from tests.channels.drivers.telegram import TelegramDriver
 
 #: every channel the suite knows how to drive, by entry point name
 DRIVERS: dict[str, type[Driver]] = {
-    driver.name: driver for driver in (SlackDriver, FeishuDriver, LogDriver, TelegramDriver)
+    driver.name: driver
+    for driver in (SlackDriver, FeishuDriver, LogDriver, TelegramDriver, DiscordDriver)
 }
 
 __all__ = ["DRIVERS", "Answer", "Card", "Driver", "Private"]
