@@ -194,8 +194,25 @@ class ApproverSettings(BaseModel):
         ids = {self.name}
         if self.email:
             ids.add(self.email)
-        ids.update(str(v) for v in (self.model_extra or {}).values() if isinstance(v, str))
+        ids.update(str(v) for v in (self.model_extra or {}).values() if v is not None)
         return ids
+
+    @model_validator(mode="after")
+    def _channel_ids_are_text(self) -> ApproverSettings:
+        """Every channel id is kept as text: `telegram = 123` (a TOML integer) becomes "123".
+
+        `identity` (who clicked) and `identities` (who must not approve their own call) must
+        read the same value, or an id that maps a click to this person would be missed by the
+        self-approval check. A value that is not text or a whole number is no id at all.
+        """
+        extra = self.model_extra or {}
+        for key, value in list(extra.items()):
+            if isinstance(value, bool) or not isinstance(value, str | int):
+                raise ValueError(
+                    f"{key}: a channel id must be text or a whole number, not {value!r}"
+                )
+            extra[key] = str(value)
+        return self
 
 
 class TokenSettings(_Strict):

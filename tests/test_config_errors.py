@@ -155,3 +155,12 @@ def test_a_file_gate_cannot_read_is_named(tmp_path: Path) -> None:
     empty.write_text("")
     line = run(empty, env={"GATE_SERVER": "not json"})
     assert "GATE_* environment variable" in line and '"server"' in line
+
+
+# -- approvers ----------------------------------------------------------------------------------
+
+
+def test_a_channel_id_that_is_not_text_or_a_number_stops_serve(tmp_path: Path) -> None:
+    toml = '[[approvers]]\nname = "alice"\ntelegram = ["42"]\n'
+    r, path = _gate(tmp_path, toml, "serve")
+    _config_error(r, path, "approvers.0", "telegram: a channel id must be text or a whole number")

@@ -57,15 +57,20 @@ def clock() -> Clock:
 @pytest.fixture
 def service(db_url: str, clock: Clock) -> Iterator[GateService]:
     data = cfg.settings_data(db_url)
+    svc = service_of(data, clock)
+    yield svc
+    svc.db.dispose()
+
+
+def service_of(data: dict[str, Any], clock: Clock) -> GateService:
+    """A service on `data` (a gate.toml as a dict) plus the core tests' rules, migrated."""
     data["rules"] = RULES + data["rules"]
     settings = Settings(**data)
     upgrade(settings.server.database_url)
     db = Database(settings.server.database_url)
-    svc = GateService(
+    return GateService(
         settings=settings, db=db, policy=Policy(settings), notifier=Notifier(), clock=clock
     )
-    yield svc
-    db.dispose()
 
 
 def approver(service: GateService, name: str) -> Actor:

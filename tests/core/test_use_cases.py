@@ -16,7 +16,8 @@ from gate.channel import Click
 from gate.models import RequestStatus, Verdict
 from gate.schemas import GateCall
 from gate.service import GateService
-from tests.core.conftest import AGENT, OTHER_AGENT, Clock, approver, ask
+from tests.core.conftest import AGENT, OTHER_AGENT, Clock, approver, ask, service_of
+from tests.support import config as cfg
 
 
 def test_a_decision_is_one_transition_with_its_audit(service: GateService, clock: Clock) -> None:
@@ -111,6 +112,24 @@ def test_a_click_goes_through_the_same_pipeline(service: GateService) -> None:
     assert edited.changed and edited.view is not None
     assert edited.view.approved_args == {"amount": 5, "to": "a"}
     assert "Approved with edits by bob in Slack" in (edited.view.reason or "")
+
+
+def test_a_numeric_channel_id_is_one_identity_for_clicks_and_self_approval(
+    db_url: str, clock: Clock
+) -> None:
+    """`telegram = 4242` unquoted in gate.toml: the id that maps bob's click to bob must
+    also be one of bob's identities, or bob approves a call he asked for as user 4242."""
+    data = cfg.settings_data(db_url)
+    data["approvers"][1]["telegram"] = 4242  # bob, as a TOML integer
+    svc = service_of(data, clock)
+    try:
+        rid = ask(svc, tool_name="refund", tool_args={"amount": 10}, user_id="4242")
+        result = deciding.act(svc, Click("telegram", "4242", rid, "approve"))
+        assert result.refusal is Refusal.self_approval
+        other = ask(svc, tool_name="refund", tool_args={"amount": 11}, user_id="dave")
+        assert deciding.act(svc, Click("telegram", "4242", other, "approve")).changed
+    finally:
+        svc.db.dispose()
 
 
 def test_an_extension_from_a_deadline_already_moved_moves_nothing(
