@@ -1,0 +1,267 @@
+"""`WeComChannel`: the glue between WeCom's server API and gate's channel port.
+
+Cards go out through `WeComApi` (`message/send`, then `message/update_template_card` with a
+ResponseCode, see `codes`). `/channels/wecom/callback` answers WeCom's URL verification (GET)
+and takes callbacks (POST): `Verifier` checks the signature and window on the raw bytes and
+decrypts, `clicks` reads a card click or a typed command, gate decides, and the clicker is
+answered in a private text message. The callback itself is answered with an empty body
+inside WeCom's 5-second budget (WeCom then neither retries nor shows anything).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import anyio
+import httpx
+from fastapi import APIRouter, Request, Response
+
+from channels import decisions
+from channels.inbound import Once
+from channels.wecom import answers, card, clicks
+from channels.wecom.api import WeComApi
+from channels.wecom.codes import Codes, make_ref, read_ref
+from channels.wecom.settings import WeComSettings
+from channels.wecom.verify import TIMESTAMP_WINDOW_SECONDS, Message, Verifier
+from gate.acting import Result
+from gate.channel import ChannelContext, Click, DeliveryError
+from gate.errors import ConfigError
+from gate.machine import Extended, Voted
+from gate.models import utcnow
+from gate.readmodel import RequestView
+
+log = logging.getLogger("gate.channels.wecom")
+
+#: WeCom waits 5 s for an answer, then retries; leave room for the network
+ACK_BUDGET_SECONDS = 4.0
+#: how long a callback waits for its private answer to be sent before answering WeCom
+TELL_BUDGET_SECONDS = 2.0
+#: deliveries remembered for repeats (WeCom retries three times; a replay must be in-window)
+DEDUPE_SIZE = 4096
+RECORDING = "Recording your decision; the card updates in a moment."
+
+
+class WeComChannel:
+    """Posts template cards as the app, updates them with ResponseCodes, and takes clicks."""
+
+    name = "wecom"
+    display_name = "WeCom"
+    settings_model = WeComSettings
+
+    def __init__(
+        self,
+        settings: WeComSettings,
+        gate: ChannelContext,
+        *,
+        clock: Callable[[], float] = time.time,
+        transport: httpx.AsyncBaseTransport | None = None,
+        ack_budget: float = ACK_BUDGET_SECONDS,
+    ) -> None:
+        missing = [
+            key
+            for key in ("corp_id", "agent_id", "secret", "token", "encoding_aes_key")
+            if getattr(settings, key) is None
+        ]
+        if missing:
+            raise ConfigError(f"{', '.join(missing)} required", key="channels.wecom")
+        self.settings = settings
+        self.gate = gate
+        #: seconds since the epoch; replaced in tests to move time without sleeping
+        self.clock = clock
+        self.ack_budget = ack_budget
+        self.api = WeComApi(settings, clock=clock, transport=transport)
+        self.verifier = Verifier(settings, clock)
+        self.codes = Codes(clock)
+        # WeCom redelivers a callback it got no answer to: each delivery acts once, and a
+        # signed body replayed inside the window is the same delivery.
+        self._events: Once[None] = Once(
+            size=DEDUPE_SIZE, window=2 * TIMESTAMP_WINDOW_SECONDS, clock=clock
+        )
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._background: set[asyncio.Future[Any]] = set()
+
+    @classmethod
+    def from_settings(cls, settings: WeComSettings, gate: ChannelContext) -> WeComChannel:
+        """Build from `[channels.wecom]`."""
+        return cls(settings, gate)
+
+    # -- Channel protocol -------------------------------------------------------------------
+
+    async def post(self, req: RequestView, target: str) -> str:
+        """Send the card to `target` (userids, party:<id>, tag:<id>); returns its reference."""
+        task = card.task_id(req.id, target)
+        rendered = await anyio.to_thread.run_sync(card.render_card, req, task)
+        _, code = await self.api.send_card(target, rendered)
+        return make_ref(task, code)
+
+    async def update(self, req: RequestView, target: str, ref: str) -> None:
+        """Replace the card with the request's current state, spending one ResponseCode."""
+        task, post_code = read_ref(ref)
+        lock = self._locks.setdefault(task, asyncio.Lock())
+        async with lock:
+            code, from_click = self.codes.take(task), True
+            if code is None and req.is_final and post_code and not self.codes.spent(post_code):
+                code, from_click = post_code, False
+            if code is None:
+                # Nothing to spend: a pending card keeps its last state (see codes.py).
+                log.info("wecom card %s not refreshed: no ResponseCode left", task)
+                return
+            rendered = await anyio.to_thread.run_sync(card.render_card, req, task)
+            try:
+                await self.api.update_card(code, rendered)
+            except DeliveryError as exc:
+                if from_click and not exc.permanent:
+                    self.codes.give_back(task, code)
+                raise
+            if not from_click:
+                self.codes.spend(code)
+        if req.is_final:
+            self._locks.pop(task, None)
+
+    def router(self) -> APIRouter:
+        """`GET` (URL verification) and `POST` (callbacks) on `/channels/wecom/callback`."""
+        router = APIRouter(tags=["wecom"])
+
+        @router.get("/channels/wecom/callback", include_in_schema=False)
+        async def verify_url(request: Request) -> Response:
+            echo = self.verifier.echo(request.query_params)
+            return Response(echo, media_type="text/plain")
+
+        @router.post("/channels/wecom/callback", include_in_schema=False)
+        async def callback(request: Request) -> Response:
+            await self.handle(request.query_params, await request.body())
+            return Response(b"", media_type="text/plain")
+
+        return router
+
+    async def aclose(self) -> None:
+        """Let in-flight decisions and answers finish, then close the HTTP client."""
+        if self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)
+        await self.api.aclose()
+
+    # -- callbacks --------------------------------------------------------------------------
+
+    async def handle(self, query: Mapping[str, str], body: bytes) -> None:
+        """Verify, decrypt and act on one callback; raises the one error body when refused."""
+        message = self.verifier.open(query, body)
+        if message.msg_type == "event" and message.event == "template_card_event":
+            pressed = clicks.card_click(message)
+            if pressed is None:
+                return  # a card or key gate did not make: nothing to do
+            self.codes.add(message.task_id, message.response_code)
+            # No event id: WeCom's retry repeats the whole XML, ResponseCode included, and
+            # every new click brings a new ResponseCode.
+            m = message
+            key = f"card:{m.from_user}:{m.task_id}:{m.event_key}:{m.create_time}:{m.response_code}"
+            await self._events.run(key, lambda: self._pressed(pressed))
+        elif message.msg_type == "text":
+            key = f"text:{message.msg_id or message.from_user + ':' + message.create_time}"
+            await self._events.run(key, lambda: self._typed(message))
+        # Anything else (entering the app, other events) is acknowledged and ignored.
+
+    async def _pressed(self, pressed: clicks.CardClick) -> None:
+        user = pressed.user
+        if pressed.verb == "approve":
+            click = clicks.approve_click(self.name, pressed)
+        elif pressed.form:
+            click = clicks.form_click(self.name, pressed, await self.gate.view(pressed.request_id))
+        elif pressed.verb == "extend":
+            click = Click(
+                self.name, user, pressed.request_id, "extend",
+                extend_by=decisions.EXTEND_BY, extend_from=pressed.extend_from,
+            )  # fmt: skip
+        else:
+            await self._instruct(pressed)
+            return
+        if isinstance(click, str):
+            await self._tell(user, click)
+            return
+        await self._decide(click, typed=False)
+
+    async def _instruct(self, pressed: clicks.CardClick) -> None:
+        """Reject… or Edit…: may this person act? Then what to type (and the reasons form)."""
+        refusal, view = await decisions.refusal(
+            self.gate, self.name, pressed.request_id, pressed.user
+        )
+        if refusal or view is None:
+            await self._tell(pressed.user, refusal or "This request no longer exists.")
+            return
+        if pressed.verb == "edit":
+            text = answers.edit_template(view) if card.editable(view) else clicks.NOTHING_EDITABLE
+            await self._tell(pressed.user, text)
+            return
+        if view.offers.reject_reasons:
+            form = card.reasons_form(view, f"{card.FORM_TASK}-{view.id}-{uuid.uuid4().hex[:8]}")
+            try:
+                await self.api.send_card(pressed.user, form)
+            except DeliveryError as exc:
+                log.warning("wecom reasons form for %s not sent: %s", pressed.user, exc)
+        await self._tell(pressed.user, answers.reject_instructions(view))
+
+    async def _typed(self, message: Message) -> None:
+        typed = clicks.command(message)
+        if typed is None:
+            await self._tell(message.from_user, clicks.HELP)
+            return
+        if typed.verb == "reject":
+            click = clicks.reject_click(self.name, typed)
+        else:
+            click = clicks.edit_click(self.name, typed, await self.gate.view(typed.request_id))
+        if isinstance(click, str):
+            await self._tell(typed.user, click)
+            return
+        await self._decide(click, typed=True)
+
+    async def _decide(self, click: Click, *, typed: bool) -> None:
+        """Hand the click to gate; answer within the budget even when deciding takes longer."""
+        task = asyncio.ensure_future(self.gate.act(click))
+        self._track(task)
+        try:
+            result = await asyncio.wait_for(asyncio.shield(task), self.ack_budget)
+        except TimeoutError:
+            await self._tell(click.user_id, RECORDING)  # the outbox refreshes the card later
+            return
+        if result.refusal is not None:
+            # userids are readable, but say who was refused so an admin can add the person.
+            log.info("wecom click by %s refused: %s", click.user_id, result.refusal.value)
+        text = _answer(result, typed=typed)
+        if text:
+            await self._tell(click.user_id, text)
+
+    async def _tell(self, user: str, text: str) -> None:
+        """A private text message to `user`; waits a little for it, never fails the callback."""
+        sending = asyncio.ensure_future(self.api.send_text(user, answers.safe_text(text)))
+        self._track(sending)
+        try:
+            await asyncio.wait_for(asyncio.shield(sending), TELL_BUDGET_SECONDS)
+        except TimeoutError:
+            pass  # still sending; the callback must answer WeCom in time
+        except DeliveryError as exc:
+            log.warning("wecom answer to %s not sent: %s", user, exc)
+
+    def _track(self, task: asyncio.Future[Any]) -> None:
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        task.add_done_callback(_retrieve)
+
+
+def _answer(result: Result, *, typed: bool) -> str | None:
+    """What the clicker is told; None when the refreshed card says it all."""
+    if isinstance(result.outcome, Extended):
+        return decisions.extend_message(result, utcnow())
+    if result.changed and not isinstance(result.outcome, Voted) and not typed:
+        return None  # the outbox refreshes the card, which is the answer everybody sees
+    return result.message()
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    # A decision or answer that fails after the callback was answered must not warn
+    # "exception never retrieved"; failures are logged where they are awaited.
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("wecom background work failed: %s", task.exception())
