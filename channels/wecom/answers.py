@@ -16,6 +16,8 @@ from gate.readmodel import RequestView
 
 #: WeCom cuts text messages at 2048 bytes; stay under it with room for the note
 TEXT_BYTES = 2000
+#: what the `name=value` lines of an edit template may take of it (the rest is the preamble)
+TEMPLATE_BYTES = 1600
 _TAG_OPEN = untrusted.compile(r"<")
 
 
@@ -47,11 +49,15 @@ def edit_template(view: RequestView) -> str:
     their values here and can be edited in gate.
     """
     lines = [f"edit {view.id}"]
-    left_out = 0
+    left_out, size = 0, 0
     for field in card.editable(view):
         name_ok = "=" not in field.key and "\n" not in field.key and field.key.strip() == field.key
-        if name_ok and "<" not in field.key + field.text:
-            lines.append(f"{field.key}={field.text}")
+        line = f"{field.key}={field.text}"
+        # A line cut off by the message limit would send a broken value back: leave it out.
+        fits = size + len(line.encode()) < TEMPLATE_BYTES
+        if name_ok and fits and "<" not in line:
+            lines.append(line)
+            size += len(line.encode()) + 1
         else:
             left_out += 1
     intro = "To approve with changes, copy the lines below, change the values (JSON) and send:"

@@ -148,6 +148,8 @@ def _subtitle(view: RequestView) -> str:
         outcome = outcome.replace("Approved by", "Approved with edits by", 1)
     if view.status != "pending":
         reason = clean(view.reason, SUBTITLE_CHARS)
+        if reason.startswith(outcome):  # a decision's reason already says who decided
+            return reason
         return cut(f"{outcome}. {reason}" if reason else f"{outcome}.", SUBTITLE_CHARS)
     args = " ".join(untrusted.to_json(view.tool_args, limit=4 * SUBTITLE_CHARS).split())
     return cut(f"{outcome}. Arguments: {args}", SUBTITLE_CHARS)

@@ -8,7 +8,6 @@ from typing import Any
 import httpx
 import pytest
 
-from channels.wecom import WeComChannel
 from gate.config import Settings
 from tests.conftest import Gate, GateFactory
 from tests.support import config as cfg
@@ -63,11 +62,10 @@ def wecom_gate(make_gate: GateFactory, sqlite_url: str, fake: FakeWeCom) -> Gate
     return make_gate(settings=wecom_settings(sqlite_url, fake))
 
 
-def channel(gate: Gate) -> WeComChannel:
-    """The live WeComChannel inside a running gate."""
-    found = gate.state.channels["wecom"]
-    assert isinstance(found, WeComChannel)
-    return found
+@pytest.fixture
+def wecom_gate_db(make_gate: GateFactory, db_url: str, fake: FakeWeCom) -> Gate:
+    """A gate on each database (SQLite, and PostgreSQL when configured), talking to WeCom."""
+    return make_gate(settings=wecom_settings(db_url, fake))
 
 
 def deliver(gate: Gate, plain: bytes, **kwargs: Any) -> httpx.Response:

@@ -68,12 +68,12 @@ def test_bodies_that_cannot_be_checked_are_401(wecom_gate: Gate, fake: FakeWeCom
     assert status(wecom_gate, request_id) == "pending"
 
 
-def test_a_click_approves_and_the_card_is_replaced(wecom_gate: Gate, fake: FakeWeCom) -> None:
-    request_id = ask(wecom_gate)
+def test_a_click_approves_and_the_card_is_replaced(wecom_gate_db: Gate, fake: FakeWeCom) -> None:
+    request_id = ask(wecom_gate_db)
     message = posted(fake, request_id)
     assert message.recipients == {"touser": "alice|bob"}
-    assert press(wecom_gate, fake, request_id, "alice", "approve").text == ""
-    assert status(wecom_gate, request_id) == "approved"
+    assert press(wecom_gate_db, fake, request_id, "alice", "approve").text == ""
+    assert status(wecom_gate_db, request_id) == "approved"
     wait_until(lambda: len(message.cards) == 2)
     assert message.card["card_type"] == "text_notice"
     assert "Approved by alice in WeCom" in message.card["sub_title_text"]

@@ -172,3 +172,24 @@ def test_the_fake_accepts_the_docs_example_and_refuses_broken_cards() -> None:
     broken = {**example, "task_id": "has space", "button_list": [{"text": "x"}] * 7}
     problems = check_card(broken, strict=False)
     assert any("task_id" in p for p in problems) and any("1 to 6" in p for p in problems)
+
+
+def test_the_edit_template_fits_one_text_message() -> None:
+    from channels.wecom import answers
+
+    args = {f"k{i}": "v" * 400 for i in range(10)} | {"a<b": 1, "x=y": 2, "ok": "<tag>"}
+    template = answers.edit_template(make_view(tool_args=args))
+    assert len(answers.safe_text(template).encode()) <= answers.TEXT_BYTES
+    assert template == answers.safe_text(template)  # nothing in it is altered when sent
+    lines = template.splitlines()
+    assert lines[1] == "edit 01JD0000000000000000000000"
+    assert all(line.startswith("k") for line in lines[2:-1])
+    assert "more can be edited in gate" in lines[-1]
+
+
+def test_private_text_cannot_open_a_link_or_hide_characters() -> None:
+    from channels.wecom import answers
+
+    shown = answers.safe_text('<a href="https://evil.example">Approve</a>\u202e' + "字" * 1000)
+    assert "<" not in shown and "\u202e" not in shown
+    assert len(shown.encode()) <= answers.TEXT_BYTES
