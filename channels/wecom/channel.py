@@ -14,7 +14,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import anyio
@@ -28,6 +28,7 @@ from channels.wecom.api import WeComApi
 from channels.wecom.codes import Codes, make_ref, read_ref
 from channels.wecom.settings import WeComSettings
 from channels.wecom.verify import TIMESTAMP_WINDOW_SECONDS, Message, Verifier
+from gate import untrusted
 from gate.acting import Result
 from gate.channel import ChannelContext, Click, DeliveryError
 from gate.errors import ConfigError
@@ -37,10 +38,11 @@ from gate.readmodel import RequestView
 
 log = logging.getLogger("gate.channels.wecom")
 
-#: WeCom waits 5 s for an answer, then retries; leave room for the network
-ACK_BUDGET_SECONDS = 4.0
-#: how long a callback waits for its private answer to be sent before answering WeCom
-TELL_BUDGET_SECONDS = 2.0
+#: WeCom waits 5 s for an answer, then retries. A callback waits at most this long for its
+#: decision, then at most TELL_BUDGET_SECONDS for its private answer: 4 s, with room for the
+#: network; what is not done by then finishes in the background.
+ACK_BUDGET_SECONDS = 3.0
+TELL_BUDGET_SECONDS = 1.0
 #: deliveries remembered for repeats (WeCom retries three times; a replay must be in-window)
 DEDUPE_SIZE = 4096
 RECORDING = "Recording your decision; the card updates in a moment."
@@ -198,10 +200,7 @@ class WeComChannel:
             return
         if view.offers.reject_reasons:
             form = card.reasons_form(view, f"{card.FORM_TASK}-{view.id}-{uuid.uuid4().hex[:8]}")
-            try:
-                await self.api.send_card(pressed.user, form)
-            except DeliveryError as exc:
-                log.warning("wecom reasons form for %s not sent: %s", pressed.user, exc)
+            await self._privately(self.api.send_card(pressed.user, form))
         await self._tell(pressed.user, answers.reject_instructions(view))
 
     async def _typed(self, message: Message) -> None:
@@ -228,22 +227,27 @@ class WeComChannel:
             await self._tell(click.user_id, RECORDING)  # the outbox refreshes the card later
             return
         if result.refusal is not None:
-            # userids are readable, but say who was refused so an admin can add the person.
-            log.info("wecom click by %s refused: %s", click.user_id, result.refusal.value)
+            # Say who was refused, so an admin can add the person with the right userid.
+            who = untrusted.clean(click.user_id, 64)
+            log.info("wecom click by %r refused: %s", who, result.refusal.value)
         text = _answer(result, typed=typed)
         if text:
             await self._tell(click.user_id, text)
 
     async def _tell(self, user: str, text: str) -> None:
-        """A private text message to `user`; waits a little for it, never fails the callback."""
-        sending = asyncio.ensure_future(self.api.send_text(user, answers.safe_text(text)))
-        self._track(sending)
+        """A private text message to `user`."""
+        await self._privately(self.api.send_text(user, answers.safe_text(text)))
+
+    async def _privately(self, sending: Awaitable[Any]) -> None:
+        """Send something to one person; waits a little for it, never fails the callback."""
+        task = asyncio.ensure_future(sending)
+        self._track(task)
         try:
-            await asyncio.wait_for(asyncio.shield(sending), TELL_BUDGET_SECONDS)
+            await asyncio.wait_for(asyncio.shield(task), TELL_BUDGET_SECONDS)
         except TimeoutError:
             pass  # still sending; the callback must answer WeCom in time
-        except DeliveryError as exc:
-            log.warning("wecom answer to %s not sent: %s", user, exc)
+        except DeliveryError:
+            pass  # logged by _retrieve, like a failure after the callback was answered
 
     def _track(self, task: asyncio.Future[Any]) -> None:
         self._background.add(task)

@@ -15,14 +15,16 @@ from pydantic import SecretStr
 
 from channels.wecom import WeComChannel, WeComSettings
 from channels.wecom.api import RATE_LIMIT_WAIT_SECONDS
+from channels.wecom.channel import RECORDING
 from channels.wecom.codes import read_ref
 from gate.channel import DeliveryError, validate_settings
 from gate.readmodel import RequestView
 from gate.state import ChannelGate
 from tests.conftest import Gate
+from tests.support import fake_wecom
 from tests.support.fake_wecom import FakeWeCom
 from tests.support.servers import wait_until
-from tests.wecom.conftest import ask, posted, press
+from tests.wecom.conftest import AES_KEY, TOKEN, ask, posted, press, user
 
 
 def standalone(gate: Gate, **kwargs: Any) -> WeComChannel:
@@ -226,3 +228,26 @@ def test_transport_failures_are_retryable(wecom_gate: Gate, fake: FakeWeCom) -> 
             await ch.aclose()
 
     assert asyncio.run(run()).permanent is False
+
+
+def test_a_slow_decision_is_answered_in_time_and_still_lands(
+    wecom_gate: Gate, fake: FakeWeCom
+) -> None:
+    request_id = ask(wecom_gate)
+    task = posted(fake, request_id).task_id
+    plain = fake_wecom.card_event_xml(
+        user=user("alice"), task_id=task, event_key="approve", response_code=fake.issue_code(task)
+    )
+    cb = fake_wecom.build_callback(plain, token=TOKEN, encoding_aes_key=AES_KEY)
+
+    async def run() -> None:
+        # No time at all to decide: the clicker hears "recording", the decision finishes.
+        ch = standalone(wecom_gate, ack_budget=0.0)
+        try:
+            await ch.handle(cb.query, cb.body)
+        finally:
+            await ch.aclose()
+
+    asyncio.run(run())
+    assert fake.texts_to(user("alice")) == [RECORDING]
+    assert wait_until(lambda: full(wecom_gate, request_id).status == "approved")
