@@ -25,6 +25,7 @@ from gate.channel import DeliveryError
 TOKEN_PATH = "/cgi-bin/gettoken"
 SEND_PATH = "/cgi-bin/message/send"
 UPDATE_PATH = "/cgi-bin/message/update_template_card"
+CHAT_PATH = "/cgi-bin/appchat/send"
 #: "access_token invalid / expired / missing": drop it, fetch a new one, retry once
 TOKEN_INVALID = {40014, 42001, 41001}
 #: "api freq out of limit", "api concurrent out of limit"; -1 is "system busy"
@@ -33,10 +34,11 @@ RATE_LIMITED = {45009, 45033}
 #: the limit's period" (global error codes, 45009)
 RATE_LIMIT_WAIT_SECONDS = 60.0
 #: asking again cannot help: bad secret or corp id, bad agentid, no recipient in the app's
-#: visible range, IP not trusted, app disabled, a card the platform refuses, a used code...
+#: visible range, IP not trusted, app disabled, a card the platform refuses, a used code,
+#: a group chat the app did not create (86003)...
 PERMANENT = {
     40001, 40003, 40008, 40013, 40031, 40033, 40056, 40058, 40063, 41011, 42015, 42016,
-    42022, 44004, 45002, 48002, 50002, 50003, 60011, 60020, 81013,
+    42022, 44004, 45002, 48002, 50002, 50003, 60011, 60020, 81013, 86003,
 }  # fmt: skip
 #: tokens live 7200 s; five minutes early keeps a refresh off the critical path
 TOKEN_MARGIN_SECONDS = 300.0
@@ -68,12 +70,7 @@ def recipients(target: str) -> dict[str, str]:
     if kind == "tag" and rest:
         return {"totag": rest}
     if kind == "chat":
-        # appchat/send carries text, textcard, news and markdown, never a template card.
-        raise DeliveryError(
-            f"{target!r}: WeCom group chats (appchat) cannot show interactive cards; "
-            "send to userids, party:<id> or tag:<id>",
-            permanent=True,
-        )
+        raise DeliveryError(f"{target!r} is a group chat: use send_chat_card", permanent=True)
     return {"touser": target}
 
 
@@ -114,6 +111,14 @@ class WeComApi:
         """A text message to one person, in the app's chat with them (only they see it)."""
         body = {"touser": userid, "msgtype": "text", "text": {"content": content}}
         await self.call(SEND_PATH, body)
+
+    async def send_chat_card(self, chatid: str, textcard: dict[str, str]) -> None:
+        """A text card (title, description, link) to a group chat the app created.
+
+        `appchat/send` takes text, textcard, news and markdown, never a template card, and
+        returns no msgid: such a card has no buttons and cannot be updated.
+        """
+        await self.call(CHAT_PATH, {"chatid": chatid, "msgtype": "textcard", "textcard": textcard})
 
     async def update_card(self, response_code: str, card: dict[str, Any]) -> None:
         """Replace a sent card for everyone who got it, spending one response_code."""
@@ -157,8 +162,10 @@ class WeComApi:
             return token
 
     async def call(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        """One POST with the access token and the app's agentid; the answer, or DeliveryError."""
-        body = {**body, "agentid": self.settings.agent_id}
+        """One POST with the access token (and the agentid, but to appchat, which has none);
+        the answer, or DeliveryError."""
+        if path != CHAT_PATH:
+            body = {**body, "agentid": self.settings.agent_id}
         token = await self.access_token()
         try:
             return await self._send("POST", path, params={"access_token": token}, body=body)

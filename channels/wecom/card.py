@@ -97,6 +97,36 @@ def shown_deadline(micros: str) -> datetime | None:
     return EPOCH + int(micros) * MICROSECOND
 
 
+#: `textcard` limits (bytes, except the button's 4 characters)
+NOTICE_TITLE_BYTES = 128
+NOTICE_BYTES = 512
+_TAG_OPEN = untrusted.compile(r"<")
+
+
+def _bytes(text: str, limit: int) -> str:
+    raw = text.encode()
+    return text if len(raw) <= limit else raw[: limit - 3].decode("utf-8", "ignore") + "…"
+
+
+def chat_notice(view: RequestView, *, now: datetime | None = None) -> dict[str, str]:
+    """A group chat's `textcard`: the request (or its outcome) and a link to decide in gate.
+
+    A text card's description reads `<div class=…>` tags: every `<` becomes a look-alike.
+    """
+    now = now or utcnow()
+    facts = {row["keyname"]: row.get("value", "") for row in _facts(view, now)[:-1]}
+    # What matters most first: the description is cut at 512 bytes.
+    lines = [_subtitle(view), *(f"{k}: {v}" for k, v in facts.items()), clean(view.summary, 100)]
+    description = _TAG_OPEN.sub(lambda m: "‹", "\n".join(line for line in lines if line))
+    title = f"{TITLES.get(view.status, view.status.title())} {clean(view.tool_name, 100)}"
+    return {
+        "title": _bytes(_TAG_OPEN.sub(lambda m: "‹", title), NOTICE_TITLE_BYTES),
+        "description": _bytes(description, NOTICE_BYTES),
+        "url": view.url,
+        "btntxt": "Open",  # at most 4 characters
+    }
+
+
 def render_card(view: RequestView, task: str, *, now: datetime | None = None) -> dict[str, Any]:
     """The template card for a request in its current state (buttons only while pending)."""
     now = now or utcnow()

@@ -46,6 +46,10 @@ TELL_BUDGET_SECONDS = 1.0
 #: deliveries remembered for repeats (WeCom retries three times; a replay must be in-window)
 DEDUPE_SIZE = 4096
 RECORDING = "Recording your decision; the card updates in a moment."
+#: a target (and message reference) naming a group chat the app created; chat ids are
+#: letters and digits, so FINAL cannot be part of one
+CHAT = "chat:"
+FINAL = " final"
 
 
 class WeComChannel:
@@ -95,14 +99,31 @@ class WeComChannel:
     # -- Channel protocol -------------------------------------------------------------------
 
     async def post(self, req: RequestView, target: str) -> str:
-        """Send the card to `target` (userids, party:<id>, tag:<id>); returns its reference."""
+        """Send the card to `target` (userids, party:<id>, tag:<id>); returns its reference.
+
+        A group chat (`chat:<chatid>`, made by the app) gets a text card linking to gate:
+        WeCom shows no buttons there, and the outcome follows as a second one.
+        """
+        if target.startswith(CHAT):
+            notice = await anyio.to_thread.run_sync(card.chat_notice, req)
+            await self.api.send_chat_card(target.removeprefix(CHAT), notice)
+            # A notice posted already final (after an outage) has nothing to follow it.
+            return f"{target}{FINAL}" if req.is_final else target
         task = card.task_id(req.id, target)
         rendered = await anyio.to_thread.run_sync(card.render_card, req, task)
         _, code = await self.api.send_card(target, rendered)
         return make_ref(task, code)
 
     async def update(self, req: RequestView, target: str, ref: str) -> None:
-        """Replace the card with the request's current state, spending one ResponseCode."""
+        """Replace the card with the request's current state, spending one ResponseCode.
+
+        A group chat's text card cannot be replaced: its outcome is posted after it, once.
+        """
+        if ref.startswith(CHAT):
+            if req.is_final and not ref.endswith(FINAL):
+                notice = await anyio.to_thread.run_sync(card.chat_notice, req)
+                await self.api.send_chat_card(ref.removeprefix(CHAT), notice)
+            return
         task, post_code = read_ref(ref)
         lock = self._locks.setdefault(task, asyncio.Lock())
         async with lock:

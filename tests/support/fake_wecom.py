@@ -218,6 +218,10 @@ class FakeWeCom:
         self.tokens: dict[str, float] = {}
         self.messages: dict[str, Message] = {}
         self.texts: list[Text] = []
+        #: text cards sent to group chats: (chatid, textcard)
+        self.chat_cards: list[tuple[str, dict[str, Any]]] = []
+        #: group chats the app created (appchat/send refuses others: 86003)
+        self.chats: set[str] = {"wrApprovals"}
         self.failures: list[Failure] = []
         self.card_problems: list[str] = []
         #: response_code -> (task id, issued at, spent)
@@ -229,6 +233,7 @@ class FakeWeCom:
                 Route("/cgi-bin/gettoken", self._gettoken, methods=["GET"]),
                 Route("/cgi-bin/message/send", self._send, methods=["POST"]),
                 Route("/cgi-bin/message/update_template_card", self._update, methods=["POST"]),
+                Route("/cgi-bin/appchat/send", self._appchat, methods=["POST"]),
             ]
         )
         self.server = ThreadServer(self.app)
@@ -380,6 +385,34 @@ class FakeWeCom:
         with self.lock:
             self.texts.append(Text(to.get("touser", ""), content))
         return JSONResponse({"errcode": 0, "errmsg": "ok", "msgid": f"txt{next(self._ids)}"})
+
+    async def _appchat(self, request: Request) -> JSONResponse:
+        body = await self._record(request)
+        denied = self._failure("send")
+        token = request.query_params.get("access_token")
+        with self.lock:
+            known = token in self.tokens
+        if not known:
+            return _answer(40014, "invalid access_token")
+        if denied:
+            return denied
+        if not isinstance(body, dict) or body.get("chatid") not in self.chats:
+            return _answer(86003, "chatid does not exist")
+        if body.get("msgtype") != "textcard":
+            return _answer(40008, "appchat takes text, textcard, news, markdown; not template_card")
+        textcard = body.get("textcard", {})
+        problems = [
+            f"textcard.{k} over {n} bytes"
+            for k, n in (("title", 128), ("description", 512), ("url", 2048))
+            if not isinstance(textcard.get(k), str) or len(textcard[k].encode()) > n
+        ]
+        if len(str(textcard.get("btntxt", ""))) > 4:
+            problems.append("textcard.btntxt over 4 characters")
+        if problems:
+            return _answer(40058, "; ".join(problems))
+        with self.lock:
+            self.chat_cards.append((body["chatid"], textcard))
+        return JSONResponse({"errcode": 0, "errmsg": "ok"})
 
     async def _update(self, request: Request) -> JSONResponse:
         body = await self._record(request)
