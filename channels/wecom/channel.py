@@ -125,26 +125,33 @@ class WeComChannel:
                 await self.api.send_chat_card(ref.removeprefix(CHAT), notice)
             return
         task, post_code = read_ref(ref)
-        lock = self._locks.setdefault(task, asyncio.Lock())
-        async with lock:
-            code, from_click = self.codes.take(task), True
-            if code is None and req.is_final and post_code and not self.codes.spent(post_code):
-                code, from_click = post_code, False
-            if code is None:
-                # Nothing to spend: a pending card keeps its last state (see codes.py).
-                log.info("wecom card %s not refreshed: no ResponseCode left", task)
-                return
-            rendered = await anyio.to_thread.run_sync(card.render_card, req, task)
-            try:
-                await self.api.update_card(code, rendered)
-            except DeliveryError as exc:
-                if from_click and not exc.permanent:
-                    self.codes.give_back(task, code)
-                raise
-            if not from_click:
-                self.codes.spend(code)
+        rendered = await anyio.to_thread.run_sync(card.render_card, req, task)
+        async with self._locks.setdefault(task, asyncio.Lock()):
+            await self._replace(task, rendered, post_code if req.is_final else "")
         if req.is_final:
             self._locks.pop(task, None)
+
+    async def _replace(self, task: str, rendered: dict[str, Any], post_code: str) -> None:
+        """Spend the newest click code on `rendered`, else `post_code` (the final state's).
+
+        A click code WeCom refuses for good (used, expired) is dropped and the next one
+        tried; a transient failure keeps it for the outbox's next try.
+        """
+        while (code := self.codes.take(task)) is not None:
+            try:
+                await self.api.update_card(code, rendered)
+                return
+            except DeliveryError as exc:
+                if not exc.permanent:
+                    self.codes.give_back(task, code)
+                    raise
+                log.info("wecom card %s: a click's code was refused (%s)", task, exc)
+        if not post_code or self.codes.spent(post_code):
+            # Nothing to spend: a pending card keeps its last state (see codes.py).
+            log.info("wecom card %s not refreshed: no ResponseCode left", task)
+            return
+        await self.api.update_card(post_code, rendered)
+        self.codes.spend(post_code)
 
     def router(self) -> APIRouter:
         """`GET` (URL verification) and `POST` (callbacks) on `/channels/wecom/callback`."""

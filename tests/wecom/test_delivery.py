@@ -150,7 +150,11 @@ def test_updates_spend_click_codes_and_keep_the_posts_for_the_end(
             ch.codes.add(task, fake.issue_code(task))
             await refresh(ch, view)
             assert len(message.cards) == 2
-            # The final state spends the post's code, once; a second final update has none.
+            # A click code WeCom refuses (already used elsewhere) is skipped; the final state
+            # spends the post's code, once; a second final update has none left.
+            used = fake.issue_code(task)
+            fake.codes[used] = (task, time.time(), True)
+            ch.codes.add(task, used)
             done = replace(view, status="approved", decided_by="alice", decided_via="api")
             await refresh(ch, done)
             assert message.card["card_type"] == "text_notice"
