@@ -180,6 +180,11 @@ class WeComChannel:
     async def handle(self, query: Mapping[str, str], body: bytes) -> None:
         """Verify, decrypt and act on one callback; raises the one error body when refused."""
         message = self.verifier.open(query, body)
+        if message.agent_id and message.agent_id != str(self.settings.agent_id):
+            # Only an app sharing our Token and EncodingAESKey could send this: not ours.
+            other = untrusted.clean(message.agent_id, 20)
+            log.warning("wecom callback for agent %r ignored", other)
+            return
         if message.msg_type == "event" and message.event == "template_card_event":
             pressed = clicks.card_click(message)
             if pressed is None:
@@ -239,7 +244,11 @@ class WeComChannel:
         if typed.verb == "reject":
             click = clicks.reject_click(self.name, typed)
         else:
-            click = clicks.edit_click(self.name, typed, await self.gate.view(typed.request_id))
+            # Who may act first: the edit form's wording is for the request's approvers only.
+            refusal, view = await decisions.refusal(
+                self.gate, self.name, typed.request_id, typed.user
+            )
+            click = refusal or clicks.edit_click(self.name, typed, view)
         if isinstance(click, str):
             await self._tell(typed.user, click)
             return

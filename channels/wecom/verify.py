@@ -45,6 +45,7 @@ class Message:
     response_code: str = ""
     content: str = ""
     msg_id: str = ""
+    agent_id: str = ""
     #: a card's picked options: question key -> option ids
     selected: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
@@ -137,6 +138,7 @@ def read_message(raw: bytes) -> Message:
         response_code=value("ResponseCode"),
         content=(root.findtext("Content") or ""),
         msg_id=value("MsgId"),
+        agent_id=value("AgentID"),
         selected=selected,
     )
     if not message.from_user or not message.msg_type:

@@ -160,3 +160,13 @@ def test_other_text_gets_help_and_hostile_text_stays_inert(
     say(wecom_gate, "alice", f"edit 01NOPE\n{hostile}=1")
     answer = told(fake, "alice")
     assert "<" not in answer and "\u202e" not in answer  # a text message would render <a>
+
+
+def test_a_callback_for_another_app_is_ignored(wecom_gate: Gate, fake: FakeWeCom) -> None:
+    request_id = ask(wecom_gate)
+    task = posted(fake, request_id).task_id
+    plain = fake_wecom.card_event_xml(
+        user=user("alice"), task_id=task, event_key="approve", response_code="rc-other"
+    ).replace(b"<AgentID>1000002</AgentID>", b"<AgentID>1000099</AgentID>")
+    assert deliver(wecom_gate, plain).status_code == 200
+    assert status(wecom_gate, request_id) == "pending"
