@@ -22,6 +22,8 @@ from channels.wecom.settings import WeComSettings
 from gate import untrusted
 from gate.channel import DeliveryError
 
+log = logging.getLogger("gate.channels.wecom")
+
 TOKEN_PATH = "/cgi-bin/gettoken"
 SEND_PATH = "/cgi-bin/message/send"
 UPDATE_PATH = "/cgi-bin/message/update_template_card"
@@ -102,6 +104,10 @@ class WeComApi:
         """Send a template card; (msgid, response_code: "" for a card without callbacks)."""
         body = {**recipients(target), "msgtype": "template_card", "template_card": card}
         data = await self.call(SEND_PATH, body)
+        if data.get("invaliduser"):
+            # Sent, but not to everyone: say who, so an admin can fix the app's visible range.
+            missed = untrusted.clean(str(data["invaliduser"]), 200)
+            log.warning("wecom card not delivered to %r (outside the app's visible range)", missed)
         msgid, code = data.get("msgid"), data.get("response_code", "")
         if not isinstance(msgid, str) or not isinstance(code, str):
             raise DeliveryError("message/send answered without a msgid")

@@ -222,6 +222,8 @@ class FakeWeCom:
         self.chat_cards: list[tuple[str, dict[str, Any]]] = []
         #: group chats the app created (appchat/send refuses others: 86003)
         self.chats: set[str] = {"wrApprovals"}
+        #: userids in the app's visible range; None: everyone
+        self.visible: set[str] | None = None
         self.failures: list[Failure] = []
         self.card_problems: list[str] = []
         #: response_code -> (task id, issued at, spent)
@@ -355,6 +357,9 @@ class FakeWeCom:
         failed = self._failure("send")
         if failed:
             return failed
+        invalid = self._outside(to)
+        if invalid is None:
+            return _answer(81013, "no valid userid, partyid or tagid in the app's range")
         card = body.get("template_card")
         problems = check_card(card)
         task = card.get("task_id", "") if isinstance(card, dict) else ""
@@ -368,10 +373,22 @@ class FakeWeCom:
             self.messages[msgid] = Message(
                 msgid, to, task, [card], int(body.get("enable_id_trans", 0))
             )
-        answer: dict[str, Any] = {"errcode": 0, "errmsg": "ok", "invaliduser": "", "msgid": msgid}
+        answer: dict[str, Any] = {
+            "errcode": 0, "errmsg": "ok", "invaliduser": invalid, "msgid": msgid,
+        }  # fmt: skip
         if card["card_type"] in INTERACTIVE:
             answer["response_code"] = self.issue_code(task)
         return JSONResponse(answer)
+
+    def _outside(self, to: dict[str, str]) -> str | None:
+        """The userids outside the app's visible range ("a|b"); None when nobody is left."""
+        users = [u for u in to.get("touser", "").split("|") if u]
+        if self.visible is None or users == ["@all"]:
+            return ""
+        invalid = [u for u in users if u not in self.visible]
+        if len(invalid) == len(users) and not (to.get("toparty") or to.get("totag")):
+            return None
+        return "|".join(invalid)
 
     def _text(self, body: dict[str, Any], to: dict[str, str]) -> JSONResponse:
         failed = self._failure("text")

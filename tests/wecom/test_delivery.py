@@ -283,3 +283,25 @@ def test_a_group_chat_gets_text_cards_linking_to_gate(wecom_gate: Gate, fake: Fa
     assert [c["title"].split()[0] for c in cards] == ["Approve?", "Rejected", "Rejected"]
     assert all(c["url"] == view.url and "<" not in c["description"] + c["title"] for c in cards)
     assert "Rejected by bob in WeCom" in cards[1]["description"]
+
+
+def test_recipients_outside_the_apps_range(
+    wecom_gate: Gate, fake: FakeWeCom, caplog: pytest.LogCaptureFixture
+) -> None:
+    view = a_view(wecom_gate, fake)
+    fake.visible = {"alice"}
+
+    async def run() -> DeliveryError:
+        ch = standalone(wecom_gate)
+        try:
+            await ch.post(view, "alice|ghost")  # sent to alice; ghost is named in the log
+            with pytest.raises(DeliveryError) as nobody:
+                await ch.post(view, "ghost")
+            return nobody.value
+        finally:
+            await ch.aclose()
+
+    with caplog.at_level(logging.WARNING, logger="gate.channels.wecom"):
+        error = asyncio.run(run())
+    assert error.permanent and "81013" in str(error)
+    assert "'ghost'" in caplog.text and "visible range" in caplog.text
