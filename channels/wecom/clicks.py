@@ -29,7 +29,7 @@ from gate.readmodel import RequestView
 MAX_COMMENT = 500
 COMMANDS = ("reject", "edit")
 HELP = (
-    "To reject with a reason, reply: reject <request id> <reason>. "
+    "To reject with a reason, reply: reject [request id] [reason]. "
     "To approve with changes, press Edit… on the card."
 )
 
@@ -158,4 +158,5 @@ NOTHING_EDITABLE = "Nothing here can be edited in WeCom; edit it in gate."
 
 def reject_hint(request_id: str) -> str:
     """The command that rejects with a reason."""
-    return f"reject {request_id} <your reason>"
+    # Square brackets: a text message would turn "<" into a look-alike (see answers.py).
+    return f"reject {request_id} [your reason]"

@@ -92,7 +92,7 @@ def test_reject_is_typed_with_a_reason(wecom_gate: Gate, fake: FakeWeCom) -> Non
     request_id = ask(wecom_gate)
     press(wecom_gate, fake, request_id, "bob", "reject")
     hint = told(fake, "bob")
-    assert f"reject {request_id} <your reason>" in hint.replace("‹", "<")
+    assert f"reject {request_id} [your reason]" in hint
     assert status(wecom_gate, request_id) == "pending"
     say(wecom_gate, "bob", f"reject {request_id}")
     assert "say why" in told(fake, "bob")
@@ -155,7 +155,7 @@ def test_other_text_gets_help_and_hostile_text_stays_inert(
     wecom_gate: Gate, fake: FakeWeCom
 ) -> None:
     say(wecom_gate, "alice", "hello?")
-    assert "reject <request id> <reason>" in told(fake, "alice").replace("‹", "<")
+    assert "reject [request id] [reason]" in told(fake, "alice")
     hostile = '<a href="https://evil.example">Approve here</a>\u202e'
     say(wecom_gate, "alice", f"edit 01NOPE\n{hostile}=1")
     answer = told(fake, "alice")
