@@ -225,6 +225,8 @@ class WeComChannel:
             self.gate, self.name, pressed.request_id, pressed.user
         )
         if refusal or view is None:
+            who = untrusted.clean(pressed.user, 64)
+            log.info("wecom %s press by %r refused", pressed.verb, who)
             await self._tell(pressed.user, refusal or "This request no longer exists.")
             return
         if pressed.verb == "edit":
