@@ -17,11 +17,12 @@ from tests.channels.drivers.feishu import FeishuDriver
 from tests.channels.drivers.log import LogDriver
 from tests.channels.drivers.slack import SlackDriver
 from tests.channels.drivers.telegram import TelegramDriver
+from tests.channels.drivers.wecom import WeComDriver
 
 #: every channel the suite knows how to drive, by entry point name
 DRIVERS: dict[str, type[Driver]] = {
     driver.name: driver
-    for driver in (SlackDriver, FeishuDriver, LogDriver, TelegramDriver, DiscordDriver)
+    for driver in (SlackDriver, FeishuDriver, LogDriver, TelegramDriver, DiscordDriver, WeComDriver)
 }
 
 __all__ = ["DRIVERS", "Answer", "Card", "Driver", "Private"]
