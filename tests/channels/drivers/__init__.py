@@ -15,10 +15,11 @@ from tests.channels.drivers.base import Answer, Card, Driver, Private
 from tests.channels.drivers.feishu import FeishuDriver
 from tests.channels.drivers.log import LogDriver
 from tests.channels.drivers.slack import SlackDriver
+from tests.channels.drivers.teams import TeamsDriver
 
 #: every channel the suite knows how to drive, by entry point name
 DRIVERS: dict[str, type[Driver]] = {
-    driver.name: driver for driver in (SlackDriver, FeishuDriver, LogDriver)
+    driver.name: driver for driver in (SlackDriver, FeishuDriver, LogDriver, TeamsDriver)
 }
 
 __all__ = ["DRIVERS", "Answer", "Card", "Driver", "Private"]
