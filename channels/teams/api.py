@@ -92,6 +92,8 @@ class ConnectorApi:
         key = (conversation, object_id)
         if key in self._members:
             return self._members[key]
+        # No token is a failed delivery (the post needs one too), not a member left out.
+        await self.app_token()
         try:
             member = await self.call("GET", self._url(conversation, "members", object_id), None)
         except DeliveryError as exc:

@@ -97,6 +97,8 @@ class Recorded:
     path: str
     headers: dict[str, str]
     body: Any
+    #: the path as sent, before percent-decoding
+    raw_path: str = ""
     at: float = field(default_factory=time.monotonic)
 
 
@@ -136,6 +138,8 @@ class FakeTeams:
         self.messages: dict[str, Message] = {}
         self.failures: list[Failure] = []
         self.card_problems: list[str] = []
+        #: the connector refuses every token, new ones too (the bot's registration is gone)
+        self.refuse_all = False
         #: Entra object id -> the member's Teams id in the conversation
         self.members: dict[str, str] = {}
         self._ids = itertools.count(1)
@@ -317,6 +321,7 @@ class FakeTeams:
                     request.url.path,
                     {k.lower(): v for k, v in request.headers.items()},
                     body,
+                    request.scope.get("raw_path", b"").decode(),
                 )
             )
         return body
@@ -334,7 +339,7 @@ class FakeTeams:
         header = request.headers.get("authorization", "")
         with self.lock:
             known = header.startswith("Bearer ") and header[7:] in self.tokens
-        if not known:
+        if not known or self.refuse_all:
             return _error(401, "Unauthorized", "Authorization has been denied for this request.")
         return None
 
