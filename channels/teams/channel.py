@@ -200,14 +200,14 @@ class TeamsChannel:
     async def _refresh(self, action: CardAction, conversation: str) -> dict[str, Any]:
         """A client fetching the presser's own view: buttons only if gate says they may act."""
         refusal, view = await self._view_for(action)
-        user_ids = await self.user_ids(view, conversation, resolve=False) if view else []
-        return await card_answer(view, user_ids, actionable=refusal is None)
+        return await self._answer(view, conversation, actionable=refusal is None)
 
     async def _notice(self, action: CardAction, conversation: str, text: str) -> dict[str, Any]:
         """A press that could not be read back (no reason, a bad value): say so, keep the form."""
         refusal, view = await self._view_for(action)
-        user_ids = await self.user_ids(view, conversation, resolve=False) if view else []
-        return await card_answer(view, user_ids, actionable=refusal is None, notice=refusal or text)
+        return await self._answer(
+            view, conversation, actionable=refusal is None, notice=refusal or text
+        )
 
     async def _decide(self, click: Click, conversation: str) -> dict[str, Any]:
         """Hand the click to gate; answer within the budget even when deciding takes longer."""
@@ -222,12 +222,46 @@ class TeamsChannel:
         if result.refusal is not None:
             # Object ids are hard to look up: log it so an admin can add the person.
             log.info("teams press by %s refused: %s", click.user_id, result.refusal.value)
-        view = result.view
-        user_ids = await self.user_ids(view, conversation, resolve=False) if view else []
         note = result.message()
         if isinstance(result.outcome, Extended):
             note = decisions.extend_message(result, utcnow())
-        return await card_answer(view, user_ids, actionable=may_still_act(result), notice=note)
+        return await self._answer(
+            result.view, conversation, actionable=may_still_act(result), notice=note
+        )
+
+    async def _answer(
+        self,
+        view: RequestView | None,
+        conversation: str,
+        *,
+        actionable: bool,
+        notice: str | None = None,
+    ) -> dict[str, Any]:
+        """The presser's own view of the card, or only words.
+
+        A person gate does not let act gets the read-only card only in a conversation the
+        card was posted to: the request id in an invoke's data comes from the client, and a
+        tampered one must not show another conversation's request to a stranger.
+        """
+        if view is not None and not actionable and conversation not in self.targets(view):
+            return message(notice or "This request's card is not in this conversation.")
+        user_ids = await self.user_ids(view, conversation, resolve=False) if view else []
+        return await card_answer(view, user_ids, actionable=actionable, notice=notice)
+
+    def targets(self, view: RequestView) -> set[str]:
+        """The Teams conversations a request's card goes to: its rule's `teams:` entries (or
+        the default target) and those it escalates to."""
+        settings = self.gate.settings
+        rule = next((r for r in settings.rules if r.name == view.rule), None)
+        entries = rule.channels if rule is not None else None
+        if entries is None:
+            found = {self.settings.default_target} if self.settings.default_target else set()
+        else:
+            found = {t for c, _, t in (e.partition(":") for e in entries) if c == self.name}
+        found |= {
+            t for c, _, t in (e.partition(":") for e in view.offers.escalate_to) if c == self.name
+        }
+        return found
 
     async def _extend(self, action: CardAction, conversation: str) -> dict[str, Any]:
         """Move the deadline by one Extend step, if gate lets this person."""

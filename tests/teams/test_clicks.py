@@ -224,3 +224,27 @@ async def test_a_slow_decision_is_answered_in_time_and_still_lands(
     finally:
         await chan.aclose()  # waits for the decision in flight
     assert state(teams_gate, request_id)["status"] == "approved"
+
+
+def test_a_request_id_tampered_into_another_conversation_shows_nothing(
+    teams_gate: Gate, fake_teams: FakeTeams
+) -> None:
+    # The data of an Action.Execute comes from the client: someone who edits the request id
+    # in a press from their own chat must not see another conversation's request.
+    request_id = ask(teams_gate, "refund_order", {"amount": 900}, summary="secret refund")
+    elsewhere = "19:someone-else@thread.v2"
+
+    def from_elsewhere(person: str, verb: str) -> Any:
+        activity = fake_teams.invoke(
+            verb=verb, data={"request_id": request_id}, object_id=object_id(person),
+            service_url=fake_teams.url + "/", conversation=elsewhere,
+        )  # fmt: skip
+        return send(teams_gate, fake_teams, activity)
+
+    for verb in ("refresh", "approve"):
+        r = from_elsewhere("stranger", verb)
+        assert r.json()["type"] == "application/vnd.microsoft.activity.message", r.text
+        assert "secret refund" not in r.text and "refund_order" not in r.text
+    # An approver may act on it from anywhere: gate says so, and the view follows.
+    assert "approve" in verbs(answered_card(from_elsewhere("alice", "refresh")))
+    assert state(teams_gate, request_id)["status"] == "pending"
