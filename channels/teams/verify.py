@@ -63,28 +63,40 @@ class OpenIdKeys:
         self._keys: dict[str, SigningKey] = {}
         self._algorithms: frozenset[str] = frozenset()
         self._fetched_at: float | None = None
+        self._tried_at: float | None = None
         self._lock = asyncio.Lock()
         #: how many times the documents were fetched (tests count them)
         self.fetches = 0
 
     async def key(self, kid: str) -> tuple[SigningKey, frozenset[str]]:
-        """The key called `kid` and the algorithms the metadata allows; 401 when unknown."""
+        """The key called `kid` and the algorithms the metadata allows; 401 when unknown.
+
+        The documents are fetched when none are held, when they are a day old, or for a kid
+        they do not list; but at most once a minute, fetched or failed, so neither made-up
+        kids nor an outage of the metadata host turn every invoke into a slow fetch.
+        """
         async with self._lock:
             now = self.clock()
-            stale = self._fetched_at is None or now - self._fetched_at > KEYS_TTL_SECONDS
-            unknown = kid not in self._keys
-            recent = self._fetched_at is not None and now - self._fetched_at < (
-                KEYS_MIN_REFRESH_SECONDS
+            due = (
+                self._fetched_at is None
+                or now - self._fetched_at > KEYS_TTL_SECONDS
+                or kid not in self._keys
             )
-            if stale or (unknown and not recent):
+            allowed = self._tried_at is None or now - self._tried_at >= KEYS_MIN_REFRESH_SECONDS
+            if due and allowed:
+                self._tried_at = now
                 await self._fetch()
+        if not self._keys:
+            raise Unavailable(
+                "the Bot Framework signing keys cannot be fetched", code="keys_unavailable"
+            )
         found = self._keys.get(kid)
         if found is None:
             raise Unauthenticated("the token is signed with an unknown key", code="bad_token")
         return found, self._algorithms
 
     async def _fetch(self) -> None:
-        """Metadata, then its `jwks_uri`; a failure keeps the old keys (or none: fail closed)."""
+        """Metadata, then its `jwks_uri`; a failure keeps the keys held (none: fail closed)."""
         try:
             async with httpx.AsyncClient(timeout=5.0, transport=self._transport) as client:
                 meta = _object(await client.get(self.settings.openid_metadata_url))
@@ -93,11 +105,8 @@ class OpenIdKeys:
                     raise ValueError("the metadata document has no jwks_uri")
                 document = _object(await client.get(jwks_uri))
         except (httpx.HTTPError, ValueError) as exc:
+            # The keys held (if any) stay in use: they were published by the metadata host.
             log.warning("teams signing keys not fetched: %s", exc)
-            if not self._keys:
-                raise Unavailable(
-                    "the Bot Framework signing keys cannot be fetched", code="keys_unavailable"
-                ) from None
             return
         self.fetches += 1
         algorithms = meta.get("id_token_signing_alg_values_supported")

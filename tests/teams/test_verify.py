@@ -16,7 +16,7 @@ from jwt.warnings import InsecureKeyLengthWarning
 
 from channels.teams.settings import TeamsSettings
 from channels.teams.verify import OpenIdKeys
-from gate.errors import Unauthenticated
+from gate.errors import Unauthenticated, Unavailable
 from tests.conftest import Gate, GateFactory
 from tests.support import config as cfg
 from tests.support.fake_teams import APP_ID, APP_PASSWORD, FakeTeams
@@ -213,3 +213,25 @@ def test_other_activities_are_acknowledged_and_ignored(
     r = send(teams_gate, fake_teams, message)
     assert r.status_code == 200 and r.content == b""
     untouched(teams_gate, request_id)
+
+
+async def test_a_metadata_outage_keeps_the_keys_held_and_is_retried_once_a_minute(
+    fake_teams: FakeTeams,
+) -> None:
+    now = [1_800_000_000.0]
+    settings = TeamsSettings.model_validate(fake_teams.settings())
+    keys = OpenIdKeys(settings, clock=lambda: now[0])
+    await keys.key(fake_teams.kid)
+    fake_teams.stop()  # login.botframework.com is down
+    now[0] += 24 * 3600 + 1  # the keys are due for a refresh
+    held, _ = await keys.key(fake_teams.kid)  # one failed try; the held key still verifies
+    assert keys.fetches == 1 and held.endorsements >= {"msteams"}
+    with pytest.raises(Unauthenticated):
+        await keys.key("unknown")  # no second try inside the minute
+    with pytest.raises(Unauthenticated):
+        await keys.key("unknown")
+    # Nothing held and nothing fetched: 503, never a token accepted unchecked.
+    empty = OpenIdKeys(settings, clock=lambda: now[0])
+    for _ in range(2):
+        with pytest.raises(Unavailable):
+            await empty.key(fake_teams.kid)
