@@ -130,25 +130,39 @@ class TeamsChannel:
         """
         if req.status != "pending":
             return []
-        settings = self.gate.settings
-        names = req.approvers or [a.name for a in settings.approvers]
-        found: list[str] = []
-        for name in names:
-            approver = settings.approver(name)
-            if approver is None:
-                continue
-            object_id = approver.identity(self.name)
-            if not object_id or (req.user_id and req.user_id in approver.identities()):
-                continue  # no Teams id, or the requester (who may not approve their own call)
-            member = (
-                await self.api.member_id(conversation, object_id.lower())
-                if resolve
-                else self.api.cached_member_id(conversation, object_id.lower())
+        object_ids = self._approver_object_ids(req)
+        members: list[str | None]
+        if resolve and object_ids:
+            await self.api.app_token()  # no token is a failed delivery, before any lookup
+            # Looked up together: a first card for many approvers is one round trip, not many;
+            # every lookup finishes before a failure is raised (no task left running).
+            looked = await asyncio.gather(
+                *(self.api.member_id(conversation, oid) for oid in object_ids),
+                return_exceptions=True,
             )
-            if member and member not in found:
-                found.append(member)
-            if len(found) == MAX_USER_IDS:
-                break
+            failed = [r for r in looked if isinstance(r, BaseException)]
+            if failed:
+                raise failed[0]
+            members = [r for r in looked if not isinstance(r, BaseException)]
+        else:
+            members = [self.api.cached_member_id(conversation, oid) for oid in object_ids]
+        found = list(dict.fromkeys(m for m in members if m))
+        return found[:MAX_USER_IDS]
+
+    def _approver_object_ids(self, req: RequestView) -> list[str]:
+        """The Entra object ids of the request's approvers (all approvers when the rule names
+        none), the requester left out: they may not approve their own call."""
+        settings = self.gate.settings
+        found: list[str] = []
+        for name in req.approvers or [a.name for a in settings.approvers]:
+            approver = settings.approver(name)
+            object_id = approver.identity(self.name) if approver is not None else None
+            if approver is None or not object_id:
+                continue
+            if req.user_id and req.user_id in approver.identities():
+                continue
+            if object_id.lower() not in found:
+                found.append(object_id.lower())
         return found
 
     # -- the messaging endpoint -------------------------------------------------------------
