@@ -11,7 +11,9 @@ import pytest
 from channels.teams import TeamsChannel
 from channels.teams.settings import TeamsSettings
 from gate.channel import validate_settings
+from gate.config import Settings
 from gate.errors import ConfigError
+from tests.support import config as cfg
 from tests.support.fake_teams import APP_ID, APP_PASSWORD, TENANT_ID
 
 GOOD = {"app_id": APP_ID, "app_password": APP_PASSWORD, "tenant_id": TENANT_ID}
@@ -60,3 +62,16 @@ def test_every_setting_is_documented_in_the_readme() -> None:
     for key in TeamsSettings.model_fields:
         assert f"`{key}`" in section.group(1), key
     assert "## Approve from Microsoft Teams" in section.group(1)
+
+
+def test_the_client_secret_comes_from_the_environment(
+    sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GATE_CHANNELS__TEAMS__APP_PASSWORD", "secret-from-env")
+    data = cfg.settings_data(sqlite_url)
+    data["channels"] = {"teams": {"app_id": APP_ID, "tenant_id": TENANT_ID}}
+    settings = Settings(**data)
+    teams = validate_settings("teams", settings.channels.configured()["teams"])
+    assert isinstance(teams, TeamsSettings)
+    assert teams.app_password.get_secret_value() == "secret-from-env"
+    assert "secret-from-env" not in repr(settings)
