@@ -184,7 +184,8 @@ class TeamsChannel:
         action = parse_invoke(activity)
         conversation = activity.get("conversation")
         where = conversation.get("id") if isinstance(conversation, dict) else None
-        answer = await self.handle(action, str(where or self.settings.default_target or ""))
+        # No conversation id is no conversation a card was posted to ("" matches no target).
+        answer = await self.handle(action, where if isinstance(where, str) else "")
         return JSONResponse(answer)
 
     async def handle(self, action: CardAction, conversation: str) -> dict[str, Any]:
