@@ -16,13 +16,22 @@ from tests.channels.drivers.discord import DiscordDriver
 from tests.channels.drivers.feishu import FeishuDriver
 from tests.channels.drivers.log import LogDriver
 from tests.channels.drivers.slack import SlackDriver
+from tests.channels.drivers.teams import TeamsDriver
 from tests.channels.drivers.telegram import TelegramDriver
 from tests.channels.drivers.wecom import WeComDriver
 
 #: every channel the suite knows how to drive, by entry point name
 DRIVERS: dict[str, type[Driver]] = {
     driver.name: driver
-    for driver in (SlackDriver, FeishuDriver, LogDriver, TelegramDriver, DiscordDriver, WeComDriver)
+    for driver in (
+        SlackDriver,
+        FeishuDriver,
+        LogDriver,
+        TelegramDriver,
+        DiscordDriver,
+        WeComDriver,
+        TeamsDriver,
+    )
 }
 
 __all__ = ["DRIVERS", "Answer", "Card", "Driver", "Private"]

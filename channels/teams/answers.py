@@ -1,0 +1,59 @@
+"""What a Teams presser gets back: the `adaptiveCard/action` invoke response.
+
+Teams shows the card an invoke answers with to the presser alone (the user-specific view),
+so gate's answer to one person is that card with a notice on top: "Not recorded: ...",
+"Deadline moved to ...". The words come from gate (`Result.message()`, its refusal); this
+module picks the view (buttons or read-only) and renders it in a worker thread, since
+rendering scans untrusted text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import anyio
+
+from channels.teams.api import CARD_TYPE
+from channels.teams.card import render_card
+from gate.acting import Refusal, Result
+from gate.machine import AlreadyVoted, Voted
+from gate.readmodel import RequestView
+
+MESSAGE_TYPE = "application/vnd.microsoft.activity.message"
+
+
+def message(text: str) -> dict[str, Any]:
+    """An invoke response that shows one line of text (no card to show it on)."""
+    return {"statusCode": 200, "type": MESSAGE_TYPE, "value": text}
+
+
+async def card_answer(
+    view: RequestView | None,
+    user_ids: Sequence[str],
+    *,
+    actionable: bool,
+    notice: str | None = None,
+) -> dict[str, Any]:
+    """The invoke response carrying the presser's own view of the card."""
+    if view is None:
+        return message(notice or "This request no longer exists.")
+    card = await anyio.to_thread.run_sync(
+        lambda: render_card(view, user_ids=user_ids, actionable=actionable, notice=notice)
+    )
+    return {"statusCode": 200, "type": CARD_TYPE, "value": card}
+
+
+def may_still_act(result: Result) -> bool:
+    """Whether the presser keeps the buttons after this answer.
+
+    Not when gate said they may not act on the request at all, nor once their vote is in
+    (a quorum waits for others); yes after a slip they can correct (a missing reason, a
+    grant the rule does not offer) or an extension.
+    """
+    view = result.view
+    if view is None or view.status != "pending":
+        return False
+    if result.refusal in (Refusal.not_an_approver, Refusal.self_approval):
+        return False
+    return not isinstance(result.outcome, Voted | AlreadyVoted)

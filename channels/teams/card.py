@@ -1,0 +1,362 @@
+"""The Adaptive Card 1.5 approval card, rendered from a request's view by pure functions.
+
+Two views of one card. The **base card** is what the bot posts and what everybody in the
+conversation sees: the question (tool, summary, agent, user, rule, deadline, arguments) or
+the outcome, read-only. Its `refresh` names the request's approvers (`userIds`): their Teams
+clients fetch their own view with an `adaptiveCard/action` invoke (verb `refresh`), and gate
+answers with the **approver view**, the same card plus Approve, Reject (with a reason, or
+the rule's presets), Edit & approve, the grant choice and Extend, all `Action.Execute`
+(Universal Actions). Who gets which view is gate's answer, not the card's: the refresh is
+answered with buttons only for a person gate says may act now.
+
+Untrusted text (tool arguments, summaries, ids, names, reasons) goes only into `TextRun`s,
+which Adaptive Cards render without markdown, cleaned by `gate.untrusted` (capped, invisible
+and direction-changing characters removed, secrets masked) and with tag-shaped `<` defused
+(Teams reads `<at>` as a mention). `TextBlock`s, which read markdown, hold only gate's words.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from channels import decisions
+from gate import untrusted
+from gate.models import utcnow
+from gate.readmodel import RequestView
+
+VERSION = "1.5"
+SCHEMA = "http://adaptivecards.io/schemas/adaptive-card.json"
+#: Teams refuses a bot message over about 28 KB; stay under it with room for the envelope
+CARD_BYTES = 26_000
+ARGS_CHARS = 2_500
+TEXT_CHARS = 500
+VOTES_SHOWN = 20
+#: the most users a card's refresh may name (Teams' limit for user-specific views)
+MAX_USER_IDS = 60
+#: what one edit box holds; longer values are edited in gate's web page
+MAX_INPUT = 1000
+#: the reject reason box (what the model is told)
+MAX_REASON = 500
+TITLES = {
+    "pending": "Approval needed",
+    "approved": "Approved",
+    "rejected": "Rejected",
+    "expired": "Expired",
+    "cancelled": "Cancelled",
+}
+#: the verbs our Action.Execute buttons carry (`refresh` asks for the person's own view)
+VERBS = ("approve", "reject", "approve_edits", "extend", "refresh")
+
+# `<` before a letter, `/`, `!` or `?` could open a tag such as <at>: a look-alike defuses it
+_TAG_OPEN = untrusted.compile(r"<([A-Za-z/!?])")
+_LINK_BRACKETS = str.maketrans({"[": "［", "]": "］"})
+
+
+def clean(text: object, limit: int = TEXT_CHARS, *, mask: bool = True) -> str:
+    """Untrusted text made safe for a TextRun: cleaned (secrets masked unless `mask=False`,
+    for what an approver typed), cut to `limit`, no tag-shaped `<`."""
+    if text is None or text == "":
+        return ""
+    raw = str(text)
+    value = untrusted.clean(raw) if mask else untrusted.strip_invisible(untrusted.cap(raw))
+    value = value if len(value) <= limit else value[: limit - 1] + "…"
+    return _TAG_OPEN.sub(lambda m: "‹" + str(m.group(1)), value)
+
+
+def label(text: object, limit: int = 100) -> str:
+    """Untrusted text for a label, a choice title or the fallback text: cleaned like a
+    TextRun, and square brackets swapped for look-alikes, as some hosts read markdown links
+    there."""
+    return clean(text, limit).translate(_LINK_BRACKETS)
+
+
+def run(text: str, **style: Any) -> dict[str, Any]:
+    """A TextRun: shown as typed, no markdown."""
+    return {"type": "TextRun", "text": text, **style}
+
+
+def rich(*runs: dict[str, Any], element_id: str | None = None, **extra: Any) -> dict[str, Any]:
+    """A RichTextBlock of TextRuns."""
+    block: dict[str, Any] = {"type": "RichTextBlock", "inlines": list(runs), **extra}
+    if element_id:
+        block["id"] = element_id
+    return block
+
+
+def words(text: str, element_id: str | None = None, **style: Any) -> dict[str, Any]:
+    """A TextBlock of gate's own words (never untrusted text: TextBlocks read markdown)."""
+    block: dict[str, Any] = {"type": "TextBlock", "text": text, "wrap": True, **style}
+    if element_id:
+        block["id"] = element_id
+    return block
+
+
+# -- the card -------------------------------------------------------------------------------
+
+
+def render_card(
+    view: RequestView,
+    *,
+    user_ids: Sequence[str] = (),
+    actionable: bool = False,
+    notice: str | None = None,
+    now: datetime | None = None,
+    args_chars: int = ARGS_CHARS,
+) -> dict[str, Any]:
+    """The card for a request in its current state.
+
+    `actionable` renders the approver view (buttons, while pending); `user_ids` are the Teams
+    ids whose clients fetch that view automatically; `notice` is a line for the one person
+    this view is answered to ("Not recorded: ..."); `now` is what the countdown counts from.
+    """
+    now = now or utcnow()
+    card = _build(view, user_ids, actionable, notice, now, args_chars)
+    while len(json.dumps(card, ensure_ascii=False).encode()) > CARD_BYTES and args_chars > 200:
+        args_chars //= 2
+        card = _build(view, user_ids, actionable, notice, now, args_chars)
+    return card
+
+
+def _build(
+    view: RequestView,
+    user_ids: Sequence[str],
+    actionable: bool,
+    notice: str | None,
+    now: datetime,
+    args_chars: int,
+) -> dict[str, Any]:
+    pending = view.status == "pending"
+    title = TITLES.get(view.status, view.status.title())
+    body: list[dict[str, Any]] = []
+    if notice:
+        body.append(
+            {
+                "type": "Container",
+                "id": "notice",
+                "style": "warning",
+                "items": [rich(run(clean(notice, mask=False)), element_id="notice_text")],
+            }
+        )
+    body.append(
+        rich(
+            run(f"{title}: ", weight="Bolder", size="Medium"),
+            run(clean(view.tool_name, 100), weight="Bolder", size="Medium"),
+            element_id="title",
+        )
+    )
+    if view.summary:
+        body.append(rich(run(clean(view.summary)), element_id="summary"))
+    body.extend(_facts(view, now))
+    body.extend(_arguments(view, args_chars))
+    body.extend(_history(view))
+    actions: list[dict[str, Any]] = []
+    if pending and actionable:
+        body.extend(_grant_input(view))
+        actions.extend(_decision_actions(view))
+    actions.append({"type": "Action.OpenUrl", "title": "Open in gate", "url": view.url})
+    card: dict[str, Any] = {
+        "type": "AdaptiveCard",
+        "$schema": SCHEMA,
+        "version": VERSION,
+        "fallbackText": f"{title}: {label(view.tool_name)} (open gate to decide)",
+        "body": body,
+        "actions": actions,
+    }
+    if pending:
+        card["refresh"] = {
+            "action": {
+                "type": "Action.Execute",
+                "title": "Show my actions",
+                "verb": "refresh",
+                "data": {"request_id": view.id},
+            },
+            # An empty list turns automatic refresh off: the "Refresh card" menu remains.
+            "userIds": list(user_ids)[:MAX_USER_IDS],
+        }
+    return card
+
+
+def _fact(name: str, value: str, element_id: str) -> dict[str, Any]:
+    return rich(
+        run(f"{name}: ", weight="Bolder"), run(value), element_id=element_id, spacing="None"
+    )
+
+
+def _facts(view: RequestView, now: datetime) -> list[dict[str, Any]]:
+    """Which request, who asked under which rule, and until when."""
+    if view.status == "pending":
+        left = decisions.countdown(view.expires_at, now)
+        when = (
+            "Deadline",
+            f"{view.expires_at:%Y-%m-%d %H:%M} UTC, {left} (then {view.on_timeout})",
+        )
+    else:
+        when = ("Asked", f"{view.created_at:%Y-%m-%d %H:%M} UTC")
+    return [
+        _fact("Request", clean(view.id, 100), "request"),
+        _fact("Agent", clean(view.agent_id, 100) or "-", "agent"),
+        _fact("User", clean(view.user_id, 100) or "-", "user"),
+        _fact("Rule", clean(view.rule, 100) or "-", "rule"),
+        _fact(when[0], when[1], "deadline"),
+    ]
+
+
+def _arguments(view: RequestView, args_chars: int) -> list[dict[str, Any]]:
+    """The tool arguments, masked, in one monospace run, cut to `args_chars` with a note."""
+    args = untrusted.to_json(view.tool_args, indent=2)
+    shown = args if len(args) <= args_chars else args[: args_chars - 1] + "…"
+    blocks = [
+        words("Arguments", "args_label", weight="Bolder", spacing="Medium"),
+        rich(run(clean(shown, args_chars, mask=False), fontType="Monospace"), element_id="args"),
+    ]
+    if len(shown) < len(args):
+        note = f"Arguments cut to {args_chars} characters: use Open in gate to see them all."
+        blocks.append(words(note, "args_cut", isSubtle=True))
+    return blocks
+
+
+def _history(view: RequestView) -> list[dict[str, Any]]:
+    """Where the request stands, the reason it ended (if it did), and the votes so far."""
+    outcome = view.outcome_sentence()
+    if decisions.changes(view):
+        outcome = outcome.replace("Approved by", "Approved with edits by", 1)
+    blocks = [rich(run(clean(outcome), weight="Bolder"), element_id="outcome", spacing="Medium")]
+    if view.reason and view.status != "pending":
+        blocks.append(rich(run(clean(view.reason)), element_id="reason"))
+    for i, vote in enumerate(view.votes[:VOTES_SHOWN]):
+        word = "approved" if vote.verdict == "approve" else "rejected"
+        line = f"{clean(vote.approver, 100)} {word} via {clean(vote.via, 40)}"
+        comment = clean(vote.comment, 200)
+        blocks.append(rich(run(f"{line}: {comment}" if comment else line), element_id=f"vote{i}"))
+    return blocks
+
+
+# -- the approver view ------------------------------------------------------------------------
+
+
+def editable(view: RequestView) -> list[decisions.EditField]:
+    """The arguments the edit form offers (secrets and over-long values left out)."""
+    return decisions.editable_fields(view, max_chars=MAX_INPUT)
+
+
+def _execute(verb: str, title: str, view: RequestView, **extra: Any) -> dict[str, Any]:
+    action: dict[str, Any] = {
+        "type": "Action.Execute",
+        "verb": verb,
+        "title": title,
+        "data": {"request_id": view.id, **extra},
+    }
+    return action
+
+
+def _choices(pairs: list[tuple[str, str]]) -> list[dict[str, Any]]:
+    return [{"title": label(title), "value": value} for title, value in pairs]
+
+
+def _grant_input(view: RequestView) -> list[dict[str, Any]]:
+    grants = decisions.grant_choices(view)
+    if not grants:
+        return []
+    return [
+        {
+            "type": "Input.ChoiceSet",
+            "id": "grant",
+            "label": "Approve for a while (optional)",
+            "style": "compact",
+            "placeholder": "Just this call",
+            "choices": _choices([(g.label, f"{g.scope}:{g.duration}") for g in grants]),
+        }
+    ]
+
+
+def _decision_actions(view: RequestView) -> list[dict[str, Any]]:
+    approve = _execute("approve", "Approve", view)
+    approve["style"] = "positive"
+    actions = [approve, _reject_card(view)]
+    fields = editable(view)
+    if fields:
+        actions.append(_edit_card(view, fields))
+    shown = view.expires_at.isoformat()
+    # The deadline the card showed: a click delivered twice, to any replica, extends once.
+    actions.append(_execute("extend", decisions.EXTEND_LABEL, view, extend_from=shown))
+    return actions
+
+
+def _reject_card(view: RequestView) -> dict[str, Any]:
+    """Reject opens a form: the rule's preset reasons and the reason box, then Reject."""
+    reasons = decisions.reject_reasons(view)
+    inputs: list[dict[str, Any]] = []
+    if reasons:
+        inputs.append(
+            {
+                "type": "Input.ChoiceSet",
+                "id": "reasons",
+                "label": "Preset reasons",
+                "isMultiSelect": True,
+                "style": "expanded",
+                "choices": _choices([(r, f"r{i}") for i, r in enumerate(reasons)]),
+            }
+        )
+    inputs.append(
+        {
+            "type": "Input.Text",
+            "id": "reason",
+            "label": "Why? The agent is told." if not reasons else "Anything to add?",
+            "isMultiline": True,
+            "maxLength": MAX_REASON,
+            # Without presets the reason is required; the client checks it before sending,
+            # gate checks it again.
+            "isRequired": not reasons,
+            "errorMessage": "Say why, so the agent knows what to do instead.",
+        }
+    )
+    reject = _execute("reject", "Reject", view)
+    reject["style"] = "destructive"
+    return {
+        "type": "Action.ShowCard",
+        "title": "Reject…",
+        "card": {"type": "AdaptiveCard", "body": inputs, "actions": [reject]},
+    }
+
+
+def edit_input_id(index: int) -> str:
+    """The input id of the `index`th editable field."""
+    return f"f{index}"
+
+
+def _edit_card(view: RequestView, fields: list[decisions.EditField]) -> dict[str, Any]:
+    note = (
+        'Values are JSON (500, "text", [1, 2]); plain words are taken as text. '
+        "Arguments not shown keep their values."
+    )
+    inputs: list[dict[str, Any]] = [words(note, "edit_note", isSubtle=True)]
+    for i, field in enumerate(fields):
+        inputs.append(
+            {
+                "type": "Input.Text",
+                "id": edit_input_id(i),
+                # Labels render as plain text; the key is cleaned like any other name.
+                "label": label(field.key) or "(empty key)",
+                "value": field.text,
+                "maxLength": MAX_INPUT,
+                "isMultiline": len(field.text) > 60 or "\n" in field.text,
+            }
+        )
+    inputs.append(
+        {
+            "type": "Input.Text",
+            "id": "note",
+            "label": "Note for the agent (optional)",
+            "maxLength": MAX_REASON,
+        }
+    )
+    approve = _execute("approve_edits", "Approve with edits", view)
+    approve["style"] = "positive"
+    return {
+        "type": "Action.ShowCard",
+        "title": "Edit & approve…",
+        "card": {"type": "AdaptiveCard", "body": inputs, "actions": [approve]},
+    }
