@@ -67,6 +67,7 @@ def gate(driver: Driver, tmp_path_factory: pytest.TempPathFactory) -> Iterator[G
     folder: Path = tmp_path_factory.mktemp(f"contract-{driver.name}")
     settings = contract_settings(driver, f"sqlite:///{folder / 'gate.db'}")
     server = ThreadServer(create_app(settings)).start()
+    driver.attach(server.url)
     try:
         yield Gate(server, settings)
     finally:

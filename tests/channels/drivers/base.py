@@ -80,8 +80,16 @@ class Driver:
     #: why the platform cannot be made to fail (the outage case skips); None: it can
     no_outage: ClassVar[str | None] = None
 
+    #: the gate under test, handed over by the suite once it runs (`attach`)
+    gate_url: str | None = None
+
     def start(self) -> None:
         """Start the fake platform."""
+
+    def attach(self, gate_url: str) -> None:
+        """The gate under test is running at `gate_url`: for platforms that call gate on
+        their own, not only on a click (Teams fetches an approver's view of a card)."""
+        self.gate_url = gate_url
 
     def stop(self) -> None:
         """Stop the fake platform."""

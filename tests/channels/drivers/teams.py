@@ -8,14 +8,13 @@ offers are the controls of that view. An answer only the presser sees is the car
 answers with (its notice), or the text of a message-type answer.
 
 Gate's messaging endpoint is what a Teams admin registers for the bot; the contract suite
-hands the driver gate's URL with every click, but asks for a card before the first click,
-so the driver then finds the loopback server that answers this fake's signed invoke.
+hands the driver gate's URL once gate runs (`attach`), since the client fetches an
+approver's view before anyone clicks.
 """
 
 from __future__ import annotations
 
 import contextlib
-import gc
 import json
 import re
 import time
@@ -37,7 +36,7 @@ from tests.channels.drivers.base import (
     strings,
 )
 from tests.support import fake_teams
-from tests.support.servers import ThreadServer, wait_until
+from tests.support.servers import wait_until
 
 URL = "/channels/teams/messages"
 #: `<` opening something Teams could read as a tag (<at> mentions, HTML-ish markup)
@@ -59,7 +58,6 @@ class TeamsDriver(Driver):
 
     def start(self) -> None:
         self.fake = fake_teams.FakeTeams().start()
-        self.endpoint: str | None = None
 
     def stop(self) -> None:
         self.fake.stop()
@@ -96,24 +94,11 @@ class TeamsDriver(Driver):
         )  # fmt: skip
 
     def _gate(self, gate_url: str | None = None) -> str:
-        """Gate's messaging endpoint: as handed over, or the loopback server answering ours."""
+        """Gate's messaging endpoint: as handed over with a click, or by the suite."""
         if gate_url:
-            self.endpoint = gate_url
-        if self.endpoint is None:
-            self.endpoint = self._discover()
-        return self.endpoint
-
-    def _discover(self) -> str:
-        probe = self._invoke(str(uuid.uuid4()), "refresh", {"request_id": "probe"})
-        body, headers = self._signed(probe)
-        for server in [o for o in gc.get_objects() if isinstance(o, ThreadServer)]:
-            if server is self.fake.server or not server.port:
-                continue
-            with contextlib.suppress(httpx.HTTPError):
-                # Only the gate that trusts this fake's keys gets past the token check.
-                if self._send(server.url, body, headers).status_code == 200:
-                    return server.url
-        raise AssertionError("no running gate answers this fake's signed invokes")
+            self.gate_url = gate_url
+        assert self.gate_url, "the suite attaches the gate under test before asking for cards"
+        return self.gate_url
 
     # -- cards --
 
