@@ -12,13 +12,14 @@ it to the same behaviour.
 from __future__ import annotations
 
 from tests.channels.drivers.base import Answer, Card, Driver, Private
+from tests.channels.drivers.email import EmailDriver
 from tests.channels.drivers.feishu import FeishuDriver
 from tests.channels.drivers.log import LogDriver
 from tests.channels.drivers.slack import SlackDriver
 
 #: every channel the suite knows how to drive, by entry point name
 DRIVERS: dict[str, type[Driver]] = {
-    driver.name: driver for driver in (SlackDriver, FeishuDriver, LogDriver)
+    driver.name: driver for driver in (SlackDriver, FeishuDriver, LogDriver, EmailDriver)
 }
 
 __all__ = ["DRIVERS", "Answer", "Card", "Driver", "Private"]
