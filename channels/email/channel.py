@@ -80,6 +80,8 @@ class EmailChannel:
         max_age = gate.settings.server.max_timeout.total_seconds()
         self.links = Links(secret, max_age=max_age)
         self._pages = ConfirmPages(self.name, gate, self.links, clock=clock)
+        if settings.default_target is None:
+            log.info('email: no default_target; only rules listing "email:..." send mail')
 
     @classmethod
     def from_settings(cls, settings: EmailSettings, gate: ChannelContext) -> EmailChannel:

@@ -79,6 +79,8 @@ class ConfirmPages:
         assert token is not None
         do = request.query_params.get("do", "approve")
         why, view = await decisions.refusal(self.gate, self.name, link.request_id, link.address)
+        if why is None and view is not None:
+            why = self._voted(view, link)
         if why is not None or view is None:
             return await self._page(
                 "Nothing to do here", view, link, notice=why or "This request no longer exists."
@@ -167,6 +169,14 @@ class ConfirmPages:
         if do == "edit":
             return _edit_click(base, values, view)
         return f"Not recorded: {inert(do, 40)!r} is not something a link can do."
+
+    def _voted(self, view: Any, link: Link) -> str | None:
+        """ "You already voted" when this link's approver has (a used link shows no form)."""
+        person = self.gate.settings.approver_by_identity(self.name, link.address)
+        vote = next((v for v in view.votes if person and v.approver == person.name), None)
+        if vote is None:
+            return None
+        return f"You already voted to {vote.verdict} this request ({vote.at:%Y-%m-%d %H:%M} UTC)."
 
     def _checked(self, request: Request, token: str | None) -> Link | Response:
         try:

@@ -37,9 +37,10 @@ class EmailSettings(BaseModel):
     sender: str | None = None
     #: signs the links in each mail (at least 32 characters; every replica needs the same)
     link_secret: SecretStr | None = None
-    #: who gets a card when a rule names no email target: "approvers" (each approver of the
-    #: request, their own links), "group:NAME", or one address
-    default_target: str | None = "approvers"
+    #: who gets a card when a rule names no `email:` target: "approvers" (each approver of
+    #: the request, with their own links), "group:NAME", or one address; unset, only rules
+    #: that list `channels = ["email:..."]` send mail
+    default_target: str | None = None
     #: mail the outcome to everyone who got the card: true (every rule), false, or rule names
     outcome_emails: bool | list[str] = True
     #: seconds for connecting and for each SMTP reply; the outbox retries what times out

@@ -151,6 +151,7 @@ class FakeSMTP:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._server: asyncio.Server | None = None
+        self._sessions: list[SMTP] = []
         self._folder = tempfile.TemporaryDirectory(prefix="fake-smtp-")
 
     def start(self) -> FakeSMTP:
@@ -158,17 +159,9 @@ class FakeSMTP:
         context = _self_signed(Path(self._folder.name)) if self.tls else None
 
         def protocol() -> SMTP:
-            return _SMTP(
-                _Handler(self),
-                hostname="fake-smtp.test",
-                tls_context=context,
-                require_starttls=context is not None,
-                auth_required=self.credentials is not None,
-                auth_require_tls=context is not None,
-                authenticator=self._authenticate if self.credentials else None,
-                # aiosmtpd's default is to decode nothing; keep the bytes the client sent
-                decode_data=False,
-            )
+            session = self._protocol(context)
+            self._sessions.append(session)
+            return session
 
         async def serve() -> asyncio.Server:
             return await self._loop.create_server(protocol, "127.0.0.1", 0)
@@ -177,10 +170,27 @@ class FakeSMTP:
         self.port = self._server.sockets[0].getsockname()[1]
         return self
 
+    def _protocol(self, context: ssl.SSLContext | None) -> SMTP:
+        return _SMTP(
+            _Handler(self),
+            hostname="fake-smtp.test",
+            tls_context=context,
+            require_starttls=context is not None,
+            auth_required=self.credentials is not None,
+            auth_require_tls=context is not None,
+            authenticator=self._authenticate if self.credentials else None,
+            # aiosmtpd's default is to decode nothing; keep the bytes the client sent
+            decode_data=False,
+        )
+
     def stop(self) -> None:
         async def close() -> None:
             if self._server is not None:
                 self._server.close()
+            for session in self._sessions:  # connections a client left open
+                if session.transport is not None:
+                    session.transport.close()
+            await asyncio.sleep(0.05)
 
         asyncio.run_coroutine_threadsafe(close(), self._loop).result(10)
         self._loop.call_soon_threadsafe(self._loop.stop)
