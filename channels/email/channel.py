@@ -239,11 +239,13 @@ def _delivery_error(host: str, exc: BaseException) -> DeliveryError:
     what = f"SMTP {host}: {_what(exc)}"
     if isinstance(exc, aiosmtplib.SMTPAuthenticationError):
         return DeliveryError(what + " (check username and password)", permanent=True)
-    if isinstance(exc, aiosmtplib.SMTPNotSupported):
-        return DeliveryError(what + " (check `security`)", permanent=True)
     if isinstance(exc, ssl.SSLCertVerificationError):
         return DeliveryError(what + " (the server's certificate)", permanent=True)
     codes = _codes(exc)
-    if codes and all(c >= 500 for c in codes):
-        return DeliveryError(what, permanent=True)
-    return DeliveryError(what)
+    if codes:
+        return DeliveryError(what, permanent=all(c >= 500 for c in codes))
+    if isinstance(exc, OSError | aiosmtplib.SMTPServerDisconnected | aiosmtplib.SMTPTimeoutError):
+        return DeliveryError(what)  # no connection, a dropped one, a slow server: try later
+    # Anything else is the client and server disagreeing on how to talk (no STARTTLS where
+    # `security` asks for it, an extension missing): the same again would fail the same way.
+    return DeliveryError(what + " (check `security`)", permanent=True)

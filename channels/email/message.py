@@ -128,7 +128,8 @@ def compose(
     }
     domain = sender.rpartition("@")[2].strip(" >") or "gate.invalid"
     msg = EmailMessage()
-    msg["Subject"] = one_line(f"[gate] {headline} ({view.id})")
+    about = f" - {inert(view.summary, 80)}" if view.summary else ""
+    msg["Subject"] = one_line(f"[gate] {headline}{about} ({view.id})")
     msg["From"] = sender
     msg["To"] = recipient.address
     msg["Date"] = format_datetime(now)

@@ -213,7 +213,13 @@ class FakeSMTP:
         if not ok:
             with self.lock:
                 self.auth_failures += 1
-        return AuthResult(success=ok)
+        if ok:
+            return AuthResult(success=True)
+        # handled=False: aiosmtpd then sends this reply (by default it sends none, and the
+        # client waits for one until its timeout)
+        return AuthResult(
+            success=False, handled=False, message="535 5.7.8 Authentication credentials invalid"
+        )
 
     @contextlib.contextmanager
     def down(self, code: int = 451) -> Iterator[None]:
