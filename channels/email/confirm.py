@@ -85,9 +85,7 @@ class ConfirmPages:
             return await self._page(
                 "Nothing to do here", view, link, notice=why or "This request no longer exists."
             )
-        form, notice = page.build_form(
-            view, do, base_url=self.base_url, token=token, csrf=self.links.form_token(token)
-        )
+        form, notice = page.build_form(view, do, token=token, csrf=self.links.form_token(token))
         return await self._page("Review this request", view, link, notice=notice, form=form)
 
     async def decide(self, request: Request) -> Response:
@@ -114,7 +112,7 @@ class ConfirmPages:
             named = "; ".join(f"{inert(k, 40)}: {why}" for k, why in errors.items())
             notice = f"Not recorded: {named}" if errors else str(click)
             form, _ = page.build_form(
-                view, do, base_url=self.base_url, token=token,
+                view, do, token=token,
                 csrf=self.links.form_token(token), typed=values, errors=errors,
             )  # fmt: skip
             return await self._page(
@@ -193,13 +191,21 @@ class ConfirmPages:
         return JSONResponse(error.body(), status_code=error.status, headers=HEADERS)
 
     def _same_origin(self, request: Request) -> bool:
-        """No Origin (not a browser, or an old one: the form token still has to match), or
-        gate's own: its public address or the one this request was sent to."""
+        """Whether the browser says the form came from gate's own page (a program that says
+        nothing passes: the link and form tokens still have to match).
+
+        `Origin` must be gate's public address or the one this request was sent to. The page
+        sends no referrer, so Chromium sends `Origin: null` for its own form: then
+        `Sec-Fetch-Site` (which a page cannot set) must say same-origin.
+        """
         origin = request.headers.get("origin")
-        if origin is None:
-            return True
-        own = {self.base_url.rstrip("/"), f"{request.url.scheme}://{request.url.netloc}"}
-        return origin.rstrip("/") in own
+        if origin is not None and origin != "null":
+            own = {self.base_url.rstrip("/"), f"{request.url.scheme}://{request.url.netloc}"}
+            return origin.rstrip("/") in own
+        site = request.headers.get("sec-fetch-site")
+        if site is not None:
+            return site == "same-origin"
+        return origin is None
 
     async def _page(
         self,

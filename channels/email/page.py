@@ -45,7 +45,6 @@ def build_form(
     view: RequestView,
     do: str,
     *,
-    base_url: str,
     token: str,
     csrf: str,
     typed: Mapping[str, str] | None = None,
@@ -62,10 +61,11 @@ def build_form(
             "grant": "This rule offers no grants; you can approve this one call.",
         }.get(do, "")
         do = "approve"
-    others = [(LABELS[a], confirm_url(base_url, token, a)) for a in ACTIONS if a in offers]
+    # Relative: the page posts back to wherever it was opened from (a proxy's address too).
+    others = [(LABELS[a], confirm_url("", token, a)) for a in ACTIONS if a in offers]
     form = Form(
         do=do,
-        action=confirm_url(base_url, token, do),
+        action=confirm_url("", token, do),
         csrf=csrf,
         shown=view.expires_at.isoformat(),
         reason=typed.get("reason", ""),

@@ -70,9 +70,16 @@ def test_a_decision_needs_the_pages_form(email_gate: Gate, smtp: FakeSMTP) -> No
         r = httpx.post(local(alice, email_gate), data=data)
         assert r.status_code == 403, r.text
         assert r.json()["error"]["code"] == "csrf_failed"
-    # The right form sent from another site: 403 too.
-    r, _ = submit(email_gate, alice, alices_page, Origin="https://evil.example")
-    assert r.status_code == 403
+    # The right form sent from another site: 403 too (Origin: null is any page that sends
+    # no referrer, so then the browser's Sec-Fetch-Site must say same-origin).
+    for headers in (
+        {"Origin": "https://evil.example"},
+        {"Origin": "null", "Sec-Fetch-Site": "cross-site"},
+        {"Origin": "null"},
+        {"Sec-Fetch-Site": "same-site"},
+    ):
+        r, _ = submit(email_gate, alice, alices_page, **headers)
+        assert r.status_code == 403, headers
     assert state(email_gate, request_id)["votes"] == []
     # From gate's own page it decides, as alice, through the email channel.
     r, page = submit(email_gate, alice, alices_page, Origin=email_gate.url)

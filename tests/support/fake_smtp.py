@@ -190,14 +190,16 @@ class FakeSMTP:
             for session in self._sessions:  # connections a client left open
                 if session.transport is not None:
                     session.transport.close()
+            for task in asyncio.all_tasks():
+                if task is not asyncio.current_task():
+                    task.cancel()
             await asyncio.sleep(0.05)
 
+        # Everything is closed inside the fake's own loop: the calling thread may be running
+        # a loop of its own (Playwright's sync API does).
         asyncio.run_coroutine_threadsafe(close(), self._loop).result(10)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
-        for task in asyncio.all_tasks(self._loop):  # sessions a client left open
-            task.cancel()
-        self._loop.run_until_complete(asyncio.sleep(0))
         self._loop.close()
         self._folder.cleanup()
 
