@@ -3,6 +3,7 @@ when the channel could not send safely."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -86,3 +87,12 @@ def test_outcome_emails_by_rule() -> None:
     chosen = EmailSettings(outcome_emails=["refunds"])
     assert chosen.sends_outcome("refunds") and not chosen.sends_outcome("other")
     assert not chosen.sends_outcome(None)
+
+
+def test_every_setting_is_documented() -> None:
+    from channels.email.settings import EmailSettings
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("<!-- section:email -->", 1)[1].split("<!-- /section:email -->")[0]
+    for key in EmailSettings.model_fields:
+        assert f"`{key}`" in section, f"README's email section does not explain `{key}`"
