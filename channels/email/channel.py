@@ -116,7 +116,7 @@ class EmailChannel:
                 return
             await self._send(req, people, "outcome")
             return
-        waiting = [p for p in people if may_act(req, p)]
+        waiting = [p for p in people if may_act(self.gate.settings, req, p)]
         if waiting:
             await self._send(req, waiting, "reminder")
 
@@ -141,9 +141,8 @@ class EmailChannel:
         assert self.settings.sender is not None
         messages = []
         for person in people:
-            token = (
-                partial(self.links.make, req.id, person.address) if may_act(req, person) else None
-            )
+            acts = may_act(self.gate.settings, req, person)
+            token = partial(self.links.make, req.id, person.address) if acts else None
             messages.append(
                 compose(
                     req,

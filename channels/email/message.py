@@ -20,6 +20,7 @@ from urllib.parse import urlencode
 
 from channels import decisions
 from channels.email.text import arguments, facts, inert, one_line, templates
+from gate.acting import requester_identities
 from gate.config import Settings
 from gate.readmodel import RequestView
 
@@ -64,12 +65,16 @@ def recipients(settings: Settings, view: RequestView, target: str) -> list[Recip
     return [Recipient(target, person.name if person is not None else None)]
 
 
-def may_act(view: RequestView, recipient: Recipient) -> bool:
+def may_act(settings: Settings, view: RequestView, recipient: Recipient) -> bool:
     """Whether this recipient's mail gets decision links: an approver of a pending request
-    who has not voted yet (gate checks again, and decides, on every click)."""
+    who did not ask for it and has not voted yet (gate checks again, and decides, on every
+    click; this only keeps links out of mail that could not use them)."""
     if view.status != "pending" or recipient.approver is None:
         return False
     if view.approvers and recipient.approver not in view.approvers:
+        return False
+    person = settings.approver(recipient.approver)
+    if person is None or person.identities() & requester_identities(settings, view):
         return False
     return all(v.approver != recipient.approver for v in view.votes)
 

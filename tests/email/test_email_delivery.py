@@ -113,6 +113,12 @@ def test_someone_who_is_no_approver_gets_no_links(
     assert "approve" in links(wait_mail(smtp, request_id, ADDRESSES["bob"]))
 
 
+def test_the_requester_gets_no_links(email_gate: Gate, smtp: FakeSMTP) -> None:
+    request_id = ask(email_gate, user_id="alice")  # alice asked for this call herself
+    assert links(wait_mail(smtp, request_id, ADDRESSES["alice"])) == {}
+    assert "approve" in links(wait_mail(smtp, request_id, ADDRESSES["bob"]))
+
+
 def test_untrusted_text_cannot_add_headers_or_links(email_gate: Gate, smtp: FakeSMTP) -> None:
     summary = (
         "Pay\r\nBcc: evil@example.net\r\n\r\n<img src=https://evil.example/x.png> www.evil.example"
