@@ -165,6 +165,8 @@ class EmailChannel:
         outbox retries (recipients already sent to then get the card again: a duplicate is
         better than a card that never arrives).
         """
+        if not people:
+            return 0
         # Rendering scans untrusted text: off the event loop.
         messages: list[EmailMessage] = await anyio.to_thread.run_sync(
             self._messages, req, people, kind

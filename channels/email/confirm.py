@@ -15,7 +15,6 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import Any
 
 import anyio
 from fastapi import Request
@@ -26,8 +25,9 @@ from channels.email import page
 from channels.email.links import BadLink, Link, Links
 from channels.email.message import EDIT_CHARS
 from channels.email.text import inert
-from gate.channel import ChannelContext, Click
+from gate.channel import Action, ChannelContext, Click
 from gate.errors import Forbidden, Unauthenticated
+from gate.readmodel import RequestView
 
 log = logging.getLogger("gate.channels.email")
 
@@ -105,7 +105,8 @@ class ConfirmPages:
         do = request.query_params.get("do", "approve")
         view = await self.gate.view(link.request_id)
         if view is None:
-            return await self._page("Nothing to do here", None, link, notice="Gone.")
+            notice = "This request no longer exists."
+            return await self._page("Nothing to do here", None, link, notice=notice)
         click = self._click(link, do, values, picked, view)
         if isinstance(click, str | dict):
             errors = click if isinstance(click, dict) else {}
@@ -134,11 +135,16 @@ class ConfirmPages:
         do: str,
         values: Mapping[str, str],
         picked: list[str],
-        view: Any,
+        view: RequestView,
     ) -> Click | str | dict[str, str]:
         """The click a submitted form means, or why it cannot be read (a sentence, or edit
         errors by argument name)."""
         base = Click(self.name, link.address, link.request_id, "approve")
+        if view.is_final:  # whatever the form says, gate answers who decided, and when
+            action: Action = (
+                "reject" if do == "reject" else "extend" if do == "extend" else "approve"
+            )
+            return Click(self.name, link.address, link.request_id, action)
         if do == "approve":
             return base
         if do == "grant":
@@ -155,10 +161,10 @@ class ConfirmPages:
         if do == "reject":
             comment = inert_comment(values.get("reason", ""))
             try:
-                reasons = decisions.reasons_from(view, picked) if not view.is_final else []
+                reasons = decisions.reasons_from(view, picked)
             except ValueError as exc:
                 return f"Not recorded: {exc}."
-            if not comment and not reasons and not view.is_final:
+            if not comment and not reasons:
                 return NEED_A_REASON
             return Click(
                 self.name, link.address, link.request_id, "reject", comment or None,
@@ -168,7 +174,7 @@ class ConfirmPages:
             return _edit_click(base, values, view)
         return f"Not recorded: {inert(do, 40)!r} is not something a link can do."
 
-    def _voted(self, view: Any, link: Link) -> str | None:
+    def _voted(self, view: RequestView, link: Link) -> str | None:
         """ "You already voted" when this link's approver has (a used link shows no form)."""
         person = self.gate.settings.approver_by_identity(self.name, link.address)
         vote = next((v for v in view.votes if person and v.approver == person.name), None)
@@ -210,7 +216,7 @@ class ConfirmPages:
     async def _page(
         self,
         title: str,
-        view: Any,
+        view: RequestView | None,
         link: Link,
         *,
         notice: str | None = None,
@@ -250,7 +256,9 @@ def _when(text: str | None) -> datetime | None:
     return when if when.tzinfo is not None else None
 
 
-def _edit_click(base: Click, values: Mapping[str, str], view: Any) -> Click | str | dict[str, str]:
+def _edit_click(
+    base: Click, values: Mapping[str, str], view: RequestView
+) -> Click | str | dict[str, str]:
     """An "Edit and approve" form: each box's text parsed back into its argument."""
     fields = decisions.editable_fields(view, max_chars=EDIT_CHARS)
     if not fields:
