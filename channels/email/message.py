@@ -134,7 +134,8 @@ def compose(
     domain = sender.rpartition("@")[2].strip(" >") or "gate.invalid"
     msg = EmailMessage()
     about = f" - {inert(view.summary, 80)}" if view.summary else ""
-    msg["Subject"] = one_line(f"[gate] {headline}{about} ({view.id})")
+    # The id stays whole at the end, whatever the length of the rest.
+    msg["Subject"] = one_line(f"[gate] {headline}{about}", 90) + f" ({view.id})"
     msg["From"] = sender
     msg["To"] = recipient.address
     msg["Date"] = format_datetime(now)

@@ -72,8 +72,9 @@ def email_settings(
 
 
 @pytest.fixture
-def email_gate(make_gate: GateFactory, sqlite_url: str, smtp: FakeSMTP) -> Gate:
-    """A gate on SQLite whose only channel is email, sending to the fake."""
+def email_gate(smtp: FakeSMTP, make_gate: GateFactory, sqlite_url: str) -> Gate:
+    """A gate on SQLite whose only channel is email, sending to the fake (which is set up
+    first, so it stops last: the gate never sends to a server already gone)."""
     return make_gate(settings=email_settings(sqlite_url, smtp))
 
 

@@ -43,7 +43,7 @@ def post_of(gate: Gate, request_id: str, status: str) -> Any:
 
 
 def test_each_approver_gets_a_card_of_their_own_then_the_outcome(
-    make_gate: GateFactory, db_url: str, smtp: FakeSMTP
+    smtp: FakeSMTP, make_gate: GateFactory, db_url: str
 ) -> None:
     gate = make_gate(settings=email_settings(db_url, smtp))
     request_id = ask(gate, summary="Pay acme 60k")
@@ -88,7 +88,32 @@ def test_a_vote_refreshes_only_those_who_may_still_act(email_gate: Gate, smtp: F
     assert len(mails(smtp, quorum, ADDRESSES["alice"])) == 1  # she voted: nothing new for her
 
 
-def test_outcome_emails_per_rule(make_gate: GateFactory, sqlite_url: str, smtp: FakeSMTP) -> None:
+def test_reminders_and_escalations_reuse_the_card(
+    smtp: FakeSMTP, make_gate: GateFactory, sqlite_url: str
+) -> None:
+    slow = {"name": "slow", "tools": ["slow_*"], "approvers": ["alice"], "timeout": "10m",
+            "remind_after": "1s", "escalate_after": "2s", "escalate_approvers": ["bob"],
+            "escalate_to": ["email:audit@example.com"]}  # fmt: skip
+    server = {"followup_interval_seconds": 0.2}
+    gate = make_gate(settings=email_settings(sqlite_url, smtp, extra_rules=[slow], server=server))
+    request_id = ask(gate, "slow_job", {"n": 1})
+    first = wait_mail(smtp, request_id, ADDRESSES["alice"])
+    assert mails(smtp, request_id, ADDRESSES["bob"]) == []  # not an approver yet
+    reminder = wait_mail(smtp, request_id, ADDRESSES["alice"], count=2)
+    # (a long Subject is folded on the wire; Python's parser keeps the fold's space)
+    assert str(reminder.message["Subject"]).strip().startswith("[gate] Still waiting for")
+    assert reminder.message["In-Reply-To"] == first.message["Message-ID"]
+    assert token(reminder) != token(first) and "approve" in links(reminder)
+    # Escalated: bob may decide now, and gets links of his own; the audit address a notice.
+    bobs = wait_mail(smtp, request_id, ADDRESSES["bob"])
+    assert "approve" in links(bobs)
+    assert links(wait_mail(smtp, request_id, "audit@example.com")) == {}
+    _, page = open_link(gate, links(bobs)["approve"])
+    submit(gate, links(bobs)["approve"], page)
+    assert state(gate, request_id)["decided_by"] == "bob"
+
+
+def test_outcome_emails_per_rule(smtp: FakeSMTP, make_gate: GateFactory, sqlite_url: str) -> None:
     gate = make_gate(settings=email_settings(sqlite_url, smtp, outcome_emails=["refunds"]))
     quiet = ask(gate)  # big-payments: no outcome mail
     loud = ask(gate, "refund_order", {"amount": 900})
@@ -101,7 +126,7 @@ def test_outcome_emails_per_rule(make_gate: GateFactory, sqlite_url: str, smtp: 
 
 
 def test_someone_who_is_no_approver_gets_no_links(
-    make_gate: GateFactory, sqlite_url: str, smtp: FakeSMTP
+    smtp: FakeSMTP, make_gate: GateFactory, sqlite_url: str
 ) -> None:
     audit = {"name": "audited", "tools": ["audit_*"], "approvers": ["group:finance"],
              "channels": ["email:audit@example.com", "email:group:finance"]}  # fmt: skip
@@ -166,7 +191,7 @@ def test_a_refused_address_does_not_hold_back_the_others(email_gate: Gate, smtp:
     ],
 )
 def test_permanent_failures_are_not_retried(
-    make_gate: GateFactory, sqlite_url: str, smtp: FakeSMTP, change: dict[str, Any], words: str
+    smtp: FakeSMTP, make_gate: GateFactory, sqlite_url: str, change: dict[str, Any], words: str
 ) -> None:
     gate = make_gate(settings=email_settings(sqlite_url, smtp, **change))
     request_id = ask(gate)

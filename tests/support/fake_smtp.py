@@ -149,10 +149,21 @@ class FakeSMTP:
         self.refused: dict[str, int] = {}
         self.port = 0
         self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._thread = threading.Thread(target=self._run, daemon=True)
         self._server: asyncio.Server | None = None
         self._sessions: list[SMTP] = []
         self._folder = tempfile.TemporaryDirectory(prefix="fake-smtp-")
+
+    def _run(self) -> None:
+        """The fake's thread: its loop, then (stopped) whatever is still open closed here."""
+        self._loop.run_forever()
+        for session in self._sessions:  # a connection accepted while stopping
+            if session.transport is not None:
+                session.transport.close()
+        for task in asyncio.all_tasks(self._loop):
+            task.cancel()
+        self._loop.run_until_complete(asyncio.sleep(0.05))
+        self._loop.close()
 
     def start(self) -> FakeSMTP:
         self._thread.start()
@@ -195,12 +206,11 @@ class FakeSMTP:
                     task.cancel()
             await asyncio.sleep(0.05)
 
-        # Everything is closed inside the fake's own loop: the calling thread may be running
+        # Everything is closed in the fake's own thread: the calling thread may be running
         # a loop of its own (Playwright's sync API does).
         asyncio.run_coroutine_threadsafe(close(), self._loop).result(10)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
-        self._loop.close()
         self._folder.cleanup()
 
     def _authenticate(
