@@ -74,6 +74,7 @@ def test_each_approver_gets_a_card_of_their_own_then_the_outcome(
         assert "Approved by alice in email" in outcome.part("plain")
         assert links(outcome) == {}
     assert post_of(gate, request_id, "sent").message_ref == "pending:2"
+    assert smtp.problems == []  # nothing the strict server refused
 
 
 def test_a_vote_refreshes_only_those_who_may_still_act(email_gate: Gate, smtp: FakeSMTP) -> None:
@@ -220,6 +221,17 @@ def test_starttls_is_required_when_asked_for(make_gate: GateFactory, sqlite_url:
         assert plain.received() == []
     finally:
         plain.stop()
+
+
+def test_implicit_tls(make_gate: GateFactory, sqlite_url: str) -> None:
+    smtps = FakeSMTP(implicit_tls=True).start()
+    try:
+        table = {"security": "tls", "username": None, "password": None}
+        gate = make_gate(settings=email_settings(sqlite_url, smtps, **table))
+        request_id = ask(gate)
+        assert "approve" in links(wait_mail(smtps, request_id, ADDRESSES["alice"]))
+    finally:
+        smtps.stop()
 
 
 def test_tokens_are_never_logged(

@@ -2,12 +2,12 @@
 
 It speaks SMTP as a mail provider's submission port does, with aiosmtpd's own protocol code:
 AUTH (PLAIN and LOGIN) when given credentials, and STARTTLS with a self-signed certificate
-when asked (then required before AUTH and MAIL). It records every message it accepts, and
-checks each the way a strict provider would before accepting it: parsable, with From, To,
-Subject, Date and Message-ID, the envelope recipients equal to `To`, a text/plain and a
-text/html alternative, no header that folds in a line break of its own, and no line over
-RFC 5322's 998 characters. A message failing a check is refused with 554 and the reason
-kept in `problems`.
+when asked (then required before AUTH and MAIL), or implicit TLS (port 465 style). It
+records every message it accepts, and checks each the way a strict provider would before
+accepting it: no line over RFC 5322's 998 characters, header lines that are header lines,
+exactly one From, To, Subject, Date and Message-ID, the envelope recipients equal to `To`,
+and a text/plain and a text/html alternative. A message failing a check is refused with
+554 and the reason kept in `problems`.
 
 It fails on command: `down(code)` answers every recipient with `code` (451: try later,
 550: never), `refuse(address, code)` one address; a stopped fake refuses connections.
@@ -135,9 +135,18 @@ class _SMTP(SMTP):
 class FakeSMTP:
     """aiosmtpd serving on 127.0.0.1:<free port> in a thread of its own."""
 
-    def __init__(self, *, credentials: tuple[str, str] | None = None, tls: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        credentials: tuple[str, str] | None = None,
+        tls: bool = False,
+        implicit_tls: bool = False,
+    ) -> None:
         if credentials is not None and not tls:
-            raise ValueError("a provider takes credentials only over TLS: pass tls=True")
+            # (aiosmtpd cannot tell an implicit-TLS session is secure, and warns when AUTH is
+            # allowed on one it thinks is not: implicit TLS here goes without AUTH)
+            raise ValueError("a provider takes credentials only over STARTTLS: pass tls=True")
+        self.implicit_tls = implicit_tls
         self.credentials = credentials
         self.tls = tls
         self.lock = threading.Lock()
@@ -167,15 +176,19 @@ class FakeSMTP:
 
     def start(self) -> FakeSMTP:
         self._thread.start()
-        context = _self_signed(Path(self._folder.name)) if self.tls else None
+        wants_tls = self.tls or self.implicit_tls
+        context = _self_signed(Path(self._folder.name)) if wants_tls else None
 
         def protocol() -> SMTP:
-            session = self._protocol(context)
+            # Implicit TLS (port 465 style): the socket is TLS from the first byte, and
+            # aiosmtpd sees an already secure session (no STARTTLS to offer).
+            session = self._protocol(None if self.implicit_tls else context)
             self._sessions.append(session)
             return session
 
         async def serve() -> asyncio.Server:
-            return await self._loop.create_server(protocol, "127.0.0.1", 0)
+            tls = context if self.implicit_tls else None
+            return await self._loop.create_server(protocol, "127.0.0.1", 0, ssl=tls)
 
         self._server = asyncio.run_coroutine_threadsafe(serve(), self._loop).result(10)
         self.port = self._server.sockets[0].getsockname()[1]
