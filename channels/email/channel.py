@@ -17,7 +17,6 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from email.message import EmailMessage
 from functools import partial
-from typing import Any
 
 import aiosmtplib
 import anyio
@@ -80,6 +79,8 @@ class EmailChannel:
         max_age = gate.settings.server.max_timeout.total_seconds()
         self.links = Links(secret, max_age=max_age)
         self._pages = ConfirmPages(self.name, gate, self.links, clock=clock)
+        if settings.security == "none" and settings.host not in ("localhost", "127.0.0.1", "::1"):
+            log.warning("email: security = none sends links in clear text to %s", settings.host)
         if settings.default_target is None:
             log.info('email: no default_target; only rules listing "email:..." send mail')
 
@@ -136,10 +137,12 @@ class EmailChannel:
 
     # -- sending ------------------------------------------------------------------------------
 
-    def _messages(self, req: RequestView, people: list[Recipient], kind: Kind) -> list[Any]:
+    def _messages(
+        self, req: RequestView, people: list[Recipient], kind: Kind
+    ) -> list[EmailMessage]:
         now = self._now()
         assert self.settings.sender is not None
-        messages = []
+        messages: list[EmailMessage] = []
         for person in people:
             acts = may_act(self.gate.settings, req, person)
             token = partial(self.links.make, req.id, person.address) if acts else None
