@@ -184,8 +184,16 @@ class ApproverSettings(BaseModel):
     email: str | None = None
 
     def identity(self, channel: str) -> str | None:
-        """This person's user id on `channel`, if configured."""
+        """This person's user id on `channel`, if configured.
+
+        An extra key named like the channel (`slack = "U01..."`), or else a declared text
+        field of that name (`email`, for the email channel); never `name`, which is the
+        person's gate name, not an id on a channel.
+        """
         value = (self.model_extra or {}).get(channel)
+        if value is None and channel in type(self).model_fields and channel != "name":
+            declared = getattr(self, channel)
+            value = declared if isinstance(declared, str) else None
         return str(value) if value is not None else None
 
     def identities(self) -> set[str]:

@@ -128,6 +128,20 @@ def test_group_approvers_expand_in_order() -> None:
     assert policy.expand_approvers(["group:finance", "carol", "alice"]) == ["alice", "bob", "carol"]
 
 
+def test_a_channel_finds_approvers_by_a_declared_field_of_its_name() -> None:
+    # `email` is a declared field of [[approvers]], not an extra key: the email channel still
+    # maps a person by it, like Slack by `slack = "U0..."`; `name` is never a channel id.
+    settings = cfg.make_settings("sqlite://")
+    alice = settings.approver_by_identity("email", "alice@example.com")
+    assert alice is not None and alice.name == "alice"
+    assert settings.approver_by_identity("email", "ALICE@example.com") is None
+    assert settings.approver_by_identity("slack", "U0BOB") is not None
+    bob = settings.approver("bob")
+    assert bob is not None and bob.identity("email") is None
+    assert settings.approver_by_identity("name", "alice") is None
+    assert settings.approver_by_identity("groups", "finance") is None
+
+
 def _gate(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "gate.cli", *args],

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from tests.channels.drivers.base import Answer, Card, Driver, Private
 from tests.channels.drivers.discord import DiscordDriver
+from tests.channels.drivers.email import EmailDriver
 from tests.channels.drivers.feishu import FeishuDriver
 from tests.channels.drivers.log import LogDriver
 from tests.channels.drivers.slack import SlackDriver
@@ -31,6 +32,7 @@ DRIVERS: dict[str, type[Driver]] = {
         DiscordDriver,
         WeComDriver,
         TeamsDriver,
+        EmailDriver,
     )
 }
 

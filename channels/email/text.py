@@ -1,0 +1,95 @@
+"""Untrusted text made inert for mail and the confirm page, and the facts both show.
+
+Mail clients turn text that looks like a link into one (`https://...`, `www....`), in plain
+text and in HTML alike, and HTML escaping cannot stop that. So on top of `gate.untrusted`
+(capped, invisible characters removed, secrets masked) every piece of untrusted text has its
+link-shaped parts defanged the way security mail does it: `https[:]//evil.example`,
+`www[.]evil.example`. Escaping for HTML is the templates' job (Jinja2 autoescape); a header
+line is one line (`one_line`), so no text can add a header of its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
+
+from channels import decisions
+from gate import untrusted
+from gate.readmodel import RequestView
+
+#: `scheme://` and `www.`: what mail clients turn into links
+_LINKISH = untrusted.compile(r"(?i)([a-z][a-z0-9+.\-]{0,30}):(//)|\b(www)\.")
+#: the most of one value a mail or the page shows (the web page has the rest)
+VALUE_CHARS = 300
+ARGS_CHARS = 4000
+SUBJECT_CHARS = 120
+
+
+def _defang(match: Any) -> str:
+    if match.group(3) is not None:
+        return f"{match.group(3)}[.]"
+    return f"{match.group(1)}[:]//"
+
+
+def inert(text: object, limit: int = VALUE_CHARS) -> str:
+    """Untrusted text as a mail or page may show it: cleaned, cut, no link a client would follow."""
+    cleaned = untrusted.clean(text, limit + 200)
+    if len(cleaned) > limit:
+        cleaned = cleaned[:limit] + "…"
+    return _LINKISH.sub(_defang, cleaned)
+
+
+def one_line(text: str, limit: int = SUBJECT_CHARS) -> str:
+    """Text fit for a header: every run of whitespace and control characters is one space."""
+    flat = " ".join("".join(c if c.isprintable() else " " for c in text).split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def arguments(view: RequestView) -> str:
+    """The arguments that will run, as masked JSON, defanged."""
+    shown = untrusted.to_json(view.run_args, indent=2)
+    return inert(shown, ARGS_CHARS)
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One labelled line about the request."""
+
+    label: str
+    value: str
+
+
+def facts(view: RequestView, now: datetime) -> list[Fact]:
+    """What an approver needs to know about the request, untrusted parts made inert."""
+    rows = [Fact("Request", view.id), Fact("Tool", inert(view.tool_name))]
+    if view.summary:
+        rows.append(Fact("Summary", inert(view.summary)))
+    rows.append(Fact("Agent", inert(view.agent_id or "-")))
+    rows.append(Fact("User", inert(view.user_id or "-")))
+    rows.append(Fact("Rule", inert(view.rule or "-")))
+    if view.status == "pending":
+        when = f"{view.expires_at:%Y-%m-%d %H:%M} UTC ({decisions.countdown(view.expires_at, now)})"
+        rows.append(Fact("Deadline", when))
+        rows.append(Fact("Approvals", f"{len(view.approvals)} of {view.approvals_required}"))
+    rows.append(Fact("Status", inert(view.outcome_sentence())))
+    if view.reason and view.is_final:
+        rows.append(Fact("Reason", inert(view.reason)))
+    for key, before, after in decisions.changes(view):
+        rows.append(Fact(f"Changed {inert(key, 60)}", f"{inert(before)} → {inert(after)}"))
+    return rows
+
+
+@cache
+def templates() -> Environment:
+    """The channel's Jinja2 templates: HTML autoescaped, plain text as written."""
+    return Environment(
+        loader=FileSystemLoader(Path(__file__).parent / "templates"),
+        autoescape=select_autoescape(["html"]),
+        undefined=StrictUndefined,
+        keep_trailing_newline=True,
+    )
