@@ -1,0 +1,49 @@
+"""Attacks on the WeCom channel through its real surface: callbacks encrypted and signed by
+the fake's own code, POSTed (or GOT) to a real gate over HTTP.
+
+Each test is one class of hole that was open; it stays as the regression test of its fix.
+"""
+
+from __future__ import annotations
+
+import re
+
+from tests.conftest import Gate
+from tests.support import config as cfg
+from tests.support import fake_wecom
+from tests.support.fake_wecom import FakeWeCom
+from tests.wecom.conftest import AES_KEY, TOKEN, ask, user
+
+URL = "/channels/wecom/callback"
+
+
+def status(gate: Gate, request_id: str) -> str:
+    with gate.client(cfg.ADMIN) as c:
+        return str(c.get(f"/v1/requests/{request_id}").json()["status"])
+
+
+def test_url_verification_is_no_decryption_oracle_for_captured_callbacks(
+    wecom_gate: Gate, fake: FakeWeCom
+) -> None:
+    # WeCom encrypts callbacks because they may travel over plain HTTP. The URL check (GET)
+    # signs its echostr exactly like a callback's <Encrypt>, so anyone who saw a callback go by
+    # could send its query and its <Encrypt> back as a GET inside the 5-minute window, and
+    # gate answered with the plaintext: who pressed what, a typed reason, edited values.
+    request_id = ask(wecom_gate)
+    secret = f"reject {request_id} the customer's IBAN is DE89370400440532013000"
+    seen = fake_wecom.build_callback(
+        fake_wecom.text_xml(user=user("alice"), content=secret),
+        token=TOKEN,
+        encoding_aes_key=AES_KEY,
+    )
+    encrypted = re.search(rb"<Encrypt><!\[CDATA\[([^\]]+)\]\]>", seen.body)
+    assert encrypted is not None
+    with wecom_gate.client() as c:
+        r = c.get(URL, params={**seen.query, "echostr": encrypted.group(1).decode()})
+    assert r.status_code == 400, r.text
+    assert "IBAN" not in r.text and "alice" not in r.text and "FromUserName" not in r.text
+    # The real URL check still answers (its echostr is a random number).
+    query = fake_wecom.url_verification(token=TOKEN, encoding_aes_key=AES_KEY, echo="4429601")
+    with wecom_gate.client() as c:
+        assert c.get(URL, params=query).text == "4429601"
+    assert status(wecom_gate, request_id) == "pending"
