@@ -12,7 +12,7 @@ from tests.conftest import Gate
 from tests.support import config as cfg
 from tests.support import fake_wecom
 from tests.support.fake_wecom import FakeWeCom
-from tests.wecom.conftest import AES_KEY, TOKEN, ask, user
+from tests.wecom.conftest import AES_KEY, TOKEN, ask, deliver, posted, user
 
 URL = "/channels/wecom/callback"
 
@@ -47,3 +47,27 @@ def test_url_verification_is_no_decryption_oracle_for_captured_callbacks(
     with wecom_gate.client() as c:
         assert c.get(URL, params=query).text == "4429601"
     assert status(wecom_gate, request_id) == "pending"
+
+
+def test_a_callback_that_names_no_app_does_not_act(wecom_gate: Gate, fake: FakeWeCom) -> None:
+    # Every message and card event WeCom sends an app names the app (AgentID). A callback
+    # for another app sharing our Token and EncodingAESKey was refused when it named that
+    # app, but one naming none was acted on: the check only ran when the field was there.
+    request_id = ask(wecom_gate)
+    task = posted(fake, request_id).task_id
+    anonymous = fake_wecom.card_event_xml(
+        user=user("alice"), task_id=task, event_key="approve", response_code="rc-anon"
+    ).replace(f"<AgentID>{fake_wecom.AGENT_ID}</AgentID>".encode(), b"")
+    assert b"AgentID" not in anonymous
+    assert deliver(wecom_gate, anonymous).status_code == 200  # acknowledged, nothing done
+    typed = fake_wecom.text_xml(user=user("alice"), content=f"reject {request_id} no").replace(
+        f"<AgentID>{fake_wecom.AGENT_ID}</AgentID>".encode(), b""
+    )
+    assert deliver(wecom_gate, typed).status_code == 200
+    assert status(wecom_gate, request_id) == "pending"
+    # The same press naming our app decides.
+    named = fake_wecom.card_event_xml(
+        user=user("alice"), task_id=task, event_key="approve", response_code="rc-named"
+    )
+    assert deliver(wecom_gate, named).status_code == 200
+    assert status(wecom_gate, request_id) == "approved"
