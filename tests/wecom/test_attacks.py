@@ -71,3 +71,19 @@ def test_a_callback_that_names_no_app_does_not_act(wecom_gate: Gate, fake: FakeW
     )
     assert deliver(wecom_gate, named).status_code == 200
     assert status(wecom_gate, request_id) == "approved"
+
+
+def test_an_extend_key_gate_never_wrote_is_ignored_not_a_500(
+    wecom_gate: Gate, fake: FakeWeCom
+) -> None:
+    # An Extend key carries the deadline the card showed, in microseconds; a signed key of
+    # twenty nines is a deadline past the year 9999, which `datetime` cannot hold.
+    request_id = ask(wecom_gate)
+    task = posted(fake, request_id).task_id
+    for key in ("extend-" + "9" * 20, "extend-" + "9" * 18, "extend-", "extend--1"):
+        plain = fake_wecom.card_event_xml(
+            user=user("alice"), task_id=task, event_key=key, response_code=f"rc-{len(key)}"
+        )
+        r = deliver(wecom_gate, plain)
+        assert r.status_code == 200, (key, r.text)
+    assert status(wecom_gate, request_id) == "pending"
