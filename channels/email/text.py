@@ -45,8 +45,16 @@ def inert(text: object, limit: int = VALUE_CHARS) -> str:
 
 
 def one_line(text: str, limit: int = SUBJECT_CHARS) -> str:
-    """Text fit for a header: every run of whitespace and control characters is one space."""
+    """Text fit for a header: every run of whitespace and control characters is one space,
+    and no `=?` that could open an RFC 2047 encoded-word.
+
+    `EmailMessage` decodes encoded-words in a header value it is handed, and mail clients
+    decode them when they show it: `=?utf-8?b?...?=` in a summary would come back as a line
+    break (written out raw: a header or a body of the agent's own) or as any invisible or
+    direction-changing character, past every check that ran on the text as typed.
+    """
     flat = " ".join("".join(c if c.isprintable() else " " for c in text).split())
+    flat = flat.replace("=?", "= ?")
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 

@@ -40,6 +40,7 @@ MAX_USER_IDS = 60
 MAX_INPUT = 1000
 #: the reject reason box (what the model is told)
 MAX_REASON = 500
+TOO_BIG_TO_EDIT = "The arguments are too long to edit in Teams: use Open in gate to edit them."
 TITLES = {
     "pending": "Approval needed",
     "approved": "Approved",
@@ -114,10 +115,19 @@ def render_card(
     """
     now = now or utcnow()
     card = _build(view, user_ids, actionable, notice, now, args_chars)
-    while len(json.dumps(card, ensure_ascii=False).encode()) > CARD_BYTES and args_chars > 200:
+    while _size(card) > CARD_BYTES and args_chars > 200:
         args_chars //= 2
         card = _build(view, user_ids, actionable, notice, now, args_chars)
+    if _size(card) > CARD_BYTES and actionable:
+        # The edit form holds whole values (up to MAX_INPUT characters per box, ten boxes):
+        # hostile arguments can make it alone too big for Teams, which then refuses the
+        # approver's view and shows no buttons at all. Editing moves to gate's page instead.
+        card = _build(view, user_ids, actionable, notice, now, args_chars, edits=False)
     return card
+
+
+def _size(card: dict[str, Any]) -> int:
+    return len(json.dumps(card, ensure_ascii=False).encode())
 
 
 def _build(
@@ -127,6 +137,7 @@ def _build(
     notice: str | None,
     now: datetime,
     args_chars: int,
+    edits: bool = True,
 ) -> dict[str, Any]:
     pending = view.status == "pending"
     title = TITLES.get(view.status, view.status.title())
@@ -155,7 +166,9 @@ def _build(
     actions: list[dict[str, Any]] = []
     if pending and actionable:
         body.extend(_grant_input(view))
-        actions.extend(_decision_actions(view))
+        actions.extend(_decision_actions(view, edits))
+        if not edits and editable(view):
+            body.append(words(TOO_BIG_TO_EDIT, "edit_in_gate", isSubtle=True))
     actions.append({"type": "Action.OpenUrl", "title": "Open in gate", "url": view.url})
     card: dict[str, Any] = {
         "type": "AdaptiveCard",
@@ -272,11 +285,11 @@ def _grant_input(view: RequestView) -> list[dict[str, Any]]:
     ]
 
 
-def _decision_actions(view: RequestView) -> list[dict[str, Any]]:
+def _decision_actions(view: RequestView, edits: bool = True) -> list[dict[str, Any]]:
     approve = _execute("approve", "Approve", view)
     approve["style"] = "positive"
     actions = [approve, _reject_card(view)]
-    fields = editable(view)
+    fields = editable(view) if edits else []
     if fields:
         actions.append(_edit_card(view, fields))
     shown = view.expires_at.isoformat()

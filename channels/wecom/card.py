@@ -94,7 +94,10 @@ def shown_deadline(micros: str) -> datetime | None:
     """The deadline an Extend key carries; None when it is not one gate wrote."""
     if not (micros.isascii() and micros.isdigit() and len(micros) <= 20):
         return None
-    return EPOCH + int(micros) * MICROSECOND
+    try:
+        return EPOCH + int(micros) * MICROSECOND
+    except OverflowError:  # past what a datetime holds (year 9999): not a deadline we wrote
+        return None
 
 
 #: `textcard` limits (bytes, except the button's 4 characters)

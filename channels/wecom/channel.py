@@ -180,8 +180,10 @@ class WeComChannel:
     async def handle(self, query: Mapping[str, str], body: bytes) -> None:
         """Verify, decrypt and act on one callback; raises the one error body when refused."""
         message = self.verifier.open(query, body)
-        if message.agent_id and message.agent_id != str(self.settings.agent_id):
-            # Only an app sharing our Token and EncodingAESKey could send this: not ours.
+        if message.agent_id != str(self.settings.agent_id):
+            # Only an app sharing our Token and EncodingAESKey could send this: not ours. Every
+            # message and card event WeCom sends an app names it; one naming none is not ours
+            # either (company-wide events, which act on nothing here, are ignored with it).
             other = untrusted.clean(message.agent_id, 20)
             log.warning("wecom callback for agent %r ignored", other)
             return

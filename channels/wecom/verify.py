@@ -24,6 +24,8 @@ from gate.errors import BadRequest, Unauthenticated
 TIMESTAMP_WINDOW_SECONDS = 300
 #: a click or a typed message is well under 4 KB; nothing legitimate comes near this
 MAX_BODY = 64 * 1024
+#: the random string a URL check's echostr hides (a number of about 19 digits in the docs)
+MAX_ECHO = 128
 #: the encrypted value: base64 only, with or without a CDATA wrapper
 _ENCRYPT = untrusted.compile(r"<Encrypt>(?:<!\[CDATA\[)?([A-Za-z0-9+/=]+)(?:\]\]>)?</Encrypt>")
 #: the one "<!" construct WeCom's XML uses; any other (DOCTYPE, ENTITY, comment) is refused
@@ -62,7 +64,14 @@ class Verifier:
         """URL verification (the GET): the decrypted `echostr`, once its signature checks."""
         echostr = query.get("echostr", "")
         self._check(query, echostr)
-        return self._decrypt(echostr)
+        echo = self._decrypt(echostr)
+        # WeCom's echostr hides a random number. A callback's <Encrypt> is signed the same
+        # way, so without this check anyone who saw a callback go by (they may travel over
+        # plain HTTP: that is why they are encrypted) could replay it here inside the window
+        # and read its plaintext back.
+        if not (0 < len(echo) <= MAX_ECHO and echo.isalnum()):
+            raise BadRequest("echostr does not hold a URL check", code="bad_echostr")
+        return echo
 
     def open(self, query: Mapping[str, str], body: bytes) -> Message:
         """A POSTed callback: signature and window on the raw bytes, then decrypt and parse."""
