@@ -69,11 +69,11 @@ class DiscordChannel:
         """Build from `[channels.discord]`, once every approver's Discord id is checked."""
         for approver in gate.settings.approvers:
             user_id = (approver.model_extra or {}).get("discord")
-            # A number unquoted in TOML would match clicks but be missed where gate compares
-            # a person's names (self-approval); a username would never match a click at all.
+            # A username or a display name would never match a click (which carries the
+            # user id), so the person could never act from Discord: say so at start-up.
             if user_id is not None and not is_snowflake(user_id):
                 raise ConfigError(
-                    f"approver {approver.name!r}: discord must be a user id in quotes "
+                    f"approver {approver.name!r}: discord must be a user id "
                     '(Developer Mode → Copy User ID), e.g. discord = "80351110224678912"',
                     key="approvers.discord",
                 )

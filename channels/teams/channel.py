@@ -28,6 +28,7 @@ from channels.teams.answers import card_answer, may_still_act, message
 from channels.teams.api import ConnectorApi
 from channels.teams.card import MAX_USER_IDS, render_card
 from channels.teams.clicks import (
+    ENTRA_OBJECT_ID,
     CardAction,
     approve_click,
     edits_click,
@@ -38,7 +39,7 @@ from channels.teams.clicks import (
 from channels.teams.settings import TeamsSettings
 from channels.teams.verify import OpenIdKeys, Verifier, check_activity
 from gate.channel import ChannelContext, Click
-from gate.errors import BadRequest
+from gate.errors import BadRequest, ConfigError
 from gate.machine import Extended
 from gate.models import utcnow
 from gate.readmodel import RequestView
@@ -87,7 +88,18 @@ class TeamsChannel:
 
     @classmethod
     def from_settings(cls, settings: TeamsSettings, gate: ChannelContext) -> TeamsChannel:
-        """Build from `[channels.teams]`."""
+        """Build from `[channels.teams]`, once every approver's Teams id is checked."""
+        for approver in gate.settings.approvers:
+            object_id = approver.identity("teams")
+            # A press carries the presser's object id in lowercase and gate compares ids
+            # exactly, so an id in capitals, a UPN or a display name would never match a
+            # press: the person could never act from Teams. Say so at start-up instead.
+            if object_id is not None and not ENTRA_OBJECT_ID.fullmatch(object_id):
+                raise ConfigError(
+                    f"approver {approver.name!r}: teams must be an Entra object id in "
+                    'lowercase, e.g. teams = "9d3e08f9-a7ae-43aa-a4d3-de3f319a8a9c"',
+                    key="approvers.teams",
+                )
         return cls(settings, gate)
 
     # -- Channel protocol -------------------------------------------------------------------

@@ -30,6 +30,8 @@ _OBJECT_ID = re.compile(
     r"^[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}$"
 )
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+#: how `[[approvers]] teams` must be written: the object id as a press carries it (lowercase)
+ENTRA_OBJECT_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 NEED_A_REASON = "Type a reason (or pick a preset), then press Reject: the agent is told why."
 NOTHING_EDITABLE = "Nothing here can be edited in Teams; edit it in gate."
 

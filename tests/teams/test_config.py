@@ -75,3 +75,21 @@ def test_the_client_secret_comes_from_the_environment(
     assert isinstance(teams, TeamsSettings)
     assert teams.app_password.get_secret_value() == "secret-from-env"
     assert "secret-from-env" not in repr(settings)
+
+
+@pytest.mark.parametrize(
+    "object_id", ["9D3E08F9-A7AE-43AA-A4D3-DE3F319A8A9C", "alice@contoso.com", "Alice Smith"]
+)
+def test_an_approver_id_no_press_could_match_stops_start_up(
+    sqlite_url: str, object_id: str
+) -> None:
+    """A press carries the lowercase object id and gate compares exactly: an id in capitals,
+    a UPN or a display name would leave that approver unable to act from Teams, silently."""
+    from gate.app import create_app
+
+    data = cfg.settings_data(sqlite_url)
+    data["approvers"][0]["teams"] = object_id
+    data["channels"] = {"teams": GOOD}
+    with pytest.raises(ConfigError) as caught:
+        create_app(Settings(**data))
+    assert caught.value.key == "approvers.teams" and "alice" in str(caught.value)
