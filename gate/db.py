@@ -53,7 +53,10 @@ class Database:
         if self.sqlite:
             kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
         else:
-            kwargs.update(pool_size=pool_size, max_overflow=pool_size * 2, pool_pre_ping=True)
+            # No pre-ping: it costs every checkout a round trip. After a database restart
+            # the first statement on a dead connection fails instead, and SQLAlchemy then
+            # invalidates every connection pooled before it, so one request sees the error.
+            kwargs.update(pool_size=pool_size, max_overflow=pool_size * 2)
         self.engine: Engine = sa.create_engine(self.url, **kwargs)
         if self.sqlite:
             _configure_sqlite(self.engine)

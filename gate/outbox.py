@@ -21,6 +21,7 @@ import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
 from gate.models import Delivery, DeliveryKind, DeliveryStatus, UTCDateTime
+from gate.rows import DELIVERY
 
 if TYPE_CHECKING:
     from gate.db import Database
@@ -53,19 +54,23 @@ class Claimed:
 def enqueue_posts(
     session: Session, request_id: str, targets: list[tuple[str, str]], now: datetime
 ) -> None:
-    """Owe one card post per (channel, target)."""
-    for channel, target in dict.fromkeys(targets):
-        session.add(
-            Delivery(
-                request_id=request_id,
-                channel=channel,
-                target=target,
-                kind=DeliveryKind.post,
-                next_attempt_at=now,
-                created_at=now,
-            )
-        )
-    session.flush()
+    """Owe one card post per (channel, target): one statement, however many."""
+    if session.new:  # the request row these refer to may still be pending in the ORM
+        session.flush()
+    rows = [
+        {"request_id": request_id, "channel": channel, "target": target}
+        | {"next_attempt_at": now, "created_at": now}
+        for channel, target in dict.fromkeys(targets)
+    ]
+    if rows:
+        session.connection().execute(_INSERT_POST, rows)
+
+
+_INSERT_POST = sa.insert(DELIVERY).values(
+    kind=DeliveryKind.post.value,
+    status=DeliveryStatus.pending.value,
+    attempts=0,
+)
 
 
 def enqueue_updates(session: Session, request_id: str, now: datetime) -> None:
@@ -74,25 +79,28 @@ def enqueue_updates(session: Session, request_id: str, now: datetime) -> None:
     One `INSERT ... SELECT`: the posts are copied into update rows by the database, so a
     decision pays one statement here whatever the number of cards.
     """
-    when = sa.literal(now, UTCDateTime())
-    posts = sa.select(
-        col(Delivery.request_id),
-        col(Delivery.channel),
-        col(Delivery.target),
+    session.connection().execute(_COPY_POSTS, {"request_id": request_id, "now": now})
+
+
+_WHEN = sa.bindparam("now", type_=UTCDateTime())
+_COPY_POSTS = sa.insert(DELIVERY).from_select(
+    ["request_id", "channel", "target", "kind", "status", "attempts"]
+    + ["next_attempt_at", "created_at"],
+    sa.select(
+        DELIVERY.c.request_id,
+        DELIVERY.c.channel,
+        DELIVERY.c.target,
         sa.literal(DeliveryKind.update.value),
         sa.literal(DeliveryStatus.pending.value),
         sa.literal(0),
-        when,
-        when,
+        _WHEN,
+        _WHEN,
     ).where(
-        col(Delivery.request_id) == request_id,
-        col(Delivery.kind) == DeliveryKind.post,
-        col(Delivery.status) != DeliveryStatus.dead,
-    )
-    columns = ["request_id", "channel", "target", "kind", "status", "attempts"]
-    session.execute(
-        sa.insert(Delivery).from_select([*columns, "next_attempt_at", "created_at"], posts)
-    )
+        DELIVERY.c.request_id == sa.bindparam("request_id"),
+        DELIVERY.c.kind == DeliveryKind.post.value,
+        DELIVERY.c.status != DeliveryStatus.dead.value,
+    ),
+)
 
 
 def claim_due(db: Database, now: datetime, limit: int = BATCH) -> list[Claimed]:

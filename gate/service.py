@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from gate import audit, grants, machine, outbox
+from gate import audit, grants, machine, outbox, rows
 from gate.acting import Result
 from gate.auth import Principal
 from gate.binding import call_hash
@@ -31,12 +31,13 @@ from gate.models import (
     Delivery,
     GrantStatus,
     RequestStatus,
-    Vote,
+    new_id,
     utcnow,
 )
 from gate.notify import Event, Notifier
 from gate.policy import CallFacts, Decision, Policy, Rule
 from gate.readmodel import RequestView, build_view
+from gate.rows import RequestRow
 from gate.schemas import GateCall
 
 log = logging.getLogger(__name__)
@@ -76,6 +77,12 @@ class Change:
     def touched(self, request_id: str) -> None:
         """Note a change that is not a transition (an outcome report): readers re-read."""
         self.events.append(Event("changed", request_id))
+
+
+_BY_KEY = sa.select(rows.REQUEST).where(
+    rows.REQUEST.c.idempotency_key == sa.bindparam("key"),
+    rows.REQUEST.c.submitted_by == sa.bindparam("submitted_by"),
+)
 
 
 class GateService:
@@ -143,14 +150,15 @@ class GateService:
         rule: Rule,
         args_hash: str,
         now: datetime,
-    ) -> ConfirmationRequest:
+    ) -> RequestRow:
         """The request a call under `rule` makes, with the rule's terms frozen onto it."""
         wait = rule.timeout
         # The caller's own deadline (expires_in) may shorten the wait, never lengthen it;
         # not for on_timeout = "approve", where an early expiry would be an early yes.
         if call.expires_in is not None and rule.on_timeout != "approve":
             wait = min(wait, timedelta(seconds=call.expires_in))
-        return ConfirmationRequest(
+        return rows.new_request(
+            id=new_id(),
             idempotency_key=call.idempotency_key,
             tool_name=call.tool_name,
             tool_args=call.tool_args,
@@ -174,7 +182,7 @@ class GateService:
 
     def _store(
         self,
-        req: ConfirmationRequest,
+        req: RequestRow,
         principal: Principal,
         decision: Decision,
         rule: Rule,
@@ -196,8 +204,7 @@ class GateService:
                 machine.allow_by_grant(session, req=req, grant=grant, now=now)
                 change.events.append(Event("final", req.id))
                 return None, True
-            session.add(req)
-            session.flush()
+            rows.insert_request(session, req)
             audit.record(
                 session,
                 request_id=req.id,
@@ -228,21 +235,18 @@ class GateService:
                 targets.append((name, str(default)))
         return targets
 
-    def _by_key(self, session: Session, req: ConfirmationRequest) -> RequestView | None:
+    def _by_key(self, session: Session, req: RequestRow) -> RequestView | None:
         """The request made earlier by the same principal under `req`'s idempotency key;
         409 if it was for a different call.
 
         Keys belong to the principal that sent them: another token's request under the same
         key is never found (nor its approval handed out)."""
         key = req.idempotency_key
-        earlier = session.exec(
-            select(ConfirmationRequest).where(
-                ConfirmationRequest.idempotency_key == key,
-                ConfirmationRequest.submitted_by == req.submitted_by,
-            )
-        ).first()
-        if earlier is None:
+        params = {"key": key, "submitted_by": req.submitted_by}
+        found = session.connection().execute(_BY_KEY, params).first()
+        if found is None:
             return None
+        earlier = rows.request_row(found._mapping)
         if earlier.args_hash and earlier.args_hash != req.args_hash:
             raise Conflict(
                 f"idempotency key {key!r} was already used for a different call "
@@ -257,17 +261,13 @@ class GateService:
     def view(self, request_id: str, *, full: bool = False) -> RequestView | None:
         """The request with its votes (and deliveries and audit trail when `full`)."""
         with self.db.read() as session:
-            req = session.get(ConfirmationRequest, request_id)
+            req = rows.read(session, request_id)
             return self._view(session, req, full=full) if req else None
 
     def _view(
-        self, session: Session, req: ConfirmationRequest, *, full: bool = False
+        self, session: Session, req: ConfirmationRequest | RequestRow, *, full: bool = False
     ) -> RequestView:
-        votes = list(
-            session.exec(
-                select(Vote).where(Vote.request_id == req.id).order_by(col(Vote.at), col(Vote.id))
-            ).all()
-        )
+        votes = rows.votes(session, req.id)
         deliveries = audit = None
         if full:
             deliveries = list(

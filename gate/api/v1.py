@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Query
+from fastapi import APIRouter, Body, Query, Response
+from pydantic import BaseModel
 
 from gate import deciding, grant_review, reports, waiting
 from gate.api.deps import PrincipalDep, ServiceDep
@@ -34,17 +35,30 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
+def encoded(answer: BaseModel) -> Response:
+    """`answer` as the response, encoded once.
+
+    The routes that run on every tool call and every decision return their answer already
+    encoded: FastAPI would otherwise validate the model against `response_model` a second
+    time and serialise it through `jsonable_encoder`. `response_model` still documents it.
+    """
+    return Response(answer.model_dump_json().encode(), media_type="application/json")
+
+
 @router.post("/gate", response_model=GateAnswer, responses=ERRORS)
-def gate_call(call: GateCall, principal: PrincipalDep, service: ServiceDep) -> GateAnswer:
+def gate_call(call: GateCall, principal: PrincipalDep, service: ServiceDep) -> Response:
     """Ask whether a tool call may run: allow, deny, or ask (a request a human decides)."""
     principal.require("agent", "admin")
     submitted = service.submit(call, principal)
     decision = submitted.decision
     if decision.action is None:
-        return GateAnswer(decision="allow", rule=None, reason=decision.reason)
+        return encoded(GateAnswer(decision="allow", rule=None, reason=decision.reason))
     request = RequestPublic.of(submitted.view) if submitted.view else None
     rule = decision.rule.name if decision.rule else None
-    return GateAnswer(decision=decision.action, rule=rule, reason=decision.reason, request=request)
+    answer = GateAnswer(
+        decision=decision.action, rule=rule, reason=decision.reason, request=request
+    )
+    return encoded(answer)
 
 
 @router.get("/requests", response_model=RequestPage, responses=ERRORS)
@@ -99,7 +113,7 @@ async def wait_request(
 )
 def decide(
     request_id: str, body: DecisionBody, principal: PrincipalDep, service: ServiceDep
-) -> RequestPublic:
+) -> Response:
     """Approve or reject, as the approver the token belongs to.
 
     An approval may carry `edited_args` (the call runs with them instead) and a `grant`
@@ -116,7 +130,7 @@ def decide(
         reasons=body.reasons or (),
         grant=(body.grant.scope, body.grant.duration) if body.grant else None,
     )
-    return RequestPublic.of(deciding.raise_for(result))
+    return encoded(RequestPublic.of(deciding.raise_for(result)))
 
 
 @router.post(
