@@ -74,6 +74,19 @@ class Database:
         with Session(self._writer, expire_on_commit=False) as session, session.begin():
             yield session
 
+    @contextmanager
+    def write_conn(self) -> Iterator[sa.Connection]:
+        """`write()` without the ORM: a connection in a write transaction, for code that
+        runs Core statements only (the outbox pump)."""
+        with self._writer.begin() as conn:
+            yield conn
+
+    @contextmanager
+    def read_conn(self) -> Iterator[sa.Connection]:
+        """A connection for Core reads; rolled back on exit."""
+        with self.engine.connect() as conn:
+            yield conn
+
     def dispose(self) -> None:
         """Close every pooled connection."""
         self.engine.dispose()

@@ -18,9 +18,9 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
-from sqlmodel import Session, col, select
+from sqlmodel import Session
 
-from gate.models import Delivery, DeliveryKind, DeliveryStatus, UTCDateTime
+from gate.models import DeliveryKind, DeliveryStatus, UTCDateTime
 from gate.rows import DELIVERY
 
 if TYPE_CHECKING:
@@ -103,87 +103,105 @@ _COPY_POSTS = sa.insert(DELIVERY).from_select(
 )
 
 
+_DUE = (
+    sa.select(DELIVERY.c.id)
+    .where(
+        DELIVERY.c.status == DeliveryStatus.pending.value,
+        DELIVERY.c.next_attempt_at <= sa.bindparam("now", type_=UTCDateTime()),
+        sa.or_(
+            DELIVERY.c.claimed_until.is_(None),
+            DELIVERY.c.claimed_until < sa.bindparam("now", type_=UTCDateTime()),
+        ),
+    )
+    .order_by(DELIVERY.c.id)
+    .limit(sa.bindparam("limit"))
+    .with_for_update(skip_locked=True)
+)
+_CLAIM = (
+    sa.update(DELIVERY)
+    .where(DELIVERY.c.id.in_(_DUE.scalar_subquery()))
+    .values(
+        claimed_until=sa.bindparam("until", type_=UTCDateTime()),
+        attempts=DELIVERY.c.attempts + 1,
+    )
+    .returning(
+        DELIVERY.c.id,
+        DELIVERY.c.request_id,
+        DELIVERY.c.channel,
+        DELIVERY.c.target,
+        DELIVERY.c.kind,
+        DELIVERY.c.attempts,
+    )
+)
+
+
 def claim_due(db: Database, now: datetime, limit: int = BATCH) -> list[Claimed]:
     """Take a lease on up to `limit` due rows and return them."""
-    due = (
-        select(Delivery.id)
-        .where(
-            col(Delivery.status) == DeliveryStatus.pending,
-            col(Delivery.next_attempt_at) <= now,
-            sa.or_(col(Delivery.claimed_until).is_(None), col(Delivery.claimed_until) < now),
-        )
-        .order_by(col(Delivery.id))
-        .limit(limit)
-        .with_for_update(skip_locked=True)
-    )
-    stmt = (
-        sa.update(Delivery)
-        .where(col(Delivery.id).in_(due.scalar_subquery()))
-        .values(claimed_until=now + LEASE, attempts=col(Delivery.attempts) + 1)
-        .returning(
-            col(Delivery.id),
-            col(Delivery.request_id),
-            col(Delivery.channel),
-            col(Delivery.target),
-            col(Delivery.kind),
-            col(Delivery.attempts),
-        )
-    )
-    with db.write() as session:
-        rows = session.execute(stmt).all()
+    with db.write_conn() as conn:
+        rows = conn.execute(_CLAIM, {"now": now, "until": now + LEASE, "limit": limit}).all()
     return sorted((Claimed(*row) for row in rows), key=lambda c: c.id)
+
+
+_SAME_CARD = (  # bind names apart from the columns': an UPDATE's SET takes those
+    DELIVERY.c.request_id == sa.bindparam("card_request"),
+    DELIVERY.c.channel == sa.bindparam("card_channel"),
+    DELIVERY.c.target == sa.bindparam("card_target"),
+)
+_POST_REF = (
+    sa.select(DELIVERY.c.message_ref, DELIVERY.c.status)
+    .where(*_SAME_CARD, DELIVERY.c.kind == DeliveryKind.post.value)
+    .order_by(DELIVERY.c.id)
+    .limit(1)
+)
+
+
+def _card(claim: Claimed) -> dict[str, str]:
+    return {
+        "card_request": claim.request_id,
+        "card_channel": claim.channel,
+        "card_target": claim.target,
+    }
 
 
 def post_ref(db: Database, claim: Claimed) -> tuple[str | None, str | None]:
     """For an update: the posted card's (message_ref, status of its post row)."""
-    with db.read() as session:
-        row = session.exec(
-            select(Delivery.message_ref, Delivery.status)
-            .where(
-                Delivery.request_id == claim.request_id,
-                Delivery.channel == claim.channel,
-                Delivery.target == claim.target,
-                Delivery.kind == DeliveryKind.post,
-            )
-            .order_by(col(Delivery.id))
-        ).first()
+    with db.read_conn() as conn:
+        row = conn.execute(_POST_REF, _card(claim)).first()
     return (row[0], row[1]) if row else (None, None)
+
+
+#: the columns each of these sets are the parameters' keys
+_SET_ROW = sa.update(DELIVERY).where(DELIVERY.c.id == sa.bindparam("row_id"))
+_SUPERSEDE = sa.update(DELIVERY).where(
+    *_SAME_CARD,
+    DELIVERY.c.kind == DeliveryKind.update.value,
+    DELIVERY.c.status == DeliveryStatus.pending.value,
+    DELIVERY.c.id < sa.bindparam("row_id"),
+    sa.or_(
+        DELIVERY.c.claimed_until.is_(None),
+        DELIVERY.c.claimed_until < sa.bindparam("now", type_=UTCDateTime()),
+    ),
+)
+_POSTPONE = (
+    sa.update(DELIVERY)
+    .where(DELIVERY.c.id == sa.bindparam("row_id"))
+    .values(
+        claimed_until=None,
+        attempts=DELIVERY.c.attempts - 1,
+        next_attempt_at=sa.bindparam("when", type_=UTCDateTime()),
+    )
+)
 
 
 def mark_sent(db: Database, claim: Claimed, now: datetime, ref: str | None) -> None:
     """Record success; older pending updates of the same card are now redundant."""
-    with db.write() as session:
-        session.execute(
-            sa.update(Delivery)
-            .where(col(Delivery.id) == claim.id)
-            .values(
-                status=DeliveryStatus.sent,
-                message_ref=ref,
-                sent_at=now,
-                claimed_until=None,
-                last_error=None,
-            )
-        )
+    sent = {"status": DeliveryStatus.sent.value, "sent_at": now}
+    with db.write_conn() as conn:
+        row = {"row_id": claim.id, "message_ref": ref, "claimed_until": None, "last_error": None}
+        conn.execute(_SET_ROW, {**row, **sent})
         if claim.kind == DeliveryKind.update:
-            session.execute(
-                sa.update(Delivery)
-                .where(
-                    col(Delivery.request_id) == claim.request_id,
-                    col(Delivery.channel) == claim.channel,
-                    col(Delivery.target) == claim.target,
-                    col(Delivery.kind) == DeliveryKind.update,
-                    col(Delivery.status) == DeliveryStatus.pending,
-                    col(Delivery.id) < claim.id,
-                    sa.or_(
-                        col(Delivery.claimed_until).is_(None), col(Delivery.claimed_until) < now
-                    ),
-                )
-                .values(
-                    status=DeliveryStatus.sent,
-                    sent_at=now,
-                    last_error="superseded by a later update",
-                )
-            )
+            superseded = {**sent, "last_error": "superseded by a later update"}
+            conn.execute(_SUPERSEDE, {**_card(claim), "row_id": claim.id, "now": now, **superseded})
 
 
 def mark_failed(
@@ -204,42 +222,32 @@ def mark_failed(
         # Exponential backoff with jitter: 1, 2, 4 ... seconds, capped; the jitter keeps a
         # fleet of replicas from retrying a recovering platform in lockstep.
         delay = min(2.0 ** (claim.attempts - 1), MAX_BACKOFF_SECONDS) * random.uniform(0.75, 1.0)
-    with db.write() as session:
-        session.execute(
-            sa.update(Delivery)
-            .where(col(Delivery.id) == claim.id)
-            .values(
-                status=DeliveryStatus.dead if dead else DeliveryStatus.pending,
-                last_error=error[:2000],
-                claimed_until=None,
-                next_attempt_at=now + timedelta(seconds=delay),
-            )
+    status = DeliveryStatus.dead if dead else DeliveryStatus.pending
+    with db.write_conn() as conn:
+        conn.execute(
+            _SET_ROW,
+            {
+                "row_id": claim.id,
+                "status": status.value,
+                "last_error": error[:2000],
+                "claimed_until": None,
+                "next_attempt_at": now + timedelta(seconds=delay),
+            },
         )
     return dead
 
 
 def postpone(db: Database, claim: Claimed, now: datetime) -> None:
     """Give an update back unattempted: its card has not been posted yet."""
-    with db.write() as session:
-        session.execute(
-            sa.update(Delivery)
-            .where(col(Delivery.id) == claim.id)
-            .values(
-                claimed_until=None,
-                attempts=col(Delivery.attempts) - 1,
-                next_attempt_at=now + WAIT_FOR_POST,
-            )
-        )
+    with db.write_conn() as conn:
+        conn.execute(_POSTPONE, {"row_id": claim.id, "when": now + WAIT_FOR_POST})
 
 
 def give_up(db: Database, claim: Claimed, error: str) -> None:
     """Mark a row dead without retrying (its card can never be posted)."""
-    with db.write() as session:
-        session.execute(
-            sa.update(Delivery)
-            .where(col(Delivery.id) == claim.id)
-            .values(status=DeliveryStatus.dead, last_error=error[:2000], claimed_until=None)
-        )
+    dead = {"status": DeliveryStatus.dead.value, "last_error": error[:2000]}
+    with db.write_conn() as conn:
+        conn.execute(_SET_ROW, {"row_id": claim.id, **dead, "claimed_until": None})
 
 
 def _log_failure(claim: Claimed, error: str, *, dead: bool) -> None:
