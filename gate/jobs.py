@@ -17,6 +17,7 @@ import anyio
 from gate import outbox, reminders
 from gate.channel import Channel
 from gate.models import utcnow
+from gate.readmodel import RequestView
 from gate.service import GateService
 
 
@@ -44,19 +45,24 @@ class Jobs:
     async def pump_outbox(self) -> int:
         """Send every due delivery once; returns how many rows were handled."""
         db = self.service.db
-        claims = await anyio.to_thread.run_sync(outbox.claim_due, db, self.clock())
+        # One trip to a worker thread claims the rows and reads the requests they show.
+        claims, views = await anyio.to_thread.run_sync(self._claim)
         for claim in claims:
-            view = await anyio.to_thread.run_sync(self.service.view, claim.request_id)
             await outbox.deliver(
                 db,
                 claim,
                 channels=self.channels,
-                view=view,
+                view=views[claim.request_id],
                 now=self.clock,
                 max_attempts=self.service.settings.server.outbox_max_attempts,
                 run_sync=anyio.to_thread.run_sync,
             )
         return len(claims)
+
+    def _claim(self) -> tuple[list[outbox.Claimed], dict[str, RequestView | None]]:
+        claims = outbox.claim_due(self.service.db, self.clock())
+        ids = dict.fromkeys(claim.request_id for claim in claims)
+        return claims, {request_id: self.service.view(request_id) for request_id in ids}
 
     async def remind(self) -> tuple[int, int]:
         """Send due reminders and escalations; returns (reminded, escalated)."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -49,6 +49,10 @@ class Claimed:
     target: str
     kind: str
     attempts: int
+    #: for an update: the posted card's message_ref and the status of its post row, read
+    #: in the claiming transaction
+    post_ref: str | None = None
+    post_status: str | None = None
 
 
 def enqueue_posts(
@@ -136,22 +140,45 @@ _CLAIM = (
 
 
 def claim_due(db: Database, now: datetime, limit: int = BATCH) -> list[Claimed]:
-    """Take a lease on up to `limit` due rows and return them."""
+    """Take a lease on up to `limit` due rows and return them; an update comes with its
+    card's post (`post_ref`, `post_status`), read in the same transaction."""
     with db.write_conn() as conn:
         rows = conn.execute(_CLAIM, {"now": now, "until": now + LEASE, "limit": limit}).all()
-    return sorted((Claimed(*row) for row in rows), key=lambda c: c.id)
+        claims = sorted((Claimed(*row) for row in rows), key=lambda c: c.id)
+        updated = list({c.request_id for c in claims if c.kind == DeliveryKind.update})
+        if not updated:
+            return claims
+        posts: dict[tuple[str, str, str], tuple[str | None, str]] = {}
+        for post in conn.execute(_POSTS, {"ids": updated}):
+            posts.setdefault((post.request_id, post.channel, post.target), (post[3], post[4]))
+    out = []
+    for claim in claims:
+        card = (claim.request_id, claim.channel, claim.target)
+        found = posts.get(card) if claim.kind == DeliveryKind.update else None
+        out.append(replace(claim, post_ref=found[0], post_status=found[1]) if found else claim)
+    return out
+
+
+_POSTS = (
+    sa.select(
+        DELIVERY.c.request_id,
+        DELIVERY.c.channel,
+        DELIVERY.c.target,
+        DELIVERY.c.message_ref,
+        DELIVERY.c.status,
+    )
+    .where(
+        DELIVERY.c.request_id.in_(sa.bindparam("ids", expanding=True)),
+        DELIVERY.c.kind == DeliveryKind.post.value,
+    )
+    .order_by(DELIVERY.c.id)
+)
 
 
 _SAME_CARD = (  # bind names apart from the columns': an UPDATE's SET takes those
     DELIVERY.c.request_id == sa.bindparam("card_request"),
     DELIVERY.c.channel == sa.bindparam("card_channel"),
     DELIVERY.c.target == sa.bindparam("card_target"),
-)
-_POST_REF = (
-    sa.select(DELIVERY.c.message_ref, DELIVERY.c.status)
-    .where(*_SAME_CARD, DELIVERY.c.kind == DeliveryKind.post.value)
-    .order_by(DELIVERY.c.id)
-    .limit(1)
 )
 
 
@@ -163,8 +190,16 @@ def _card(claim: Claimed) -> dict[str, str]:
     }
 
 
+_POST_REF = (
+    sa.select(DELIVERY.c.message_ref, DELIVERY.c.status)
+    .where(*_SAME_CARD, DELIVERY.c.kind == DeliveryKind.post.value)
+    .order_by(DELIVERY.c.id)
+    .limit(1)
+)
+
+
 def post_ref(db: Database, claim: Claimed) -> tuple[str | None, str | None]:
-    """For an update: the posted card's (message_ref, status of its post row)."""
+    """For an update: the posted card's (message_ref, status of its post row), now."""
     with db.read_conn() as conn:
         row = conn.execute(_POST_REF, _card(claim)).first()
     return (row[0], row[1]) if row else (None, None)
@@ -294,7 +329,10 @@ async def deliver(
         if claim.kind == DeliveryKind.post:
             ref: str | None = await channel.post(view, claim.target)
         else:
-            ref, post_status = await run_sync(post_ref, db, claim)
+            ref, post_status = claim.post_ref, claim.post_status
+            if ref is None and post_status != DeliveryStatus.dead:
+                # not posted when claimed: perhaps by now (its post may have been in this batch)
+                ref, post_status = await run_sync(post_ref, db, claim)
             if ref is None:
                 if post_status == DeliveryStatus.dead:
                     await run_sync(give_up, db, claim, "the card was never posted")

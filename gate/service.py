@@ -112,12 +112,20 @@ class GateService:
 
     def submit(self, call: GateCall, principal: Principal) -> Submitted:
         """Apply policy; for `ask`, create the request (or find it again by idempotency key)."""
+        decision = self.judge(call)
+        if decision.action != "ask":
+            return Submitted(decision, None, False)
+        return self.ask(call, principal, decision)
+
+    def judge(self, call: GateCall) -> Decision:
+        """Policy's decision for a call: no database, no I/O (safe on the event loop)."""
         facts = CallFacts(
             call.tool_name, call.tool_args, call.agent_id, call.user_id, call.metadata
         )
-        decision = self.policy.evaluate(facts)
-        if decision.action != "ask":
-            return Submitted(decision, None, False)
+        return self.policy.evaluate(facts)
+
+    def ask(self, call: GateCall, principal: Principal, decision: Decision) -> Submitted:
+        """Create the request an `ask` decision makes (or find it again by idempotency key)."""
         args_hash = call_hash(call.tool_name, call.tool_args, call.idempotency_key)
         rule = decision.rule
         assert rule is not None

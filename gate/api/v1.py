@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Query, Response
 from pydantic import BaseModel
+from starlette.concurrency import run_in_threadpool
 
 from gate import deciding, grant_review, reports, waiting
 from gate.api.deps import PrincipalDep, ServiceDep
@@ -22,6 +23,7 @@ from gate.schemas import (
     RequestPage,
     RequestPublic,
 )
+from gate.service import Submitted
 
 router = APIRouter(prefix="/v1", tags=["v1"])
 
@@ -46,19 +48,26 @@ def encoded(answer: BaseModel) -> Response:
 
 
 @router.post("/gate", response_model=GateAnswer, responses=ERRORS)
-def gate_call(call: GateCall, principal: PrincipalDep, service: ServiceDep) -> Response:
+async def gate_call(call: GateCall, principal: PrincipalDep, service: ServiceDep) -> Response:
     """Ask whether a tool call may run: allow, deny, or ask (a request a human decides)."""
     principal.require("agent", "admin")
-    submitted = service.submit(call, principal)
+    # Policy runs here, on the event loop: it touches no database, and most calls end with
+    # it. Only an `ask` goes to a worker thread, for its one write transaction.
+    decision = service.judge(call)
+    if decision.action != "ask":
+        return encoded(_answer(Submitted(decision, None, False)))
+    submitted = await run_in_threadpool(service.ask, call, principal, decision)
+    return encoded(_answer(submitted))
+
+
+def _answer(submitted: Submitted) -> GateAnswer:
+    """What `POST /v1/gate` says about a call."""
     decision = submitted.decision
     if decision.action is None:
-        return encoded(GateAnswer(decision="allow", rule=None, reason=decision.reason))
+        return GateAnswer(decision="allow", rule=None, reason=decision.reason)
     request = RequestPublic.of(submitted.view) if submitted.view else None
     rule = decision.rule.name if decision.rule else None
-    answer = GateAnswer(
-        decision=decision.action, rule=rule, reason=decision.reason, request=request
-    )
-    return encoded(answer)
+    return GateAnswer(decision=decision.action, rule=rule, reason=decision.reason, request=request)
 
 
 @router.get("/requests", response_model=RequestPage, responses=ERRORS)
