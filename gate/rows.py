@@ -56,6 +56,14 @@ SELECT_VOTES = (
     .where(VOTE.c.request_id == _ID)
     .order_by(VOTE.c.at, VOTE.c.id)
 )
+#: a request and its votes in one statement (one row per vote, or one with no vote)
+_VOTE_LABELS = tuple((name, f"vote_{name}") for name in _VOTE_COLUMNS)
+WITH_VOTES = (
+    sa.select(REQUEST, *(VOTE.c[name].label(label) for name, label in _VOTE_LABELS))
+    .select_from(REQUEST.outerjoin(VOTE, VOTE.c.request_id == REQUEST.c.id))
+    .where(REQUEST.c.id == _ID)
+    .order_by(VOTE.c.at, VOTE.c.id)
+)
 INSERT_REQUEST = sa.insert(REQUEST)
 INSERT_VOTE = sa.insert(VOTE)
 #: the columns set are the parameters' keys
@@ -102,6 +110,21 @@ def votes_and_head(session: Session, request_id: str) -> tuple[list[VoteRow], st
     head = rows[0].head if rows else None
     votes = [VoteRow(**_vote_fields(r._mapping)) for r in rows if r.id is not None]
     return votes, head
+
+
+def with_votes(conn: sa.Connection, request_id: str) -> tuple[RequestRow, list[VoteRow]] | None:
+    """The request and its votes, oldest first, read in one statement; None if unknown."""
+    found = conn.execute(WITH_VOTES, {"id": request_id}).all()
+    if not found:
+        return None
+    first = found[0]._mapping
+    req = request_row({name: first[name] for name in REQUEST_COLUMNS})
+    votes = [
+        VoteRow(**{name: r._mapping[label] for name, label in _VOTE_LABELS})
+        for r in found
+        if r.vote_id is not None
+    ]
+    return req, votes
 
 
 def votes(session: Session, request_id: str) -> list[VoteRow]:

@@ -268,9 +268,15 @@ class GateService:
 
     def view(self, request_id: str, *, full: bool = False) -> RequestView | None:
         """The request with its votes (and deliveries and audit trail when `full`)."""
-        with self.db.read() as session:
-            req = rows.read(session, request_id)
-            return self._view(session, req, full=full) if req else None
+        if full:
+            with self.db.read() as session:
+                req = rows.read(session, request_id)
+                return self._view(session, req, full=True) if req else None
+        with self.db.read_conn() as conn:  # the common read: one statement, no ORM
+            found = rows.with_votes(conn, request_id)
+        if found is None:
+            return None
+        return build_view(*found, public_url=self.settings.server.base_url)
 
     def _view(
         self, session: Session, req: ConfirmationRequest | RequestRow, *, full: bool = False
