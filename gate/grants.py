@@ -133,8 +133,16 @@ def create(session: Session, req: RequestRow, spec: GrantSpec, *, by: str, now: 
 
 
 _INSERT = sa.insert(GRANT)
+#: only what matching and `machine.allow_by_grant` read: every column a row returns costs
+#: the driver a description on each call, found or not
 _CANDIDATES = (
-    sa.select(GRANT)
+    sa.select(
+        *(
+            GRANT.c[name]
+            for name in ("id", "request_id", "scope", "approvers", "args_hash", "session_id")
+            + ("agent_id", "created_by", "expires_at")
+        )
+    )
     .where(
         GRANT.c.status == GrantStatus.active.value,
         GRANT.c.tool_name == sa.bindparam("tool_name"),

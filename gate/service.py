@@ -419,7 +419,7 @@ class GateService:
                 self.notifier.stage(session, event)
         for event in change.events:
             self.notifier.publish(event)
-        if change.events:
+        if outbox.owes_cards(change.session):  # no pump run for a change no card shows
             self.kick_outbox()
         for request_id in change.finished:
             self.on_final(request_id)
