@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -133,25 +133,6 @@ _DUE = (
     .limit(sa.bindparam("limit"))
     .with_for_update(skip_locked=True)
 )
-_POST = DELIVERY.alias("post")
-
-
-def _of_post(column: str) -> sa.ScalarSelect[Any]:
-    """A column of the post row of the card a claimed row belongs to."""
-    return (
-        sa.select(_POST.c[column])
-        .where(
-            _POST.c.request_id == DELIVERY.c.request_id,
-            _POST.c.channel == DELIVERY.c.channel,
-            _POST.c.target == DELIVERY.c.target,
-            _POST.c.kind == DeliveryKind.post.value,
-        )
-        .order_by(_POST.c.id)
-        .limit(1)
-        .scalar_subquery()
-    )
-
-
 _CLAIM = (
     sa.update(DELIVERY)
     .where(DELIVERY.c.id.in_(_DUE.scalar_subquery()))
@@ -166,21 +147,44 @@ _CLAIM = (
         DELIVERY.c.target,
         DELIVERY.c.kind,
         DELIVERY.c.attempts,
-        _of_post("message_ref"),
-        _of_post("status"),
     )
 )
 
 
 def claim_due(db: Database, now: datetime, limit: int = BATCH) -> list[Claimed]:
-    """Take a lease on up to `limit` due rows and return them, in one statement; an update
-    comes with its card's post (`post_ref`, `post_status`) as of the claim."""
+    """Take a lease on up to `limit` due rows and return them; an update comes with its
+    card's post (`post_ref`, `post_status`), read in the same transaction."""
     with db.write_conn() as conn:
         rows = conn.execute(_CLAIM, {"now": now, "until": now + LEASE, "limit": limit}).all()
-    claims = (
-        Claimed(*row[:6], *(row[6:] if row.kind == DeliveryKind.update else ())) for row in rows
+        claims = sorted((Claimed(*row) for row in rows), key=lambda c: c.id)
+        updated = list({c.request_id for c in claims if c.kind == DeliveryKind.update})
+        posts: dict[tuple[str, str, str], tuple[str | None, str]] = {}
+        if updated:  # (SQLite cannot correlate a subquery in RETURNING with the row)
+            for post in conn.execute(_POSTS, {"ids": updated}):
+                card = (post.request_id, post.channel, post.target)
+                posts.setdefault(card, (post.message_ref, post.status))
+    out = []
+    for claim in claims:
+        card = (claim.request_id, claim.channel, claim.target)
+        found = posts.get(card) if claim.kind == DeliveryKind.update else None
+        out.append(replace(claim, post_ref=found[0], post_status=found[1]) if found else claim)
+    return out
+
+
+_POSTS = (
+    sa.select(
+        DELIVERY.c.request_id,
+        DELIVERY.c.channel,
+        DELIVERY.c.target,
+        DELIVERY.c.message_ref,
+        DELIVERY.c.status,
     )
-    return sorted(claims, key=lambda c: c.id)
+    .where(
+        DELIVERY.c.request_id.in_(sa.bindparam("ids", expanding=True)),
+        DELIVERY.c.kind == DeliveryKind.post.value,
+    )
+    .order_by(DELIVERY.c.id)
+)
 
 
 _SAME_CARD = (  # bind names apart from the columns': an UPDATE's SET takes those

@@ -105,12 +105,24 @@ def test_the_outbox_claims_and_marks_in_one_transaction_each(service: GateServic
     assert [c.kind for c in posted] == ["post"]
     outbox.mark_sent(service.db, posted[0], service.clock(), "msg-1")
     deciding.decide(service, rid, approver(service, "alice"), Verdict.approve)
-    # the claim returns the posts of the cards its updates refresh
+    # the claim, and the posts of the cards its updates refresh, in one transaction
     with counting(service.db.engine) as tally:
         updates = outbox.claim_due(service.db, service.clock())
     assert [(c.kind, c.post_ref, c.post_status) for c in updates] == [("update", "msg-1", "sent")]
-    check(tally, statements=1, transactions=1)
+    check(tally, statements=2, transactions=1)
     # sent, and older pending refreshes of the same card superseded
     with counting(service.db.engine) as tally:
         outbox.mark_sent(service.db, updates[0], service.clock(), "msg-1")
     check(tally, statements=2, transactions=1)
+
+
+def test_each_claimed_update_carries_its_own_cards_post(service: GateService) -> None:
+    rids = [ask(service, tool_name="refund", tool_args={"amount": n}) for n in (1, 2, 3)]
+    for post in outbox.claim_due(service.db, service.clock()):
+        outbox.mark_sent(service.db, post, service.clock(), f"msg-{post.request_id}")
+    for rid in rids:
+        deciding.decide(service, rid, approver(service, "alice"), Verdict.approve)
+    updates = outbox.claim_due(service.db, service.clock())
+    assert sorted((c.request_id, c.post_ref) for c in updates) == [
+        (rid, f"msg-{rid}") for rid in sorted(rids)
+    ]
