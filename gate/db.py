@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -126,7 +127,14 @@ def _configure_sqlite(engine: Engine) -> None:
     @event.listens_for(engine, "begin")
     def _on_begin(conn: sa.Connection) -> None:
         write = conn.get_execution_options().get("gate_write", False)
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+        # Straight to the driver: a statement of its own through SQLAlchemy would cost every
+        # transaction an execution context, events and a cursor wrapper.
+        driver: Any = conn.connection.driver_connection
+        begin = "BEGIN IMMEDIATE" if write else "BEGIN"
+        try:
+            driver.execute(begin)
+        except sqlite3.Error as exc:  # as SQLAlchemy would have raised it ("database is locked")
+            raise sa.exc.OperationalError(begin, None, exc) from exc
 
 
 def alembic_config(url: str) -> AlembicConfig:
