@@ -45,24 +45,29 @@ class Jobs:
     async def pump_outbox(self) -> int:
         """Send every due delivery once; returns how many rows were handled."""
         db = self.service.db
-        # One trip to a worker thread claims the rows and reads the requests they show.
-        claims, views = await anyio.to_thread.run_sync(self._claim)
-        for claim in claims:
+        # The first row's request is read in the same trip to a worker thread as the claim.
+        claims, first = await anyio.to_thread.run_sync(self._claim)
+        for n, claim in enumerate(claims):
+            # Each card shows its request as read just before sending it: a view read for
+            # the whole batch up front could be older than a refresh another replica sent
+            # meanwhile, and overwrite it.
+            view = first if n == 0 else None
+            if n > 0:
+                view = await anyio.to_thread.run_sync(self.service.view, claim.request_id)
             await outbox.deliver(
                 db,
                 claim,
                 channels=self.channels,
-                view=views[claim.request_id],
+                view=view,
                 now=self.clock,
                 max_attempts=self.service.settings.server.outbox_max_attempts,
                 run_sync=anyio.to_thread.run_sync,
             )
         return len(claims)
 
-    def _claim(self) -> tuple[list[outbox.Claimed], dict[str, RequestView | None]]:
+    def _claim(self) -> tuple[list[outbox.Claimed], RequestView | None]:
         claims = outbox.claim_due(self.service.db, self.clock())
-        ids = dict.fromkeys(claim.request_id for claim in claims)
-        return claims, {request_id: self.service.view(request_id) for request_id in ids}
+        return claims, self.service.view(claims[0].request_id) if claims else None
 
     async def remind(self) -> tuple[int, int]:
         """Send due reminders and escalations; returns (reminded, escalated)."""
