@@ -1,6 +1,7 @@
 """What each call costs gate: server CPU against /healthz, SQL per call, memory per waiter.
 
 .venv/bin/python -m bench.call_cost [--db sqlite|postgres|both] [--calls 300] [--waiters 2000]
+    [--seconds 5] [--clients 32]
 
 For each database, against one real `gate serve` (calls one at a time on a kept-alive
 connection, the server's CPU read from /proc before and after), it prints each row of the
@@ -9,6 +10,8 @@ table in issue 17 next to its goal:
 * server CPU per call as a ratio to `GET /healthz` on the same server in the same run;
 * SQL statements and transactions per call (counted with `tests.support.sql_counter` on the
   same kind of database, through the same use cases the routes call);
+* asks per second at concurrency 32 (`bench.submit_throughput.rate`), as a share of the
+  same server's `/healthz` rate at the same concurrency;
 * resident memory per parked `GET .../wait`, from /proc with that many long-polls open.
 
 Figures, not pass/fail: the test suite counts statements; timings and memory belong here.
@@ -26,6 +29,7 @@ from pathlib import Path
 import httpx
 
 from bench._common import database, machine, pg_admin_url, raise_fd_limit, raw_get, rss_mb, server
+from bench.submit_throughput import rate
 from tests.support import config as cfg
 
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -39,6 +43,8 @@ GOALS = {
     "POST .../decision": (8.0, 8, 1),
 }
 KB_PER_WAITER_GOAL = 12.0
+#: asks at concurrency 32, as a share of /healthz at the same concurrency
+THROUGHPUT_GOAL = 0.60
 
 
 def cpu_seconds(pid: int) -> float:
@@ -152,7 +158,15 @@ async def kb_per_waiter(url: str, port: int, pid: int, waiters: int) -> float:
     return (held - idle) * 1024 / waiters
 
 
-def run(kind: str, calls: int, waiters: int) -> None:
+def throughput(url: str, seconds: float, clients: int) -> tuple[float, float]:
+    """(/healthz per second, asks per second) with `clients` concurrent connections."""
+    asyncio.run(rate(url, 1, clients, False))  # warm up
+    health = asyncio.run(rate(url, seconds, clients, False))
+    asks = asyncio.run(rate(url, seconds, clients, True))
+    return health, asks
+
+
+def run(kind: str, calls: int, waiters: int, seconds: float, clients: int) -> None:
     """Print every row for one database."""
     with database(kind) as db_url:
         sql = measure_sql(db_url)
@@ -162,6 +176,7 @@ def run(kind: str, calls: int, waiters: int) -> None:
             assert proc.proc is not None
             pid = proc.proc.pid
             cpu = measure_cpu(proc.url, pid, calls)
+            health_rate, ask_rate = throughput(proc.url, seconds, clients)
             per_waiter = asyncio.run(kb_per_waiter(proc.url, proc.port, pid, waiters))
     base = cpu["GET /healthz"]
     print(f"\n[{kind}] {calls} calls each, one at a time; server CPU per call")
@@ -175,6 +190,12 @@ def run(kind: str, calls: int, waiters: int) -> None:
             f"  {row:<26} {cpu[row]:>7.2f} {ratio:>10.1f} {f'<={goal:g}x':>6} "
             f"{statements:>5} {transactions:>4}  (goal <= {goal_sql} in {goal_txn}) {verdict}"
         )
+    share = ask_rate / health_rate if health_rate else float("nan")
+    verdict = "ok" if share >= THROUGHPUT_GOAL else "MISS"
+    print(
+        f"  asks at concurrency {clients}: {ask_rate:.0f}/s = {share:.0%} of /healthz "
+        f"{health_rate:.0f}/s (goal >= {THROUGHPUT_GOAL:.0%}) {verdict}"
+    )
     verdict = "ok" if per_waiter <= KB_PER_WAITER_GOAL else "MISS"
     print(
         f"  parked GET .../wait: +{per_waiter:.1f} KB resident each at {waiters} "
@@ -187,6 +208,8 @@ def main() -> None:
     parser.add_argument("--db", choices=["sqlite", "postgres", "both"], default="both")
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--waiters", type=int, default=2000)
+    parser.add_argument("--seconds", type=float, default=5, help="per throughput run")
+    parser.add_argument("--clients", type=int, default=32, help="for the throughput row")
     args = parser.parse_args()
     print(machine(), f"| open files {raise_fd_limit()}", time.strftime("%Y-%m-%d %H:%M"))
     kinds = ["sqlite", "postgres"] if args.db == "both" else [args.db]
@@ -194,7 +217,7 @@ def main() -> None:
         if kind == "postgres" and not pg_admin_url():
             print("\n[postgres] skipped: set GATE_BENCH_POSTGRES_URL")
             continue
-        run(kind, args.calls, args.waiters)
+        run(kind, args.calls, args.waiters, args.seconds, args.clients)
 
 
 if __name__ == "__main__":

@@ -37,7 +37,7 @@ async def rate(url: str, seconds: float, clients: int, submit: bool) -> float:
                     assert r.status_code == 200 and r.json()["decision"] == "ask", r.text
                 else:
                     r = await client.get("/healthz")
-                    assert r.status_code == 200
+                    assert r.status_code == 200, (r.status_code, r.text)
                 done += 1
 
         started = time.perf_counter()

@@ -17,11 +17,7 @@ from fastapi import FastAPI
 from gate import metrics, web
 from gate.api import health, v1
 from gate.api.guard import SameOriginGuard
-from gate.api.middleware import (
-    BodyLimitMiddleware,
-    RequestContextMiddleware,
-    install_error_handlers,
-)
+from gate.api.middleware import RequestEnvelope, install_error_handlers
 from gate.auth import TokenBook
 from gate.channel import load_channels
 from gate.config import Settings, load_settings
@@ -34,6 +30,7 @@ from gate.scheduler import Scheduler
 from gate.schemas import JsonLimits
 from gate.service import GateService
 from gate.state import AppState, ChannelGate
+from gate.web.session import SECURITY_HEADERS
 
 log = logging.getLogger("gate")
 
@@ -61,13 +58,13 @@ def create_app(settings: Settings, *, clock: Callable[[], datetime] = utcnow) ->
     app.state.gate = state
     install_error_handlers(app)
     server = settings.server
-    app.add_middleware(
-        BodyLimitMiddleware,
+    app.add_middleware(SameOriginGuard, settings=settings)
+    app.add_middleware(  # outermost: every response passes one wrapper of `send`
+        RequestEnvelope,
         max_bytes=server.max_body_bytes,
         json_limits=JsonLimits.of(server),
+        headers=SECURITY_HEADERS,
     )
-    app.add_middleware(SameOriginGuard, settings=settings)
-    app.add_middleware(RequestContextMiddleware)
     app.include_router(health.router)
     app.include_router(v1.router)
     for channel in state.channels.values():

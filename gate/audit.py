@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import hashlib
 from datetime import UTC, datetime
+from typing import Any
 
+import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
 from gate.binding import canonical_json
 from gate.db import Database
 from gate.models import AuditEvent
+from gate.rows import AUDIT, UNREAD
 
 
 def append(
@@ -28,46 +31,71 @@ def append(
     detail: dict[str, object],
     *,
     first: bool = False,
-) -> None:
-    """Append one event to `request_id`'s chain, in the caller's transaction.
+    prev: Any = UNREAD,
+) -> str:
+    """Append one event to `request_id`'s chain, in the caller's transaction; returns its
+    chain hash (the new head).
 
     `first` says the request has no event yet (it is being created), so there is no chain
-    head to read.
+    head to read; `prev` passes a head the caller read in this transaction already (for
+    the same request, under its lock), so it is not read again.
     """
-    prev = None
-    if not first:
-        prev = session.exec(
-            select(AuditEvent.chain_hash)
-            .where(AuditEvent.request_id == request_id)
-            .order_by(col(AuditEvent.id).desc())
-            .limit(1)
-        ).first()
-    event = AuditEvent(
-        request_id=request_id,
-        at=now,
-        kind=kind,
-        actor=actor,
-        via=via,
-        detail={k: v for k, v in detail.items() if v is not None},
-        prev_hash=prev,
-    )
-    event.chain_hash = audit_hash(event)
-    session.add(event)
-    session.flush()
+    if session.new:  # an ORM row this event may refer to must be written first
+        session.flush()
+    conn = session.connection()
+    if first:
+        prev = None
+    elif prev is UNREAD:
+        prev = conn.execute(_HEAD, {"request_id": request_id}).scalar()
+    kept = {k: v for k, v in detail.items() if v is not None}
+    chain = chain_hash(request_id, now, kind, actor, via, kept, prev)
+    values = {"request_id": request_id, "at": now, "kind": kind, "actor": actor, "via": via}
+    conn.execute(_INSERT, {**values, "detail": kept, "prev_hash": prev, "chain_hash": chain})
+    return chain
+
+
+_HEAD = (
+    sa.select(AUDIT.c.chain_hash)
+    .where(AUDIT.c.request_id == sa.bindparam("request_id"))
+    .order_by(AUDIT.c.id.desc())
+    .limit(1)
+)
+_INSERT = sa.insert(AUDIT)
+
+
+def chain_hash(
+    request_id: str,
+    at: datetime,
+    kind: str,
+    actor: str | None,
+    via: str | None,
+    detail: dict[str, Any],
+    prev: str | None,
+) -> str:
+    """sha256 over one event's content and the previous event's hash."""
+    body = {
+        "request_id": request_id,
+        "at": at.astimezone(UTC).isoformat(),
+        "kind": kind,
+        "actor": actor,
+        "via": via,
+        "detail": detail,
+        "prev": prev,
+    }
+    return hashlib.sha256(canonical_json(body).encode()).hexdigest()
 
 
 def audit_hash(event: AuditEvent) -> str:
-    """The chained hash of one audit event: its content plus the previous event's hash."""
-    body = {
-        "request_id": event.request_id,
-        "at": event.at.astimezone(UTC).isoformat(),
-        "kind": event.kind,
-        "actor": event.actor,
-        "via": event.via,
-        "detail": event.detail,
-        "prev": event.prev_hash,
-    }
-    return hashlib.sha256(canonical_json(body).encode()).hexdigest()
+    """The chained hash of one stored audit event: its content plus the previous event's hash."""
+    return chain_hash(
+        event.request_id,
+        event.at,
+        event.kind,
+        event.actor,
+        event.via,
+        event.detail,
+        event.prev_hash,
+    )
 
 
 def record(
@@ -80,9 +108,10 @@ def record(
     now: datetime,
     detail: dict[str, object] | None = None,
     first: bool = False,
-) -> None:
+    prev: Any = UNREAD,
+) -> str:
     """Append an audit event that is not a status change (created, card sent, ...)."""
-    append(session, request_id, kind, actor, via, now, detail or {}, first=first)
+    return append(session, request_id, kind, actor, via, now, detail or {}, first=first, prev=prev)
 
 
 def trail(db: Database, request_id: str) -> list[AuditEvent]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -53,11 +54,21 @@ class Database:
         if self.sqlite:
             kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
         else:
-            kwargs.update(pool_size=pool_size, max_overflow=pool_size * 2, pool_pre_ping=True)
+            # No pre-ping: it costs every checkout a round trip. After a database restart
+            # the first statement on a dead connection fails instead, and SQLAlchemy then
+            # invalidates every connection pooled before it, so one request sees the error.
+            kwargs.update(pool_size=pool_size, max_overflow=pool_size * 2)
         self.engine: Engine = sa.create_engine(self.url, **kwargs)
         if self.sqlite:
             _configure_sqlite(self.engine)
         self._writer = self.engine.execution_options(gate_write=True)
+        # PostgreSQL: a read of one statement is a snapshot by itself, so it runs without
+        # BEGIN and ROLLBACK (two round trips fewer). SQLite's BEGIN costs no I/O.
+        self._reader = (
+            self.engine
+            if self.sqlite
+            else self.engine.execution_options(isolation_level="AUTOCOMMIT")
+        )
 
     @contextmanager
     def read(self) -> Iterator[Session]:
@@ -70,6 +81,19 @@ class Database:
         """A session whose transaction commits on success and rolls back on error."""
         with Session(self._writer, expire_on_commit=False) as session, session.begin():
             yield session
+
+    @contextmanager
+    def write_conn(self) -> Iterator[sa.Connection]:
+        """`write()` without the ORM: a connection in a write transaction, for code that
+        runs Core statements only (the outbox pump)."""
+        with self._writer.begin() as conn:
+            yield conn
+
+    @contextmanager
+    def read_conn(self) -> Iterator[sa.Connection]:
+        """A connection for reads of one statement each (autocommit on PostgreSQL)."""
+        with self._reader.connect() as conn:
+            yield conn
 
     def dispose(self) -> None:
         """Close every pooled connection."""
@@ -103,7 +127,14 @@ def _configure_sqlite(engine: Engine) -> None:
     @event.listens_for(engine, "begin")
     def _on_begin(conn: sa.Connection) -> None:
         write = conn.get_execution_options().get("gate_write", False)
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+        # Straight to the driver: a statement of its own through SQLAlchemy would cost every
+        # transaction an execution context, events and a cursor wrapper.
+        driver: Any = conn.connection.driver_connection
+        begin = "BEGIN IMMEDIATE" if write else "BEGIN"
+        try:
+            driver.execute(begin)
+        except sqlite3.Error as exc:  # as SQLAlchemy would have raised it ("database is locked")
+            raise sa.exc.OperationalError(begin, None, exc) from exc
 
 
 def alembic_config(url: str) -> AlembicConfig:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sqlmodel import Session, col, select
@@ -27,7 +27,8 @@ from gate import audit
 from gate.binding import call_hash
 from gate.config import parse_duration
 from gate.errors import InvalidInput
-from gate.models import ConfirmationRequest, Grant, GrantStatus, Verdict, Vote
+from gate.models import Grant, GrantStatus, UTCDateTime, Verdict, new_id
+from gate.rows import GRANT, RequestRow, VoteRow
 
 if TYPE_CHECKING:
     from gate.readmodel import RequestView
@@ -81,7 +82,7 @@ def agreed(choices: list[GrantSpec | None]) -> GrantSpec | None:
     return GrantSpec(scope, min(c.duration for c in chosen))
 
 
-def chosen(votes: list[Vote]) -> list[GrantSpec | None]:
+def chosen(votes: list[VoteRow]) -> list[GrantSpec | None]:
     """The grant each approving vote chose (None where it chose none)."""
     return [
         GrantSpec(v.grant_scope, timedelta(seconds=v.grant_seconds))
@@ -92,64 +93,80 @@ def chosen(votes: list[Vote]) -> list[GrantSpec | None]:
     ]
 
 
-def create(
-    session: Session, req: ConfirmationRequest, spec: GrantSpec, *, by: str, now: datetime
-) -> Grant:
-    """Add the grant an approval carries, in the approving transaction."""
-    grant = Grant(
-        request_id=req.id,
-        rule=req.rule,
-        submitted_by=req.submitted_by,
-        approvers=sorted(req.approvers),
-        approvals_required=req.approvals_required,
-        tool_name=req.tool_name,
-        scope=spec.scope,
-        session_id=req.session_id if spec.scope == "session" else None,
-        agent_id=req.agent_id if spec.scope == "agent" else None,
-        args_hash=call_hash(req.tool_name, req.approved_args or req.tool_args)
-        if spec.scope == "call"
-        else None,
-        created_by=by,
-        created_at=now,
-        expires_at=now + spec.duration,
-    )
-    session.add(grant)
-    session.flush()
-    audit.record(
+def create(session: Session, req: RequestRow, spec: GrantSpec, *, by: str, now: datetime) -> str:
+    """Add the grant an approval carries, in the approving transaction; returns its id.
+
+    `req` is the request row as the approval left it (its `audit_head` moves on)."""
+    grant_id = new_id()
+    expires_at = now + spec.duration
+    args = req.approved_args if req.approved_args is not None else req.tool_args
+    values = {
+        "id": grant_id,
+        "request_id": req.id,
+        "rule": req.rule,
+        "submitted_by": req.submitted_by,
+        "approvers": sorted(req.approvers),
+        "approvals_required": req.approvals_required,
+        "tool_name": req.tool_name,
+        "scope": spec.scope,
+        "session_id": req.session_id if spec.scope == "session" else None,
+        "agent_id": req.agent_id if spec.scope == "agent" else None,
+        "args_hash": call_hash(req.tool_name, args) if spec.scope == "call" else None,
+        "created_by": by,
+        "created_at": now,
+        "expires_at": expires_at,
+        "status": GrantStatus.active.value,
+        "uses": 0,
+    }
+    session.connection().execute(_INSERT, values)
+    req.audit_head = audit.record(
         session,
         request_id=req.id,
         kind="grant_created",
         actor=by,
         via=None,
         now=now,
-        detail={"grant": grant.id, "scope": spec.scope, "until": grant.expires_at.isoformat()},
+        detail={"grant": grant_id, "scope": spec.scope, "until": expires_at.isoformat()},
+        prev=req.audit_head,
     )
-    return grant
+    return grant_id
 
 
-def find(
-    session: Session,
-    *,
-    req: ConfirmationRequest,
-    now: datetime,
-) -> Grant | None:
-    """The active grant that covers the call `req` asks for, if any (narrowest scope first).
+_INSERT = sa.insert(GRANT)
+#: only what matching and `machine.allow_by_grant` read: every column a row returns costs
+#: the driver a description on each call, found or not
+_CANDIDATES = (
+    sa.select(
+        *(
+            GRANT.c[name]
+            for name in ("id", "request_id", "scope", "approvers", "args_hash", "session_id")
+            + ("agent_id", "created_by", "expires_at")
+        )
+    )
+    .where(
+        GRANT.c.status == GrantStatus.active.value,
+        GRANT.c.tool_name == sa.bindparam("tool_name"),
+        GRANT.c.expires_at > sa.bindparam("now", type_=UTCDateTime()),
+        GRANT.c.rule == sa.bindparam("rule"),
+        GRANT.c.submitted_by == sa.bindparam("submitted_by"),
+        GRANT.c.approvals_required == sa.bindparam("approvals_required"),
+    )
+    .order_by(GRANT.c.expires_at.desc())
+)
+
+
+def find(session: Session, *, req: RequestRow, now: datetime) -> Any | None:
+    """The active grant row that covers the call `req` asks for, if any (narrowest scope
+    first).
 
     `req` is the request about to be made: its rule, resolved approvers and quorum and its
     submitting principal must equal the grant's.
     """
-    candidates = session.exec(
-        select(Grant)
-        .where(
-            col(Grant.status) == GrantStatus.active,
-            col(Grant.tool_name) == req.tool_name,
-            col(Grant.expires_at) > now,
-            col(Grant.rule) == req.rule,
-            col(Grant.submitted_by) == req.submitted_by,
-            col(Grant.approvals_required) == req.approvals_required,
-        )
-        .order_by(col(Grant.expires_at).desc())
-    ).all()
+    keys = ("tool_name", "rule", "submitted_by", "approvals_required")
+    params = {k: getattr(req, k) for k in keys}
+    candidates = session.connection().execute(_CANDIDATES, {**params, "now": now}).all()
+    if not candidates:
+        return None
     args_hash = call_hash(req.tool_name, req.tool_args)
     session_id, agent_id = req.session_id, req.agent_id
     approvers = sorted(req.approvers)

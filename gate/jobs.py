@@ -17,6 +17,7 @@ import anyio
 from gate import outbox, reminders
 from gate.channel import Channel
 from gate.models import utcnow
+from gate.readmodel import RequestView
 from gate.service import GateService
 
 
@@ -44,9 +45,15 @@ class Jobs:
     async def pump_outbox(self) -> int:
         """Send every due delivery once; returns how many rows were handled."""
         db = self.service.db
-        claims = await anyio.to_thread.run_sync(outbox.claim_due, db, self.clock())
-        for claim in claims:
-            view = await anyio.to_thread.run_sync(self.service.view, claim.request_id)
+        # The first row's request is read in the same trip to a worker thread as the claim.
+        claims, first = await anyio.to_thread.run_sync(self._claim)
+        for n, claim in enumerate(claims):
+            # Each card shows its request as read just before sending it: a view read for
+            # the whole batch up front could be older than a refresh another replica sent
+            # meanwhile, and overwrite it.
+            view = first if n == 0 else None
+            if n > 0:
+                view = await anyio.to_thread.run_sync(self.service.view, claim.request_id)
             await outbox.deliver(
                 db,
                 claim,
@@ -57,6 +64,10 @@ class Jobs:
                 run_sync=anyio.to_thread.run_sync,
             )
         return len(claims)
+
+    def _claim(self) -> tuple[list[outbox.Claimed], RequestView | None]:
+        claims = outbox.claim_due(self.service.db, self.clock())
+        return claims, self.service.view(claims[0].request_id) if claims else None
 
     async def remind(self) -> tuple[int, int]:
         """Send due reminders and escalations; returns (reminded, escalated)."""

@@ -22,10 +22,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.orm.attributes import set_committed_value
-from sqlmodel import Session, col, select
+from sqlmodel import Session, col
 
-from gate import audit, outbox
+from gate import audit, outbox, rows
 from gate.binding import argument_diff, canonical_json
 from gate.channel import surface_name
 from gate.models import (
@@ -33,55 +32,39 @@ from gate.models import (
     Grant,
     GrantStatus,
     RequestStatus,
+    UTCDateTime,
     Verdict,
-    Vote,
 )
 
 # re-exported: callers write machine.Changed, machine.AlreadyFinal, ...
-from gate.outcomes import (
-    AlreadyFinal as AlreadyFinal,
-)
-from gate.outcomes import (
-    AlreadyVoted as AlreadyVoted,
-)
-from gate.outcomes import (
-    Changed as Changed,
-)
-from gate.outcomes import (
-    Extended as Extended,
-)
-from gate.outcomes import (
-    Missing as Missing,
-)
-from gate.outcomes import (
-    Outcome as Outcome,
-)
-from gate.outcomes import (
-    Voted as Voted,
-)
+from gate.outcomes import AlreadyFinal, AlreadyVoted, Changed, Extended, Missing, Outcome, Voted
+from gate.rows import REQUEST, RequestRow, VoteRow
+
+__all__ = ["AlreadyFinal", "AlreadyVoted", "Changed", "Extended", "Missing", "Outcome", "Voted"]
+__all__ += ["lock", "record_vote", "expire", "cancel", "extend", "record_outcome"]
+__all__ += ["allow_by_grant", "end_grant"]
 
 
-def lock(session: Session, request_id: str) -> tuple[ConfirmationRequest, list[Vote]] | None:
-    """The request, locked for this transaction, and its votes: all a decision reads.
+def lock(session: Session, request_id: str) -> tuple[RequestRow, list[VoteRow]] | None:
+    """The request, locked for this transaction, its votes and its audit chain's head (kept
+    on the row as `audit_head`): all a decision reads, in two statements.
 
-    PostgreSQL takes the row lock (`FOR UPDATE`); on SQLite the writer's `BEGIN IMMEDIATE`
-    already serialises writers. None when no request has that id.
+    PostgreSQL takes the row lock (`FOR UPDATE`) first; the votes and the head are read by a
+    second statement, so they are as of after the lock (a vote that committed while this
+    one waited for the lock is seen). On SQLite the writer's `BEGIN IMMEDIATE` already
+    serialises writers. None when no request has that id.
     """
-    req = session.exec(
-        select(ConfirmationRequest).where(ConfirmationRequest.id == request_id).with_for_update()
-    ).first()
+    req = rows.read(session, request_id, lock=True)
     if req is None:
         return None
-    votes = session.exec(
-        select(Vote).where(Vote.request_id == request_id).order_by(col(Vote.at), col(Vote.id))
-    ).all()
-    return req, list(votes)
+    votes, req.audit_head = rows.votes_and_head(session, request_id)
+    return req, votes
 
 
 def record_vote(
     session: Session,
-    req: ConfirmationRequest,
-    votes: list[Vote],
+    req: RequestRow,
+    votes: list[VoteRow],
     *,
     approver: str,
     verdict: Verdict,
@@ -101,13 +84,13 @@ def record_vote(
     if req.status != RequestStatus.pending:
         return _already_final(req)
     if req.expires_at <= now:
-        expire(session, request_id=req.id, now=now)
-        session.refresh(req)
+        expire(session, request_id=req.id, now=now, req=req)
         return _already_final(req)
-    vote = Vote(
+    vote = VoteRow(
+        id=None,
         request_id=req.id,
         approver=approver,
-        verdict=verdict,
+        verdict=verdict.value,
         comment=comment,
         via=via,
         at=now,
@@ -132,39 +115,43 @@ def record_vote(
     if approvals < req.approvals_required:
         detail: dict[str, object] = {"verdict": verdict.value, "comment": comment}
         detail |= {"approvals": approvals, "required": req.approvals_required}
-        audit.append(session, req.id, "vote", approver, via, now, detail)
+        req.audit_head = audit.append(
+            session, req.id, "vote", approver, via, now, detail, prev=req.audit_head
+        )
         outbox.enqueue_updates(session, req.id, now)
         return Voted(req.id, approvals, req.approvals_required)
     return _approve(session, req, vote, approvals, edited_args)
 
 
-def _cast(session: Session, votes: list[Vote], vote: Vote) -> bool:
+def _cast(session: Session, votes: list[VoteRow], vote: VoteRow) -> bool:
     """Store `vote` (and add it to `votes`); False when this approver had already cast the
     same verdict. An approver who approved towards a quorum and now rejects changes their
     vote."""
     existing = next((v for v in votes if v.approver == vote.approver), None)
     if existing is not None and existing.verdict == vote.verdict:
         return False
+    conn = session.connection()
     if existing is None:
-        session.add(vote)
+        conn.execute(rows.INSERT_VOTE, {k: v for k, v in vars(vote).items() if k != "id"})
         votes.append(vote)
-    else:
-        existing.verdict, existing.comment, existing.via, existing.at = (
-            vote.verdict,
-            vote.comment,
-            vote.via,
-            vote.at,
-        )
-        existing.grant_scope = existing.grant_seconds = None
-        session.add(existing)
-    session.flush()
+        return True
+    existing.verdict, existing.comment, existing.via, existing.at = (
+        vote.verdict,
+        vote.comment,
+        vote.via,
+        vote.at,
+    )
+    existing.grant_scope = existing.grant_seconds = None
+    changed = {"verdict": vote.verdict, "comment": vote.comment, "via": vote.via, "at": vote.at}
+    changed |= {"grant_scope": None, "grant_seconds": None}
+    conn.execute(rows.UPDATE_VOTE, {"vote_id": existing.id, **changed})
     return True
 
 
 def _approve(
     session: Session,
-    req: ConfirmationRequest,
-    vote: Vote,
+    req: RequestRow,
+    vote: VoteRow,
     approvals: int,
     edited_args: dict[str, Any] | None,
 ) -> Outcome:
@@ -191,9 +178,13 @@ def _approve(
     )
 
 
-def expire(session: Session, *, request_id: str, now: datetime) -> Outcome:
-    """Apply the request's deadline: expire it, or approve it when on_timeout says so."""
-    req = session.get(ConfirmationRequest, request_id)
+def expire(
+    session: Session, *, request_id: str, now: datetime, req: RequestRow | None = None
+) -> Outcome:
+    """Apply the request's deadline: expire it, or approve it when on_timeout says so.
+
+    `req` is the row when the caller has it already (it is updated in place)."""
+    req = req or rows.read(session, request_id)
     if req is None:
         return Missing(request_id)
     if req.status != RequestStatus.pending:
@@ -235,7 +226,7 @@ def cancel(
     session: Session, *, request_id: str, actor: str, via: str, why: str | None, now: datetime
 ) -> Outcome:
     """Withdraw a pending request (the agent gave up, or its session ended)."""
-    req = session.get(ConfirmationRequest, request_id)
+    req = rows.read(session, request_id)
     if req is None:
         return Missing(request_id)
     if req.status != RequestStatus.pending:
@@ -255,7 +246,7 @@ def cancel(
 
 def _transition(
     session: Session,
-    req: ConfirmationRequest,
+    req: RequestRow,
     to: RequestStatus,
     *,
     now: datetime,
@@ -268,42 +259,39 @@ def _transition(
 ) -> Outcome:
     """Compare-and-set `req` from pending to `to`; with `before`, only while its deadline is
     still after that instant (a person's approval never lands on an expired request)."""
-    guards = [
-        col(ConfirmationRequest.id) == req.id,
-        col(ConfirmationRequest.status) == RequestStatus.pending,
-    ]
+    written = {"status": to.value, "decided_at": now, "decided_by": by, "decided_via": via}
+    written |= {"reason": reason, **(values or {})}
+    params = {**written, "req_id": req.id}
     if before is not None:
-        guards.append(col(ConfirmationRequest.expires_at) > before)
-    result = session.execute(
-        sa.update(ConfirmationRequest)
-        .where(*guards)
-        .values(
-            status=to,
-            decided_at=now,
-            decided_by=by,
-            decided_via=via,
-            reason=reason,
-            **(values or {}),
-        )
-        .execution_options(synchronize_session=False)
-    )
-    if result.rowcount != 1:  # type: ignore[attr-defined]
-        session.refresh(req)
+        params["before"] = before
+    if session.connection().execute(_CAS[before is not None], params).rowcount != 1:
+        rows.refresh(session, req)
         if req.status == RequestStatus.pending:  # only the deadline guard stopped it
-            expire(session, request_id=req.id, now=req.expires_at)
-            session.refresh(req)
+            expire(session, request_id=req.id, now=req.expires_at, req=req)
         return _already_final(req)
-    audit.append(session, req.id, to.value, by, via, now, {**detail, "reason": reason})
+    req.audit_head = audit.append(
+        session, req.id, to.value, by, via, now, {**detail, "reason": reason}, prev=req.audit_head
+    )
     outbox.enqueue_updates(session, req.id, now)
-    # The row is what the UPDATE wrote: set it on the loaded object without a read-back
-    # (and without marking it dirty, which would write it again at commit).
-    written = {"status": to, "decided_at": now, "decided_by": by, "decided_via": via}
-    for key, value in {**written, "reason": reason, **(values or {})}.items():
-        set_committed_value(req, key, value)
+    # The answer is built from what the UPDATE wrote: nothing is read back.
+    req.__dict__.update(written)
     return Changed(req.id, to)
 
 
-def _already_final(req: ConfirmationRequest) -> AlreadyFinal:
+def _cas_statement(before: bool) -> sa.Update:
+    """`UPDATE ... WHERE id = :req_id AND status = 'pending' [AND expires_at > :before]`; the
+    columns set are the parameters' keys."""
+    guards = [REQUEST.c.id == sa.bindparam("req_id"), REQUEST.c.status == "pending"]
+    if before:
+        guards.append(REQUEST.c.expires_at > sa.bindparam("before", type_=UTCDateTime()))
+    return sa.update(REQUEST).where(*guards)
+
+
+#: every transition's compare-and-set, built once: with the deadline guard or without
+_CAS = {b: _cas_statement(b) for b in (False, True)}
+
+
+def _already_final(req: RequestRow) -> AlreadyFinal:
     return AlreadyFinal(
         req.id, RequestStatus(req.status), req.decided_by, req.decided_at, req.decided_via
     )
@@ -355,17 +343,15 @@ def extend(
         .values(expires_at=until)
         .execution_options(synchronize_session=False)
     )
-    req = session.get(ConfirmationRequest, request_id)
-    if req is None:
-        return Missing(request_id)
     if result.rowcount != 1:  # type: ignore[attr-defined]
+        req = rows.read(session, request_id)
+        if req is None:
+            return Missing(request_id)
         if req.status == RequestStatus.pending and req.expires_at > now:
             return Extended(request_id, req.expires_at)  # moved already, from what was seen
         if req.status == RequestStatus.pending:  # its deadline passed before the sweep ran
-            expire(session, request_id=request_id, now=now)
-            session.refresh(req)
+            expire(session, request_id=request_id, now=now, req=req)
         return _already_final(req)
-    session.refresh(req)
     audit.append(session, request_id, "extended", actor, via, now, {"until": until.isoformat()})
     outbox.enqueue_updates(session, request_id, now)
     return Extended(request_id, until)
@@ -397,24 +383,21 @@ def record_outcome(
     return True
 
 
-def allow_by_grant(
-    session: Session, *, req: ConfirmationRequest, grant: Grant, now: datetime
-) -> ConfirmationRequest:
-    """Record a call a grant let through: born approved, linked to the approval behind it."""
+def allow_by_grant(session: Session, *, req: RequestRow, grant: Any, now: datetime) -> None:
+    """Record a call a grant let through: born approved, linked to the approval behind it.
+
+    `req` is the request not yet written; `grant` the grant row `grants.find` returned."""
     until = f"{grant.expires_at:%Y-%m-%d %H:%M} UTC"
-    req.status = RequestStatus.approved
+    req.status = RequestStatus.approved.value
     req.decided_at, req.decided_by, req.decided_via = now, grant.created_by, "grant"
     req.grant_id = grant.id
     req.reason = (
         f"Allowed by a grant from {grant.created_by} (scope: {grant.scope}, until "
         f"{until}), made when approving request {grant.request_id}."
     )
-    session.add(req)
-    session.execute(
-        sa.update(Grant).where(col(Grant.id) == grant.id).values(uses=col(Grant.uses) + 1)
-    )
-    session.flush()
-    audit.append(
+    rows.insert_request(session, req)
+    session.connection().execute(_USE_GRANT, {"grant_id": grant.id})
+    req.audit_head = audit.append(
         session,
         req.id,
         "allowed_by_grant",
@@ -424,7 +407,13 @@ def allow_by_grant(
         {"grant": grant.id, "approval": grant.request_id, "scope": grant.scope},
         first=True,
     )
-    return req
+
+
+_USE_GRANT = (
+    sa.update(rows.GRANT)
+    .where(rows.GRANT.c.id == sa.bindparam("grant_id"))
+    .values(uses=rows.GRANT.c.uses + 1)
+)
 
 
 def end_grant(

@@ -12,15 +12,16 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
-from sqlmodel import Session, col, select
+from sqlmodel import Session
 
-from gate.models import Delivery, DeliveryKind, DeliveryStatus, UTCDateTime
+from gate.models import DeliveryKind, DeliveryStatus, UTCDateTime
+from gate.rows import DELIVERY
 
 if TYPE_CHECKING:
     from gate.db import Database
@@ -48,24 +49,33 @@ class Claimed:
     target: str
     kind: str
     attempts: int
+    #: for an update: the posted card's message_ref and the status of its post row, read
+    #: in the claiming transaction
+    post_ref: str | None = None
+    post_status: str | None = None
 
 
 def enqueue_posts(
     session: Session, request_id: str, targets: list[tuple[str, str]], now: datetime
 ) -> None:
-    """Owe one card post per (channel, target)."""
-    for channel, target in dict.fromkeys(targets):
-        session.add(
-            Delivery(
-                request_id=request_id,
-                channel=channel,
-                target=target,
-                kind=DeliveryKind.post,
-                next_attempt_at=now,
-                created_at=now,
-            )
-        )
-    session.flush()
+    """Owe one card post per (channel, target): one statement, however many."""
+    if session.new:  # the request row these refer to may still be pending in the ORM
+        session.flush()
+    rows = [
+        {"request_id": request_id, "channel": channel, "target": target}
+        | {"next_attempt_at": now, "created_at": now}
+        for channel, target in dict.fromkeys(targets)
+    ]
+    if rows:
+        session.connection().execute(_INSERT_POST, rows)
+        session.info[_OWED] = True
+
+
+_INSERT_POST = sa.insert(DELIVERY).values(
+    kind=DeliveryKind.post.value,
+    status=DeliveryStatus.pending.value,
+    attempts=0,
+)
 
 
 def enqueue_updates(session: Session, request_id: str, now: datetime) -> None:
@@ -74,108 +84,171 @@ def enqueue_updates(session: Session, request_id: str, now: datetime) -> None:
     One `INSERT ... SELECT`: the posts are copied into update rows by the database, so a
     decision pays one statement here whatever the number of cards.
     """
-    when = sa.literal(now, UTCDateTime())
-    posts = sa.select(
-        col(Delivery.request_id),
-        col(Delivery.channel),
-        col(Delivery.target),
+    copied = session.connection().execute(_COPY_POSTS, {"request_id": request_id, "now": now})
+    if copied.rowcount:
+        session.info[_OWED] = True
+
+
+#: set in `Session.info` by a transaction that owes card deliveries
+_OWED = "gate_owes_cards"
+
+
+def owes_cards(session: Session) -> bool:
+    """True when `session`'s transaction added delivery rows (the pump has work)."""
+    return bool(session.info.get(_OWED))
+
+
+_WHEN = sa.bindparam("now", type_=UTCDateTime())
+_COPY_POSTS = sa.insert(DELIVERY).from_select(
+    ["request_id", "channel", "target", "kind", "status", "attempts"]
+    + ["next_attempt_at", "created_at"],
+    sa.select(
+        DELIVERY.c.request_id,
+        DELIVERY.c.channel,
+        DELIVERY.c.target,
         sa.literal(DeliveryKind.update.value),
         sa.literal(DeliveryStatus.pending.value),
         sa.literal(0),
-        when,
-        when,
+        _WHEN,
+        _WHEN,
     ).where(
-        col(Delivery.request_id) == request_id,
-        col(Delivery.kind) == DeliveryKind.post,
-        col(Delivery.status) != DeliveryStatus.dead,
+        DELIVERY.c.request_id == sa.bindparam("request_id"),
+        DELIVERY.c.kind == DeliveryKind.post.value,
+        DELIVERY.c.status != DeliveryStatus.dead.value,
+    ),
+)
+
+
+_DUE = (
+    sa.select(DELIVERY.c.id)
+    .where(
+        DELIVERY.c.status == DeliveryStatus.pending.value,
+        DELIVERY.c.next_attempt_at <= sa.bindparam("now", type_=UTCDateTime()),
+        sa.or_(
+            DELIVERY.c.claimed_until.is_(None),
+            DELIVERY.c.claimed_until < sa.bindparam("now", type_=UTCDateTime()),
+        ),
     )
-    columns = ["request_id", "channel", "target", "kind", "status", "attempts"]
-    session.execute(
-        sa.insert(Delivery).from_select([*columns, "next_attempt_at", "created_at"], posts)
+    .order_by(DELIVERY.c.id)
+    .limit(sa.bindparam("limit"))
+    .with_for_update(skip_locked=True)
+)
+_CLAIM = (
+    sa.update(DELIVERY)
+    .where(DELIVERY.c.id.in_(_DUE.scalar_subquery()))
+    .values(
+        claimed_until=sa.bindparam("until", type_=UTCDateTime()),
+        attempts=DELIVERY.c.attempts + 1,
     )
+    .returning(
+        DELIVERY.c.id,
+        DELIVERY.c.request_id,
+        DELIVERY.c.channel,
+        DELIVERY.c.target,
+        DELIVERY.c.kind,
+        DELIVERY.c.attempts,
+    )
+)
 
 
 def claim_due(db: Database, now: datetime, limit: int = BATCH) -> list[Claimed]:
-    """Take a lease on up to `limit` due rows and return them."""
-    due = (
-        select(Delivery.id)
-        .where(
-            col(Delivery.status) == DeliveryStatus.pending,
-            col(Delivery.next_attempt_at) <= now,
-            sa.or_(col(Delivery.claimed_until).is_(None), col(Delivery.claimed_until) < now),
-        )
-        .order_by(col(Delivery.id))
-        .limit(limit)
-        .with_for_update(skip_locked=True)
+    """Take a lease on up to `limit` due rows and return them; an update comes with its
+    card's post (`post_ref`, `post_status`), read in the same transaction."""
+    with db.write_conn() as conn:
+        rows = conn.execute(_CLAIM, {"now": now, "until": now + LEASE, "limit": limit}).all()
+        claims = sorted((Claimed(*row) for row in rows), key=lambda c: c.id)
+        updated = list({c.request_id for c in claims if c.kind == DeliveryKind.update})
+        posts: dict[tuple[str, str, str], tuple[str | None, str]] = {}
+        if updated:  # (SQLite cannot correlate a subquery in RETURNING with the row)
+            for post in conn.execute(_POSTS, {"ids": updated}):
+                card = (post.request_id, post.channel, post.target)
+                posts.setdefault(card, (post.message_ref, post.status))
+    out = []
+    for claim in claims:
+        card = (claim.request_id, claim.channel, claim.target)
+        found = posts.get(card) if claim.kind == DeliveryKind.update else None
+        out.append(replace(claim, post_ref=found[0], post_status=found[1]) if found else claim)
+    return out
+
+
+_POSTS = (
+    sa.select(
+        DELIVERY.c.request_id,
+        DELIVERY.c.channel,
+        DELIVERY.c.target,
+        DELIVERY.c.message_ref,
+        DELIVERY.c.status,
     )
-    stmt = (
-        sa.update(Delivery)
-        .where(col(Delivery.id).in_(due.scalar_subquery()))
-        .values(claimed_until=now + LEASE, attempts=col(Delivery.attempts) + 1)
-        .returning(
-            col(Delivery.id),
-            col(Delivery.request_id),
-            col(Delivery.channel),
-            col(Delivery.target),
-            col(Delivery.kind),
-            col(Delivery.attempts),
-        )
+    .where(
+        DELIVERY.c.request_id.in_(sa.bindparam("ids", expanding=True)),
+        DELIVERY.c.kind == DeliveryKind.post.value,
     )
-    with db.write() as session:
-        rows = session.execute(stmt).all()
-    return sorted((Claimed(*row) for row in rows), key=lambda c: c.id)
+    .order_by(DELIVERY.c.id)
+)
+
+
+_SAME_CARD = (  # bind names apart from the columns': an UPDATE's SET takes those
+    DELIVERY.c.request_id == sa.bindparam("card_request"),
+    DELIVERY.c.channel == sa.bindparam("card_channel"),
+    DELIVERY.c.target == sa.bindparam("card_target"),
+)
+
+
+def _card(claim: Claimed) -> dict[str, str]:
+    return {
+        "card_request": claim.request_id,
+        "card_channel": claim.channel,
+        "card_target": claim.target,
+    }
+
+
+_POST_REF = (
+    sa.select(DELIVERY.c.message_ref, DELIVERY.c.status)
+    .where(*_SAME_CARD, DELIVERY.c.kind == DeliveryKind.post.value)
+    .order_by(DELIVERY.c.id)
+    .limit(1)
+)
 
 
 def post_ref(db: Database, claim: Claimed) -> tuple[str | None, str | None]:
-    """For an update: the posted card's (message_ref, status of its post row)."""
-    with db.read() as session:
-        row = session.exec(
-            select(Delivery.message_ref, Delivery.status)
-            .where(
-                Delivery.request_id == claim.request_id,
-                Delivery.channel == claim.channel,
-                Delivery.target == claim.target,
-                Delivery.kind == DeliveryKind.post,
-            )
-            .order_by(col(Delivery.id))
-        ).first()
+    """For an update: the posted card's (message_ref, status of its post row), now."""
+    with db.read_conn() as conn:
+        row = conn.execute(_POST_REF, _card(claim)).first()
     return (row[0], row[1]) if row else (None, None)
+
+
+#: the columns each of these sets are the parameters' keys
+_SET_ROW = sa.update(DELIVERY).where(DELIVERY.c.id == sa.bindparam("row_id"))
+_SUPERSEDE = sa.update(DELIVERY).where(
+    *_SAME_CARD,
+    DELIVERY.c.kind == DeliveryKind.update.value,
+    DELIVERY.c.status == DeliveryStatus.pending.value,
+    DELIVERY.c.id < sa.bindparam("row_id"),
+    sa.or_(
+        DELIVERY.c.claimed_until.is_(None),
+        DELIVERY.c.claimed_until < sa.bindparam("now", type_=UTCDateTime()),
+    ),
+)
+_POSTPONE = (
+    sa.update(DELIVERY)
+    .where(DELIVERY.c.id == sa.bindparam("row_id"))
+    .values(
+        claimed_until=None,
+        attempts=DELIVERY.c.attempts - 1,
+        next_attempt_at=sa.bindparam("when", type_=UTCDateTime()),
+    )
+)
 
 
 def mark_sent(db: Database, claim: Claimed, now: datetime, ref: str | None) -> None:
     """Record success; older pending updates of the same card are now redundant."""
-    with db.write() as session:
-        session.execute(
-            sa.update(Delivery)
-            .where(col(Delivery.id) == claim.id)
-            .values(
-                status=DeliveryStatus.sent,
-                message_ref=ref,
-                sent_at=now,
-                claimed_until=None,
-                last_error=None,
-            )
-        )
+    sent = {"status": DeliveryStatus.sent.value, "sent_at": now}
+    with db.write_conn() as conn:
+        row = {"row_id": claim.id, "message_ref": ref, "claimed_until": None, "last_error": None}
+        conn.execute(_SET_ROW, {**row, **sent})
         if claim.kind == DeliveryKind.update:
-            session.execute(
-                sa.update(Delivery)
-                .where(
-                    col(Delivery.request_id) == claim.request_id,
-                    col(Delivery.channel) == claim.channel,
-                    col(Delivery.target) == claim.target,
-                    col(Delivery.kind) == DeliveryKind.update,
-                    col(Delivery.status) == DeliveryStatus.pending,
-                    col(Delivery.id) < claim.id,
-                    sa.or_(
-                        col(Delivery.claimed_until).is_(None), col(Delivery.claimed_until) < now
-                    ),
-                )
-                .values(
-                    status=DeliveryStatus.sent,
-                    sent_at=now,
-                    last_error="superseded by a later update",
-                )
-            )
+            superseded = {**sent, "last_error": "superseded by a later update"}
+            conn.execute(_SUPERSEDE, {**_card(claim), "row_id": claim.id, "now": now, **superseded})
 
 
 def mark_failed(
@@ -196,42 +269,32 @@ def mark_failed(
         # Exponential backoff with jitter: 1, 2, 4 ... seconds, capped; the jitter keeps a
         # fleet of replicas from retrying a recovering platform in lockstep.
         delay = min(2.0 ** (claim.attempts - 1), MAX_BACKOFF_SECONDS) * random.uniform(0.75, 1.0)
-    with db.write() as session:
-        session.execute(
-            sa.update(Delivery)
-            .where(col(Delivery.id) == claim.id)
-            .values(
-                status=DeliveryStatus.dead if dead else DeliveryStatus.pending,
-                last_error=error[:2000],
-                claimed_until=None,
-                next_attempt_at=now + timedelta(seconds=delay),
-            )
+    status = DeliveryStatus.dead if dead else DeliveryStatus.pending
+    with db.write_conn() as conn:
+        conn.execute(
+            _SET_ROW,
+            {
+                "row_id": claim.id,
+                "status": status.value,
+                "last_error": error[:2000],
+                "claimed_until": None,
+                "next_attempt_at": now + timedelta(seconds=delay),
+            },
         )
     return dead
 
 
 def postpone(db: Database, claim: Claimed, now: datetime) -> None:
     """Give an update back unattempted: its card has not been posted yet."""
-    with db.write() as session:
-        session.execute(
-            sa.update(Delivery)
-            .where(col(Delivery.id) == claim.id)
-            .values(
-                claimed_until=None,
-                attempts=col(Delivery.attempts) - 1,
-                next_attempt_at=now + WAIT_FOR_POST,
-            )
-        )
+    with db.write_conn() as conn:
+        conn.execute(_POSTPONE, {"row_id": claim.id, "when": now + WAIT_FOR_POST})
 
 
 def give_up(db: Database, claim: Claimed, error: str) -> None:
     """Mark a row dead without retrying (its card can never be posted)."""
-    with db.write() as session:
-        session.execute(
-            sa.update(Delivery)
-            .where(col(Delivery.id) == claim.id)
-            .values(status=DeliveryStatus.dead, last_error=error[:2000], claimed_until=None)
-        )
+    dead = {"status": DeliveryStatus.dead.value, "last_error": error[:2000]}
+    with db.write_conn() as conn:
+        conn.execute(_SET_ROW, {"row_id": claim.id, **dead, "claimed_until": None})
 
 
 def _log_failure(claim: Claimed, error: str, *, dead: bool) -> None:
@@ -278,7 +341,10 @@ async def deliver(
         if claim.kind == DeliveryKind.post:
             ref: str | None = await channel.post(view, claim.target)
         else:
-            ref, post_status = await run_sync(post_ref, db, claim)
+            ref, post_status = claim.post_ref, claim.post_status
+            if ref is None and post_status != DeliveryStatus.dead:
+                # not posted when claimed: perhaps by now (its post may have been in this batch)
+                ref, post_status = await run_sync(post_ref, db, claim)
             if ref is None:
                 if post_status == DeliveryStatus.dead:
                     await run_sync(give_up, db, claim, "the card was never posted")

@@ -92,6 +92,7 @@ class Policy:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.rules = tuple(_compile(rule, settings, settings.source) for rule in settings.rules)
+        self._forced: Rule | None = None
 
     def evaluate(self, facts: CallFacts) -> Decision:
         """Find the first rule that matches `facts`; fall back to `requires_confirmation`."""
@@ -143,6 +144,11 @@ class Policy:
 
     def forced_rule(self) -> Rule:
         """The implicit rule used for `requires_confirmation` calls that no rule matched."""
+        if self._forced is None:  # built once, not per call
+            self._forced = self._build_forced_rule()
+        return self._forced
+
+    def _build_forced_rule(self) -> Rule:
         server = self.settings.server
         return Rule(
             name=FORCED_RULE,

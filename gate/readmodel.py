@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -10,6 +11,7 @@ from gate.binding import call_hash
 from gate.channel import surface_name
 from gate.models import AuditEvent, ConfirmationRequest, Delivery, RequestStatus, Vote
 from gate.offers import Offers
+from gate.rows import RequestRow, VoteRow
 
 
 @dataclass(frozen=True)
@@ -123,14 +125,14 @@ class RequestView:
 
 
 def build_view(
-    req: ConfirmationRequest,
-    votes: list[Vote],
+    req: ConfirmationRequest | RequestRow,
+    votes: Sequence[Vote | VoteRow],
     *,
     public_url: str,
     deliveries: list[Delivery] | None = None,
     audit: list[AuditEvent] | None = None,
 ) -> RequestView:
-    """Assemble a RequestView from rows."""
+    """Assemble a RequestView from rows (ORM objects or the hot paths' `gate.rows` rows)."""
     return RequestView(
         id=req.id,
         status=req.status,
@@ -180,7 +182,7 @@ def build_view(
     )
 
 
-def binding_of(req: ConfirmationRequest) -> str:
+def binding_of(req: ConfirmationRequest | RequestRow) -> str:
     """The hash an approval of `req` is bound to: what will run, not what was asked."""
     args = req.approved_args if req.approved_args is not None else req.tool_args
     return call_hash(req.tool_name, args, req.idempotency_key)

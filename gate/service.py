@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from gate import audit, grants, machine, outbox
+from gate import audit, grants, machine, outbox, rows
 from gate.acting import Result
 from gate.auth import Principal
 from gate.binding import call_hash
@@ -31,12 +31,13 @@ from gate.models import (
     Delivery,
     GrantStatus,
     RequestStatus,
-    Vote,
+    new_id,
     utcnow,
 )
 from gate.notify import Event, Notifier
 from gate.policy import CallFacts, Decision, Policy, Rule
 from gate.readmodel import RequestView, build_view
+from gate.rows import RequestRow
 from gate.schemas import GateCall
 
 log = logging.getLogger(__name__)
@@ -78,6 +79,12 @@ class Change:
         self.events.append(Event("changed", request_id))
 
 
+_BY_KEY = sa.select(rows.REQUEST).where(
+    rows.REQUEST.c.idempotency_key == sa.bindparam("key"),
+    rows.REQUEST.c.submitted_by == sa.bindparam("submitted_by"),
+)
+
+
 class GateService:
     """gate's use cases over one database, policy and notifier."""
 
@@ -105,12 +112,20 @@ class GateService:
 
     def submit(self, call: GateCall, principal: Principal) -> Submitted:
         """Apply policy; for `ask`, create the request (or find it again by idempotency key)."""
+        decision = self.judge(call)
+        if decision.action != "ask":
+            return Submitted(decision, None, False)
+        return self.ask(call, principal, decision)
+
+    def judge(self, call: GateCall) -> Decision:
+        """Policy's decision for a call: no database, no I/O (safe on the event loop)."""
         facts = CallFacts(
             call.tool_name, call.tool_args, call.agent_id, call.user_id, call.metadata
         )
-        decision = self.policy.evaluate(facts)
-        if decision.action != "ask":
-            return Submitted(decision, None, False)
+        return self.policy.evaluate(facts)
+
+    def ask(self, call: GateCall, principal: Principal, decision: Decision) -> Submitted:
+        """Create the request an `ask` decision makes (or find it again by idempotency key)."""
         args_hash = call_hash(call.tool_name, call.tool_args, call.idempotency_key)
         rule = decision.rule
         assert rule is not None
@@ -143,14 +158,15 @@ class GateService:
         rule: Rule,
         args_hash: str,
         now: datetime,
-    ) -> ConfirmationRequest:
+    ) -> RequestRow:
         """The request a call under `rule` makes, with the rule's terms frozen onto it."""
         wait = rule.timeout
         # The caller's own deadline (expires_in) may shorten the wait, never lengthen it;
         # not for on_timeout = "approve", where an early expiry would be an early yes.
         if call.expires_in is not None and rule.on_timeout != "approve":
             wait = min(wait, timedelta(seconds=call.expires_in))
-        return ConfirmationRequest(
+        return rows.new_request(
+            id=new_id(),
             idempotency_key=call.idempotency_key,
             tool_name=call.tool_name,
             tool_args=call.tool_args,
@@ -174,7 +190,7 @@ class GateService:
 
     def _store(
         self,
-        req: ConfirmationRequest,
+        req: RequestRow,
         principal: Principal,
         decision: Decision,
         rule: Rule,
@@ -196,8 +212,7 @@ class GateService:
                 machine.allow_by_grant(session, req=req, grant=grant, now=now)
                 change.events.append(Event("final", req.id))
                 return None, True
-            session.add(req)
-            session.flush()
+            rows.insert_request(session, req)
             audit.record(
                 session,
                 request_id=req.id,
@@ -228,21 +243,18 @@ class GateService:
                 targets.append((name, str(default)))
         return targets
 
-    def _by_key(self, session: Session, req: ConfirmationRequest) -> RequestView | None:
+    def _by_key(self, session: Session, req: RequestRow) -> RequestView | None:
         """The request made earlier by the same principal under `req`'s idempotency key;
         409 if it was for a different call.
 
         Keys belong to the principal that sent them: another token's request under the same
         key is never found (nor its approval handed out)."""
         key = req.idempotency_key
-        earlier = session.exec(
-            select(ConfirmationRequest).where(
-                ConfirmationRequest.idempotency_key == key,
-                ConfirmationRequest.submitted_by == req.submitted_by,
-            )
-        ).first()
-        if earlier is None:
+        params = {"key": key, "submitted_by": req.submitted_by}
+        found = session.connection().execute(_BY_KEY, params).first()
+        if found is None:
             return None
+        earlier = rows.request_row(found._mapping)
         if earlier.args_hash and earlier.args_hash != req.args_hash:
             raise Conflict(
                 f"idempotency key {key!r} was already used for a different call "
@@ -256,18 +268,20 @@ class GateService:
 
     def view(self, request_id: str, *, full: bool = False) -> RequestView | None:
         """The request with its votes (and deliveries and audit trail when `full`)."""
-        with self.db.read() as session:
-            req = session.get(ConfirmationRequest, request_id)
-            return self._view(session, req, full=full) if req else None
+        if full:
+            with self.db.read() as session:
+                req = rows.read(session, request_id)
+                return self._view(session, req, full=True) if req else None
+        with self.db.read_conn() as conn:  # the common read: one statement, no ORM
+            found = rows.with_votes(conn, request_id)
+        if found is None:
+            return None
+        return build_view(*found, public_url=self.settings.server.base_url)
 
     def _view(
-        self, session: Session, req: ConfirmationRequest, *, full: bool = False
+        self, session: Session, req: ConfirmationRequest | RequestRow, *, full: bool = False
     ) -> RequestView:
-        votes = list(
-            session.exec(
-                select(Vote).where(Vote.request_id == req.id).order_by(col(Vote.at), col(Vote.id))
-            ).all()
-        )
+        votes = rows.votes(session, req.id)
         deliveries = audit = None
         if full:
             deliveries = list(
@@ -405,7 +419,7 @@ class GateService:
                 self.notifier.stage(session, event)
         for event in change.events:
             self.notifier.publish(event)
-        if change.events:
+        if outbox.owes_cards(change.session):  # no pump run for a change no card shows
             self.kick_outbox()
         for request_id in change.finished:
             self.on_final(request_id)

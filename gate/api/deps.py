@@ -1,4 +1,10 @@
-"""Dependency aliases shared by the routers (`ServiceDep`, `PrincipalDep`, ...)."""
+"""Dependency aliases shared by the routers (`ServiceDep`, `PrincipalDep`, ...).
+
+The dependencies are `async def` although none awaits: FastAPI runs a plain `def`
+dependency in the thread pool, a hand-off to a worker thread and back for each one, on
+every call. These only read the app's state and hash a token, which takes less time than
+the hand-off.
+"""
 
 from __future__ import annotations
 
@@ -11,20 +17,22 @@ from gate.service import GateService
 from gate.state import AppState
 
 
-def get_state(request: Request) -> AppState:
+async def get_state(request: Request) -> AppState:
     """The app's typed state object."""
     state: AppState = request.app.state.gate
     return state
 
 
-def get_service(request: Request) -> GateService:
+async def get_service(request: Request) -> GateService:
     """The service layer."""
-    return get_state(request).service
+    state: AppState = request.app.state.gate
+    return state.service
 
 
-def get_principal(request: Request) -> Principal:
+async def get_principal(request: Request) -> Principal:
     """The caller, from the bearer token; 401 when missing or unknown."""
-    return get_state(request).tokens.authenticate(request.headers.get("authorization"))
+    state: AppState = request.app.state.gate
+    return state.tokens.authenticate(request.headers.get("authorization"))
 
 
 StateDep = Annotated[AppState, Depends(get_state)]

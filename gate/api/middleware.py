@@ -35,11 +35,35 @@ _HTTP_CODES = {
 }
 
 
-class RequestContextMiddleware:
-    """Give every request an id (from `X-Request-ID` or new), echoed in the response."""
+class RequestEnvelope:
+    """What every HTTP request goes through first, with one wrapper around `send`.
 
-    def __init__(self, app: ASGIApp) -> None:
+    * **an id**: from `X-Request-ID` (printable, cut to 64) or new, for logs and echoed in
+      the response;
+    * **headers every response carries** (`headers`: the console's CSP and anti-framing
+      headers), each unless the response set it itself;
+    * **limits, before the app reads anything**: bodies over `max_bytes` get 413 (by
+      Content-Length or while streaming); a URL carrying a NUL character gets 400
+      (PostgreSQL cannot compare text with one, so an id or filter holding it would fail
+      inside the database); `json_limits` bound the JSON values the request schemas
+      accept, for the rest of this request.
+
+    One middleware, not three: each layer's `send` wrapper costs every response a call
+    per message, and this is the path every tool call takes.
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        max_bytes: int,
+        json_limits: JsonLimits | None = None,
+        headers: list[tuple[bytes, bytes]] | None = None,
+    ) -> None:
         self.app = app
+        self.max_bytes = max_bytes
+        self.json_limits = json_limits or JsonLimits()
+        self.headers = list(headers or [])
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -47,63 +71,24 @@ class RequestContextMiddleware:
             return
         incoming = dict(scope["headers"]).get(b"x-request-id", b"").decode("latin-1")
         rid = incoming[:64] if incoming.isprintable() and incoming else str(ULID())
-        token = request_id_var.set(rid)
+        rid_token = request_id_var.set(rid)
+        limits_token = json_limits.set(self.json_limits)
         # Kept on the scope too: the outermost 500 handler runs after this context is reset.
         scope.setdefault("state", {})["request_id"] = rid
-
-        async def send_with_id(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                message.setdefault("headers", [])
-                message["headers"].append((b"x-request-id", rid.encode("latin-1")))
-            await send(message)
-
         try:
-            await self.app(scope, receive, send_with_id)
+            await self._limited(scope, receive, send, rid.encode("latin-1"))
         finally:
-            request_id_var.reset(token)
+            json_limits.reset(limits_token)
+            request_id_var.reset(rid_token)
 
-
-class BodyLimitMiddleware:
-    """Refuse what the app must never see, before it reads anything.
-
-    Bodies over `max_bytes` get 413 (by Content-Length or while streaming); a URL carrying a
-    NUL character gets 400 (PostgreSQL cannot compare text with one, so an id or filter
-    holding it would fail inside the database). `json_limits` bound the JSON values the
-    request schemas accept, for the rest of this request.
-    """
-
-    def __init__(self, app: ASGIApp, max_bytes: int, json_limits: JsonLimits | None = None) -> None:
-        self.app = app
-        self.max_bytes = max_bytes
-        self.json_limits = json_limits or JsonLimits()
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
+    async def _limited(self, scope: Scope, receive: Receive, send: Send, rid: bytes) -> None:
+        refusal = _refusal(scope, self.max_bytes)
+        if refusal is not None:
+            await send_error(send, *refusal)
             return
-        if _has_nul(scope):
-            await send_error(send, 400, "bad_request", "the URL contains a NUL character")
-            return
-        token = json_limits.set(self.json_limits)
-        try:
-            await self._limited(scope, receive, send)
-        finally:
-            json_limits.reset(token)
-
-    async def _limited(self, scope: Scope, receive: Receive, send: Send) -> None:
-        length = dict(scope["headers"]).get(b"content-length")
-        if length is not None:
-            try:
-                too_big = int(length) > self.max_bytes
-            except ValueError:
-                await send_error(send, 400, "bad_request", "Content-Length is not a number")
-                return
-            if too_big:
-                await send_error(send, 413, *_too_large(self.max_bytes))
-                return
         seen = 0
-        started = False
-        refused = False
+        started = refused = False
+        extra = [(b"x-request-id", rid), *self.headers]
 
         async def limited_receive() -> Message:
             nonlocal seen, refused
@@ -118,15 +103,33 @@ class BodyLimitMiddleware:
                     return {"type": "http.disconnect"}
             return message
 
-        async def guarded_send(message: Message) -> None:
+        async def send_once(message: Message) -> None:
             nonlocal started
             if refused:
                 return
             if message["type"] == "http.response.start":
                 started = True
+                headers = list(message.get("headers", ()))
+                present = {name.lower() for name, _ in headers}
+                headers.extend(h for h in extra if h[0] not in present)
+                message["headers"] = headers
             await send(message)
 
-        await self.app(scope, limited_receive, guarded_send)
+        await self.app(scope, limited_receive, send_once)
+
+
+def _refusal(scope: Scope, max_bytes: int) -> tuple[int, str, str] | None:
+    """The error for a request refused before the app sees it, or None."""
+    if _has_nul(scope):
+        return 400, "bad_request", "the URL contains a NUL character"
+    length = dict(scope["headers"]).get(b"content-length")
+    if length is None:
+        return None
+    try:
+        too_big = int(length) > max_bytes
+    except ValueError:
+        return 400, "bad_request", "Content-Length is not a number"
+    return (413, *_too_large(max_bytes)) if too_big else None
 
 
 def _has_nul(scope: Scope) -> bool:
@@ -271,9 +274,8 @@ def _problem(error: Any) -> dict[str, str]:
 
 
 __all__ = [
-    "BodyLimitMiddleware",
     "PayloadTooLarge",
-    "RequestContextMiddleware",
+    "RequestEnvelope",
     "install_error_handlers",
     "request_id_var",
 ]

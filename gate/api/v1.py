@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Query
+from fastapi import APIRouter, Body, Query, Response
+from pydantic import BaseModel
+from starlette.concurrency import run_in_threadpool
 
 from gate import deciding, grant_review, reports, waiting
 from gate.api.deps import PrincipalDep, ServiceDep
@@ -21,6 +23,7 @@ from gate.schemas import (
     RequestPage,
     RequestPublic,
 )
+from gate.service import Submitted
 
 router = APIRouter(prefix="/v1", tags=["v1"])
 
@@ -34,11 +37,31 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
+def encoded(answer: BaseModel) -> Response:
+    """`answer` as the response, encoded once.
+
+    The routes that run on every tool call and every decision return their answer already
+    encoded: FastAPI would otherwise validate the model against `response_model` a second
+    time and serialise it through `jsonable_encoder`. `response_model` still documents it.
+    """
+    return Response(answer.model_dump_json().encode(), media_type="application/json")
+
+
 @router.post("/gate", response_model=GateAnswer, responses=ERRORS)
-def gate_call(call: GateCall, principal: PrincipalDep, service: ServiceDep) -> GateAnswer:
+async def gate_call(call: GateCall, principal: PrincipalDep, service: ServiceDep) -> Response:
     """Ask whether a tool call may run: allow, deny, or ask (a request a human decides)."""
     principal.require("agent", "admin")
-    submitted = service.submit(call, principal)
+    # Policy runs here, on the event loop: it touches no database, and most calls end with
+    # it. Only an `ask` goes to a worker thread, for its one write transaction.
+    decision = service.judge(call)
+    if decision.action != "ask":
+        return encoded(_answer(Submitted(decision, None, False)))
+    submitted = await run_in_threadpool(service.ask, call, principal, decision)
+    return encoded(_answer(submitted))
+
+
+def _answer(submitted: Submitted) -> GateAnswer:
+    """What `POST /v1/gate` says about a call."""
     decision = submitted.decision
     if decision.action is None:
         return GateAnswer(decision="allow", rule=None, reason=decision.reason)
@@ -99,7 +122,7 @@ async def wait_request(
 )
 def decide(
     request_id: str, body: DecisionBody, principal: PrincipalDep, service: ServiceDep
-) -> RequestPublic:
+) -> Response:
     """Approve or reject, as the approver the token belongs to.
 
     An approval may carry `edited_args` (the call runs with them instead) and a `grant`
@@ -116,7 +139,7 @@ def decide(
         reasons=body.reasons or (),
         grant=(body.grant.scope, body.grant.duration) if body.grant else None,
     )
-    return RequestPublic.of(deciding.raise_for(result))
+    return encoded(RequestPublic.of(deciding.raise_for(result)))
 
 
 @router.post(

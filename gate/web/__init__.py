@@ -21,15 +21,14 @@ from gate.web.grants import GrantsPage
 from gate.web.login import LoginPage
 from gate.web.pages import Pages
 from gate.web.request_page import RequestPage
-from gate.web.session import SecurityHeadersMiddleware
 
 log = logging.getLogger("gate.web")
 
 
 def install(app: FastAPI, state: AppState) -> None:
-    """Mount the console's pages, static files and security headers on `app`."""
+    """Mount the console's pages and static files on `app` (the composition root adds the
+    security headers, `gate.web.session.SECURITY_HEADERS`, to every response)."""
     console = Console(state)
-    app.add_middleware(SecurityHeadersMiddleware)
     static = resource_path("templates") / "static"
     app.mount("/static", StaticFiles(directory=static), name="static")
     for page in (Pages(console), RequestPage(console), GrantsPage(console), LoginPage(console)):

@@ -17,7 +17,6 @@ from typing import Any
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gate.auth import local_web_user, new_csrf_token
 from gate.config import ApproverSettings, Settings
@@ -32,6 +31,7 @@ CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 )
+#: on every response gate sends (`gate.api.middleware.RequestEnvelope` adds them)
 SECURITY_HEADERS = [
     (b"content-security-policy", CSP.encode()),
     (b"x-frame-options", b"DENY"),
@@ -161,25 +161,3 @@ def signed_in(
         if name is not None:
             return settings.approver(name)
     return local_web_user(settings)
-
-
-class SecurityHeadersMiddleware:
-    """Add the CSP and anti-framing headers to every page the console serves."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-
-        async def send_with_headers(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                headers = list(message.get("headers", []))
-                present = {name.lower() for name, _ in headers}
-                headers.extend(h for h in SECURITY_HEADERS if h[0] not in present)
-                message["headers"] = headers
-            await send(message)
-
-        await self.app(scope, receive, send_with_headers)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from gate import deciding
+from gate import deciding, outbox
 from gate.channel import Click
 from gate.models import Verdict
 from gate.schemas import GateCall
@@ -56,11 +56,12 @@ def test_asking_again_under_the_same_key_is_one_read(service: GateService) -> No
 
 def test_a_decision_is_one_transaction(service: GateService) -> None:
     rid = ask(service, tool_name="refund", tool_args={"amount": 1})
-    # lock + votes, the vote, the transition, the audit head and event, the card refresh
+    # the lock, the votes with the audit chain's head, the vote, the transition, the audit
+    # event, the card refresh
     with counting(service.db.engine) as tally:
         result = deciding.decide(service, rid, approver(service, "alice"), Verdict.approve)
     assert result.changed
-    check(tally, statements=7, transactions=1)
+    check(tally, statements=6, transactions=1)
 
 
 def test_a_decision_on_a_decided_request_is_one_read(service: GateService) -> None:
@@ -86,4 +87,42 @@ def test_a_chat_click_with_edits_is_one_transaction(service: GateService) -> Non
         result = deciding.act(service, Click("slack", "U0BOB", rid, "approve", edits={"amount": 5}))
     assert result.changed and result.view is not None
     assert result.view.approved_args == {"amount": 5, "to": "a"}
-    check(tally, statements=7, transactions=1)  # the edits merge under the lock, no extra read
+    check(tally, statements=6, transactions=1)  # the edits merge under the lock, no extra read
+
+
+def test_reading_a_request_is_one_statement(service: GateService) -> None:
+    rid = ask(service, tool_name="wire", tool_args={"amount": 1})
+    deciding.decide(service, rid, approver(service, "alice"), Verdict.approve)
+    with counting(service.db.engine) as tally:
+        view = service.view(rid)
+    assert view is not None and [v.approver for v in view.votes] == ["alice"]
+    check(tally, statements=1, transactions=1)  # the request joined with its votes
+
+
+def test_the_outbox_claims_and_marks_in_one_transaction_each(service: GateService) -> None:
+    rid = ask(service, tool_name="refund", tool_args={"amount": 1})
+    posted = outbox.claim_due(service.db, service.clock())
+    assert [c.kind for c in posted] == ["post"]
+    outbox.mark_sent(service.db, posted[0], service.clock(), "msg-1")
+    deciding.decide(service, rid, approver(service, "alice"), Verdict.approve)
+    # the claim, and the posts of the cards its updates refresh, in one transaction
+    with counting(service.db.engine) as tally:
+        updates = outbox.claim_due(service.db, service.clock())
+    assert [(c.kind, c.post_ref, c.post_status) for c in updates] == [("update", "msg-1", "sent")]
+    check(tally, statements=2, transactions=1)
+    # sent, and older pending refreshes of the same card superseded
+    with counting(service.db.engine) as tally:
+        outbox.mark_sent(service.db, updates[0], service.clock(), "msg-1")
+    check(tally, statements=2, transactions=1)
+
+
+def test_each_claimed_update_carries_its_own_cards_post(service: GateService) -> None:
+    rids = [ask(service, tool_name="refund", tool_args={"amount": n}) for n in (1, 2, 3)]
+    for post in outbox.claim_due(service.db, service.clock()):
+        outbox.mark_sent(service.db, post, service.clock(), f"msg-{post.request_id}")
+    for rid in rids:
+        deciding.decide(service, rid, approver(service, "alice"), Verdict.approve)
+    updates = outbox.claim_due(service.db, service.clock())
+    assert sorted((c.request_id, c.post_ref) for c in updates) == [
+        (rid, f"msg-{rid}") for rid in sorted(rids)
+    ]

@@ -1,0 +1,152 @@
+"""The hot paths' SQL: Core statements built once, rows as plain objects.
+
+A decision and an ask run a handful of statements each. Through the ORM every one of them
+pays for the unit of work (identity map, flush ordering, attribute events, refresh) and for
+a new statement object whose cache key is generated on each call. Here each statement is
+built once at import with bind parameters, so SQLAlchemy finds its compiled form at once,
+and rows come back as `RequestRow`/`VoteRow` objects: mutable, attribute-compatible with
+the ORM models (`gate.readmodel.build_view` reads either), and free to build.
+
+Everything runs on the caller's connection, in the caller's transaction.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import sqlalchemy as sa
+from sqlmodel import Session
+
+from gate.models import AuditEvent, ConfirmationRequest, Delivery, Grant, Vote
+
+REQUEST: sa.Table = ConfirmationRequest.__table__  # type: ignore[attr-defined]
+VOTE: sa.Table = Vote.__table__  # type: ignore[attr-defined]
+AUDIT: sa.Table = AuditEvent.__table__  # type: ignore[attr-defined]
+DELIVERY: sa.Table = Delivery.__table__  # type: ignore[attr-defined]
+GRANT: sa.Table = Grant.__table__  # type: ignore[attr-defined]
+
+#: every column of a request, in table order (what a `RequestRow` carries)
+REQUEST_COLUMNS = tuple(c.name for c in REQUEST.columns)
+_VOTE_COLUMNS: tuple[str, ...] = ("id", "approver", "verdict", "comment", "via", "at")
+_VOTE_COLUMNS += ("grant_scope", "grant_seconds")
+
+_ID: sa.BindParameter[str] = sa.bindparam("id")
+SELECT_REQUEST = sa.select(REQUEST).where(REQUEST.c.id == _ID)
+#: PostgreSQL locks the row (`FOR UPDATE`); SQLite renders no lock clause, since its
+#: writer's `BEGIN IMMEDIATE` already serialises writers
+LOCK_REQUEST = SELECT_REQUEST.with_for_update()
+
+_HEAD = (
+    sa.select(AUDIT.c.chain_hash)
+    .where(AUDIT.c.request_id == _ID)
+    .order_by(AUDIT.c.id.desc())
+    .limit(1)
+    .scalar_subquery()
+)
+# One row at least (the anchor), however many votes: the chain head rides on every row.
+_ANCHOR = sa.select(sa.literal(1).label("one")).subquery("anchor")
+VOTES_AND_HEAD = (
+    sa.select(_HEAD.label("head"), *(VOTE.c[name] for name in _VOTE_COLUMNS))
+    .select_from(_ANCHOR.outerjoin(VOTE, VOTE.c.request_id == _ID))
+    .order_by(VOTE.c.at, VOTE.c.id)
+)
+SELECT_VOTES = (
+    sa.select(*(VOTE.c[name] for name in _VOTE_COLUMNS))
+    .where(VOTE.c.request_id == _ID)
+    .order_by(VOTE.c.at, VOTE.c.id)
+)
+#: a request and its votes in one statement (one row per vote, or one with no vote)
+_VOTE_LABELS = tuple((name, f"vote_{name}") for name in _VOTE_COLUMNS)
+WITH_VOTES = (
+    sa.select(REQUEST, *(VOTE.c[name].label(label) for name, label in _VOTE_LABELS))
+    .select_from(REQUEST.outerjoin(VOTE, VOTE.c.request_id == REQUEST.c.id))
+    .where(REQUEST.c.id == _ID)
+    .order_by(VOTE.c.at, VOTE.c.id)
+)
+INSERT_REQUEST = sa.insert(REQUEST)
+INSERT_VOTE = sa.insert(VOTE)
+#: the columns set are the parameters' keys
+UPDATE_VOTE = sa.update(VOTE).where(VOTE.c.id == sa.bindparam("vote_id"))
+
+
+class RequestRow(SimpleNamespace):
+    """A request's columns as attributes (plus `audit_head` once known): what the hot paths
+    read, change and build their answer from."""
+
+
+class VoteRow(SimpleNamespace):
+    """A vote's columns as attributes."""
+
+
+#: `audit_head` not read yet (None is a real head: a request with no event)
+UNREAD: Any = object()
+
+
+def request_row(mapping: Any, *, head: Any = UNREAD) -> RequestRow:
+    """A `RequestRow` from a result row's mapping."""
+    row = RequestRow(**mapping)
+    row.audit_head = head
+    return row
+
+
+def read(session: Session, request_id: str, *, lock: bool = False) -> RequestRow | None:
+    """The request's row (locked for this transaction with `lock`), or None."""
+    conn = session.connection()
+    found = conn.execute(LOCK_REQUEST if lock else SELECT_REQUEST, {"id": request_id}).first()
+    return request_row(found._mapping) if found is not None else None
+
+
+def refresh(session: Session, req: RequestRow) -> None:
+    """Read `req`'s columns again (after a compare-and-set another writer won)."""
+    found = session.connection().execute(SELECT_REQUEST, {"id": req.id}).one()
+    req.__dict__.update(found._mapping)
+    req.audit_head = UNREAD
+
+
+def votes_and_head(session: Session, request_id: str) -> tuple[list[VoteRow], str | None]:
+    """The request's votes, oldest first, and its audit chain's head, in one statement."""
+    rows = session.connection().execute(VOTES_AND_HEAD, {"id": request_id}).all()
+    head = rows[0].head if rows else None
+    votes = [VoteRow(**_vote_fields(r._mapping)) for r in rows if r.id is not None]
+    return votes, head
+
+
+def with_votes(conn: sa.Connection, request_id: str) -> tuple[RequestRow, list[VoteRow]] | None:
+    """The request and its votes, oldest first, read in one statement; None if unknown."""
+    found = conn.execute(WITH_VOTES, {"id": request_id}).all()
+    if not found:
+        return None
+    first = found[0]._mapping
+    req = request_row({name: first[name] for name in REQUEST_COLUMNS})
+    votes = [
+        VoteRow(**{name: r._mapping[label] for name, label in _VOTE_LABELS})
+        for r in found
+        if r.vote_id is not None
+    ]
+    return req, votes
+
+
+def votes(session: Session, request_id: str) -> list[VoteRow]:
+    """The request's votes, oldest first."""
+    rows = session.connection().execute(SELECT_VOTES, {"id": request_id}).all()
+    return [VoteRow(**r._mapping) for r in rows]
+
+
+def _vote_fields(mapping: Any) -> dict[str, Any]:
+    return {name: mapping[name] for name in _VOTE_COLUMNS}
+
+
+def insert_request(session: Session, req: RequestRow) -> None:
+    """Write a new request row from every column `req` carries."""
+    session.connection().execute(INSERT_REQUEST, {k: getattr(req, k) for k in REQUEST_COLUMNS})
+
+
+def new_request(**values: Any) -> RequestRow:
+    """A request not yet written: every column, the unset ones at their defaults."""
+    row = RequestRow(**dict.fromkeys(REQUEST_COLUMNS))
+    row.__dict__.update(status="pending", approvals_required=1, on_timeout="reject")
+    row.__dict__.update(approvers=[], context={}, options={}, tool_args={})
+    row.__dict__.update(values)
+    row.audit_head = None  # nothing written yet: the first event has no predecessor
+    return row
