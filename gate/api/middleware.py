@@ -163,6 +163,8 @@ def install_error_handlers(app: FastAPI) -> None:
     app.exception_handler(GateError)(_gate_error)
     app.exception_handler(RequestValidationError)(_validation)
     app.exception_handler(sa.exc.DataError)(_unstorable)
+    app.exception_handler(sa.exc.OperationalError)(_database_unavailable)
+    app.exception_handler(sa.exc.InterfaceError)(_database_unavailable)
     app.exception_handler(StarletteHTTPException)(_http)
     app.exception_handler(Exception)(_unexpected)
 
@@ -195,6 +197,20 @@ async def _unstorable(request: Request, exc: sa.exc.DataError) -> JSONResponse:
     log.warning("database refused a value in %s %s: %s", request.method, request.url.path, reason)
     message = f"the database cannot store a value in this request: {reason}"
     return ErrorResponse(error_body("invalid_input", message), status_code=422)
+
+
+async def _database_unavailable(request: Request, exc: sa.exc.DBAPIError) -> JSONResponse:
+    # The connection was lost (a database restart, a failover, a proxy's idle timeout: the
+    # pool does not ping before each use, so the first call after one meets it) or the
+    # database is busy. SQLAlchemy has already dropped the dead connections, so asking again
+    # is the fix: a 503 with Retry-After, which every client treats as "not decided".
+    reason = str(exc.orig or exc).strip().splitlines()[0][:200] if str(exc.orig or exc) else ""
+    log.warning("database unavailable in %s %s: %s", request.method, request.url.path, reason)
+    return ErrorResponse(
+        error_body("unavailable", "the database did not answer; try again in a moment"),
+        status_code=503,
+        headers={"Retry-After": "1"},
+    )
 
 
 async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
