@@ -41,6 +41,8 @@ TYPE_INSTEAD = "Telegram would not take a reply here: type the command shown on 
 #: the current values shown in an edit prompt (the message holds 4,096 characters)
 PROMPT_VALUES_CHARS = 3000
 NEED_A_REASON = "Not recorded: write the reason (the agent is told why)."
+#: the most of an edit's error shown (its words name where in the typed value it is)
+WHY_CHARS = 300
 BAD_CODE = "Not recorded: that is not a code from a card (26 letters and digits)."
 PROMPT_TEXT = {
     "reject": "Reply to this message with your reason for rejecting; the agent is told why.",
@@ -197,7 +199,9 @@ def edits_click(bare: Click, text: str, view: RequestView) -> Click | str:
     edited: dict[str, object] = {}
     if not errors:
         edited, bad = decisions.apply_edits(view, fields, texts)
-        errors = [f"{code(key, 40)}: {escape(why)}" for key, why in bad.items()]
+        # `why` can name a path inside the typed value (`["https://..."] is a key that...`):
+        # in plain text Telegram would make it a link or a mention in the bot's own reply.
+        errors = [f"{code(key, 40)}: {code(why, WHY_CHARS)}" for key, why in bad.items()]
     if errors:
         return Html("Not recorded: " + "; ".join(errors))
     changed = {key: edited[key] for key in texts}

@@ -92,3 +92,32 @@ def test_a_forwarded_reply_to_a_prompt_does_not_decide(tg_gate: Gate, fake: Fake
     said = fake.say(CHAT, IDS["bob"], "someone else's words", reply_to=prompt.message_id)
     assert push(tg_gate, forwarded(said, IDS["stranger"])).status_code == 200
     untouched(tg_gate, request_id)
+
+
+# -- nothing typed comes back live in the bot's own words -------------------------------------
+
+
+def test_an_edit_reply_cannot_make_the_bot_post_a_live_link(
+    tg_gate: Gate, fake: FakeTelegram
+) -> None:
+    # Anyone in the group may reply to an "Edit request" prompt; the bot answers a value it
+    # cannot take by naming where the problem is, and that path is the replier's own text.
+    # In plain text it would be a link (or a mention) posted by gate's bot to every approver.
+    request_id = ask(tg_gate, "ask_config", {"settings": {"retries": 3}})
+    card = card_of(fake, request_id)
+    data = telegram_buttons.mint(CALLBACK_SECRET, request_id, "edit")
+    push(tg_gate, fake.press(CHAT, card.message_id, data, IDS["alice"]))
+    (prompt,) = fake.replies_to(CHAT, card.message_id)
+    for typed in (
+        r'settings = {"https://evil.example/go\u0000": 1}',
+        r'settings = {"see evil.example/approve\u0000": 1}',
+        r'settings = {"@alice_approver\u0000": 1}',
+    ):
+        for person in ("stranger", "alice"):
+            said = fake.say(CHAT, IDS[person], typed, reply_to=prompt.message_id)
+            assert push(tg_gate, said).status_code == 200
+            (answer,) = fake.replies_to(CHAT, said["message"]["message_id"])
+            assert "Not recorded" in answer.shown()[0], answer.shown()
+            assert "evil.example" in answer.shown()[0] or "alice_approver" in answer.shown()[0]
+            assert live_plain_text(answer) == [], (typed, answer.html)
+    untouched(tg_gate, request_id)
