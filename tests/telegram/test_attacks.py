@@ -23,6 +23,7 @@ from tests.channels.drivers.telegram import AUTO_ENTITIES
 from tests.conftest import Gate
 from tests.support import telegram_buttons
 from tests.support.fake_telegram import CHAT, FakeTelegram, Message, user
+from tests.support.servers import wait_until
 from tests.telegram.conftest import (
     CALLBACK_SECRET,
     IDS,
@@ -121,3 +122,133 @@ def test_an_edit_reply_cannot_make_the_bot_post_a_live_link(
             assert "evil.example" in answer.shown()[0] or "alice_approver" in answer.shown()[0]
             assert live_plain_text(answer) == [], (typed, answer.html)
     untouched(tg_gate, request_id)
+
+
+# -- attacks that hold (kept so they keep holding) --------------------------------------------
+
+
+def test_an_edited_message_decides_nothing(tg_gate: Gate, fake: FakeTelegram) -> None:
+    # "/reject <code> typo" edited to "/approve <code>": only what was sent counts, once.
+    request_id = ask(tg_gate)
+    card_of(fake, request_id)
+    code = telegram_buttons.code(CALLBACK_SECRET, request_id)
+    update = fake.say(CHAT, IDS["alice"], f"/approve {code}")
+    update["edited_message"] = {**update.pop("message"), "edit_date": 2}
+    assert push(tg_gate, update).status_code == 200
+    untouched(tg_gate, request_id)
+
+
+def test_bots_channels_and_anonymous_senders_are_nobody(tg_gate: Gate, fake: FakeTelegram) -> None:
+    request_id = ask(tg_gate)
+    card = card_of(fake, request_id)
+    code = telegram_buttons.code(CALLBACK_SECRET, request_id)
+    # A post in a channel (no `from` at all), a message sent on behalf of a channel (`from`
+    # is Telegram's Channel_Bot stand-in), a bot writing as alice's id.
+    post = fake.say(CHAT, IDS["alice"], f"/approve {code}")
+    post["channel_post"] = post.pop("message")
+    post["channel_post"].pop("from")
+    as_channel = fake.say(CHAT, IDS["alice"], f"/approve {code}")
+    as_channel["message"]["from"] = {"id": 136817688, "is_bot": True, "first_name": "Channel"}
+    as_channel["message"]["sender_chat"] = {"id": -1009876543210, "type": "channel"}
+    bot = fake.say(CHAT, IDS["alice"], f"/approve {code}")
+    bot["message"]["from"]["is_bot"] = True
+    approve = telegram_buttons.mint(CALLBACK_SECRET, request_id, "approve")
+    press = fake.press(CHAT, card.message_id, approve, IDS["alice"])
+    press["callback_query"]["from"]["is_bot"] = True
+    for update in (post, as_channel, bot, press):
+        assert push(tg_gate, update).status_code == 200
+    untouched(tg_gate, request_id)
+
+
+def test_a_captured_press_replayed_later_changes_nothing(tg_gate: Gate, fake: FakeTelegram) -> None:
+    request_id = ask(tg_gate, "refund_order", {"amount": 900})
+    card = card_of(fake, request_id)
+    before = state(tg_gate, request_id)["expires_at"]
+    extend = next(b for b in card.buttons if b["text"].startswith("Extend"))["callback_data"]
+    # The Extend press, captured, is sent again and again as new updates (a client pressing
+    # the stale button, or a replay under the secret): the deadline it showed moved once.
+    for _ in range(3):
+        push(tg_gate, fake.press(CHAT, card.message_id, extend, IDS["bob"]))
+    moved = state(tg_gate, request_id)["expires_at"]
+    assert moved != before
+    assert push(tg_gate, fake.press(CHAT, card.message_id, extend, IDS["alice"])).status_code == 200
+    assert state(tg_gate, request_id)["expires_at"] == moved
+    # The approve press replayed after someone else rejected: still rejected, by bob.
+    reason = telegram_buttons.mint(CALLBACK_SECRET, request_id, "reason", reason=0)
+    push(tg_gate, fake.press(CHAT, card.message_id, reason, IDS["bob"]))
+    approve = telegram_buttons.mint(CALLBACK_SECRET, request_id, "approve")
+    replay = fake.press(CHAT, card.message_id, approve, IDS["alice"])
+    push(tg_gate, replay)
+    push(tg_gate, replay)
+    now = state(tg_gate, request_id)
+    assert (now["status"], now["decided_by"]) == ("rejected", "bob")
+    _, notice = fake.answer(replay["callback_query"]["id"])
+    assert notice is not None and "Already rejected by bob" in notice["text"]
+
+
+def test_a_code_for_one_request_decides_nothing_in_anothers_prompt(
+    tg_gate: Gate, fake: FakeTelegram
+) -> None:
+    first, second = ask(tg_gate, "refund_order", {"amount": 1}), ask(tg_gate, "refund_order")
+    card = card_of(fake, second)
+    edit = telegram_buttons.mint(CALLBACK_SECRET, second, "edit")
+    push(tg_gate, fake.press(CHAT, card.message_id, edit, IDS["alice"]))
+    (prompt,) = fake.replies_to(CHAT, card.message_id)
+    code = telegram_buttons.code(CALLBACK_SECRET, first)
+    said = fake.say(CHAT, IDS["alice"], f"/approve {code}", reply_to=prompt.message_id)
+    push(tg_gate, said)
+    assert "Not recorded" in fake.replies_to(CHAT, said["message"]["message_id"])[0].html
+    untouched(tg_gate, first)
+    untouched(tg_gate, second)
+
+
+def test_a_press_after_the_deadline_decides_nothing(tg_gate: Gate, fake: FakeTelegram) -> None:
+    # The short-fuse rule gives up after one second; a press that arrives later neither
+    # approves nor brings the request back with Extend.
+    request_id = ask(tg_gate, "ephemeral_probe", {"n": 1})
+    card = card_of(fake, request_id)
+    approve = telegram_buttons.mint(CALLBACK_SECRET, request_id, "approve")
+    extend = next(b for b in card.buttons if b["text"].startswith("Extend"))["callback_data"]
+    wait_until(lambda: state(tg_gate, request_id)["status"] == "expired", timeout=10)
+    for data in (extend, approve):
+        update = fake.press(CHAT, card.message_id, data, IDS["alice"])
+        assert push(tg_gate, update).status_code == 200
+        _, notice = fake.answer(update["callback_query"]["id"])
+        assert notice is not None and "Already expired" in notice["text"], notice
+    assert state(tg_gate, request_id)["status"] == "expired"
+
+
+def test_a_non_approver_gets_no_prompt(tg_gate: Gate, fake: FakeTelegram) -> None:
+    request_id = ask(tg_gate)
+    card = card_of(fake, request_id)
+    for kind in ("reject", "edit"):
+        data = telegram_buttons.mint(CALLBACK_SECRET, request_id, kind)
+        update = fake.press(CHAT, card.message_id, data, IDS["stranger"])
+        push(tg_gate, update)
+        _, notice = fake.answer(update["callback_query"]["id"])
+        assert notice is not None and "not an approver" in notice["text"]
+    assert fake.replies_to(CHAT, card.message_id) == []
+    untouched(tg_gate, request_id)
+
+
+def test_flooded_webhook_bodies_are_refused_whole(tg_gate: Gate, fake: FakeTelegram) -> None:
+    huge = b'{"update_id": 1, "message": {"text": "' + b"x" * 2_000_000 + b'"}}'
+    assert push(tg_gate, huge).status_code == 413
+    deep = b'{"update_id": 1, "message": ' + b'{"a": ' * 50_000 + b"1" + b"}" * 50_001
+    assert push(tg_gate, deep).status_code in (400, 413)
+
+
+def test_a_huge_deep_hostile_request_still_gets_a_card_that_fits(
+    tg_gate: Gate, fake: FakeTelegram
+) -> None:
+    # Astral characters count twice against Telegram's 4,096 (UTF-16); the fake refuses a
+    # card over it, and a refused card would leave the request undecidable from chat.
+    deep: Any = "end"
+    for _ in range(30):
+        deep = {"k\U0001f600": deep}
+    args = {"blob": "\U0001f600" * 15_000, "deep": deep, "x</code></pre><b>": "</code>&amp;"}
+    summary = "\U0001f4a5 </pre> @everyone https://evil.example " * 200
+    request_id = ask(tg_gate, "ask_blob", args, summary=summary[:4000], agent_id="\u202e" * 200)
+    card = card_of(fake, request_id)
+    assert "cut to" in card.shown()[0]
+    assert live_plain_text(card) == []
