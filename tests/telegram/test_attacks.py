@@ -252,3 +252,36 @@ def test_a_huge_deep_hostile_request_still_gets_a_card_that_fits(
     card = card_of(fake, request_id)
     assert "cut to" in card.shown()[0]
     assert live_plain_text(card) == []
+
+
+def test_an_edit_prompt_of_wide_characters_still_posts(tg_gate: Gate, fake: FakeTelegram) -> None:
+    # Each value fits a reply (1,000 characters), but emoji count twice against Telegram's
+    # 4,096: a prompt cut by characters alone is refused, and the presser is told to type
+    # /approve, which approves the call unedited.
+    args: dict[str, Any] = {f"note{i}": "\U0001f600" * 950 for i in range(4)}
+    args["amount"] = 900
+    request_id = ask(tg_gate, "ask_wide", args)
+    card = card_of(fake, request_id)
+    update = fake.press(
+        CHAT,
+        card.message_id,
+        telegram_buttons.mint(CALLBACK_SECRET, request_id, "edit"),
+        IDS["bob"],
+    )
+    assert push(tg_gate, update).status_code == 200
+    (prompt,) = fake.replies_to(CHAT, card.message_id)
+    said = fake.say(CHAT, IDS["bob"], "amount = 5", reply_to=prompt.message_id)
+    push(tg_gate, said)
+    assert state(tg_gate, request_id)["approved_args"] == {**args, "amount": 5}
+    # And when Telegram refuses the prompt anyway (flood control), the presser is sent to
+    # gate's page, not told to type /approve (which would approve the call as it is).
+    other = ask(tg_gate, "ask_wide", {"amount": 1})
+    card = card_of(fake, other)
+    update = fake.press(
+        CHAT, card.message_id, telegram_buttons.mint(CALLBACK_SECRET, other, "edit"), IDS["bob"]
+    )
+    fake.flood("sendMessage", retry_after=5)
+    assert push(tg_gate, update).status_code == 200
+    _, notice = fake.answer(update["callback_query"]["id"])
+    assert notice is not None and "edit the call in gate" in notice["text"], notice
+    untouched(tg_gate, other)
