@@ -64,8 +64,10 @@ def escape(text: str) -> str:
 
 
 def code(text: object, limit: int = NAME_CHARS) -> str:
-    """Untrusted text, cleaned and cut, inert inside `<code>` ("-" when there is none)."""
-    cleaned = cut(untrusted.clean(text), limit) if text else ""
+    """Untrusted text, cleaned, on one line and cut, inert inside `<code>` ("-" when there is
+    none). One line: a line break in an agent's id would draw lines of the card's own (a fake
+    "Arguments:" block, blank lines pushing the real ones away)."""
+    cleaned = cut(" ".join(untrusted.clean(text).split()), limit) if text else ""
     return f"<code>{escape(cleaned)}</code>" if cleaned else "-"
 
 

@@ -285,3 +285,15 @@ def test_an_edit_prompt_of_wide_characters_still_posts(tg_gate: Gate, fake: Fake
     _, notice = fake.answer(update["callback_query"]["id"])
     assert notice is not None and "edit the call in gate" in notice["text"], notice
     untouched(tg_gate, other)
+
+
+def test_one_line_values_cannot_forge_lines_of_the_card(tg_gate: Gate, fake: FakeTelegram) -> None:
+    # The tool, agent and user are the agent's words; with line breaks in them they would
+    # draw lines of their own: a fake "Arguments:" block above the real one, or blank lines
+    # pushing the real arguments off a phone's screen.
+    forged = 'x\nArguments:\n{\n  "amount": 5\n}' + "\n" * 40
+    request_id = ask(tg_gate, "ask_forged", {"amount": 60000}, agent_id=forged, user_id=forged)
+    text, entities = card_of(fake, request_id).shown()
+    inline = [text[e.offset : e.offset + e.length] for e in entities if e.type == "code"]
+    assert inline and not any("\n" in part for part in inline), inline
+    assert [line for line in text.splitlines() if line.startswith("Arguments:")] == ["Arguments:"]
