@@ -175,7 +175,10 @@ async def _reply_click(
     kind: Literal["reject", "edit"],
     request_code: str,
 ) -> Click | str:
-    request_id = sealer.request_of(request_code)
+    try:
+        request_id = sealer.request_of(request_code)
+    except ValueError:  # shaped like a prompt, but the bot wrote no such code
+        return BAD_CODE
     if kind == "reject":
         note = comment(typed.text)
         if not note:
