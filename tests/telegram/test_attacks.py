@@ -85,6 +85,20 @@ def test_a_forwarded_command_does_not_decide_as_the_forwarder(
     assert state(tg_gate, request_id)["decided_by"] == "alice"
 
 
+def test_a_message_written_by_an_inline_bot_does_not_decide(
+    tg_gate: Gate, fake: FakeTelegram
+) -> None:
+    # Sent "via @some_bot": the person picked a result by its title and description, and the
+    # bot wrote the text (`input_message_content` need not match what the result showed).
+    request_id = ask(tg_gate)
+    card_of(fake, request_id)
+    code = telegram_buttons.code(CALLBACK_SECRET, request_id)
+    update = fake.say(CHAT, IDS["alice"], f"/approve {code}")
+    update["message"]["via_bot"] = {"id": 5000000001, "is_bot": True, "first_name": "Some"}
+    assert push(tg_gate, update).status_code == 200
+    untouched(tg_gate, request_id)
+
+
 def test_a_forwarded_reply_to_a_prompt_does_not_decide(tg_gate: Gate, fake: FakeTelegram) -> None:
     request_id = ask(tg_gate)
     card = card_of(fake, request_id)
