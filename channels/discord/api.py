@@ -8,11 +8,13 @@ to, a message that is gone, a card Discord refuses) are permanent. Nothing retri
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import httpx
 
 from channels.discord.settings import DiscordSettings
+from gate import untrusted
 from gate.channel import DeliveryError
 
 #: posts and edits run in the outbox pump, which retries; no need to wait long
@@ -30,6 +32,32 @@ KNOWN_CODES = {
 }
 
 
+#: an interaction's token sends, edits and deletes its messages for 15 minutes: a credential,
+#: so a follow-up's path is named without it in errors, and httpx's log lines are rewritten
+HIDDEN_TOKEN = "<interaction token>"
+_FOLLOW_UP_PATH = untrusted.compile(r"(/webhooks/[0-9]+/)[A-Za-z0-9_.-]+")
+
+
+class RedactInteractionTokens(logging.Filter):
+    """Hides interaction tokens in httpx's log lines (it logs each request's URL at INFO, and
+    a follow-up's URL holds the token)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Rewrite a record that names a follow-up URL; never drop one."""
+        message = record.getMessage()
+        if "/webhooks/" in message:
+            hidden = _FOLLOW_UP_PATH.sub(lambda found: found.group(1) + HIDDEN_TOKEN, message)
+            record.msg, record.args = hidden, ()
+        return True
+
+
+def redact_in_logs() -> None:
+    """Install (once) the filter that keeps interaction tokens out of httpx's log lines."""
+    logger = logging.getLogger("httpx")
+    if not any(isinstance(f, RedactInteractionTokens) for f in logger.filters):
+        logger.addFilter(RedactInteractionTokens())
+
+
 class DiscordApi:
     """Creates and edits messages as the bot (`Authorization: Bot <token>`)."""
 
@@ -38,6 +66,7 @@ class DiscordApi:
     ) -> None:
         assert settings.bot_token is not None
         self._token = settings.bot_token.get_secret_value()
+        redact_in_logs()
         self._base = settings.api_url.rstrip("/")
         self._transport = transport
         self._http: httpx.AsyncClient | None = None
@@ -56,7 +85,8 @@ class DiscordApi:
 
     async def follow_up(self, application_id: str, token: str, body: dict[str, Any]) -> None:
         """Send a follow-up message to an interaction (within its token's 15 minutes)."""
-        await self.call("POST", f"/webhooks/{application_id}/{token}", body)
+        path, shown = f"/webhooks/{application_id}/", f"/webhooks/{application_id}/{HIDDEN_TOKEN}"
+        await self.call("POST", path + token, body, shown=shown)
 
     async def aclose(self) -> None:
         """Close the HTTP client."""
@@ -74,8 +104,11 @@ class DiscordApi:
             )
         return self._http
 
-    async def call(self, method: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        """One API call; the answer's JSON object, or the DeliveryError its failure means."""
+    async def call(
+        self, method: str, path: str, body: dict[str, Any], *, shown: str | None = None
+    ) -> dict[str, Any]:
+        """One API call; the answer's JSON object, or the DeliveryError its failure means
+        (naming the call by `shown` when its path holds a credential)."""
         try:
             response = await self._client().request(method, path, json=body)
         except httpx.HTTPError as exc:
@@ -83,7 +116,7 @@ class DiscordApi:
         data = _json(response)
         if response.status_code < 300:
             return data
-        raise delivery_error(f"{method} {path}", response, data)
+        raise delivery_error(f"{method} {shown or path}", response, data)
 
 
 def _json(response: httpx.Response) -> dict[str, Any]:

@@ -64,8 +64,10 @@ def escape(text: str) -> str:
 
 
 def code(text: object, limit: int = NAME_CHARS) -> str:
-    """Untrusted text, cleaned and cut, inert inside `<code>` ("-" when there is none)."""
-    cleaned = cut(untrusted.clean(text), limit) if text else ""
+    """Untrusted text, cleaned, on one line and cut, inert inside `<code>` ("-" when there is
+    none). One line: a line break in an agent's id would draw lines of the card's own (a fake
+    "Arguments:" block, blank lines pushing the real ones away)."""
+    cleaned = cut(" ".join(untrusted.clean(text).split()), limit) if text else ""
     return f"<code>{escape(cleaned)}</code>" if cleaned else "-"
 
 
@@ -79,13 +81,30 @@ def cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def cut_units(text: str, limit: int) -> str:
+    """`text` cut to `limit` UTF-16 code units (what Telegram counts; an emoji is two), with an
+    ellipsis when cut."""
+    if len(text) <= limit // 2 or utf16_length(text) <= limit:
+        return text
+    used = 0
+    for index, char in enumerate(text):
+        used += 2 if ord(char) > 0xFFFF else 1
+        if used > limit - 1:
+            return text[:index] + "…"
+    return text
+
+
+def utf16_length(text: str) -> int:
+    """Length in UTF-16 code units, as Telegram counts a message's text."""
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
+
+
 _TAG = untrusted.compile(r"<[^>]*>")
 
 
 def visible_length(text: str) -> int:
     """What Telegram counts against TEXT_LIMIT: the text without tags, in UTF-16 units."""
-    shown = html.unescape(_TAG.sub(lambda _: "", text))
-    return len(shown.encode("utf-16-le")) // 2
+    return utf16_length(html.unescape(_TAG.sub(lambda _: "", text)))
 
 
 @dataclass(frozen=True)

@@ -228,16 +228,18 @@ class TelegramChannel:
         if button.kind == "edit" and not editable(view):
             await self._answer.press(press, replies.NOTHING_EDITABLE, alert=True)
             return
-        if press.chat_id is None:
-            await self._answer.press(press, replies.TYPE_INSTEAD, alert=True)
-            return
         kind: Literal["reject", "edit"] = "reject" if button.kind == "reject" else "edit"
+        # No prompt, no reply to tie to the request: rejecting can be typed, but a typed
+        # /approve would approve the call unedited, so edits go to gate's page.
+        instead = replies.TYPE_INSTEAD if kind == "reject" else replies.EDIT_IN_GATE
+        if press.chat_id is None:
+            await self._answer.press(press, instead, alert=True)
+            return
         try:
             await self._answer.prompt(press.chat_id, press.message_id, kind, view)
         except DeliveryError as exc:
-            # No prompt, no reply to tie to the request: say how to do it by typing.
             log.warning("telegram prompt not posted: %s", exc)
-            await self._answer.press(press, replies.TYPE_INSTEAD, alert=True)
+            await self._answer.press(press, instead, alert=True)
             return
         await self._answer.press(press, replies.REPLY_BELOW)
 

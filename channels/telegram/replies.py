@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from channels import decisions
 from channels.telegram.api import TelegramApi
-from channels.telegram.card import Card, code, cut, editable, escape, pre
+from channels.telegram.card import Card, code, cut, cut_units, editable, escape, pre
 from channels.telegram.tokens import Sealer
 from channels.telegram.updates import (
     Command,
@@ -38,9 +38,14 @@ RECORDING = "Recording your decision; the card updates in a moment."
 REPLY_BELOW = "Reply to the message below."
 NOTHING_EDITABLE = "Nothing here can be edited in Telegram; edit it in gate."
 TYPE_INSTEAD = "Telegram would not take a reply here: type the command shown on the card instead."
-#: the current values shown in an edit prompt (the message holds 4,096 characters)
+#: typing /approve would approve the call unedited: edits are made in gate instead
+EDIT_IN_GATE = "Telegram would not take a reply here: edit the call in gate (Open in gate)."
+#: the current values shown in an edit prompt, in UTF-16 code units (the message holds
+#: 4,096 of them, and an emoji takes two)
 PROMPT_VALUES_CHARS = 3000
 NEED_A_REASON = "Not recorded: write the reason (the agent is told why)."
+#: the most of an edit's error shown (its words name where in the typed value it is)
+WHY_CHARS = 300
 BAD_CODE = "Not recorded: that is not a code from a card (26 letters and digits)."
 PROMPT_TEXT = {
     "reject": "Reply to this message with your reason for rejecting; the agent is told why.",
@@ -97,7 +102,7 @@ class Answers:
         lines = [prompt_line(kind, self.sealer.code(view.id)), escape(PROMPT_TEXT[kind])]
         if kind == "edit":
             shown = "\n".join(f"{f.key} = {f.text}" for f in editable(view))
-            lines += ["Now:", pre(cut(untrusted.clean(shown), PROMPT_VALUES_CHARS))]
+            lines += ["Now:", pre(cut_units(untrusted.clean(shown), PROMPT_VALUES_CHARS))]
         body: dict[str, Any] = {
             "chat_id": chat_id,
             "text": "\n".join(lines),
@@ -170,7 +175,10 @@ async def _reply_click(
     kind: Literal["reject", "edit"],
     request_code: str,
 ) -> Click | str:
-    request_id = sealer.request_of(request_code)
+    try:
+        request_id = sealer.request_of(request_code)
+    except ValueError:  # shaped like a prompt, but the bot wrote no such code
+        return BAD_CODE
     if kind == "reject":
         note = comment(typed.text)
         if not note:
@@ -197,7 +205,9 @@ def edits_click(bare: Click, text: str, view: RequestView) -> Click | str:
     edited: dict[str, object] = {}
     if not errors:
         edited, bad = decisions.apply_edits(view, fields, texts)
-        errors = [f"{code(key, 40)}: {escape(why)}" for key, why in bad.items()]
+        # `why` can name a path inside the typed value (`["https://..."] is a key that...`):
+        # in plain text Telegram would make it a link or a mention in the bot's own reply.
+        errors = [f"{code(key, 40)}: {code(why, WHY_CHARS)}" for key, why in bad.items()]
     if errors:
         return Html("Not recorded: " + "; ".join(errors))
     changed = {key: edited[key] for key in texts}

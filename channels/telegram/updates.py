@@ -8,7 +8,8 @@ Telegram sends JSON `Update`s. Two kinds matter here:
   to one of the bot's forced-reply prompts ("Reject request <code>", "Edit request <code>"),
   whose text is the reason or the new values.
 
-Everything else (edited messages, other bots' commands, chat members joining) is ignored.
+Everything else (edited messages, forwarded ones or ones written by an inline bot, other
+bots' commands, chat members joining) is ignored.
 The person is always `from.id`, the numeric user id, never a username or a display name;
 messages from bots (including the stand-in for anonymous group admins) are not people.
 """
@@ -100,7 +101,25 @@ def _press(query: Mapping[str, Any]) -> Press | None:
     return Press(query_id, user_id, data, chat_id, message_id)
 
 
+#: what marks a message as words its sender did not write: `forward_origin` (Bot API 7.0),
+#: the fields it replaced, a channel post copied into its discussion group, and a message
+#: sent through an inline bot (`via_bot`: the bot wrote the text the person picked by title)
+NOT_THE_SENDERS = (
+    "forward_origin",
+    "forward_from",
+    "forward_from_chat",
+    "forward_sender_name",
+    "forward_date",
+    "is_automatic_forward",
+    "via_bot",
+)
+
+
 def _typed(message: Mapping[str, Any], bot_id: int) -> Typed | None:
+    # `from` of a forwarded message is whoever forwarded it, not who wrote it: an approver
+    # forwarding "/approve <code>" to ask what it is must not approve in their name.
+    if any(message.get(mark) for mark in NOT_THE_SENDERS):
+        return None
     user_id, text = _person(message.get("from")), message.get("text")
     chat_id, message_id = _chat_message(message)
     if user_id is None or not isinstance(text, str) or chat_id is None or message_id is None:
