@@ -98,7 +98,10 @@ async def measure(url: str, port: int, n: int) -> tuple[float, float, float]:
 
 
 def run(kind: str, sizes: list[int]) -> None:
-    with database(kind) as db_url, server(db_url, max_wait_seconds=120) as proc:
+    with (
+        database(kind) as db_url,
+        server(db_url, max_wait_seconds=120, max_connections=max(sizes) + 100) as proc,
+    ):
         floor_http = healthz_round_trip_ms(proc.url)
         floor_db = update_commit_ms(db_url)
         floor = floor_http + floor_db

@@ -53,7 +53,10 @@ def main() -> None:
     parser.add_argument("--waiters", type=int, default=10_000)
     args = parser.parse_args()
     print(machine(), f"| open files {raise_fd_limit()}")
-    with database(args.db) as db_url, server(db_url, max_wait_seconds=120) as proc:
+    with (
+        database(args.db) as db_url,
+        server(db_url, max_wait_seconds=120, max_connections=args.waiters + 100) as proc,
+    ):
         assert proc.proc is not None
         idle, held = asyncio.run(hold(proc.url, proc.port, proc.proc.pid, args.waiters))
     per = (held - idle) * 1024 / args.waiters

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -34,14 +33,24 @@ class Watch:
     """One waiter's registration; `wait()` returns when the request changes or time is up.
 
     A bare future and a timer, not an asyncio.Event plus `wait_for`: with 10,000 open
-    long-polls the Event's deque and `wait_for`'s extra task cost ~2 KB per waiter.
+    long-polls the Event's deque and `wait_for`'s extra task cost ~2 KB per waiter. It is
+    its own context manager (registered for the block) for the same reason.
     """
 
-    __slots__ = ("_fired", "_waiter")
+    __slots__ = ("_fired", "_notifier", "_request_id", "_waiter")
 
-    def __init__(self) -> None:
+    def __init__(self, notifier: Notifier, request_id: str) -> None:
         self._fired = False
         self._waiter: asyncio.Future[None] | None = None
+        self._notifier = notifier
+        self._request_id = request_id
+
+    def __enter__(self) -> Watch:
+        self._notifier._watches.setdefault(self._request_id, set()).add(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._notifier._unwatch(self._request_id, self)
 
     def set(self) -> None:
         self._fired = True
@@ -79,6 +88,10 @@ class Notifier:
         #: bumped by every delivery and wake_all: a read begun at seq >= S saw their commits
         self.seq = 0
         self._reads: dict[str, tuple[int, asyncio.Future[Any]]] = {}
+        #: per watched request, the last value encoded for its waiters and its bytes
+        self._encoded: dict[str, tuple[Any, bytes]] = {}
+        #: how many times `encoded` had to encode (tests count it: once per change)
+        self.encodes = 0
 
     async def start(self) -> None:
         """Bind to the running event loop."""
@@ -94,19 +107,33 @@ class Notifier:
         """How many long-polls are open right now."""
         return sum(len(w) for w in self._watches.values())
 
-    @contextmanager
-    def watch(self, request_id: str) -> Iterator[Watch]:
-        """Register interest in one request for the duration of the block."""
-        w = Watch()
-        self._watches.setdefault(request_id, set()).add(w)
-        try:
-            yield w
-        finally:
-            watches = self._watches.get(request_id)
-            if watches is not None:
-                watches.discard(w)
-                if not watches:
-                    del self._watches[request_id]
+    def watch(self, request_id: str) -> Watch:
+        """Interest in one request, registered for the `with` block it opens."""
+        return Watch(self, request_id)
+
+    def _unwatch(self, request_id: str, watch: Watch) -> None:
+        watches = self._watches.get(request_id)
+        if watches is not None:
+            watches.discard(watch)
+            if not watches:
+                del self._watches[request_id]
+                self._encoded.pop(request_id, None)
+
+    def encoded(self, request_id: str, value: T, encode: Callable[[T], bytes]) -> bytes:
+        """`encode(value)`, reused for every waiter while the request's value stays equal.
+
+        Call it from the event loop inside a `watch` of `request_id`: the bytes are kept
+        while the request has waiters, so 1,000 waiters woken by one decision (or by the
+        same decision heard twice, locally and over LISTEN) share one encoding.
+        """
+        cached = self._encoded.get(request_id)
+        if cached is not None and (cached[0] is value or cached[0] == value):
+            return cached[1]
+        self.encodes += 1
+        data = encode(value)
+        if request_id in self._watches:
+            self._encoded[request_id] = (value, data)
+        return data
 
     def stage(self, session: Any, event: Event) -> None:
         """Queue a cross-replica notification inside the current transaction (PostgreSQL)."""

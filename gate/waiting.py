@@ -2,7 +2,8 @@
 
 A waiter registers with the notifier before its first read, so a decision that lands in
 between still wakes it; then it sleeps on one future and one timer. Waiters of one request
-that wake together share one database read.
+that wake together share one database read, and the answer is serialised once per change
+of the request: every waiter of it is sent the same bytes.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from gate.errors import NotFound
+from gate.schemas import RequestPublic
 
 if TYPE_CHECKING:
     from gate.auth import Principal
@@ -25,30 +27,46 @@ if TYPE_CHECKING:
 RECHECK_SECONDS = 10.0
 
 
+def encode(view: RequestView) -> bytes:
+    """The request as the API shows it (`RequestPublic`), as JSON bytes.
+
+    The same bytes FastAPI writes for a `response_model=RequestPublic` route (pydantic's
+    `dump_json` by alias); `tests/api/test_wait_route.py` compares the two.
+    """
+    return RequestPublic.of(view).model_dump_json(by_alias=True).encode()
+
+
 async def wait(
     service: GateService, request_id: str, principal: Principal, timeout: float
-) -> RequestView:
-    """Return as soon as the request is final, or the still-pending request at `timeout`."""
+) -> bytes:
+    """The request's JSON as soon as it is final, or still pending when `timeout` passes.
+
+    Raises NotFound for an unknown id and Forbidden when `principal` may not read it (an
+    agent waits only on what it asked), before waiting at all.
+    """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(0.0, timeout)
     notifier = service.notifier
-
-    async def read() -> RequestView:
-        # `seq` makes sure no waiter gets a shared read begun before the change that concerns it.
-        view = await notifier.shared_read(
-            request_id, notifier.seq, lambda: anyio.to_thread.run_sync(service.view, request_id)
-        )
-        if view is None:
-            raise NotFound(f"no request with id {request_id!r}", code="request_not_found")
-        return view
-
     with notifier.watch(request_id) as watch:
-        view = await read()
+        view = await _read(service, request_id)
         service.check_readable(view, principal)
         while not view.is_final:
             remaining = deadline - loop.time()
             if remaining <= 0:
                 break
             await watch.wait(min(remaining, RECHECK_SECONDS * random.uniform(0.8, 1.2)))
-            view = await read()
+            view = await _read(service, request_id)
+        # Inside the watch: the encoding is kept for the other waiters of this request.
+        return notifier.encoded(request_id, view, encode)
+
+
+async def _read(service: GateService, request_id: str) -> RequestView:
+    """The request, from a database read shared with the other waiters of it."""
+    notifier = service.notifier
+    # `seq` makes sure no waiter gets a shared read begun before the change that concerns it.
+    view = await notifier.shared_read(
+        request_id, notifier.seq, lambda: anyio.to_thread.run_sync(service.view, request_id)
+    )
+    if view is None:
+        raise NotFound(f"no request with id {request_id!r}", code="request_not_found")
     return view

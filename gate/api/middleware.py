@@ -45,8 +45,7 @@ class RequestContextMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        incoming = dict(scope["headers"]).get(b"x-request-id", b"").decode("latin-1")
-        rid = incoming[:64] if incoming.isprintable() and incoming else str(ULID())
+        rid = request_id_of(scope)
         token = request_id_var.set(rid)
         # Kept on the scope too: the outermost 500 handler runs after this context is reset.
         scope.setdefault("state", {})["request_id"] = rid
@@ -61,6 +60,12 @@ class RequestContextMiddleware:
             await self.app(scope, receive, send_with_id)
         finally:
             request_id_var.reset(token)
+
+
+def request_id_of(scope: Scope) -> str:
+    """The request's id: its printable `X-Request-ID` (cut to 64 characters), or a new ULID."""
+    incoming = dict(scope["headers"]).get(b"x-request-id", b"").decode("latin-1")
+    return incoming[:64] if incoming.isprintable() and incoming else str(ULID())
 
 
 class BodyLimitMiddleware:
@@ -127,6 +132,18 @@ class BodyLimitMiddleware:
             await send(message)
 
         await self.app(scope, limited_receive, guarded_send)
+
+
+def nothing_to_limit(scope: Scope) -> bool:
+    """True when `BodyLimitMiddleware` could refuse nothing: no body and no NUL in the URL.
+
+    What answers ahead of the middleware (the long-poll) serves only such requests and
+    hands any other to the stack.
+    """
+    headers = dict(scope["headers"])
+    length = headers.get(b"content-length")
+    no_body = (length is None or length == b"0") and b"transfer-encoding" not in headers
+    return no_body and not _has_nul(scope)
 
 
 def _has_nul(scope: Scope) -> bool:
@@ -275,5 +292,7 @@ __all__ = [
     "PayloadTooLarge",
     "RequestContextMiddleware",
     "install_error_handlers",
+    "nothing_to_limit",
+    "request_id_of",
     "request_id_var",
 ]
