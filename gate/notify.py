@@ -37,11 +37,12 @@ class Watch:
     its own context manager (registered for the block) for the same reason.
     """
 
-    __slots__ = ("_fired", "_notifier", "_request_id", "_waiter")
+    __slots__ = ("_fired", "_notifier", "_request_id", "_timer", "_waiter")
 
     def __init__(self, notifier: Notifier, request_id: str) -> None:
         self._fired = False
         self._waiter: asyncio.Future[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
         self._notifier = notifier
         self._request_id = request_id
 
@@ -50,6 +51,7 @@ class Watch:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.unpark()
         self._notifier._unwatch(self._request_id, self)
 
     def set(self) -> None:
@@ -58,18 +60,36 @@ class Watch:
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
+    def park(self, timeout: float) -> asyncio.Future[None] | None:
+        """A future done at the next change or in `timeout` seconds; None if one came already.
+
+        Awaited by the caller itself, so a parked waiter holds no coroutine of ours; always
+        followed by `unpark()`.
+        """
+        if self._fired:
+            return None
+        loop = asyncio.get_running_loop()
+        waiter = self._waiter = loop.create_future()
+        self._timer = loop.call_later(timeout, _time_up, waiter)
+        return waiter
+
+    def unpark(self) -> bool:
+        """Drop the timer; True when a change came since the last `unpark`."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._waiter = None
+        woken, self._fired = self._fired, False
+        return woken
+
     async def wait(self, timeout: float) -> bool:
         """Wait up to `timeout` seconds; True when woken by a change."""
-        if not self._fired:
-            loop = asyncio.get_running_loop()
-            waiter = self._waiter = loop.create_future()
-            timer = loop.call_later(timeout, _time_up, waiter)
-            try:
+        waiter = self.park(timeout)
+        try:
+            if waiter is not None:
                 await waiter
-            finally:
-                timer.cancel()
-                self._waiter = None
-        woken, self._fired = self._fired, False
+        finally:
+            woken = self.unpark()
         return woken
 
 

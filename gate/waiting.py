@@ -54,7 +54,10 @@ async def wait(
             remaining = deadline - loop.time()
             if remaining <= 0:
                 break
-            await watch.wait(min(remaining, RECHECK_SECONDS * random.uniform(0.8, 1.2)))
+            parked = watch.park(min(remaining, RECHECK_SECONDS * random.uniform(0.8, 1.2)))
+            if parked is not None:
+                await parked
+            watch.unpark()
             view = await _read(service, request_id)
         # Inside the watch: the encoding is kept for the other waiters of this request.
         return notifier.encoded(request_id, view, encode)
