@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import time
+from dataclasses import dataclass
+from pathlib import Path
 
 import httpx
 
@@ -64,8 +67,25 @@ async def open_count(client: httpx.AsyncClient) -> int:
     return -1
 
 
-async def measure(url: str, port: int, n: int) -> tuple[float, float, float]:
-    """p50 and p99 from the POST's return, and p99 from its sending, in ms."""
+@dataclass(frozen=True, order=True)
+class Figures:
+    """One run: p50 and p99 from the POST's return, p99 from its sending (ms), and the
+    server's CPU time from the POST's sending to the last answer (ms, user + system)."""
+
+    p50: float
+    p99: float
+    sent99: float
+    server_cpu: float
+
+
+def cpu_ms(pid: int) -> float:
+    """User + system CPU time a process has used so far, in ms (from /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
+
+
+async def measure(url: str, port: int, pid: int, n: int) -> Figures:
+    """Open `n` waiters on one request, decide it, time every answer."""
     async with httpx.AsyncClient(base_url=url, timeout=120) as client:
         r = await client.post(
             "/v1/gate",
@@ -80,6 +100,7 @@ async def measure(url: str, port: int, n: int) -> tuple[float, float, float]:
                 raise SystemExit(f"only {await open_count(client)} of {n} waiters registered")
             await asyncio.sleep(0.2)
         await asyncio.sleep(0.5)  # let the registration reads finish
+        cpu_before = cpu_ms(pid)
         sent = time.perf_counter()
         r = await client.post(
             f"/v1/requests/{request_id}/decision",
@@ -89,6 +110,7 @@ async def measure(url: str, port: int, n: int) -> tuple[float, float, float]:
         returned = time.perf_counter()
         assert r.status_code == 200, r.text
         results = await asyncio.gather(*tasks)
+        server_cpu = cpu_ms(pid) - cpu_before
     bad = [s for s, _ in results if s != 200]
     if bad:
         raise SystemExit(f"{len(bad)} waiters failed: {bad[:5]}")
@@ -96,15 +118,18 @@ async def measure(url: str, port: int, n: int) -> tuple[float, float, float]:
     # those count as 0 from the POST's return; the from-send p99 is printed alongside.
     latencies = [max(0.0, arrived - returned) * 1000 for _, arrived in results]
     from_sent = [(arrived - sent) * 1000 for _, arrived in results]
-    return percentile(latencies, 50), percentile(latencies, 99), percentile(from_sent, 99)
+    return Figures(
+        percentile(latencies, 50), percentile(latencies, 99), percentile(from_sent, 99), server_cpu
+    )
 
 
 def run(kind: str, sizes: list[int], repeat: int) -> None:
-    """Each size `repeat` times on one server; the median run of each size is the figure."""
+    """Each size `repeat` times on one server; each figure is the median of the runs."""
     with (
         database(kind) as db_url,
         server(db_url, max_wait_seconds=120, max_connections=max(sizes) + 100) as proc,
     ):
+        assert proc.proc is not None
         floor_http = healthz_round_trip_ms(proc.url)
         floor_db = update_commit_ms(db_url)
         floor = floor_http + floor_db
@@ -113,19 +138,25 @@ def run(kind: str, sizes: list[int], repeat: int) -> None:
             f"{floor_db:.2f} ms = {floor:.2f} ms"
         )
         for n in sizes:
-            runs = sorted(asyncio.run(measure(proc.url, proc.port, n)) for _ in range(repeat))
-            for p50, p99, sent99 in runs if repeat > 1 else ():
+            runs = [
+                asyncio.run(measure(proc.url, proc.port, proc.proc.pid, n)) for _ in range(repeat)
+            ]
+            for one in runs if repeat > 1 else ():
                 print(
-                    f"[{kind}] {n:>6} waiters, one run: p50 {p50:.1f}  p99 {p99:.1f}"
-                    f"  (from sent {sent99:.1f}) ms"
+                    f"[{kind}] {n:>6} waiters, one run: p50 {one.p50:.1f}  p99 {one.p99:.1f}"
+                    f"  from sent {one.sent99:.1f} ms; server CPU {one.server_cpu:.0f} ms"
                 )
-            p50, p99, sent99 = (statistics.median(r[i] for r in runs) for i in range(3))
+            p50, p99, sent99, cpu = (
+                statistics.median(getattr(r, f) for r in runs)
+                for f in ("p50", "p99", "sent99", "server_cpu")
+            )
             verdict = "meets" if p99 <= 3 * floor else "misses"
             goal = f" ({verdict} the 3x goal)" if n == 1000 else ""
             print(
                 f"[{kind}] {n:>6} waiters: p50 {p50:7.1f} ms  p99 {p99:7.1f} ms"
                 f"  (p99 from POST sent {sent99:7.1f} ms)"
-                f"  p99/floor {p99 / floor:6.1f}x{goal}"
+                f"  p99/floor {p99 / floor:6.1f}x{goal}; server CPU {cpu:.0f} ms"
+                f" ({cpu * 1000 / n:.0f} us per waiter, decision included)"
                 + (f"  (medians of {repeat})" if repeat > 1 else "")
             )
 

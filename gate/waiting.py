@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from functools import partial
 from typing import TYPE_CHECKING
 
 import anyio
@@ -47,7 +48,7 @@ async def wait(
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(0.0, timeout)
     notifier = service.notifier
-    with notifier.watch(request_id) as watch:
+    with notifier.watch(request_id, refresh=partial(_view, service, request_id)) as watch:
         view = await _read(service, request_id)
         service.check_readable(view, principal)
         while not view.is_final:
@@ -58,18 +59,23 @@ async def wait(
             if parked is not None:
                 await parked
             watch.unpark()
-            view = await _read(service, request_id)
+            # A change hands over the view read once for every waiter; a timer or a missed
+            # notification (wake_all) leaves the waiter to read for itself.
+            view = watch.take() or await _read(service, request_id)
         # Inside the watch: the encoding is kept for the other waiters of this request.
         return notifier.encoded(request_id, view, encode)
+
+
+async def _view(service: GateService, request_id: str) -> RequestView | None:
+    """The request read in a worker thread (None when there is no such request)."""
+    return await anyio.to_thread.run_sync(service.view, request_id)
 
 
 async def _read(service: GateService, request_id: str) -> RequestView:
     """The request, from a database read shared with the other waiters of it."""
     notifier = service.notifier
     # `seq` makes sure no waiter gets a shared read begun before the change that concerns it.
-    view = await notifier.shared_read(
-        request_id, notifier.seq, lambda: anyio.to_thread.run_sync(service.view, request_id)
-    )
+    view = await notifier.shared_read(request_id, notifier.seq, partial(_view, service, request_id))
     if view is None:
         raise NotFound(f"no request with id {request_id!r}", code="request_not_found")
     return view

@@ -39,7 +39,7 @@ from gate.api.guard import SameOriginGuard
 from gate.api.middleware import nothing_to_limit, request_id_of, request_id_var
 from gate.api.v1 import WAIT_TIMEOUT_DEFAULT, WAIT_TIMEOUT_MAX
 from gate.state import AppState
-from gate.web.session import SECURITY_HEADERS
+from gate.web.session import with_security_headers
 
 PREFIX = "/v1/requests/"
 SUFFIX = "/wait"
@@ -184,9 +184,7 @@ def _authorization(scope: Scope) -> str | None:
 def _decorated(headers: list[tuple[bytes, bytes]], rid: str) -> list[tuple[bytes, bytes]]:
     """`headers` plus what the stack adds: the request id, then the security headers."""
     headers.append((b"x-request-id", rid.encode("latin-1")))
-    present = {name.lower() for name, _ in headers}
-    headers.extend(h for h in SECURITY_HEADERS if h[0] not in present)
-    return headers
+    return with_security_headers(headers)
 
 
 def _handler_for(app: FastAPI, exc: Exception) -> Any:

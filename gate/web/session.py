@@ -163,6 +163,13 @@ def signed_in(
     return local_web_user(settings)
 
 
+def with_security_headers(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    """`headers` with each of `SECURITY_HEADERS` the response did not set itself appended."""
+    present = {name.lower() for name, _ in headers}
+    headers.extend(h for h in SECURITY_HEADERS if h[0] not in present)
+    return headers
+
+
 class SecurityHeadersMiddleware:
     """Add the CSP and anti-framing headers to every page the console serves."""
 
@@ -176,10 +183,7 @@ class SecurityHeadersMiddleware:
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
-                headers = list(message.get("headers", []))
-                present = {name.lower() for name, _ in headers}
-                headers.extend(h for h in SECURITY_HEADERS if h[0] not in present)
-                message["headers"] = headers
+                message["headers"] = with_security_headers(list(message.get("headers", [])))
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
