@@ -14,6 +14,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 import anyio
+from pydantic import TypeAdapter
 
 from gate.errors import NotFound
 from gate.schemas import RequestPublic
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
 #: a waiter re-reads the database this often even without a wake-up, as a safety net for
 #: notifications lost while a listener reconnects; jittered so 10k waiters do not align
 RECHECK_SECONDS = 10.0
+#: what FastAPI serialises a `response_model=RequestPublic` with
+_PUBLIC = TypeAdapter(RequestPublic)
 
 
 def encode(view: RequestView) -> bytes:
@@ -34,7 +37,7 @@ def encode(view: RequestView) -> bytes:
     The same bytes FastAPI writes for a `response_model=RequestPublic` route (pydantic's
     `dump_json` by alias); `tests/api/test_wait_route.py` compares the two.
     """
-    return RequestPublic.of(view).model_dump_json(by_alias=True).encode()
+    return _PUBLIC.dump_json(RequestPublic.of(view), by_alias=True)
 
 
 async def wait(
