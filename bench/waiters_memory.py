@@ -3,8 +3,8 @@
 Goal (issue 17): a parked `GET /v1/requests/{id}/wait` costs <= 12 KB resident per waiter
 (<= 225 MB at 10,000). The floor, measured in the same run, is what one parked connection
 costs before any of gate's code runs: a raw ASGI app that parks on one future and one timer,
-served by the same uvicorn configuration (`gate.server.server_config`: httptools, the
-connection guards). Each figure is the median of `--repeat` fresh servers.
+served by the same uvicorn configuration (`bench/_floor.py`). Each figure is the median of
+`--repeat` fresh servers.
 
     .venv/bin/python -m bench.waiters_memory [--db sqlite|postgres] [--waiters 10000] [--repeat 3]
 """
@@ -13,23 +13,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import statistics
-import subprocess
-import sys
 import time
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
-from typing import Any
+from collections.abc import Awaitable, Callable
 
 import httpx
 
 from bench._common import database, machine, raise_fd_limit, raw_get, rss_mb, server
+from bench._floor import floor_server
 from bench.decision_latency import OPEN_BATCH, open_count
 from tests.support import config as cfg
 
 GOAL_KB = 12.0
-_FLOOR_READY = "floor listening on "
 
 
 async def hold(
@@ -79,65 +74,6 @@ async def hold_floor(url: str, port: int, pid: int, n: int) -> tuple[float, floa
         return await hold(port, pid, "/park", n, parked)
 
 
-# -- the floor: uvicorn as gate runs it, with an app that only parks ---------------------------
-
-
-def serve_floor(max_connections: int) -> None:
-    """Run the floor server in this process (the benchmark starts it as a child)."""
-    from gate.config import Settings
-    from gate.server import GateServer, listen, server_config
-
-    parked = 0
-
-    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        nonlocal parked
-        if scope["type"] == "lifespan":
-            while (await receive())["type"] != "lifespan.shutdown":
-                await send({"type": "lifespan.startup.complete"})
-            await send({"type": "lifespan.shutdown.complete"})
-            return
-        body = b"%d" % parked
-        if scope["path"] == "/park":
-            loop = asyncio.get_running_loop()
-            waiter = loop.create_future()
-            timer = loop.call_later(110, waiter.set_result, None)
-            parked += 1
-            try:
-                await waiter
-            finally:
-                timer.cancel()
-                parked -= 1
-            body = b"{}"
-        await send({"type": "http.response.start", "status": 200, "headers": []})
-        await send({"type": "http.response.body", "body": body})
-
-    data = cfg.settings_data("sqlite://", port=0, max_connections=max_connections)
-    sock = listen("127.0.0.1", 0)  # bound first: the port is known before serving
-    print(_FLOOR_READY + str(sock.getsockname()[1]), flush=True)
-    GateServer(server_config(app, Settings(**data))).run(sockets=[sock])
-
-
-@contextmanager
-def floor_server(max_connections: int) -> Iterator[tuple[str, int, int]]:
-    """The floor server as a child process: (url, port, pid)."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "bench.waiters_memory", "--serve-floor", str(max_connections)],
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": os.getcwd()},
-    )
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        if not line.startswith(_FLOOR_READY):
-            raise SystemExit(f"floor server did not start: {line!r}")
-        port = int(line[len(_FLOOR_READY) :])
-        yield f"http://127.0.0.1:{port}", port, proc.pid
-    finally:
-        proc.kill()  # at once: its parked connections would only delay a graceful stop
-        proc.wait(timeout=15)
-
-
 def per_waiter_kb(idle: float, held: float, n: int) -> float:
     return (held - idle) * 1024 / n
 
@@ -147,11 +83,7 @@ def main() -> None:
     parser.add_argument("--db", choices=["sqlite", "postgres"], default="sqlite")
     parser.add_argument("--waiters", type=int, default=10_000)
     parser.add_argument("--repeat", type=int, default=1)
-    parser.add_argument("--serve-floor", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.serve_floor:
-        serve_floor(args.serve_floor)
-        return
     n = args.waiters
     print(machine(), f"| open files {raise_fd_limit()}")
     floors, gates, totals = [], [], []
