@@ -15,8 +15,9 @@ from datetime import datetime
 from fastapi import FastAPI
 
 from gate import metrics, web
-from gate.api import health, v1
+from gate.api import health, longpoll, v1
 from gate.api.guard import SameOriginGuard
+from gate.api.longpoll import GateAPI
 from gate.api.middleware import RequestEnvelope, install_error_handlers
 from gate.auth import TokenBook
 from gate.channel import load_channels
@@ -49,7 +50,7 @@ def build_notifier(settings: Settings, db: Database) -> Notifier:
 def create_app(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> FastAPI:
     """Build a gate app for `settings`; the lifespan starts and stops its parts."""
     state = build_state(settings, clock)
-    app = FastAPI(
+    app = GateAPI(
         title="gate",
         version="0.1.0",
         lifespan=_lifespan(state),
@@ -73,6 +74,7 @@ def create_app(settings: Settings, *, clock: Callable[[], datetime] = utcnow) ->
             app.include_router(router)
     metrics.install(app, state)
     web.install(app, state)
+    longpoll.install(app, state)  # plain long-polls skip the middleware above (same checks)
     return app
 
 

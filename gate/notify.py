@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, TypeVar
 
 log = logging.getLogger(__name__)
@@ -34,34 +34,84 @@ class Watch:
     """One waiter's registration; `wait()` returns when the request changes or time is up.
 
     A bare future and a timer, not an asyncio.Event plus `wait_for`: with 10,000 open
-    long-polls the Event's deque and `wait_for`'s extra task cost ~2 KB per waiter.
+    long-polls the Event's deque and `wait_for`'s extra task cost ~2 KB per waiter. It is
+    its own context manager (registered for the block) for the same reason.
     """
 
-    __slots__ = ("_fired", "_waiter")
+    __slots__ = ("_fired", "_notifier", "_request_id", "_seen", "_timer", "_value", "_waiter")
 
-    def __init__(self) -> None:
+    def __init__(self, notifier: Notifier, request_id: str) -> None:
         self._fired = False
         self._waiter: asyncio.Future[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._notifier = notifier
+        self._request_id = request_id
+        #: a fresh value read for this wake-up (see `Notifier.watch`'s `refresh`), and the
+        #: seq of the newest one handed so far: an older read finishing late is not taken
+        self._value: Any = None
+        self._seen = -1
 
-    def set(self) -> None:
+    def __enter__(self) -> Watch:
+        self._notifier._watches.setdefault(self._request_id, set()).add(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.unpark()
+        self._notifier._unwatch(self._request_id, self)
+
+    def set(self, value: Any = None, seq: int = -1) -> None:
+        """Wake the waiter; with `value`, the request as read after change number `seq`."""
         self._fired = True
+        if value is not None and seq > self._seen:
+            self._value, self._seen = value, seq
         waiter = self._waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
-    async def wait(self, timeout: float) -> bool:
-        """Wait up to `timeout` seconds; True when woken by a change."""
-        if not self._fired:
-            loop = asyncio.get_running_loop()
-            waiter = self._waiter = loop.create_future()
-            timer = loop.call_later(timeout, _time_up, waiter)
-            try:
-                await waiter
-            finally:
-                timer.cancel()
-                self._waiter = None
+    def park(self, timeout: float) -> asyncio.Future[None] | None:
+        """A future done at the next change or in `timeout` seconds; None if one came already.
+
+        Awaited by the caller itself, so a parked waiter holds no coroutine of ours; always
+        followed by `unpark()`.
+        """
+        if self._fired:
+            return None
+        loop = asyncio.get_running_loop()
+        waiter = self._waiter = loop.create_future()
+        self._timer = loop.call_later(timeout, _time_up, waiter)
+        return waiter
+
+    def unpark(self) -> bool:
+        """Drop the timer; True when a change came since the last `unpark`."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._waiter = None
         woken, self._fired = self._fired, False
         return woken
+
+    def take(self) -> Any:
+        """The value read for the latest wake-up (once), or None: the waiter reads itself."""
+        value, self._value = self._value, None
+        return value
+
+    async def wait(self, timeout: float) -> bool:
+        """Wait up to `timeout` seconds; True when woken by a change."""
+        waiter = self.park(timeout)
+        try:
+            if waiter is not None:
+                await waiter
+        finally:
+            woken = self.unpark()
+        return woken
+
+
+def _hand_over(watches: list[Watch], seq: int, read: asyncio.Future[Any]) -> None:
+    """Wake `watches` with what the read after change `seq` found (a failed read: without)."""
+    ok = not read.cancelled() and read.exception() is None
+    value = read.result() if ok else None
+    for w in watches:
+        w.set(value, seq)
 
 
 def _time_up(waiter: asyncio.Future[None]) -> None:
@@ -79,6 +129,13 @@ class Notifier:
         #: bumped by every delivery and wake_all: a read begun at seq >= S saw their commits
         self.seq = 0
         self._reads: dict[str, tuple[int, asyncio.Future[Any]]] = {}
+        #: per watched request, how to read it: a change starts one read and hands its
+        #: result to every waiter, which then wakes once, with the answer in hand
+        self._refresh: dict[str, Callable[[], Awaitable[Any]]] = {}
+        #: per watched request, the last value encoded for its waiters and its bytes
+        self._encoded: dict[str, tuple[Any, bytes]] = {}
+        #: how many times `encoded` had to encode (tests count it: once per change)
+        self.encodes = 0
 
     async def start(self) -> None:
         """Bind to the running event loop."""
@@ -94,19 +151,41 @@ class Notifier:
         """How many long-polls are open right now."""
         return sum(len(w) for w in self._watches.values())
 
-    @contextmanager
-    def watch(self, request_id: str) -> Iterator[Watch]:
-        """Register interest in one request for the duration of the block."""
-        w = Watch()
-        self._watches.setdefault(request_id, set()).add(w)
-        try:
-            yield w
-        finally:
-            watches = self._watches.get(request_id)
-            if watches is not None:
-                watches.discard(w)
-                if not watches:
-                    del self._watches[request_id]
+    def watch(self, request_id: str, refresh: Callable[[], Awaitable[Any]] | None = None) -> Watch:
+        """Interest in one request, registered for the `with` block it opens.
+
+        With `refresh` (how to read the request; the same for every waiter of it), a change
+        is read once, after it is delivered, and the value handed to every waiter with its
+        wake-up (`Watch.take`); without, waiters are woken to read for themselves.
+        """
+        if refresh is not None:
+            self._refresh[request_id] = refresh
+        return Watch(self, request_id)
+
+    def _unwatch(self, request_id: str, watch: Watch) -> None:
+        watches = self._watches.get(request_id)
+        if watches is not None:
+            watches.discard(watch)
+            if not watches:
+                del self._watches[request_id]
+                self._encoded.pop(request_id, None)
+                self._refresh.pop(request_id, None)
+
+    def encoded(self, request_id: str, value: T, encode: Callable[[T], bytes]) -> bytes:
+        """`encode(value)`, reused for every waiter while the request's value stays equal.
+
+        Call it from the event loop inside a `watch` of `request_id`: the bytes are kept
+        while the request has waiters, so 1,000 waiters woken by one decision (or by the
+        same decision heard twice, locally and over LISTEN) share one encoding.
+        """
+        cached = self._encoded.get(request_id)
+        if cached is not None and (cached[0] is value or cached[0] == value):
+            return cached[1]
+        self.encodes += 1
+        data = encode(value)
+        if request_id in self._watches:
+            self._encoded[request_id] = (value, data)
+        return data
 
     def stage(self, session: Any, event: Event) -> None:
         """Queue a cross-replica notification inside the current transaction (PostgreSQL)."""
@@ -134,8 +213,16 @@ class Notifier:
 
     def _deliver(self, event: Event) -> None:
         self.seq += 1
-        for w in list(self._watches.get(event.request_id, ())):
-            w.set()
+        watches = list(self._watches.get(event.request_id, ()))
+        refresh = self._refresh.get(event.request_id)
+        if watches and refresh is not None:
+            # Begun now, after the commit that sent the event: every waiter gets a view
+            # that includes it (and later waiters share this read too).
+            read = self._shared(event.request_id, self.seq, refresh)
+            read.add_done_callback(partial(_hand_over, watches, self.seq))
+        else:
+            for w in watches:
+                w.set()
         for queue in list(self._streams):
             try:
                 queue.put_nowait(event)
@@ -148,6 +235,14 @@ class Notifier:
         Woken waiters of one request join one database read instead of 1,000, yet none gets
         a read begun before the wake-up that concerns it (`since` is the seq it woke at).
         """
+        # Shielded: one waiter going away must not cancel the read the others are sharing.
+        result: T = await asyncio.shield(self._shared(request_id, since, read))
+        return result
+
+    def _shared(
+        self, request_id: str, since: int, read: Callable[[], Awaitable[T]]
+    ) -> asyncio.Future[T]:
+        """The read of `request_id` begun at seq >= `since`, begun now if there is none."""
         entry = self._reads.get(request_id)
         if entry is None or entry[0] < since:
             future: asyncio.Future[T] = asyncio.ensure_future(read())
@@ -161,9 +256,7 @@ class Notifier:
                     f.exception()  # retrieved here, so a read nobody awaits any more is quiet
 
             future.add_done_callback(_done)
-        # Shielded: one waiter going away must not cancel the read the others are sharing.
-        result: T = await asyncio.shield(entry[1])
-        return result
+        return entry[1]
 
     async def stream(self) -> AsyncIterator[Event]:
         """Every event from now on, until the notifier stops."""

@@ -52,24 +52,29 @@ class SameOriginGuard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        refused = self.refusal(scope)
+        if refused is not None:
+            await send_error(send, *refused)
+            return
+        await self.app(scope, receive, send)
+
+    def refusal(self, scope: Scope) -> tuple[int, str, str] | None:
+        """(status, code, message) when this HTTP request must be refused, else None."""
         headers = _headers(scope)
         host = headers.get("host", "")
         if self.local and not loopback_host(host, _bound_port(scope)):
-            await send_error(
-                send,
+            return (
                 421,
                 "host_not_allowed",
                 f"gate runs in local mode (no tokens) and answers only loopback names "
                 f"(localhost, 127.0.0.1, [::1]), not Host {host[:100]!r}; open it as "
                 "http://127.0.0.1:<port>, or add [[tokens]] before exposing it",
             )
-            return
         if scope["method"] not in SAFE_METHODS and self._needs_proof(scope, headers):
             problem = self._cross_site(scope, headers)
             if problem:
-                await send_error(send, 403, "cross_site_request", problem)
-                return
-        await self.app(scope, receive, send)
+                return 403, "cross_site_request", problem
+        return None
 
     def _needs_proof(self, scope: Scope, headers: dict[str, str]) -> bool:
         path: str = scope["path"]

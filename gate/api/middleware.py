@@ -69,8 +69,7 @@ class RequestEnvelope:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        incoming = dict(scope["headers"]).get(b"x-request-id", b"").decode("latin-1")
-        rid = incoming[:64] if incoming.isprintable() and incoming else str(ULID())
+        rid = request_id_of(scope)
         rid_token = request_id_var.set(rid)
         limits_token = json_limits.set(self.json_limits)
         # Kept on the scope too: the outermost 500 handler runs after this context is reset.
@@ -116,6 +115,24 @@ class RequestEnvelope:
             await send(message)
 
         await self.app(scope, limited_receive, send_once)
+
+
+def request_id_of(scope: Scope) -> str:
+    """The request's id: its printable `X-Request-ID` (cut to 64 characters), or a new ULID."""
+    incoming = dict(scope["headers"]).get(b"x-request-id", b"").decode("latin-1")
+    return incoming[:64] if incoming.isprintable() and incoming else str(ULID())
+
+
+def nothing_to_limit(scope: Scope) -> bool:
+    """True when `RequestEnvelope` could refuse nothing: no body and no NUL in the URL.
+
+    What answers ahead of the middleware (the long-poll) serves only such requests and
+    hands any other to the stack.
+    """
+    headers = dict(scope["headers"])
+    length = headers.get(b"content-length")
+    no_body = (length is None or length == b"0") and b"transfer-encoding" not in headers
+    return no_body and not _has_nul(scope)
 
 
 def _refusal(scope: Scope, max_bytes: int) -> tuple[int, str, str] | None:
@@ -293,5 +310,7 @@ __all__ = [
     "PayloadTooLarge",
     "RequestEnvelope",
     "install_error_handlers",
+    "nothing_to_limit",
+    "request_id_of",
     "request_id_var",
 ]

@@ -27,6 +27,10 @@ from gate.service import Submitted
 
 router = APIRouter(prefix="/v1", tags=["v1"])
 
+#: the long-poll's `timeout` query: seconds, capped again by `server.max_wait_seconds`
+WAIT_TIMEOUT_DEFAULT = 25.0
+WAIT_TIMEOUT_MAX = 3600
+
 ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"description": "Malformed JSON or a bad value"},
     401: {"description": "Missing or unknown token"},
@@ -107,12 +111,17 @@ async def wait_request(
     request_id: str,
     principal: PrincipalDep,
     service: ServiceDep,
-    timeout: Annotated[float, Query(ge=0, le=3600)] = 25.0,
-) -> RequestPublic:
-    """Long-poll: the request as soon as it is final, or still pending when `timeout` passes."""
+    timeout: Annotated[float, Query(ge=0, le=WAIT_TIMEOUT_MAX)] = WAIT_TIMEOUT_DEFAULT,
+) -> Response:
+    """Long-poll: the request as soon as it is final, or still pending when `timeout` passes.
+
+    Plain GETs of this route are answered by `gate.api.longpoll` ahead of the middleware
+    stack, with the same checks; this declaration documents it (OpenAPI) and answers what
+    the lean path hands over (an unusual query, a body, HEAD), with the same bytes.
+    """
     cap = service.settings.server.max_wait_seconds
-    view = await waiting.wait(service, request_id, principal, min(timeout, cap))
-    return RequestPublic.of(view)
+    body = await waiting.wait(service, request_id, principal, min(timeout, cap))
+    return Response(body, media_type="application/json")
 
 
 @router.post(

@@ -161,3 +161,11 @@ def signed_in(
         if name is not None:
             return settings.approver(name)
     return local_web_user(settings)
+
+
+def with_security_headers(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    """`headers` with each of `SECURITY_HEADERS` the response did not set itself appended
+    (what `RequestEnvelope` adds to every response, for a path that answers ahead of it)."""
+    present = {name.lower() for name, _ in headers}
+    headers.extend(h for h in SECURITY_HEADERS if h[0] not in present)
+    return headers
