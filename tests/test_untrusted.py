@@ -258,6 +258,8 @@ LINEAR_OR_TRUSTED = {
     r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}": "gate.toml environment references",
     r"[A-Za-z_][A-Za-z0-9_]*": "the CLI's --token-env name",
     r"(\d+)\.(\d+)\.(\d+)": "a local tool's --version output",
+    r"[A-Za-z0-9_-]{16,256}": "[channels.telegram] webhook_secret, bounded single class",
+    r"([0-9]{1,20}):[A-Za-z0-9_-]{20,100}": "[channels.telegram] bot_token, bounded classes",
     r"(?:^|[\s\"'/\\])gate(?:\.exe)?[\"']?\s+hook\b|-m\s+gate\.(?:hook|cli\s+hook)\b": (
         "the operator's own agent settings files (gate init)"
     ),

@@ -19,6 +19,7 @@ from typing import Any
 
 from channels import decisions
 from channels.teams.card import VERBS, clean, edit_input_id, editable
+from gate import untrusted
 from gate.channel import Click
 from gate.errors import BadRequest
 from gate.readmodel import RequestView
@@ -26,12 +27,12 @@ from gate.readmodel import RequestView
 INVOKE_NAME = "adaptiveCard/action"
 MAX_COMMENT = 500
 #: an Entra object id is a GUID; anything else is not a person gate could know
-_OBJECT_ID = re.compile(
-    r"^[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}$"
+_OBJECT_ID = untrusted.compile(
+    r"[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}"
 )
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 #: how `[[approvers]] teams` must be written: the object id as a press carries it (lowercase)
-ENTRA_OBJECT_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+ENTRA_OBJECT_ID = untrusted.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 NEED_A_REASON = "Type a reason (or pick a preset), then press Reject: the agent is told why."
 NOTHING_EDITABLE = "Nothing here can be edited in Teams; edit it in gate."
 
@@ -82,7 +83,7 @@ def parse_invoke(activity: Mapping[str, Any]) -> CardAction:
         raise BadRequest("the action names no request", code="bad_invoke")
     sender = activity.get("from")
     object_id = sender.get("aadObjectId") if isinstance(sender, dict) else None
-    if not isinstance(object_id, str) or not _OBJECT_ID.match(object_id):
+    if not isinstance(object_id, str) or not _OBJECT_ID.fullmatch(object_id):
         raise BadRequest("the invoke names no Entra user (from.aadObjectId)", code="bad_invoke")
     member_id = sender.get("id") if isinstance(sender, dict) else None
     activity_id = activity.get("id")
