@@ -7,12 +7,12 @@ platform calls invalid is dropped and fetched again once.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from typing import Any
 
 import httpx
 
+from channels.app_token import AppToken
 from channels.feishu.settings import FeishuSettings
 from gate.channel import DeliveryError
 
@@ -61,9 +61,7 @@ class FeishuApi:
         self.clock = clock
         self._transport = transport
         self._http: httpx.AsyncClient | None = None
-        self._token: str | None = None
-        self._token_expires = 0.0
-        self._token_lock = asyncio.Lock()
+        self._token = AppToken(self._fetch_token, clock=clock, margin=TOKEN_MARGIN_SECONDS)
 
     async def create_message(self, target: str, content: str, uuid: str) -> str:
         """Send an interactive message to a chat (or person); returns its message_id."""
@@ -95,25 +93,20 @@ class FeishuApi:
         return self._http
 
     async def tenant_token(self, stale: str | None = None) -> str:
-        """The cached token, or one fresh fetch shared by every caller waiting on the lock."""
-        async with self._token_lock:
-            fresh = self._token and self.clock() < self._token_expires
-            if fresh and self._token != stale:
-                assert self._token is not None
-                return self._token
-            assert self.settings.app_secret is not None
-            body = {
-                "app_id": self.settings.app_id,
-                "app_secret": self.settings.app_secret.get_secret_value(),
-            }
-            data = await self._send("POST", TOKEN_PATH, json_body=body, token=None)
-            token, expire = data.get("tenant_access_token"), data.get("expire")
-            if not isinstance(token, str) or not isinstance(expire, int | float):
-                raise DeliveryError("token endpoint answered without a token")
-            # Short-lived tokens (tests, clock skew) keep at least half their life.
-            margin = min(TOKEN_MARGIN_SECONDS, expire / 2)
-            self._token, self._token_expires = token, self.clock() + expire - margin
-            return token
+        """The cached tenant token (`stale`: one the platform refused, never handed out again)."""
+        return await self._token.get(stale)
+
+    async def _fetch_token(self) -> tuple[str, float]:
+        assert self.settings.app_secret is not None
+        body = {
+            "app_id": self.settings.app_id,
+            "app_secret": self.settings.app_secret.get_secret_value(),
+        }
+        data = await self._send("POST", TOKEN_PATH, json_body=body, token=None)
+        token, expire = data.get("tenant_access_token"), data.get("expire")
+        if not isinstance(token, str) or not isinstance(expire, int | float):
+            raise DeliveryError("token endpoint answered without a token")
+        return token, float(expire)
 
     async def call(
         self,

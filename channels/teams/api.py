@@ -11,7 +11,6 @@ that asking again cannot fix are permanent.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -19,6 +18,7 @@ from urllib.parse import quote
 
 import httpx
 
+from channels.app_token import AppToken
 from channels.teams.settings import TeamsSettings
 from gate.channel import DeliveryError
 
@@ -61,9 +61,7 @@ class ConnectorApi:
         self.clock = clock
         self._transport = transport
         self._http: httpx.AsyncClient | None = None
-        self._token: str | None = None
-        self._token_expires = 0.0
-        self._token_lock = asyncio.Lock()
+        self._token = AppToken(self._fetch_token, clock=clock, margin=TOKEN_MARGIN_SECONDS)
         #: Entra object id -> the member's Teams id (`29:...`), per conversation
         self._members: dict[tuple[str, str], str] = {}
 
@@ -123,37 +121,29 @@ class ConnectorApi:
         return self._http
 
     async def app_token(self, stale: str | None = None) -> str:
-        """The cached app token, or one fresh fetch shared by every caller waiting on the lock.
+        """The cached app token (`stale`: one the connector refused, never handed out again)."""
+        return await self._token.get(stale)
 
-        `stale` is a token the connector refused: it is not handed out again.
-        """
-        async with self._token_lock:
-            fresh = self._token is not None and self.clock() < self._token_expires
-            if fresh and self._token != stale:
-                assert self._token is not None
-                return self._token
-            form = {
-                "grant_type": "client_credentials",
-                "client_id": self.settings.app_id,
-                "client_secret": self.settings.app_password.get_secret_value(),
-                "scope": self.settings.token_scope,
-            }
-            try:
-                response = await self._client().post(self.settings.token_url, data=form)
-            except httpx.HTTPError as exc:
-                raise DeliveryError(f"token endpoint unreachable: {type(exc).__name__}") from exc
-            if response.status_code != 200:
-                raise _failure(response, "token request")
-            data = _json(response)
-            token, lifetime = data.get("access_token"), data.get("expires_in")
-            if isinstance(lifetime, str) and lifetime.isdigit():
-                lifetime = int(lifetime)  # v1 endpoints send it as a string
-            if not isinstance(token, str) or not isinstance(lifetime, int | float):
-                raise DeliveryError("the token endpoint answered without a token")
-            # Short-lived tokens (tests, clock skew) keep at least half their life.
-            margin = min(TOKEN_MARGIN_SECONDS, lifetime / 2)
-            self._token, self._token_expires = token, self.clock() + lifetime - margin
-            return token
+    async def _fetch_token(self) -> tuple[str, float]:
+        form = {
+            "grant_type": "client_credentials",
+            "client_id": self.settings.app_id,
+            "client_secret": self.settings.app_password.get_secret_value(),
+            "scope": self.settings.token_scope,
+        }
+        try:
+            response = await self._client().post(self.settings.token_url, data=form)
+        except httpx.HTTPError as exc:
+            raise DeliveryError(f"token endpoint unreachable: {type(exc).__name__}") from exc
+        if response.status_code != 200:
+            raise _failure(response, "token request")
+        data = _json(response)
+        token, lifetime = data.get("access_token"), data.get("expires_in")
+        if isinstance(lifetime, str) and lifetime.isdigit():
+            lifetime = int(lifetime)  # v1 endpoints send it as a string
+        if not isinstance(token, str) or not isinstance(lifetime, int | float):
+            raise DeliveryError("the token endpoint answered without a token")
+        return token, float(lifetime)
 
     async def call(self, method: str, url: str, body: dict[str, Any] | None) -> dict[str, Any]:
         """One connector call with the app token; the answer's JSON, or DeliveryError."""

@@ -11,13 +11,13 @@ handler sees them.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable
 from typing import Any
 
 import httpx
 
+from channels.app_token import AppToken
 from channels.wecom.settings import WeComSettings
 from gate import untrusted
 from gate.channel import DeliveryError
@@ -95,9 +95,7 @@ class WeComApi:
         self.clock = clock
         self._transport = transport
         self._http: httpx.AsyncClient | None = None
-        self._token: str | None = None
-        self._token_expires = 0.0
-        self._token_lock = asyncio.Lock()
+        self._token = AppToken(self._fetch_token, clock=clock, margin=TOKEN_MARGIN_SECONDS)
         logging.getLogger("httpx").addFilter(_MASK_FILTER)  # idempotent: one filter object
 
     async def send_card(self, target: str, card: dict[str, Any]) -> tuple[str, str]:
@@ -147,25 +145,20 @@ class WeComApi:
         return self._http
 
     async def access_token(self, stale: str | None = None) -> str:
-        """The cached token, or one fresh fetch shared by every caller waiting on the lock."""
-        async with self._token_lock:
-            fresh = self._token and self.clock() < self._token_expires
-            if fresh and self._token != stale:
-                assert self._token is not None
-                return self._token
-            assert self.settings.secret is not None and self.settings.corp_id is not None
-            params = {
-                "corpid": self.settings.corp_id,
-                "corpsecret": self.settings.secret.get_secret_value(),
-            }
-            data = await self._send("GET", TOKEN_PATH, params=params, body=None)
-            token, expire = data.get("access_token"), data.get("expires_in")
-            if not isinstance(token, str) or not token or not isinstance(expire, int):
-                raise DeliveryError("gettoken answered without a token")
-            # Short-lived tokens (tests, clock skew) keep at least half their life.
-            margin = min(TOKEN_MARGIN_SECONDS, expire / 2)
-            self._token, self._token_expires = token, self.clock() + expire - margin
-            return token
+        """The cached access token (`stale`: one the platform refused, never handed out again)."""
+        return await self._token.get(stale)
+
+    async def _fetch_token(self) -> tuple[str, float]:
+        assert self.settings.secret is not None and self.settings.corp_id is not None
+        params = {
+            "corpid": self.settings.corp_id,
+            "corpsecret": self.settings.secret.get_secret_value(),
+        }
+        data = await self._send("GET", TOKEN_PATH, params=params, body=None)
+        token, expire = data.get("access_token"), data.get("expires_in")
+        if not isinstance(token, str) or not token or not isinstance(expire, int):
+            raise DeliveryError("gettoken answered without a token")
+        return token, float(expire)
 
     async def call(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         """One POST with the access token (and the agentid, but to appchat, which has none);
