@@ -14,6 +14,7 @@ from gate.config import Settings
 from tests.channels.drivers.email import Page
 from tests.conftest import Gate, GateFactory
 from tests.support import config as cfg
+from tests.support.browser import chromium  # noqa: F401 (the module-scoped browser fixture)
 from tests.support.chat_rules import CHAT_RULES
 from tests.support.fake_smtp import FakeSMTP, Received
 from tests.support.servers import wait_until

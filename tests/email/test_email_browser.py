@@ -6,56 +6,26 @@ The mail comes from the real SMTP server on loopback; the page is gate's, over H
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from tests.conftest import Gate
 from tests.email.conftest import ADDRESSES, ask, links, local, state, wait_mail
+from tests.support.browser import BROWSER_TESTS, ENABLED
 from tests.support.fake_smtp import FakeSMTP
 from tests.support.servers import wait_until
 
-CHROMIUM = "/usr/bin/chromium"
-ENABLED = os.environ.get("GATE_TEST_BROWSER") == "1" or Path(CHROMIUM).exists()
-
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(
-        not ENABLED,
-        reason=f"browser tests need Chromium at {CHROMIUM} (apt-get install chromium) "
-        "or GATE_TEST_BROWSER=1",
-    ),
-]
+pytestmark = BROWSER_TESTS
 
 if ENABLED:
-    from playwright.sync_api import Browser, Page, expect, sync_playwright
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    """One headless Chromium for the module (Debian's; Playwright never downloads one)."""
-    with sync_playwright() as p:
-        b = p.chromium.launch(
-            executable_path=CHROMIUM,
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--no-first-run",
-            ],
-        )
-        yield b
-        b.close()
+    from playwright.sync_api import Browser, Page, expect
 
 
 @pytest.fixture
-def page(browser: Browser) -> Iterator[Page]:
+def page(chromium: Browser) -> Iterator[Page]:
     """A fresh browser context: no cookies, nothing signed in (the link is the credential)."""
-    context = browser.new_context()
+    context = chromium.new_context()
     errors: list[str] = []
     tab = context.new_page()
     tab.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)

@@ -15,6 +15,7 @@ from argon2 import PasswordHasher
 from gate.config import Settings
 from tests.conftest import Gate, GateFactory
 from tests.support import config as cfg
+from tests.support.browser import chromium  # noqa: F401 (the module-scoped browser fixture)
 
 PASSWORDS = {name: f"pw-{name}-correct horse" for name in ("alice", "bob", "carol", "mallory")}
 #: cheap argon2 parameters: the tests check the scheme, not its cost

@@ -7,7 +7,6 @@ installs the package). Screenshots land in test-artifacts/ for the README's tour
 from __future__ import annotations
 
 import json
-import os
 import re
 import threading
 import time
@@ -20,42 +19,15 @@ import pytest
 from gate.web.console import CSRF_MESSAGE
 from tests.conftest import Gate
 from tests.support import config as cfg
+from tests.support.browser import BROWSER_TESTS, ENABLED
 from tests.web.conftest import PASSWORDS
 
-CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
-ENABLED = os.environ.get("GATE_TEST_BROWSER") == "1" or Path(CHROMIUM).exists()
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(
-        not ENABLED,
-        reason=f"browser tests need Chromium at {CHROMIUM} (apt-get install chromium) "
-        "or GATE_TEST_BROWSER=1",
-    ),
-]
+pytestmark = BROWSER_TESTS
 
 if ENABLED:
-    from playwright.sync_api import Browser, Page, expect, sync_playwright
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    """One headless Chromium for the module (Debian's; Playwright never downloads one)."""
-    with sync_playwright() as p:
-        b = p.chromium.launch(
-            executable_path=CHROMIUM,
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--no-first-run",
-            ],
-        )
-        yield b
-        b.close()
+    from playwright.sync_api import Browser, Page, expect
 
 
 class Watched:
@@ -78,12 +50,12 @@ OpenPage = Callable[..., Watched]
 
 
 @pytest.fixture
-def open_page(browser: Browser) -> Iterator[OpenPage]:
+def open_page(chromium: Browser) -> Iterator[OpenPage]:
     """`open_page(gate, "alice")`: a fresh browser context signed in through the form."""
     contexts: list[Any] = []
 
     def factory(gate: Gate, name: str, *, viewport: tuple[int, int] = (1280, 860)) -> Watched:
-        context = browser.new_context(viewport={"width": viewport[0], "height": viewport[1]})
+        context = chromium.new_context(viewport={"width": viewport[0], "height": viewport[1]})
         contexts.append(context)
         watched = Watched(context.new_page())
         page = watched.page

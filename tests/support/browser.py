@@ -1,0 +1,52 @@
+"""Debian's Chromium under Playwright, for the browser tests (the console's and email's).
+
+`BROWSER_TESTS` is the module mark: the tests run when GATE_TEST_BROWSER=1 or
+/usr/bin/chromium exists (CI sets the variable and installs the package). Playwright never
+downloads a browser here; it launches Debian's.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser
+
+CHROMIUM = "/usr/bin/chromium"
+ENABLED = os.environ.get("GATE_TEST_BROWSER") == "1" or Path(CHROMIUM).exists()
+
+#: `pytestmark = BROWSER_TESTS` in a module of browser tests
+BROWSER_TESTS = [
+    pytest.mark.browser,
+    pytest.mark.skipif(
+        not ENABLED,
+        reason=f"browser tests need Chromium at {CHROMIUM} (apt-get install chromium) "
+        "or GATE_TEST_BROWSER=1",
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[Browser]:
+    """One headless Chromium for the module (Debian's; Playwright never downloads one)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(
+            executable_path=CHROMIUM,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+            ],
+        )
+        yield b
+        b.close()
