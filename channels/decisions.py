@@ -25,6 +25,14 @@ from gate.schemas import json_problem, key_path
 #: what one "Extend" click adds to the deadline
 EXTEND_BY = "15m"
 EXTEND_LABEL = "Extend +15m"
+#: a card's headline for each status, the same words on every platform
+TITLES = {
+    "pending": "Approval needed",
+    "approved": "Approved",
+    "rejected": "Rejected",
+    "expired": "Expired",
+    "cancelled": "Cancelled",
+}
 #: a chat form is read on a phone; more fields than this belong in the web page's editor
 MAX_EDIT_FIELDS = 10
 #: the grant length offered first ("approve, and allow the same for 30 minutes")

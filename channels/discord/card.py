@@ -44,13 +44,6 @@ SUMMARY_CHARS = 500
 #: a modal holds five rows: four arguments and the note to the agent
 MAX_EDIT_FIELDS = 4
 
-TITLES = {
-    "pending": "Approval needed",
-    "approved": "Approved",
-    "rejected": "Rejected",
-    "expired": "Expired",
-    "cancelled": "Cancelled",
-}
 COLOURS = {
     "pending": 0xF0B232,
     "approved": 0x23A55A,
@@ -72,7 +65,7 @@ def card_message(view: RequestView, *, now: datetime | None = None) -> dict[str,
     while embed_size(embed) > MAX_EMBED_TOTAL and args_chars > 200:
         args_chars //= 2
         embed = _embed(view, now, args_chars)
-    title = TITLES.get(view.status, view.status)
+    title = decisions.TITLES.get(view.status, view.status)
     return {
         "content": cut(f"**{title}**: {inline(view.tool_name, 100)}", 2000),
         "embeds": [embed],
@@ -97,7 +90,7 @@ def _embed(view: RequestView, now: datetime, args_chars: int) -> dict[str, Any]:
     if was_cut:
         parts.append("*Cut to fit Discord: open the request in gate for all of it.*")
     embed = {
-        "title": TITLES.get(view.status, view.status),
+        "title": decisions.TITLES.get(view.status, view.status),
         "color": COLOURS.get(view.status, COLOURS["expired"]),
         "description": "\n".join(parts),
         "fields": _fields(view, now),

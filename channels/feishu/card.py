@@ -34,13 +34,6 @@ TEMPLATES = {
     "expired": "grey",
     "cancelled": "grey",
 }
-TITLES = {
-    "pending": "Approval needed",
-    "approved": "Approved",
-    "rejected": "Rejected",
-    "expired": "Expired",
-    "cancelled": "Cancelled",
-}
 
 # -- untrusted text -------------------------------------------------------------------------
 
@@ -119,7 +112,7 @@ def render_card(
 def _build_card(view: RequestView, args_chars: int, editing: bool, now: datetime) -> dict[str, Any]:
     tool = clean(view.tool_name, 100)
     template = TEMPLATES.get(view.status, "blue" if view.approvals else "orange")
-    title = f"{TITLES.get(view.status, view.status.title())}: {tool}"
+    title = f"{decisions.TITLES.get(view.status, view.status.title())}: {tool}"
     elements = [
         *_facts(view, now),
         *_arguments(view, args_chars),

@@ -38,14 +38,6 @@ GRANT_ACTION = "gate_grant"
 EDIT_ACTION = "gate_edit"
 EXTEND_ACTION = "gate_extend"
 
-_TITLES = {
-    "pending": "Approval needed",
-    "approved": "Approved",
-    "rejected": "Rejected",
-    "expired": "Expired",
-    "cancelled": "Cancelled",
-}
-
 
 def card_message(req: RequestView) -> tuple[str, list[dict[str, Any]]]:
     """The card's fallback text and blocks. Channels call it in a worker thread: rendering
@@ -55,7 +47,7 @@ def card_message(req: RequestView) -> tuple[str, list[dict[str, Any]]]:
 
 def fallback_text(view: RequestView) -> str:
     """The notification / screen-reader line Slack shows outside the blocks."""
-    title = _TITLES.get(view.status, view.status)
+    title = decisions.TITLES.get(view.status, view.status)
     summary = f": {plain(view.summary, 300)}" if view.summary else ""
     return cut(f"{title}: {plain(view.tool_name, MAX_INLINE)}{summary}", MAX_FALLBACK_TEXT)
 
@@ -67,7 +59,7 @@ def render_card(view: RequestView, *, now: datetime | None = None) -> list[dict[
     """
     # block_ids must change with each update (a select keeps its choice otherwise)
     iteration = f"{view.status}-{len(view.votes)}-{int(view.expires_at.timestamp())}"
-    title = _TITLES.get(view.status, view.status)
+    title = decisions.TITLES.get(view.status, view.status)
     header = cut(f"{title}: {plain(view.tool_name, MAX_HEADER_TEXT)}", 150)
     blocks: list[dict[str, Any]] = [{"type": "header", "text": plain_object(header)}]
     if view.summary:

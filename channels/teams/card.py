@@ -41,13 +41,6 @@ MAX_INPUT = 1000
 #: the reject reason box (what the model is told)
 MAX_REASON = 500
 TOO_BIG_TO_EDIT = "The arguments are too long to edit in Teams: use Open in gate to edit them."
-TITLES = {
-    "pending": "Approval needed",
-    "approved": "Approved",
-    "rejected": "Rejected",
-    "expired": "Expired",
-    "cancelled": "Cancelled",
-}
 #: the verbs our Action.Execute buttons carry (`refresh` asks for the person's own view)
 VERBS = ("approve", "reject", "approve_edits", "extend", "refresh")
 
@@ -140,7 +133,7 @@ def _build(
     edits: bool = True,
 ) -> dict[str, Any]:
     pending = view.status == "pending"
-    title = TITLES.get(view.status, view.status.title())
+    title = decisions.TITLES.get(view.status, view.status.title())
     body: list[dict[str, Any]] = []
     if notice:
         body.append(

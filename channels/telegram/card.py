@@ -33,13 +33,6 @@ VOTES_SHOWN = 10
 #: a keyboard read on a phone: more presets than this are picked in gate
 REASONS_SHOWN = 6
 BUTTON_CHARS = 60
-TITLES = {
-    "pending": "Approval needed",
-    "approved": "Approved",
-    "rejected": "Rejected",
-    "expired": "Expired",
-    "cancelled": "Cancelled",
-}
 APPROVE = "Approve"
 REJECT = "Reject…"
 EDIT = "Edit & approve…"
@@ -143,7 +136,7 @@ def render(view: RequestView, sealer: Sealer, *, now: datetime | None = None) ->
 
 
 def _text(view: RequestView, sealer: Sealer, sizes: Sizes, now: datetime) -> str:
-    title = TITLES.get(view.status, view.status.title())
+    title = decisions.TITLES.get(view.status, view.status.title())
     lines = [f"<b>{title}:</b> {code(view.tool_name)}"]
     if view.summary:
         lines.append(pre(cut(untrusted.clean(view.summary), sizes.text)))

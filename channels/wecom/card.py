@@ -42,13 +42,8 @@ REASONS_QUESTION = "reasons"
 #: for a reasons form sent to one approver (WeCom: unique per app, <= 128 of [A-Za-z0-9_-@])
 CARD_TASK = "gate"
 FORM_TASK = "why"
-TITLES = {
-    "pending": "Approve?",
-    "approved": "Approved",
-    "rejected": "Rejected",
-    "expired": "Expired",
-    "cancelled": "Cancelled",
-}
+#: WeCom's title is short: the pending one leaves room for the tool's name
+TITLES = {**decisions.TITLES, "pending": "Approve?"}
 SCOPE_SHORT = {"call": "call", "session": "session", "agent": "agent"}
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 MICROSECOND = timedelta(microseconds=1)
