@@ -55,6 +55,15 @@ class Claimed:
     post_status: str | None = None
 
 
+def hand_to_pump(session: Session, until: datetime) -> None:
+    """Claim, in `session`'s own transaction, every delivery row it writes, leased until
+    `until`: this replica's pump is running and will be handed them once it commits
+    (`handed`), with the view the transaction built, instead of claiming them again in a
+    transaction of its own and reading the request back. If this replica dies first, the
+    lease runs out and any replica's pump takes the rows as usual."""
+    session.info[_LEASE] = until
+
+
 def enqueue_posts(
     session: Session, request_id: str, targets: list[tuple[str, str]], now: datetime
 ) -> None:
@@ -66,9 +75,16 @@ def enqueue_posts(
         | {"next_attempt_at": now, "created_at": now}
         for channel, target in dict.fromkeys(targets)
     ]
-    if rows:
+    if not rows:
+        return
+    until = session.info.get(_LEASE)
+    if until is None:
         session.connection().execute(_INSERT_POST, rows)
-        session.info[_OWED] = True
+    else:
+        claimed = [row | {"claimed_until": until} for row in rows]
+        written = session.connection().execute(_INSERT_CLAIMED_POST, claimed)
+        session.info.setdefault(_HANDED, []).extend(Claimed(*row) for row in written)
+    session.info[_OWED] = True
 
 
 _INSERT_POST = sa.insert(DELIVERY).values(
@@ -76,21 +92,49 @@ _INSERT_POST = sa.insert(DELIVERY).values(
     status=DeliveryStatus.pending.value,
     attempts=0,
 )
+_CLAIMED_COLUMNS = (
+    DELIVERY.c.id,
+    DELIVERY.c.request_id,
+    DELIVERY.c.channel,
+    DELIVERY.c.target,
+    DELIVERY.c.kind,
+    DELIVERY.c.attempts,
+)
+#: a post claimed by the transaction that owes it: its first attempt is under way
+_INSERT_CLAIMED_POST = (
+    sa.insert(DELIVERY)
+    .values(kind=DeliveryKind.post.value, status=DeliveryStatus.pending.value, attempts=1)
+    .returning(*_CLAIMED_COLUMNS)
+)
 
 
 def enqueue_updates(session: Session, request_id: str, now: datetime) -> None:
     """Owe a refresh of every card posted (or still to be posted) for this request.
 
     One `INSERT ... SELECT`: the posts are copied into update rows by the database, so a
-    decision pays one statement here whatever the number of cards.
+    decision pays one statement here whatever the number of cards. Claimed in the same
+    statement when the transaction hands its rows to the pump (`hand_to_pump`); each then
+    carries its card's `message_ref` as the post row had it.
     """
-    copied = session.connection().execute(_COPY_POSTS, {"request_id": request_id, "now": now})
-    if copied.rowcount:
+    params = {"request_id": request_id, "now": now}
+    until = session.info.get(_LEASE)
+    if until is None:
+        copied = session.connection().execute(_COPY_POSTS, params)
+        if copied.rowcount:
+            session.info[_OWED] = True
+        return
+    written = session.connection().execute(_COPY_CLAIMED_POSTS, params | {"until": until})
+    claims = [Claimed(*row) for row in written]  # the 7th column: the card's post_ref
+    if claims:
+        session.info.setdefault(_HANDED, []).extend(claims)
         session.info[_OWED] = True
 
 
 #: set in `Session.info` by a transaction that owes card deliveries
 _OWED = "gate_owes_cards"
+#: in `Session.info`: the lease a transaction's delivery rows are claimed with, and the rows
+_LEASE = "gate_outbox_lease"
+_HANDED = "gate_outbox_handed"
 
 
 def owes_cards(session: Session) -> bool:
@@ -98,10 +142,16 @@ def owes_cards(session: Session) -> bool:
     return bool(session.info.get(_OWED))
 
 
+def handed(session: Session) -> list[Claimed]:
+    """The rows `session`'s transaction wrote already claimed for this replica's pump."""
+    claims: list[Claimed] = session.info.get(_HANDED, [])
+    return claims
+
+
 _WHEN = sa.bindparam("now", type_=UTCDateTime())
+_COPIED = ["request_id", "channel", "target", "kind", "status", "attempts"]
 _COPY_POSTS = sa.insert(DELIVERY).from_select(
-    ["request_id", "channel", "target", "kind", "status", "attempts"]
-    + ["next_attempt_at", "created_at"],
+    [*_COPIED, "next_attempt_at", "created_at"],
     sa.select(
         DELIVERY.c.request_id,
         DELIVERY.c.channel,
@@ -116,6 +166,31 @@ _COPY_POSTS = sa.insert(DELIVERY).from_select(
         DELIVERY.c.kind == DeliveryKind.post.value,
         DELIVERY.c.status != DeliveryStatus.dead.value,
     ),
+)
+_COPY_CLAIMED_POSTS = (
+    sa.insert(DELIVERY)
+    .from_select(
+        [*_COPIED, "next_attempt_at", "created_at", "claimed_until", "message_ref"],
+        sa.select(
+            DELIVERY.c.request_id,
+            DELIVERY.c.channel,
+            DELIVERY.c.target,
+            sa.literal(DeliveryKind.update.value),
+            sa.literal(DeliveryStatus.pending.value),
+            sa.literal(1),
+            _WHEN,
+            _WHEN,
+            sa.bindparam("until", type_=UTCDateTime()),
+            DELIVERY.c.message_ref,
+        )
+        .where(
+            DELIVERY.c.request_id == sa.bindparam("request_id"),
+            DELIVERY.c.kind == DeliveryKind.post.value,
+            DELIVERY.c.status != DeliveryStatus.dead.value,
+        )
+        .order_by(DELIVERY.c.id),
+    )
+    .returning(*_CLAIMED_COLUMNS, DELIVERY.c.message_ref)
 )
 
 
@@ -249,6 +324,28 @@ def mark_sent(db: Database, claim: Claimed, now: datetime, ref: str | None) -> N
         if claim.kind == DeliveryKind.update:
             superseded = {**sent, "last_error": "superseded by a later update"}
             conn.execute(_SUPERSEDE, {**_card(claim), "row_id": claim.id, "now": now, **superseded})
+
+
+def mark_superseded(db: Database, claim: Claimed, now: datetime) -> None:
+    """Record an update as not needed: a later update of its card was already sent."""
+    superseded = {"status": DeliveryStatus.sent.value, "sent_at": now, "claimed_until": None}
+    with db.write_conn() as conn:
+        last = {"last_error": "superseded by a later update"}
+        conn.execute(_SET_ROW, {"row_id": claim.id, **superseded, **last})
+
+
+_RELEASE = (
+    sa.update(DELIVERY)
+    .where(DELIVERY.c.id.in_(sa.bindparam("ids", expanding=True)))
+    .where(DELIVERY.c.status == DeliveryStatus.pending.value)
+    .values(claimed_until=None, attempts=DELIVERY.c.attempts - 1)
+)
+
+
+def release(db: Database, claims: list[Claimed]) -> None:
+    """Give back the lease of claimed rows never attempted, so any pump takes them now."""
+    with db.write_conn() as conn:
+        conn.execute(_RELEASE, {"ids": [claim.id for claim in claims]})
 
 
 def mark_failed(

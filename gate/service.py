@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
@@ -29,6 +29,7 @@ from gate.models import (
     AuditEvent,
     ConfirmationRequest,
     Delivery,
+    DeliveryKind,
     GrantStatus,
     RequestStatus,
     new_id,
@@ -65,6 +66,9 @@ class Change:
     session: Session
     events: list[Event] = field(default_factory=list)
     finished: list[str] = field(default_factory=list)
+    #: each request as this transaction left it, built from what it wrote: the new cards it
+    #: owes are posted showing this, not a copy read back
+    shown: dict[str, RequestView] = field(default_factory=dict)
 
     def record(self, outcome: machine.Outcome) -> None:
         """Note what `outcome` changed (nothing for refusals and no-ops)."""
@@ -77,6 +81,21 @@ class Change:
     def touched(self, request_id: str) -> None:
         """Note a change that is not a transition (an outcome report): readers re-read."""
         self.events.append(Event("changed", request_id))
+
+    def shows(self, view: RequestView) -> None:
+        """`view` is its request as this transaction leaves it (new cards it owes show it)."""
+        self.shown[view.id] = view
+
+
+class CardPump(Protocol):
+    """This replica's outbox pump, as a writing transaction sees it (`gate.jobs.Jobs`)."""
+
+    def accepting(self) -> bool:
+        """True while the pump runs and takes rows handed to it."""
+
+    def hand_over(self, rows: list[tuple[outbox.Claimed, RequestView | None]]) -> None:
+        """Send these rows, claimed by a transaction that committed, with their views
+        (None: read the request before sending). Safe from any thread."""
 
 
 _BY_KEY = sa.select(rows.REQUEST).where(
@@ -104,6 +123,9 @@ class GateService:
         self.notifier = notifier
         self.clock = clock
         self.kick_outbox = kick_outbox
+        #: when set and running, the delivery rows a change writes are claimed in its own
+        #: transaction and handed to this pump after the commit (`changing`)
+        self.pump: CardPump | None = None
         self.configured_channels: dict[str, Any] = {}
         #: called after commit with the id of each request this process finished (metrics)
         self.on_final: Callable[[str], None] = lambda request_id: None
@@ -132,7 +154,7 @@ class GateService:
         now = self.clock()
         req = self._new_request(call, principal, decision, rule, args_hash, now)
         try:
-            found, granted = self._store(req, principal, decision, rule, now)
+            found, granted, view = self._store(req, principal, decision, rule, now)
         except IntegrityError:
             # Two submits with the same idempotency key raced; the other one won.
             with self.db.read() as session:
@@ -141,14 +163,17 @@ class GateService:
                 raise
         if found is not None:
             return Submitted(decision, found, False)
-        # The row just written is the view: a new request has no votes, and a grant's
-        # approval was set on it before the insert. Nothing is read back.
-        view = build_view(req, [], public_url=self.settings.server.base_url)
+        view = view or self._created_view(req)
         if granted:
             assert view.reason is not None
             allowed = Decision("allow", rule, view.reason, (*decision.trail, "granted"))
             return Submitted(allowed, view, True)
         return Submitted(decision, view, True)
+
+    def _created_view(self, req: RequestRow) -> RequestView:
+        """The row just written is the view: a new request has no votes, and a grant's
+        approval was set on it before the insert. Nothing is read back."""
+        return build_view(req, [], public_url=self.settings.server.base_url)
 
     def _new_request(
         self,
@@ -195,23 +220,24 @@ class GateService:
         decision: Decision,
         rule: Rule,
         now: datetime,
-    ) -> tuple[RequestView | None, bool]:
+    ) -> tuple[RequestView | None, bool, RequestView | None]:
         """One transaction: find the request made earlier under the same key, or let a grant
         approve `req` at once, or insert it with its audit and card rows.
 
-        Returns (the earlier request or None, whether a grant covered the call).
+        Returns (the earlier request or None, whether a grant covered the call, the new
+        request's view when it was inserted).
         """
         with self.changing() as change:
             session = change.session
             if req.idempotency_key:
                 found = self._by_key(session, req)
                 if found is not None:
-                    return found, False
+                    return found, False, None
             grant = grants.find(session, req=req, now=now)
             if grant is not None:
                 machine.allow_by_grant(session, req=req, grant=grant, now=now)
                 change.events.append(Event("final", req.id))
-                return None, True
+                return None, True, None
             rows.insert_request(session, req)
             audit.record(
                 session,
@@ -225,7 +251,9 @@ class GateService:
             )
             outbox.enqueue_posts(session, req.id, self._targets(rule.channels), now)
             change.events.append(Event("created", req.id))
-            return None, False
+            view = self._created_view(req)
+            change.shows(view)
+            return None, False, view
 
     def _targets(self, rule_channels: tuple[str, ...] | None) -> list[tuple[str, str]]:
         """(channel, target) pairs for a rule: its own list, or every channel's default."""
@@ -412,17 +440,34 @@ class GateService:
     @contextmanager
     def changing(self) -> Iterator[Change]:
         """One write transaction whose recorded changes are announced once it commits."""
+        pump = self.pump if self.pump is not None and self.pump.accepting() else None
         with self.db.write() as session:
             change = Change(session)
+            if pump is not None:
+                outbox.hand_to_pump(session, self.clock() + outbox.LEASE)
             yield change
             for event in change.events:
                 self.notifier.stage(session, event)
         for event in change.events:
             self.notifier.publish(event)
-        if outbox.owes_cards(change.session):  # no pump run for a change no card shows
+        handed = outbox.handed(session)
+        if pump is not None and handed:
+            pump.hand_over([(claim, self._shown(change, claim)) for claim in handed])
+        elif outbox.owes_cards(session):  # no pump run for a change no card shows
             self.kick_outbox()
         for request_id in change.finished:
             self.on_final(request_id)
+
+    @staticmethod
+    def _shown(change: Change, claim: outbox.Claimed) -> RequestView | None:
+        """The view a handed row is sent with: the change's own for a new card's post, None
+        (read just before sending) for a refresh.
+
+        A post cannot put an old state on a card: every refresh waits for the post's
+        message. A refresh can: another replica may send a newer state of the same card
+        first, so a refresh always shows the request as read just before it goes out.
+        """
+        return change.shown.get(claim.request_id) if claim.kind == DeliveryKind.post else None
 
     # -- stats for health and metrics --------------------------------------------------------
 
