@@ -233,7 +233,7 @@ class GateService:
                 found = self._by_key(session, req)
                 if found is not None:
                     return found, False, None
-            grant = grants.find(session, req=req, now=now)
+            grant = grants.find(session, req=req, now=now, offered=rule.offers.grant_scopes)
             if grant is not None:
                 machine.allow_by_grant(session, req=req, grant=grant, now=now)
                 change.events.append(Event("final", req.id))

@@ -2,10 +2,10 @@
 
 With the pump running, a change claims the delivery rows it writes in its own transaction
 and hands them over after the commit, a new card's post with the view the change built: no
-claim transaction, and no request read back for a post. These tests pin what that costs, that the card shows what was written,
-that a newer card state is never overwritten by an older one handed over late, and that rows
-a stopped pump cannot send go back to every replica at once (or after the lease if the
-process died holding them).
+claim transaction, and no request read back for a post. These tests pin what that costs,
+that the card shows what was written, that a newer card state is never overwritten by an
+older one handed over late, and that rows a stopped pump cannot send go back to every
+replica at once (or after the lease if the process died holding them).
 """
 
 from __future__ import annotations

@@ -44,6 +44,10 @@ def test_an_ask_is_one_transaction(service: GateService) -> None:
     with counting(service.db.engine) as tally:
         ask(service, tool_name="refund", tool_args={"amount": 2}, idempotency_key="toolu_1")
     check(tally, statements=5, transactions=1)
+    # under a rule that offers no grants there is no grant to look for
+    with counting(service.db.engine) as tally:
+        ask(service, tool_name="wire", tool_args={"amount": 3})
+    check(tally, statements=3, transactions=1)
 
 
 def test_asking_again_under_the_same_key_is_one_read(service: GateService) -> None:
