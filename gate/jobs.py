@@ -107,16 +107,19 @@ class Jobs:
         return await self.pump_outbox(claim=False)
 
     async def _send_handed(self, claim: outbox.Claimed, view: RequestView | None) -> None:
-        db = self.service.db
         if self._stale(claim):
             # a later update of the same card was already sent from here: sending this
             # one now would put an older state back on the card
+            db = self.service.db
             await anyio.to_thread.run_sync(outbox.mark_superseded, db, claim, self.clock())
             return
         if view is None:
             view = await anyio.to_thread.run_sync(self.service.view, claim.request_id)
-        await outbox.deliver(
-            db,
+        await self._deliver(claim, view)
+
+    async def _deliver(self, claim: outbox.Claimed, view: RequestView | None) -> None:
+        done = await outbox.deliver(
+            self.service.db,
             claim,
             channels=self.channels,
             view=view,
@@ -124,6 +127,8 @@ class Jobs:
             max_attempts=self.service.settings.server.outbox_max_attempts,
             run_sync=anyio.to_thread.run_sync,
         )
+        if done == outbox.REFRESH_OWED:  # due now in the database: another run claims it
+            self.kick()
 
     def _stale(self, claim: outbox.Claimed) -> bool:
         """True for an update older than one already handed and sent for its card.
@@ -146,7 +151,6 @@ class Jobs:
 
     async def _pump_due(self) -> int:
         """Claim due rows from the database and send each."""
-        db = self.service.db
         # The first row's request is read in the same trip to a worker thread as the claim.
         claims, first = await anyio.to_thread.run_sync(self._claim)
         for n, claim in enumerate(claims):
@@ -156,15 +160,7 @@ class Jobs:
             view = first if n == 0 else None
             if n > 0:
                 view = await anyio.to_thread.run_sync(self.service.view, claim.request_id)
-            await outbox.deliver(
-                db,
-                claim,
-                channels=self.channels,
-                view=view,
-                now=self.clock,
-                max_attempts=self.service.settings.server.outbox_max_attempts,
-                run_sync=anyio.to_thread.run_sync,
-            )
+            await self._deliver(claim, view)
         return len(claims)
 
     def _claim(self) -> tuple[list[outbox.Claimed], RequestView | None]:

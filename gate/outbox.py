@@ -37,6 +37,8 @@ MAX_BACKOFF_SECONDS = 300.0
 #: an update waiting for its card's first post re-checks this often
 WAIT_FOR_POST = timedelta(seconds=2)
 BATCH = 20
+#: what `deliver` returns when the card was sent but may show an older state (`mark_sent`)
+REFRESH_OWED = "sent, refresh owed"
 
 
 @dataclass(frozen=True)
@@ -294,15 +296,62 @@ def post_ref(db: Database, claim: Claimed) -> tuple[str | None, str | None]:
 
 #: the columns each of these sets are the parameters' keys
 _SET_ROW = sa.update(DELIVERY).where(DELIVERY.c.id == sa.bindparam("row_id"))
-_SUPERSEDE = sa.update(DELIVERY).where(
-    *_SAME_CARD,
-    DELIVERY.c.kind == DeliveryKind.update.value,
-    DELIVERY.c.status == DeliveryStatus.pending.value,
-    DELIVERY.c.id < sa.bindparam("row_id"),
-    sa.or_(
-        DELIVERY.c.claimed_until.is_(None),
-        DELIVERY.c.claimed_until < sa.bindparam("now", type_=UTCDateTime()),
-    ),
+_NOW = sa.bindparam("now", type_=UTCDateTime())
+_THIS_ROW = DELIVERY.c.id == sa.bindparam("row_id")
+_SUPERSEDED = "superseded by a later update"
+#: an update sent: this row, and the older refreshes of its card still waiting (redundant
+#: now), in one statement
+_UPDATE_SENT = (
+    sa.update(DELIVERY)
+    .where(
+        sa.or_(
+            _THIS_ROW,
+            sa.and_(
+                *_SAME_CARD,
+                DELIVERY.c.kind == DeliveryKind.update.value,
+                DELIVERY.c.status == DeliveryStatus.pending.value,
+                DELIVERY.c.id < sa.bindparam("row_id"),
+                sa.or_(DELIVERY.c.claimed_until.is_(None), DELIVERY.c.claimed_until < _NOW),
+            ),
+        )
+    )
+    .values(
+        status=DeliveryStatus.sent.value,
+        sent_at=_NOW,
+        claimed_until=None,
+        message_ref=sa.case((_THIS_ROW, sa.bindparam("ref")), else_=DELIVERY.c.message_ref),
+        last_error=sa.case((_THIS_ROW, sa.null()), else_=sa.literal(_SUPERSEDED)),
+    )
+)
+_OTHER_SENT = (
+    sa.select(DELIVERY.c.id)
+    .where(
+        *_SAME_CARD,
+        DELIVERY.c.kind == DeliveryKind.update.value,
+        DELIVERY.c.status == DeliveryStatus.sent.value,
+        DELIVERY.c.last_error.is_(None),  # really sent, not superseded
+        DELIVERY.c.id != sa.bindparam("row_id"),
+        sa.or_(
+            DELIVERY.c.id > sa.bindparam("row_id"),
+            DELIVERY.c.sent_at > sa.bindparam("started", type_=UTCDateTime()),
+        ),
+    )
+    .exists()
+)
+#: one more refresh of the card, due now, when another update of it may have landed after
+#: this one: a newer one was sent already, or one was sent while this one was on its way
+_HEAL = sa.insert(DELIVERY).from_select(
+    [*_COPIED, "next_attempt_at", "created_at"],
+    sa.select(
+        sa.bindparam("card_request"),
+        sa.bindparam("card_channel"),
+        sa.bindparam("card_target"),
+        sa.literal(DeliveryKind.update.value),
+        sa.literal(DeliveryStatus.pending.value),
+        sa.literal(0),
+        _NOW,
+        _NOW,
+    ).where(_OTHER_SENT),
 )
 _POSTPONE = (
     sa.update(DELIVERY)
@@ -315,15 +364,27 @@ _POSTPONE = (
 )
 
 
-def mark_sent(db: Database, claim: Claimed, now: datetime, ref: str | None) -> None:
-    """Record success; older pending updates of the same card are now redundant."""
-    sent = {"status": DeliveryStatus.sent.value, "sent_at": now}
+def mark_sent(
+    db: Database, claim: Claimed, now: datetime, ref: str | None, started: datetime | None = None
+) -> bool:
+    """Record success; older pending updates of the same card are now redundant.
+
+    For an update sent since `started`: if another update of the card was sent that may
+    have landed after it (a newer one, or one sent meanwhile, possibly by another replica),
+    the card could now show an older state than the request's, so one more refresh is owed,
+    read just before it is sent. Returns True when that refresh was added.
+    """
+    if claim.kind != DeliveryKind.update:
+        sent = {"status": DeliveryStatus.sent.value, "sent_at": now, "claimed_until": None}
+        row = {"row_id": claim.id, "message_ref": ref, "last_error": None}
+        with db.write_conn() as conn:
+            conn.execute(_SET_ROW, {**row, **sent})
+        return False
+    params = {**_card(claim), "row_id": claim.id, "now": now, "ref": ref}
     with db.write_conn() as conn:
-        row = {"row_id": claim.id, "message_ref": ref, "claimed_until": None, "last_error": None}
-        conn.execute(_SET_ROW, {**row, **sent})
-        if claim.kind == DeliveryKind.update:
-            superseded = {**sent, "last_error": "superseded by a later update"}
-            conn.execute(_SUPERSEDE, {**_card(claim), "row_id": claim.id, "now": now, **superseded})
+        conn.execute(_UPDATE_SENT, params)
+        healed = conn.execute(_HEAL, {**params, "started": started or now}).rowcount
+    return bool(healed)
 
 
 def mark_superseded(db: Database, claim: Claimed, now: datetime) -> None:
@@ -434,6 +495,7 @@ async def deliver(
         _log_failure(claim, error, dead=dead)
         return "dead" if dead else "retry"
 
+    started = now()
     try:
         if claim.kind == DeliveryKind.post:
             ref: str | None = await channel.post(view, claim.target)
@@ -454,5 +516,6 @@ async def deliver(
     except Exception as exc:  # a channel bug must not kill the pump; retry like an outage
         log.exception("delivery %s raised", claim.id)
         return await failed(f"{type(exc).__name__}: {exc}", permanent=False, retry_after=None)
-    await run_sync(mark_sent, db, claim, now(), ref)
+    if await run_sync(mark_sent, db, claim, now(), ref, started):
+        return REFRESH_OWED
     return "sent"

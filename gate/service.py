@@ -29,7 +29,6 @@ from gate.models import (
     AuditEvent,
     ConfirmationRequest,
     Delivery,
-    DeliveryKind,
     GrantStatus,
     RequestStatus,
     new_id,
@@ -66,8 +65,9 @@ class Change:
     session: Session
     events: list[Event] = field(default_factory=list)
     finished: list[str] = field(default_factory=list)
-    #: each request as this transaction left it, built from what it wrote: the new cards it
-    #: owes are posted showing this, not a copy read back
+    #: each request as this transaction left it, built from what it wrote: the cards it owes
+    #: are sent showing this, not a copy read back (`outbox.mark_sent` owes one more
+    #: refresh, read back, if another replica's newer card may have landed first)
     shown: dict[str, RequestView] = field(default_factory=dict)
 
     def record(self, outcome: machine.Outcome) -> None:
@@ -83,7 +83,7 @@ class Change:
         self.events.append(Event("changed", request_id))
 
     def shows(self, view: RequestView) -> None:
-        """`view` is its request as this transaction leaves it (new cards it owes show it)."""
+        """`view` is its request as this transaction leaves it (the cards it owes show it)."""
         self.shown[view.id] = view
 
 
@@ -452,22 +452,11 @@ class GateService:
             self.notifier.publish(event)
         handed = outbox.handed(session)
         if pump is not None and handed:
-            pump.hand_over([(claim, self._shown(change, claim)) for claim in handed])
+            pump.hand_over([(claim, change.shown.get(claim.request_id)) for claim in handed])
         elif outbox.owes_cards(session):  # no pump run for a change no card shows
             self.kick_outbox()
         for request_id in change.finished:
             self.on_final(request_id)
-
-    @staticmethod
-    def _shown(change: Change, claim: outbox.Claimed) -> RequestView | None:
-        """The view a handed row is sent with: the change's own for a new card's post, None
-        (read just before sending) for a refresh.
-
-        A post cannot put an old state on a card: every refresh waits for the post's
-        message. A refresh can: another replica may send a newer state of the same card
-        first, so a refresh always shows the request as read just before it goes out.
-        """
-        return change.shown.get(claim.request_id) if claim.kind == DeliveryKind.post else None
 
     # -- stats for health and metrics --------------------------------------------------------
 

@@ -106,7 +106,7 @@ def test_an_ask_claims_its_card_and_the_pump_sends_it_without_reading(
     assert rows(service) == [("post", "sent", 1, False, None)]
 
 
-def test_a_decision_hands_its_refresh_over_claimed_and_read_just_before_sending(
+def test_a_decision_hands_its_refresh_over_with_the_decided_view(
     service: GateService, jobs: Jobs, cards: ShownCards
 ) -> None:
     rid = ask(service, tool_name="refund", tool_args={"amount": 1})
@@ -117,10 +117,35 @@ def test_a_decision_hands_its_refresh_over_claimed_and_read_just_before_sending(
     assert outbox.claim_due(service.db, service.clock()) == []
     with counting(service.db.engine) as tally:
         assert pump(jobs) == 1
-    # the request read just before sending (another replica may have sent a newer state of
-    # this card), then marked sent with older pending refreshes superseded; no claim
-    assert (tally.count, tally.transactions) == (3, 2), str(tally)
+    # marked sent with older pending refreshes superseded, and the check that no other
+    # refresh of the card may have landed after it; no claim, nothing read back
+    assert (tally.count, tally.transactions) == (2, 1), str(tally)
     assert cards.shown == [("post", rid, "pending"), ("update", rid, "approved")]
+
+
+def test_a_refresh_another_replica_sent_first_is_followed_by_one_read_back(
+    service: GateService, jobs: Jobs, cards: ShownCards
+) -> None:
+    rid = ask(service, tool_name="wire", tool_args={"amount": 1})  # two approvals needed
+    pump(jobs)
+    held = HeldPump()
+    service.pump = held  # this replica's first vote: its refresh waits in a busy pump
+    deciding.decide(service, rid, approver(service, "alice"), Verdict.approve)
+    first_vote = held.rows
+    service.pump = None  # the second vote, on another replica whose pump is quicker
+    deciding.decide(service, rid, approver(service, "bob"), Verdict.approve)
+    [other] = outbox.claim_due(service.db, service.clock())
+    assert other.kind == "update"
+    outbox.mark_sent(service.db, other, service.clock(), other.post_ref)
+    cards.shown.append(("update", rid, "approved"))  # what the other replica sent
+    # now this replica sends its older view, and sees a newer refresh was sent before it
+    jobs.hand_over(first_vote)
+    pump(jobs)
+    assert cards.shown[-1] == ("update", rid, "pending")
+    assert rows(service)[-1] == ("update", "pending", 0, False, None)  # owed, due now
+    pump(jobs)  # any replica's next run: read back, so the card ends on the newest state
+    assert cards.shown[-1] == ("update", rid, "approved")
+    assert [r[1] for r in rows(service)] == ["sent"] * 4
 
 
 def test_a_refresh_handed_over_late_never_puts_an_older_state_back(
