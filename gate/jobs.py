@@ -14,9 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-import anyio
-
-from gate import outbox, reminders
+from gate import outbox, reminders, sending, threads
 from gate.channel import Channel
 from gate.models import DeliveryKind, utcnow
 from gate.readmodel import RequestView
@@ -52,7 +50,7 @@ class Jobs:
     async def sweep(self) -> int:
         """Expire every request whose deadline passed; returns how many."""
         started = time.perf_counter()
-        done = await anyio.to_thread.run_sync(lambda: self.service.expire_due(self.clock()))
+        done = await threads.run_sync(lambda: self.service.expire_due(self.clock()))
         self.on_sweep(time.perf_counter() - started)
         return done
 
@@ -75,7 +73,7 @@ class Jobs:
     def hand_over(self, rows: list[tuple[outbox.Claimed, RequestView | None]]) -> None:
         """Take rows a committed transaction claimed for this pump, and run it (any thread)."""
         if not self.running():  # stopped since the transaction began: nobody would send them
-            outbox.release(self.service.db, [claim for claim, _ in rows])
+            sending.release(self.service.db, [claim for claim, _ in rows])
             return
         with self._lock:
             self._handed.extend(rows)
@@ -111,23 +109,23 @@ class Jobs:
             # a later update of the same card was already sent from here: sending this
             # one now would put an older state back on the card
             db = self.service.db
-            await anyio.to_thread.run_sync(outbox.mark_superseded, db, claim, self.clock())
+            await threads.run_sync(sending.mark_superseded, db, claim, self.clock())
             return
         if view is None:
-            view = await anyio.to_thread.run_sync(self.service.view, claim.request_id)
+            view = await threads.run_sync(self.service.view, claim.request_id)
         await self._deliver(claim, view)
 
     async def _deliver(self, claim: outbox.Claimed, view: RequestView | None) -> None:
-        done = await outbox.deliver(
+        done = await sending.deliver(
             self.service.db,
             claim,
             channels=self.channels,
             view=view,
             now=self.clock,
             max_attempts=self.service.settings.server.outbox_max_attempts,
-            run_sync=anyio.to_thread.run_sync,
+            run_sync=threads.run_sync,
         )
-        if done == outbox.REFRESH_OWED:  # due now in the database: another run claims it
+        if done == sending.REFRESH_OWED:  # due now in the database: another run claims it
             self.kick()
 
     def _stale(self, claim: outbox.Claimed) -> bool:
@@ -152,14 +150,14 @@ class Jobs:
     async def _pump_due(self) -> int:
         """Claim due rows from the database and send each."""
         # The first row's request is read in the same trip to a worker thread as the claim.
-        claims, first = await anyio.to_thread.run_sync(self._claim)
+        claims, first = await threads.run_sync(self._claim)
         for n, claim in enumerate(claims):
             # Each card shows its request as read just before sending it: a view read for
             # the whole batch up front could be older than a refresh another replica sent
             # meanwhile, and overwrite it.
             view = first if n == 0 else None
             if n > 0:
-                view = await anyio.to_thread.run_sync(self.service.view, claim.request_id)
+                view = await threads.run_sync(self.service.view, claim.request_id)
             await self._deliver(claim, view)
         return len(claims)
 
@@ -174,11 +172,11 @@ class Jobs:
             left = [claim for claim, _ in self._handed]
             self._handed.clear()
         if left:
-            outbox.release(self.service.db, left)
+            sending.release(self.service.db, left)
         return len(left)
 
     async def remind(self) -> tuple[int, int]:
         """Send due reminders and escalations; returns (reminded, escalated)."""
-        return await anyio.to_thread.run_sync(
+        return await threads.run_sync(
             lambda: reminders.remind_and_escalate(self.service, self.clock())
         )

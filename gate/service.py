@@ -9,9 +9,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
@@ -21,6 +21,7 @@ from gate import audit, grants, machine, outbox, rows
 from gate.acting import Result
 from gate.auth import Principal
 from gate.binding import call_hash
+from gate.changes import CardPump, Change
 from gate.config import Settings
 from gate.db import Database
 from gate.deciding import raise_for
@@ -50,52 +51,6 @@ class Submitted:
     decision: Decision
     view: RequestView | None
     created: bool
-
-
-@dataclass
-class Change:
-    """One write transaction's changes, so the after-commit step is written once.
-
-    Use cases record each state-machine outcome; `GateService.changing` stages the events
-    inside the transaction (other replicas hear of them only if it commits) and, after the
-    commit, publishes them to this replica's waiters, kicks the outbox and counts finished
-    requests for metrics.
-    """
-
-    session: Session
-    events: list[Event] = field(default_factory=list)
-    finished: list[str] = field(default_factory=list)
-    #: each request as this transaction left it, built from what it wrote: the cards it owes
-    #: are sent showing this, not a copy read back (`outbox.mark_sent` owes one more
-    #: refresh, read back, if another replica's newer card may have landed first)
-    shown: dict[str, RequestView] = field(default_factory=dict)
-
-    def record(self, outcome: machine.Outcome) -> None:
-        """Note what `outcome` changed (nothing for refusals and no-ops)."""
-        if isinstance(outcome, machine.Changed):
-            self.events.append(Event("final", outcome.request_id))
-            self.finished.append(outcome.request_id)
-        elif isinstance(outcome, machine.Voted | machine.Extended):
-            self.events.append(Event("changed", outcome.request_id))
-
-    def touched(self, request_id: str) -> None:
-        """Note a change that is not a transition (an outcome report): readers re-read."""
-        self.events.append(Event("changed", request_id))
-
-    def shows(self, view: RequestView) -> None:
-        """`view` is its request as this transaction leaves it (the cards it owes show it)."""
-        self.shown[view.id] = view
-
-
-class CardPump(Protocol):
-    """This replica's outbox pump, as a writing transaction sees it (`gate.jobs.Jobs`)."""
-
-    def accepting(self) -> bool:
-        """True while the pump runs and takes rows handed to it."""
-
-    def hand_over(self, rows: list[tuple[outbox.Claimed, RequestView | None]]) -> None:
-        """Send these rows, claimed by a transaction that committed, with their views
-        (None: read the request before sending). Safe from any thread."""
 
 
 _BY_KEY = sa.select(rows.REQUEST).where(

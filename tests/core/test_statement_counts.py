@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from gate import deciding, outbox
+from gate import deciding, outbox, sending
 from gate.channel import Click
 from gate.models import Verdict
 from gate.schemas import GateCall
@@ -107,7 +107,7 @@ def test_the_outbox_claims_and_marks_in_one_transaction_each(service: GateServic
     rid = ask(service, tool_name="refund", tool_args={"amount": 1})
     posted = outbox.claim_due(service.db, service.clock())
     assert [c.kind for c in posted] == ["post"]
-    outbox.mark_sent(service.db, posted[0], service.clock(), "msg-1")
+    sending.mark_sent(service.db, posted[0], service.clock(), "msg-1")
     deciding.decide(service, rid, approver(service, "alice"), Verdict.approve)
     # the claim, and the posts of the cards its updates refresh, in one transaction
     with counting(service.db.engine) as tally:
@@ -116,14 +116,14 @@ def test_the_outbox_claims_and_marks_in_one_transaction_each(service: GateServic
     check(tally, statements=2, transactions=1)
     # sent, and older pending refreshes of the same card superseded
     with counting(service.db.engine) as tally:
-        outbox.mark_sent(service.db, updates[0], service.clock(), "msg-1")
+        sending.mark_sent(service.db, updates[0], service.clock(), "msg-1")
     check(tally, statements=2, transactions=1)
 
 
 def test_each_claimed_update_carries_its_own_cards_post(service: GateService) -> None:
     rids = [ask(service, tool_name="refund", tool_args={"amount": n}) for n in (1, 2, 3)]
     for post in outbox.claim_due(service.db, service.clock()):
-        outbox.mark_sent(service.db, post, service.clock(), f"msg-{post.request_id}")
+        sending.mark_sent(service.db, post, service.clock(), f"msg-{post.request_id}")
     for rid in rids:
         deciding.decide(service, rid, approver(service, "alice"), Verdict.approve)
     updates = outbox.claim_due(service.db, service.clock())
