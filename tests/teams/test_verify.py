@@ -66,14 +66,19 @@ def test_a_valid_token_is_accepted_and_keys_are_cached(
     [
         ("another bot's token", {"audience": "00000000-0000-0000-0000-000000000000"}, "bad_token"),
         ("another issuer", {"issuer": "https://sts.windows.net/evil/"}, "bad_token"),
-        ("expired past the skew", {"issued_at": time.time() - 3600 - 400}, "stale_token"),
-        ("not valid yet", {"issued_at": time.time() + 900}, "bad_token"),
+        # seconds from now, read when the test runs (not when it is collected: a long
+        # suite would otherwise turn "not valid yet" into valid)
+        ("expired past the skew", {"issued_in": -3600 - 400}, "stale_token"),
+        ("not valid yet", {"issued_in": 900}, "bad_token"),
     ],
 )
 def test_claims_that_do_not_hold_are_refused(
     teams_gate: Gate, fake_teams: FakeTeams, how: str, claims: dict[str, Any], code: str
 ) -> None:
     request_id = ask(teams_gate)
+    if "issued_in" in claims:
+        rest = {k: v for k, v in claims.items() if k != "issued_in"}
+        claims = rest | {"issued_at": time.time() + claims["issued_in"]}
     for verb in ("refresh", "approve"):
         activity = refresh(fake_teams, request_id)
         activity["value"]["action"]["verb"] = verb
