@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import socket
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -545,3 +546,24 @@ def test_only_plain_requests_of_the_two_routes_are_taken(small: Gate) -> None:
         assert c.put(f"/v1/requests/{request_id}/decision", json={}).status_code == 405
         assert c.post("/v1/gate/", json={}).status_code in (307, 404)
     assert (+lean.answered, +lean.handed_over) == before
+
+
+def test_a_client_gone_mid_body_is_handed_over_and_the_server_carries_on(
+    small: Gate, route: tuple[str, str, str, list[bytes]]
+) -> None:
+    name, path, token, (whole,) = route
+    lean = lean_routes(small)
+    before = lean.handed_over[name]
+    with socket.create_connection(("127.0.0.1", small.server.port), timeout=10) as sock:
+        head = (
+            f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(whole) + 100}\r\n\r\n"
+        )
+        sock.sendall(head.encode() + whole[:5])
+        time.sleep(0.1)
+    deadline = time.monotonic() + 10
+    while lean.handed_over[name] == before and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert lean.handed_over[name] == before + 1  # the stack saw the disconnect, as it would
+    served = send(small, path, [whole], token)
+    assert served.status == 200, served.body
