@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import datetime
 
+import anyio
 from fastapi import FastAPI
 
 from gate import metrics, web
@@ -93,13 +94,15 @@ def build_state(settings: Settings, clock: Callable[[], datetime] = utcnow) -> A
     jobs = Jobs(service, channels, clock)
     scheduler = Scheduler(
         sweep=jobs.sweep,
-        pump=jobs.pump_outbox,
+        pump=jobs.scheduled_pump,
         remind=jobs.remind,
         sweep_interval=server.sweep_interval_seconds,
         pump_interval=server.outbox_interval_seconds,
         remind_interval=server.followup_interval_seconds,
     )
     service.kick_outbox = scheduler.kick
+    jobs.kick, jobs.running = scheduler.kick, lambda: scheduler.running
+    service.pump = jobs
     return AppState(
         settings=settings,
         db=db,
@@ -132,6 +135,9 @@ def _lifespan(state: AppState) -> Callable[[FastAPI], AbstractAsyncContextManage
         finally:
             state.scheduler.shutdown()
             await state.scheduler.drain()
+            released = await anyio.to_thread.run_sync(state.jobs.release_handed)
+            if released:
+                log.info("gave back %d card delivery(ies) not sent before shutdown", released)
             await state.notifier.stop()
             for channel in state.channels.values():
                 await channel.aclose()

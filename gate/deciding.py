@@ -81,7 +81,9 @@ def decide(
             if agreed is not None:
                 grants.create(change.session, req, agreed, by=actor.name, now=now)
         change.record(outcome)
-    return Result(outcome, build_view(req, votes, public_url=public_url))
+        decided = build_view(req, votes, public_url=public_url)
+        change.shows(decided)
+    return Result(outcome, decided)
 
 
 def _check(

@@ -155,13 +155,19 @@ _CANDIDATES = (
 )
 
 
-def find(session: Session, *, req: RequestRow, now: datetime) -> Any | None:
+def find(
+    session: Session, *, req: RequestRow, now: datetime, offered: tuple[str, ...]
+) -> Any | None:
     """The active grant row that covers the call `req` asks for, if any (narrowest scope
     first).
 
     `req` is the request about to be made: its rule, resolved approvers and quorum and its
-    submitting principal must equal the grant's.
+    submitting principal must equal the grant's, and the rule must still offer the grant's
+    scope (`offered`, from gate.toml now): taking a scope off a rule ends what standing
+    grants of it cover, and a rule that offers none costs no query.
     """
+    if not offered:
+        return None
     keys = ("tool_name", "rule", "submitted_by", "approvals_required")
     params = {k: getattr(req, k) for k in keys}
     candidates = session.connection().execute(_CANDIDATES, {**params, "now": now}).all()
@@ -171,6 +177,8 @@ def find(session: Session, *, req: RequestRow, now: datetime) -> Any | None:
     session_id, agent_id = req.session_id, req.agent_id
     approvers = sorted(req.approvers)
     for scope in SCOPES:
+        if scope not in offered:
+            continue
         for grant in candidates:
             if grant.scope != scope or sorted(grant.approvers) != approvers:
                 continue

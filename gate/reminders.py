@@ -9,16 +9,32 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
+from typing import Any
 
 import sqlalchemy as sa
-from sqlmodel import col, select
+from sqlmodel import col
 
 from gate import audit, outbox
 from gate.models import ConfirmationRequest, RequestStatus
 from gate.offers import Offers
+from gate.rows import REQUEST
 from gate.service import GateService
 
 log = logging.getLogger(__name__)
+
+
+#: pending requests not yet reminded or not yet escalated, with what deciding either needs
+_WAITING = sa.select(
+    REQUEST.c.id,
+    REQUEST.c.created_at,
+    REQUEST.c.options,
+    REQUEST.c.approvers,
+    REQUEST.c.reminded_at,
+    REQUEST.c.escalated_at,
+).where(
+    REQUEST.c.status == RequestStatus.pending.value,
+    sa.or_(REQUEST.c.reminded_at.is_(None), REQUEST.c.escalated_at.is_(None)),
+)
 
 
 def remind_and_escalate(service: GateService, now: datetime) -> tuple[int, int]:
@@ -28,18 +44,8 @@ def remind_and_escalate(service: GateService, now: datetime) -> tuple[int, int]:
     every replica may run this job.
     """
     reminded = escalated = 0
-    with service.db.read() as session:
-        rows = list(
-            session.exec(
-                select(ConfirmationRequest).where(
-                    col(ConfirmationRequest.status) == RequestStatus.pending,
-                    sa.or_(
-                        col(ConfirmationRequest.reminded_at).is_(None),
-                        col(ConfirmationRequest.escalated_at).is_(None),
-                    ),
-                )
-            ).all()
-        )
+    with service.db.read_conn() as conn:  # only the columns this needs: no ORM objects
+        rows = conn.execute(_WAITING).all()
     for req in rows:
         offers = Offers.from_options(req.options)
         remind = offers.remind_after
@@ -51,9 +57,7 @@ def remind_and_escalate(service: GateService, now: datetime) -> tuple[int, int]:
     return reminded, escalated
 
 
-def _mark(
-    service: GateService, req: ConfirmationRequest, column: str, now: datetime, *, escalate: bool
-) -> int:
+def _mark(service: GateService, req: Any, column: str, now: datetime, *, escalate: bool) -> int:
     with service.changing() as change:
         session = change.session
         result = session.execute(

@@ -10,7 +10,7 @@ import asyncio
 import logging
 import threading
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
+from datetime import UTC
 from typing import Any
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
@@ -45,8 +45,15 @@ class Scheduler:
         self._lock = threading.Lock()
         self._running: set[str] = set()
         self._owed: set[str] = set()
+        #: kicked jobs whose start is on its way to the event loop
+        self._kicked: set[str] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._starting: set[asyncio.Task[None]] = set()
         sweep, pump = self._tracked(SWEEP_JOB, sweep), self._tracked(OUTBOX_JOB, pump)
         remind = self._tracked(REMIND_JOB, remind) if remind is not None else None
+        self._runs = {SWEEP_JOB: sweep, OUTBOX_JOB: pump}
+        if remind is not None:
+            self._runs[REMIND_JOB] = remind
         # max_instances=1 + coalesce: a slow run is never overlapped by the next tick, and
         # missed ticks collapse into one run instead of a burst.
         common: dict[str, Any] = {"max_instances": 1, "coalesce": True, "misfire_grace_time": None}
@@ -63,6 +70,7 @@ class Scheduler:
 
     def start(self) -> None:
         """Start ticking (needs a running event loop)."""
+        self._loop = asyncio.get_running_loop()
         self._scheduler.start()
 
     def shutdown(self) -> None:
@@ -84,6 +92,9 @@ class Scheduler:
 
         async def run() -> None:
             with self._lock:
+                if job_id in self._running:  # a tick while a kicked run is on: run again after
+                    self._owed.add(job_id)
+                    return
                 self._running.add(job_id)
             try:
                 while True:
@@ -117,13 +128,33 @@ class Scheduler:
 
     def kick(self, job_id: str = OUTBOX_JOB) -> None:
         """Run a job now instead of at its next tick (safe from any thread); a job running
-        now runs once more as soon as it finishes, however many kicks arrive meanwhile."""
-        if not self._scheduler.running:
+        now runs once more as soon as it finishes, however many kicks arrive meanwhile.
+
+        The run is started on the event loop directly, not through APScheduler's job store
+        (a modify, a wake-up and a pass over every job for each kick): the outbox pump is
+        kicked by every change that owes a card.
+        """
+        loop = self._loop
+        if not self._scheduler.running or loop is None:
             return
         with self._lock:
             if job_id in self._running:
                 self._owed.add(job_id)
                 return
-        job = self._scheduler.get_job(job_id)
-        if job is not None:
-            job.modify(next_run_time=datetime.now(UTC))
+            if job_id in self._kicked:
+                return
+            self._kicked.add(job_id)
+        try:
+            loop.call_soon_threadsafe(self._start_kicked, job_id)
+        except RuntimeError:  # the loop closed meanwhile: nothing left to run it
+            with self._lock:
+                self._kicked.discard(job_id)
+
+    def _start_kicked(self, job_id: str) -> None:
+        with self._lock:
+            self._kicked.discard(job_id)
+        if not self._scheduler.running:
+            return
+        task = asyncio.ensure_future(self._runs[job_id]())
+        self._starting.add(task)
+        task.add_done_callback(self._starting.discard)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -21,6 +21,7 @@ from gate import audit, grants, machine, outbox, rows
 from gate.acting import Result
 from gate.auth import Principal
 from gate.binding import call_hash
+from gate.changes import CardPump, Change
 from gate.config import Settings
 from gate.db import Database
 from gate.deciding import raise_for
@@ -52,33 +53,6 @@ class Submitted:
     created: bool
 
 
-@dataclass
-class Change:
-    """One write transaction's changes, so the after-commit step is written once.
-
-    Use cases record each state-machine outcome; `GateService.changing` stages the events
-    inside the transaction (other replicas hear of them only if it commits) and, after the
-    commit, publishes them to this replica's waiters, kicks the outbox and counts finished
-    requests for metrics.
-    """
-
-    session: Session
-    events: list[Event] = field(default_factory=list)
-    finished: list[str] = field(default_factory=list)
-
-    def record(self, outcome: machine.Outcome) -> None:
-        """Note what `outcome` changed (nothing for refusals and no-ops)."""
-        if isinstance(outcome, machine.Changed):
-            self.events.append(Event("final", outcome.request_id))
-            self.finished.append(outcome.request_id)
-        elif isinstance(outcome, machine.Voted | machine.Extended):
-            self.events.append(Event("changed", outcome.request_id))
-
-    def touched(self, request_id: str) -> None:
-        """Note a change that is not a transition (an outcome report): readers re-read."""
-        self.events.append(Event("changed", request_id))
-
-
 _BY_KEY = sa.select(rows.REQUEST).where(
     rows.REQUEST.c.idempotency_key == sa.bindparam("key"),
     rows.REQUEST.c.submitted_by == sa.bindparam("submitted_by"),
@@ -104,6 +78,9 @@ class GateService:
         self.notifier = notifier
         self.clock = clock
         self.kick_outbox = kick_outbox
+        #: when set and running, the delivery rows a change writes are claimed in its own
+        #: transaction and handed to this pump after the commit (`changing`)
+        self.pump: CardPump | None = None
         self.configured_channels: dict[str, Any] = {}
         #: called after commit with the id of each request this process finished (metrics)
         self.on_final: Callable[[str], None] = lambda request_id: None
@@ -132,7 +109,7 @@ class GateService:
         now = self.clock()
         req = self._new_request(call, principal, decision, rule, args_hash, now)
         try:
-            found, granted = self._store(req, principal, decision, rule, now)
+            found, granted, view = self._store(req, principal, decision, rule, now)
         except IntegrityError:
             # Two submits with the same idempotency key raced; the other one won.
             with self.db.read() as session:
@@ -141,14 +118,17 @@ class GateService:
                 raise
         if found is not None:
             return Submitted(decision, found, False)
-        # The row just written is the view: a new request has no votes, and a grant's
-        # approval was set on it before the insert. Nothing is read back.
-        view = build_view(req, [], public_url=self.settings.server.base_url)
+        view = view or self._created_view(req)
         if granted:
             assert view.reason is not None
             allowed = Decision("allow", rule, view.reason, (*decision.trail, "granted"))
             return Submitted(allowed, view, True)
         return Submitted(decision, view, True)
+
+    def _created_view(self, req: RequestRow) -> RequestView:
+        """The row just written is the view: a new request has no votes, and a grant's
+        approval was set on it before the insert. Nothing is read back."""
+        return build_view(req, [], public_url=self.settings.server.base_url)
 
     def _new_request(
         self,
@@ -195,23 +175,24 @@ class GateService:
         decision: Decision,
         rule: Rule,
         now: datetime,
-    ) -> tuple[RequestView | None, bool]:
+    ) -> tuple[RequestView | None, bool, RequestView | None]:
         """One transaction: find the request made earlier under the same key, or let a grant
         approve `req` at once, or insert it with its audit and card rows.
 
-        Returns (the earlier request or None, whether a grant covered the call).
+        Returns (the earlier request or None, whether a grant covered the call, the new
+        request's view when it was inserted).
         """
         with self.changing() as change:
             session = change.session
             if req.idempotency_key:
                 found = self._by_key(session, req)
                 if found is not None:
-                    return found, False
-            grant = grants.find(session, req=req, now=now)
+                    return found, False, None
+            grant = grants.find(session, req=req, now=now, offered=rule.offers.grant_scopes)
             if grant is not None:
                 machine.allow_by_grant(session, req=req, grant=grant, now=now)
                 change.events.append(Event("final", req.id))
-                return None, True
+                return None, True, None
             rows.insert_request(session, req)
             audit.record(
                 session,
@@ -225,7 +206,9 @@ class GateService:
             )
             outbox.enqueue_posts(session, req.id, self._targets(rule.channels), now)
             change.events.append(Event("created", req.id))
-            return None, False
+            view = self._created_view(req)
+            change.shows(view)
+            return None, False, view
 
     def _targets(self, rule_channels: tuple[str, ...] | None) -> list[tuple[str, str]]:
         """(channel, target) pairs for a rule: its own list, or every channel's default."""
@@ -412,14 +395,20 @@ class GateService:
     @contextmanager
     def changing(self) -> Iterator[Change]:
         """One write transaction whose recorded changes are announced once it commits."""
+        pump = self.pump if self.pump is not None and self.pump.accepting() else None
         with self.db.write() as session:
             change = Change(session)
+            if pump is not None:
+                outbox.hand_to_pump(session, self.clock() + outbox.LEASE)
             yield change
             for event in change.events:
                 self.notifier.stage(session, event)
         for event in change.events:
             self.notifier.publish(event)
-        if outbox.owes_cards(change.session):  # no pump run for a change no card shows
+        handed = outbox.handed(session)
+        if pump is not None and handed:
+            pump.hand_over([(claim, change.shown.get(claim.request_id)) for claim in handed])
+        elif outbox.owes_cards(session):  # no pump run for a change no card shows
             self.kick_outbox()
         for request_id in change.finished:
             self.on_final(request_id)

@@ -11,9 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-import anyio
-
-from gate import deciding
+from gate import deciding, threads
 from gate.acting import Result
 from gate.auth import TokenBook
 from gate.channel import Channel, Click
@@ -57,8 +55,8 @@ class ChannelGate:
 
     async def act(self, click: Click) -> Result:
         """Run a click through the one decision pipeline (in a worker thread)."""
-        return await anyio.to_thread.run_sync(lambda: deciding.act(self._service, click))
+        return await threads.run_sync(lambda: deciding.act(self._service, click))
 
     async def view(self, request_id: str) -> RequestView | None:
         """The current state of a request."""
-        return await anyio.to_thread.run_sync(lambda: self._service.view(request_id))
+        return await threads.run_sync(lambda: self._service.view(request_id))

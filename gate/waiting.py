@@ -13,9 +13,9 @@ import random
 from functools import partial
 from typing import TYPE_CHECKING
 
-import anyio
 from pydantic import TypeAdapter
 
+from gate import threads
 from gate.errors import NotFound
 from gate.schemas import RequestPublic
 
@@ -71,7 +71,7 @@ async def wait(
 
 async def _view(service: GateService, request_id: str) -> RequestView | None:
     """The request read in a worker thread (None when there is no such request)."""
-    return await anyio.to_thread.run_sync(service.view, request_id)
+    return await threads.run_sync(service.view, request_id)
 
 
 async def _read(service: GateService, request_id: str) -> RequestView:

@@ -71,3 +71,46 @@ async def test_a_kick_while_idle_runs_the_job_once() -> None:
     finally:
         scheduler.shutdown()
         await scheduler.drain(5)
+
+
+async def test_kicks_from_many_threads_at_once_start_one_run_and_a_tick_never_overlaps() -> None:
+    running = 0
+    overlapped = False
+    runs: list[int] = []
+
+    async def pump() -> None:
+        nonlocal running, overlapped
+        running += 1
+        overlapped = overlapped or running > 1
+        runs.append(1)
+        await asyncio.sleep(0.05)
+        running -= 1
+
+    # a tick every 20 ms lands while kicked runs are on: they must not run side by side
+    scheduler = Scheduler(sweep=_idle, pump=pump, sweep_interval=INTERVAL, pump_interval=0.02)
+    scheduler.start()
+    try:
+        kickers = [threading.Thread(target=scheduler.kick) for _ in range(16)]
+        for kicker in kickers:
+            kicker.start()
+        for kicker in kickers:
+            kicker.join()
+        await asyncio.sleep(0.5)
+        assert runs and not overlapped
+    finally:
+        scheduler.shutdown()
+        await scheduler.drain(5)
+
+
+async def test_a_kick_after_shutdown_runs_nothing() -> None:
+    runs: list[int] = []
+
+    async def pump() -> None:
+        runs.append(1)
+
+    scheduler = Scheduler(sweep=_idle, pump=pump, sweep_interval=INTERVAL, pump_interval=INTERVAL)
+    scheduler.start()
+    scheduler.shutdown()
+    scheduler.kick()
+    await asyncio.sleep(0.1)
+    assert runs == []

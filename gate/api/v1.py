@@ -6,9 +6,8 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Query, Response
 from pydantic import BaseModel
-from starlette.concurrency import run_in_threadpool
 
-from gate import deciding, grant_review, reports, waiting
+from gate import deciding, grant_review, reports, threads, waiting
 from gate.api.deps import PrincipalDep, ServiceDep
 from gate.auth import Principal
 from gate.models import RequestStatus, Verdict
@@ -76,7 +75,7 @@ async def gate_answer(service: GateService, call: GateCall, principal: Principal
     decision = service.judge(call)
     if decision.action != "ask":
         return encoded(_answer(Submitted(decision, None, False)))
-    submitted = await run_in_threadpool(service.ask, call, principal, decision)
+    submitted = await threads.run_sync(service.ask, call, principal, decision)
     return encoded(_answer(submitted))
 
 

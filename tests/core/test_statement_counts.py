@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from gate import deciding, outbox
+from gate import deciding, outbox, sending
 from gate.channel import Click
 from gate.models import Verdict
 from gate.schemas import GateCall
@@ -44,6 +44,10 @@ def test_an_ask_is_one_transaction(service: GateService) -> None:
     with counting(service.db.engine) as tally:
         ask(service, tool_name="refund", tool_args={"amount": 2}, idempotency_key="toolu_1")
     check(tally, statements=5, transactions=1)
+    # under a rule that offers no grants there is no grant to look for
+    with counting(service.db.engine) as tally:
+        ask(service, tool_name="wire", tool_args={"amount": 3})
+    check(tally, statements=3, transactions=1)
 
 
 def test_asking_again_under_the_same_key_is_one_read(service: GateService) -> None:
@@ -103,7 +107,7 @@ def test_the_outbox_claims_and_marks_in_one_transaction_each(service: GateServic
     rid = ask(service, tool_name="refund", tool_args={"amount": 1})
     posted = outbox.claim_due(service.db, service.clock())
     assert [c.kind for c in posted] == ["post"]
-    outbox.mark_sent(service.db, posted[0], service.clock(), "msg-1")
+    sending.mark_sent(service.db, posted[0], service.clock(), "msg-1")
     deciding.decide(service, rid, approver(service, "alice"), Verdict.approve)
     # the claim, and the posts of the cards its updates refresh, in one transaction
     with counting(service.db.engine) as tally:
@@ -112,14 +116,14 @@ def test_the_outbox_claims_and_marks_in_one_transaction_each(service: GateServic
     check(tally, statements=2, transactions=1)
     # sent, and older pending refreshes of the same card superseded
     with counting(service.db.engine) as tally:
-        outbox.mark_sent(service.db, updates[0], service.clock(), "msg-1")
+        sending.mark_sent(service.db, updates[0], service.clock(), "msg-1")
     check(tally, statements=2, transactions=1)
 
 
 def test_each_claimed_update_carries_its_own_cards_post(service: GateService) -> None:
     rids = [ask(service, tool_name="refund", tool_args={"amount": n}) for n in (1, 2, 3)]
     for post in outbox.claim_due(service.db, service.clock()):
-        outbox.mark_sent(service.db, post, service.clock(), f"msg-{post.request_id}")
+        sending.mark_sent(service.db, post, service.clock(), f"msg-{post.request_id}")
     for rid in rids:
         deciding.decide(service, rid, approver(service, "alice"), Verdict.approve)
     updates = outbox.claim_due(service.db, service.clock())

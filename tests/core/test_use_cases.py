@@ -13,10 +13,13 @@ from datetime import timedelta
 from gate import deciding, machine
 from gate.acting import Refusal
 from gate.channel import Click
+from gate.config import Settings
 from gate.models import RequestStatus, Verdict
+from gate.notify import Notifier
+from gate.policy import Policy
 from gate.schemas import GateCall
 from gate.service import GateService
-from tests.core.conftest import AGENT, OTHER_AGENT, Clock, approver, ask, service_of
+from tests.core.conftest import AGENT, OTHER_AGENT, RULES, Clock, approver, ask, service_of
 from tests.support import config as cfg
 
 
@@ -100,6 +103,30 @@ def test_grants_ride_only_with_the_principal_and_rule_that_earned_them(
         GateCall(tool_name="refund", tool_args={"amount": 3}, agent_id="bot"), AGENT
     )
     assert later.decision.action == "ask"
+
+
+def test_a_grant_covers_calls_only_while_its_rule_still_offers_its_scope(
+    service: GateService, clock: Clock
+) -> None:
+    rid = ask(service, tool_name="refund", tool_args={"amount": 1}, agent_id="bot")
+    deciding.decide(
+        service, rid, approver(service, "alice"), Verdict.approve, grant=("agent", "30m")
+    )
+    call = GateCall(tool_name="refund", tool_args={"amount": 2}, agent_id="bot")
+    assert service.submit(call, AGENT).decision.action == "allow"
+    # gate.toml changed: the same rule, same approvers and quorum, no longer offers grants
+    data = cfg.settings_data(service.settings.server.database_url)
+    data["rules"] = [{**RULES[0], "grant_scopes": []}, *RULES[1:], *data["rules"]]
+    settings = Settings(**data)
+    now_strict = GateService(
+        settings=settings,
+        db=service.db,
+        policy=Policy(settings),
+        notifier=Notifier(),
+        clock=clock,
+    )
+    again = now_strict.submit(call, AGENT)
+    assert again.decision.action == "ask", again.decision
 
 
 def test_a_click_goes_through_the_same_pipeline(service: GateService) -> None:

@@ -1,0 +1,293 @@
+"""Sending a claimed delivery row through its channel, and recording what came of it.
+
+`gate.outbox` owes and claims the rows; this sends one and marks it sent, retried, dead or
+postponed, each in one transaction. An update marked sent owes one more refresh, read back,
+when another update of the same card may have landed after it (`mark_sent`), so a card ends
+on its request's newest state even when replicas send in the other order.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+import sqlalchemy as sa
+
+from gate.models import DeliveryKind, DeliveryStatus, UTCDateTime
+from gate.outbox import COPIED_COLUMNS, Claimed
+from gate.rows import DELIVERY
+
+if TYPE_CHECKING:
+    from gate.db import Database
+    from gate.readmodel import RequestView
+
+log = logging.getLogger("gate.outbox")
+
+#: backoff caps at five minutes: long enough not to hammer a platform that is down,
+#: short enough that a card still lands soon after it comes back
+MAX_BACKOFF_SECONDS = 300.0
+#: an update waiting for its card's first post re-checks this often
+WAIT_FOR_POST = timedelta(seconds=2)
+#: what `deliver` returns when the card was sent but may show an older state (`mark_sent`)
+REFRESH_OWED = "sent, refresh owed"
+
+
+_SAME_CARD = (  # bind names apart from the columns': an UPDATE's SET takes those
+    DELIVERY.c.request_id == sa.bindparam("card_request"),
+    DELIVERY.c.channel == sa.bindparam("card_channel"),
+    DELIVERY.c.target == sa.bindparam("card_target"),
+)
+
+
+def _card(claim: Claimed) -> dict[str, str]:
+    return {
+        "card_request": claim.request_id,
+        "card_channel": claim.channel,
+        "card_target": claim.target,
+    }
+
+
+_POST_REF = (
+    sa.select(DELIVERY.c.message_ref, DELIVERY.c.status)
+    .where(*_SAME_CARD, DELIVERY.c.kind == DeliveryKind.post.value)
+    .order_by(DELIVERY.c.id)
+    .limit(1)
+)
+
+
+def post_ref(db: Database, claim: Claimed) -> tuple[str | None, str | None]:
+    """For an update: the posted card's (message_ref, status of its post row), now."""
+    with db.read_conn() as conn:
+        row = conn.execute(_POST_REF, _card(claim)).first()
+    return (row[0], row[1]) if row else (None, None)
+
+
+#: the columns each of these sets are the parameters' keys
+_SET_ROW = sa.update(DELIVERY).where(DELIVERY.c.id == sa.bindparam("row_id"))
+_NOW = sa.bindparam("now", type_=UTCDateTime())
+_THIS_ROW = DELIVERY.c.id == sa.bindparam("row_id")
+_SUPERSEDED = "superseded by a later update"
+#: an update sent: this row, and the older refreshes of its card still waiting (redundant
+#: now), in one statement
+_UPDATE_SENT = (
+    sa.update(DELIVERY)
+    .where(
+        sa.or_(
+            _THIS_ROW,
+            sa.and_(
+                *_SAME_CARD,
+                DELIVERY.c.kind == DeliveryKind.update.value,
+                DELIVERY.c.status == DeliveryStatus.pending.value,
+                DELIVERY.c.id < sa.bindparam("row_id"),
+                sa.or_(DELIVERY.c.claimed_until.is_(None), DELIVERY.c.claimed_until < _NOW),
+            ),
+        )
+    )
+    .values(
+        status=DeliveryStatus.sent.value,
+        sent_at=_NOW,
+        claimed_until=None,
+        message_ref=sa.case((_THIS_ROW, sa.bindparam("ref")), else_=DELIVERY.c.message_ref),
+        last_error=sa.case((_THIS_ROW, sa.null()), else_=sa.literal(_SUPERSEDED)),
+    )
+)
+_OTHER_SENT = (
+    sa.select(DELIVERY.c.id)
+    .where(
+        *_SAME_CARD,
+        DELIVERY.c.kind == DeliveryKind.update.value,
+        DELIVERY.c.status == DeliveryStatus.sent.value,
+        DELIVERY.c.last_error.is_(None),  # really sent, not superseded
+        DELIVERY.c.id != sa.bindparam("row_id"),
+        sa.or_(
+            DELIVERY.c.id > sa.bindparam("row_id"),
+            DELIVERY.c.sent_at > sa.bindparam("started", type_=UTCDateTime()),
+        ),
+    )
+    .exists()
+)
+#: one more refresh of the card, due now, when another update of it may have landed after
+#: this one: a newer one was sent already, or one was sent while this one was on its way
+_HEAL = sa.insert(DELIVERY).from_select(
+    [*COPIED_COLUMNS, "next_attempt_at", "created_at"],
+    sa.select(
+        sa.bindparam("card_request"),
+        sa.bindparam("card_channel"),
+        sa.bindparam("card_target"),
+        sa.literal(DeliveryKind.update.value),
+        sa.literal(DeliveryStatus.pending.value),
+        sa.literal(0),
+        _NOW,
+        _NOW,
+    ).where(_OTHER_SENT),
+)
+_POSTPONE = (
+    sa.update(DELIVERY)
+    .where(DELIVERY.c.id == sa.bindparam("row_id"))
+    .values(
+        claimed_until=None,
+        attempts=DELIVERY.c.attempts - 1,
+        next_attempt_at=sa.bindparam("when", type_=UTCDateTime()),
+    )
+)
+
+
+def mark_sent(
+    db: Database, claim: Claimed, now: datetime, ref: str | None, started: datetime | None = None
+) -> bool:
+    """Record success; older pending updates of the same card are now redundant.
+
+    For an update sent since `started`: if another update of the card was sent that may
+    have landed after it (a newer one, or one sent meanwhile, possibly by another replica),
+    the card could now show an older state than the request's, so one more refresh is owed,
+    read just before it is sent. Returns True when that refresh was added.
+    """
+    if claim.kind != DeliveryKind.update:
+        sent = {"status": DeliveryStatus.sent.value, "sent_at": now, "claimed_until": None}
+        row = {"row_id": claim.id, "message_ref": ref, "last_error": None}
+        with db.write_conn() as conn:
+            conn.execute(_SET_ROW, {**row, **sent})
+        return False
+    params = {**_card(claim), "row_id": claim.id, "now": now, "ref": ref}
+    with db.write_conn() as conn:
+        conn.execute(_UPDATE_SENT, params)
+        healed = conn.execute(_HEAL, {**params, "started": started or now}).rowcount
+    return bool(healed)
+
+
+def mark_superseded(db: Database, claim: Claimed, now: datetime) -> None:
+    """Record an update as not needed: a later update of its card was already sent."""
+    superseded = {"status": DeliveryStatus.sent.value, "sent_at": now, "claimed_until": None}
+    with db.write_conn() as conn:
+        last = {"last_error": "superseded by a later update"}
+        conn.execute(_SET_ROW, {"row_id": claim.id, **superseded, **last})
+
+
+_RELEASE = (
+    sa.update(DELIVERY)
+    .where(DELIVERY.c.id.in_(sa.bindparam("ids", expanding=True)))
+    .where(DELIVERY.c.status == DeliveryStatus.pending.value)
+    .values(claimed_until=None, attempts=DELIVERY.c.attempts - 1)
+)
+
+
+def release(db: Database, claims: list[Claimed]) -> None:
+    """Give back the lease of claimed rows never attempted, so any pump takes them now."""
+    with db.write_conn() as conn:
+        conn.execute(_RELEASE, {"ids": [claim.id for claim in claims]})
+
+
+def mark_failed(
+    db: Database,
+    claim: Claimed,
+    now: datetime,
+    error: str,
+    *,
+    permanent: bool,
+    retry_after: float | None,
+    max_attempts: int,
+) -> bool:
+    """Record a failure; schedule a retry or mark the row dead. True when dead."""
+    dead = permanent or claim.attempts >= max_attempts
+    if retry_after is not None:
+        delay = retry_after
+    else:
+        # Exponential backoff with jitter: 1, 2, 4 ... seconds, capped; the jitter keeps a
+        # fleet of replicas from retrying a recovering platform in lockstep.
+        delay = min(2.0 ** (claim.attempts - 1), MAX_BACKOFF_SECONDS) * random.uniform(0.75, 1.0)
+    status = DeliveryStatus.dead if dead else DeliveryStatus.pending
+    with db.write_conn() as conn:
+        conn.execute(
+            _SET_ROW,
+            {
+                "row_id": claim.id,
+                "status": status.value,
+                "last_error": error[:2000],
+                "claimed_until": None,
+                "next_attempt_at": now + timedelta(seconds=delay),
+            },
+        )
+    return dead
+
+
+def postpone(db: Database, claim: Claimed, now: datetime) -> None:
+    """Give an update back unattempted: its card has not been posted yet."""
+    with db.write_conn() as conn:
+        conn.execute(_POSTPONE, {"row_id": claim.id, "when": now + WAIT_FOR_POST})
+
+
+def give_up(db: Database, claim: Claimed, error: str) -> None:
+    """Mark a row dead without retrying (its card can never be posted)."""
+    dead = {"status": DeliveryStatus.dead.value, "last_error": error[:2000]}
+    with db.write_conn() as conn:
+        conn.execute(_SET_ROW, {"row_id": claim.id, **dead, "claimed_until": None})
+
+
+def _log_failure(claim: Claimed, error: str, *, dead: bool) -> None:
+    log.log(
+        logging.ERROR if dead else logging.WARNING,
+        "delivery %s (%s %s to %s:%s) %s: %s",
+        *(claim.id, claim.kind, claim.request_id, claim.channel, claim.target),
+        "dead" if dead else "will retry",
+        error,
+    )
+
+
+async def deliver(
+    db: Database,
+    claim: Claimed,
+    *,
+    channels: dict[str, Any],
+    view: RequestView | None,
+    now: Callable[[], datetime],
+    max_attempts: int,
+    run_sync: Callable[..., Any],
+) -> str:
+    """Send one claimed row through its channel; returns what happened, for logs and tests."""
+    from gate.channel import DeliveryError
+
+    channel = channels.get(claim.channel)
+    if channel is None or view is None:
+        why = (
+            f"channel {claim.channel!r} is not configured"
+            if channel is None
+            else "request no longer exists"
+        )
+        await run_sync(give_up, db, claim, why)
+        log.error("delivery %s dead: %s", claim.id, why)
+        return "dead"
+
+    async def failed(error: str, *, permanent: bool, retry_after: float | None) -> str:
+        mark = partial(mark_failed, db, claim, now(), error, max_attempts=max_attempts)
+        dead = await run_sync(partial(mark, permanent=permanent, retry_after=retry_after))
+        _log_failure(claim, error, dead=dead)
+        return "dead" if dead else "retry"
+
+    started = now()
+    try:
+        if claim.kind == DeliveryKind.post:
+            ref: str | None = await channel.post(view, claim.target)
+        else:
+            ref, post_status = claim.post_ref, claim.post_status
+            if ref is None and post_status != DeliveryStatus.dead:
+                # not posted when claimed: perhaps by now (its post may have been in this batch)
+                ref, post_status = await run_sync(post_ref, db, claim)
+            if ref is None:
+                if post_status == DeliveryStatus.dead:
+                    await run_sync(give_up, db, claim, "the card was never posted")
+                    return "dead"
+                await run_sync(postpone, db, claim, now())
+                return "postponed"
+            await channel.update(view, claim.target, ref)
+    except DeliveryError as exc:
+        return await failed(str(exc), permanent=exc.permanent, retry_after=exc.retry_after)
+    except Exception as exc:  # a channel bug must not kill the pump; retry like an outage
+        log.exception("delivery %s raised", claim.id)
+        return await failed(f"{type(exc).__name__}: {exc}", permanent=False, retry_after=None)
+    if await run_sync(mark_sent, db, claim, now(), ref, started):
+        return REFRESH_OWED
+    return "sent"

@@ -1,0 +1,233 @@
+"""Cards handed to this replica's pump by the transaction that owes them.
+
+With the pump running, a change claims the delivery rows it writes in its own transaction
+and hands them over after the commit, a new card's post with the view the change built: no
+claim transaction, and no request read back for a post. These tests pin what that costs,
+that the card shows what was written, that a newer card state is never overwritten by an
+older one handed over late, and that rows a stopped pump cannot send go back to every
+replica at once (or after the lease if the process died holding them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from datetime import timedelta
+
+import pytest
+import sqlalchemy as sa
+
+from gate import deciding, outbox, sending
+from gate.jobs import Jobs
+from gate.models import Delivery, Verdict
+from gate.readmodel import RequestView
+from gate.service import GateService
+from tests.core.conftest import Clock, approver, ask, service_of
+from tests.support import config as cfg
+from tests.support.sql_counter import counting
+
+
+class ShownCards:
+    """A channel that keeps what each card showed (the port, no platform behind it)."""
+
+    name = "log"
+
+    def __init__(self) -> None:
+        self.shown: list[tuple[str, str, str]] = []  # (post|update, request id, status)
+
+    async def post(self, req: RequestView, target: str) -> str:
+        self.shown.append(("post", req.id, req.status))
+        return f"card-{req.id}"
+
+    async def update(self, req: RequestView, target: str, ref: str) -> None:
+        assert ref == f"card-{req.id}"
+        self.shown.append(("update", req.id, req.status))
+
+    def router(self) -> None:
+        return None
+
+    async def aclose(self) -> None:
+        return None
+
+
+class HeldPump:
+    """A running pump that keeps what it is handed, so a test chooses when it arrives."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[outbox.Claimed, RequestView | None]] = []
+
+    def accepting(self) -> bool:
+        return True
+
+    def hand_over(self, rows: list[tuple[outbox.Claimed, RequestView | None]]) -> None:
+        self.rows.extend(rows)
+
+
+@pytest.fixture
+def service(db_url: str, clock: Clock) -> Iterator[GateService]:
+    # the pump's own claim runs at most once an hour here: a slow test machine must not
+    # have a scheduled claim send what a test is about to look at
+    svc = service_of(cfg.settings_data(db_url, outbox_interval_seconds=3600), clock)
+    yield svc
+    svc.db.dispose()
+
+
+@pytest.fixture
+def cards() -> ShownCards:
+    return ShownCards()
+
+
+@pytest.fixture
+def jobs(service: GateService, cards: ShownCards, clock: Clock) -> Iterator[Jobs]:
+    service.configured_channels = service.settings.channels.configured()  # log: one card
+    jobs = Jobs(service, {"log": cards}, clock)  # type: ignore[dict-item]
+    jobs.running = lambda: True
+    service.pump = jobs
+    asyncio.run(jobs.pump_outbox())  # a claim just ran: the next run sends only what it is handed
+    yield jobs
+
+
+def pump(jobs: Jobs) -> int:
+    return asyncio.run(jobs.pump_outbox(claim=False))
+
+
+def rows(service: GateService) -> list[tuple[str, str, int, bool, str | None]]:
+    """(kind, status, attempts, claimed?, last_error) of every delivery row, oldest first."""
+    with service.db.read() as session:
+        found = session.execute(sa.select(Delivery).order_by(Delivery.id)).scalars().all()  # type: ignore[arg-type]
+        return [
+            (d.kind, d.status, d.attempts, d.claimed_until is not None, d.last_error) for d in found
+        ]
+
+
+def test_an_ask_claims_its_card_and_the_pump_sends_it_without_reading(
+    service: GateService, jobs: Jobs, cards: ShownCards
+) -> None:
+    with counting(service.db.engine) as tally:
+        rid = ask(service, tool_name="refund", tool_args={"amount": 1})
+    assert (tally.count, tally.transactions) == (4, 1), str(tally)  # claimed in the insert
+    assert rows(service) == [("post", "pending", 1, True, None)]
+    assert outbox.claim_due(service.db, service.clock()) == []  # no other pump takes it
+    with counting(service.db.engine) as tally:
+        assert pump(jobs) == 1
+    # only marking it sent: no claim, no read of the request
+    assert (tally.count, tally.transactions) == (1, 1), str(tally)
+    assert cards.shown == [("post", rid, "pending")]
+    assert rows(service) == [("post", "sent", 1, False, None)]
+
+
+def test_a_decision_hands_its_refresh_over_with_the_decided_view(
+    service: GateService, jobs: Jobs, cards: ShownCards
+) -> None:
+    rid = ask(service, tool_name="refund", tool_args={"amount": 1})
+    pump(jobs)
+    with counting(service.db.engine) as tally:
+        deciding.decide(service, rid, approver(service, "alice"), Verdict.approve)
+    assert (tally.count, tally.transactions) == (6, 1), str(tally)  # claimed in the copy
+    assert outbox.claim_due(service.db, service.clock()) == []
+    with counting(service.db.engine) as tally:
+        assert pump(jobs) == 1
+    # marked sent with older pending refreshes superseded, and the check that no other
+    # refresh of the card may have landed after it; no claim, nothing read back
+    assert (tally.count, tally.transactions) == (2, 1), str(tally)
+    assert cards.shown == [("post", rid, "pending"), ("update", rid, "approved")]
+
+
+def test_a_refresh_another_replica_sent_first_is_followed_by_one_read_back(
+    service: GateService, jobs: Jobs, cards: ShownCards
+) -> None:
+    rid = ask(service, tool_name="wire", tool_args={"amount": 1})  # two approvals needed
+    pump(jobs)
+    held = HeldPump()
+    service.pump = held  # this replica's first vote: its refresh waits in a busy pump
+    deciding.decide(service, rid, approver(service, "alice"), Verdict.approve)
+    first_vote = held.rows
+    service.pump = None  # the second vote, on another replica whose pump is quicker
+    deciding.decide(service, rid, approver(service, "bob"), Verdict.approve)
+    [other] = outbox.claim_due(service.db, service.clock())
+    assert other.kind == "update"
+    sending.mark_sent(service.db, other, service.clock(), other.post_ref)
+    cards.shown.append(("update", rid, "approved"))  # what the other replica sent
+    # now this replica sends its older view, and sees a newer refresh was sent before it
+    jobs.hand_over(first_vote)
+    pump(jobs)
+    assert cards.shown[-1] == ("update", rid, "pending")
+    assert rows(service)[-1] == ("update", "pending", 0, False, None)  # owed, due now
+    pump(jobs)  # any replica's next run: read back, so the card ends on the newest state
+    assert cards.shown[-1] == ("update", rid, "approved")
+    assert [r[1] for r in rows(service)] == ["sent"] * 4
+
+
+def test_a_refresh_handed_over_late_never_puts_an_older_state_back(
+    service: GateService, jobs: Jobs, cards: ShownCards
+) -> None:
+    rid = ask(service, tool_name="wire", tool_args={"amount": 1})  # two approvals needed
+    pump(jobs)
+    held = HeldPump()
+    service.pump = held
+    deciding.decide(service, rid, approver(service, "alice"), Verdict.approve)
+    first_vote, held.rows = held.rows, []
+    deciding.decide(service, rid, approver(service, "bob"), Verdict.approve)
+    second_vote = held.rows
+    # the second change's thread hands its rows over first
+    jobs.hand_over(second_vote)
+    pump(jobs)
+    jobs.hand_over(first_vote)
+    pump(jobs)
+    assert cards.shown == [("post", rid, "pending"), ("update", rid, "approved")]
+    assert rows(service)[1:] == [
+        ("update", "sent", 1, False, "superseded by a later update"),
+        ("update", "sent", 1, False, None),
+    ]
+
+
+def test_rows_handed_to_a_stopped_pump_go_back_to_every_replica(
+    service: GateService, jobs: Jobs
+) -> None:
+    held = HeldPump()
+    service.pump = held
+    rid = ask(service, tool_name="refund", tool_args={"amount": 1})
+    jobs.running = lambda: False  # the scheduler stopped while the ask committed
+    jobs.hand_over(held.rows)
+    due = outbox.claim_due(service.db, service.clock())
+    assert [(c.request_id, c.kind, c.attempts) for c in due] == [(rid, "post", 1)]
+
+
+def test_shutdown_gives_back_what_the_pump_had_not_sent(
+    service: GateService, jobs: Jobs, cards: ShownCards
+) -> None:
+    rid = ask(service, tool_name="refund", tool_args={"amount": 1})
+    assert jobs.release_handed() == 1
+    assert rows(service) == [("post", "pending", 0, False, None)]
+    # due again for any pump at once: the next run (here or on another replica) claims it
+    assert pump(jobs) == 1
+    assert cards.shown == [("post", rid, "pending")]
+    assert rows(service) == [("post", "sent", 1, False, None)]
+
+
+def test_a_process_that_died_holding_handed_rows_loses_them_only_for_the_lease(
+    service: GateService, jobs: Jobs, clock: Clock
+) -> None:
+    rid = ask(service, tool_name="refund", tool_args={"amount": 1})
+    jobs._handed.clear()  # the process died before its pump ran
+    assert outbox.claim_due(service.db, service.clock()) == []
+    clock.advance(seconds=outbox.LEASE.total_seconds() + 1)
+    due = outbox.claim_due(service.db, service.clock())
+    assert [(c.request_id, c.attempts) for c in due] == [(rid, 2)]
+
+
+def test_without_a_running_pump_rows_are_left_due_for_any_replica(
+    service: GateService, jobs: Jobs
+) -> None:
+    jobs.running = lambda: False
+    rid = ask(service, tool_name="refund", tool_args={"amount": 1})
+    assert rows(service) == [("post", "pending", 0, False, None)]
+    assert [c.request_id for c in outbox.claim_due(service.db, service.clock())] == [rid]
+
+
+def test_the_lease_on_handed_rows_is_the_pumps(service: GateService, jobs: Jobs) -> None:
+    ask(service, tool_name="refund", tool_args={"amount": 1})
+    with service.db.read() as session:
+        until = session.execute(sa.select(Delivery.claimed_until)).scalar_one()  # type: ignore[call-overload]
+    assert until - service.clock() == outbox.LEASE
+    assert outbox.LEASE >= timedelta(seconds=30)
