@@ -42,12 +42,11 @@ from urllib.parse import parse_qsl
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, ValidationError
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
-from gate import waiting
+from gate import threads, waiting
 from gate.api import v1
 from gate.api.guard import SameOriginGuard
 from gate.api.middleware import (
@@ -142,10 +141,8 @@ class LeanRoutes:
         self, body: DecisionBody, principal: Principal, request_id: str | None
     ) -> bytes:
         assert request_id is not None
-        # As FastAPI runs the plain `def` route: in the thread pool (it reads and writes).
-        return await run_in_threadpool(
-            v1.decision_answer, self.service, request_id, body, principal
-        )
+        # In a worker thread, as FastAPI runs the plain `def` route (it reads and writes).
+        return await threads.run_sync(v1.decision_answer, self.service, request_id, body, principal)
 
     # -- the two POSTs ------------------------------------------------------------------------
 
