@@ -16,9 +16,9 @@ import anyio
 from fastapi import FastAPI
 
 from gate import metrics, web
-from gate.api import health, longpoll, v1
+from gate.api import health, lean, v1
 from gate.api.guard import SameOriginGuard
-from gate.api.longpoll import GateAPI
+from gate.api.lean import GateAPI
 from gate.api.middleware import RequestEnvelope, install_error_handlers
 from gate.auth import TokenBook
 from gate.channel import load_channels
@@ -75,7 +75,7 @@ def create_app(settings: Settings, *, clock: Callable[[], datetime] = utcnow) ->
             app.include_router(router)
     metrics.install(app, state)
     web.install(app, state)
-    longpoll.install(app, state)  # plain long-polls skip the middleware above (same checks)
+    lean.install(app, state)  # plain asks, decisions and long-polls skip it (same checks)
     return app
 
 

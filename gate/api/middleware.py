@@ -81,7 +81,7 @@ class RequestEnvelope:
             request_id_var.reset(rid_token)
 
     async def _limited(self, scope: Scope, receive: Receive, send: Send, rid: bytes) -> None:
-        refusal = _refusal(scope, self.max_bytes)
+        refusal = limit_refusal(scope, self.max_bytes)
         if refusal is not None:
             await send_error(send, *refusal)
             return
@@ -135,8 +135,12 @@ def nothing_to_limit(scope: Scope) -> bool:
     return no_body and not _has_nul(scope)
 
 
-def _refusal(scope: Scope, max_bytes: int) -> tuple[int, str, str] | None:
-    """The error for a request refused before the app sees it, or None."""
+def limit_refusal(scope: Scope, max_bytes: int) -> tuple[int, str, str] | None:
+    """The error for a request refused before the app sees it, or None.
+
+    (status, code, message): a NUL in the URL, a Content-Length that is not a number or is
+    over `max_bytes`. What answers ahead of the middleware hands any such request to it.
+    """
     if _has_nul(scope):
         return 400, "bad_request", "the URL contains a NUL character"
     length = dict(scope["headers"]).get(b"content-length")
@@ -310,6 +314,7 @@ __all__ = [
     "PayloadTooLarge",
     "RequestEnvelope",
     "install_error_handlers",
+    "limit_refusal",
     "nothing_to_limit",
     "request_id_of",
     "request_id_var",

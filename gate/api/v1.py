@@ -9,6 +9,7 @@ from pydantic import BaseModel
 
 from gate import deciding, grant_review, reports, threads, waiting
 from gate.api.deps import PrincipalDep, ServiceDep
+from gate.auth import Principal
 from gate.models import RequestStatus, Verdict
 from gate.schemas import (
     AuditPublic,
@@ -22,7 +23,7 @@ from gate.schemas import (
     RequestPage,
     RequestPublic,
 )
-from gate.service import Submitted
+from gate.service import GateService, Submitted
 
 router = APIRouter(prefix="/v1", tags=["v1"])
 
@@ -40,19 +41,34 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-def encoded(answer: BaseModel) -> Response:
-    """`answer` as the response, encoded once.
+def encoded(answer: BaseModel) -> bytes:
+    """`answer` as the JSON body, encoded once.
 
     The routes that run on every tool call and every decision return their answer already
     encoded: FastAPI would otherwise validate the model against `response_model` a second
     time and serialise it through `jsonable_encoder`. `response_model` still documents it.
     """
-    return Response(answer.model_dump_json().encode(), media_type="application/json")
+    return answer.model_dump_json().encode()
+
+
+def json_response(body: bytes) -> Response:
+    """An encoded JSON body as the route's response."""
+    return Response(body, media_type="application/json")
 
 
 @router.post("/gate", response_model=GateAnswer, responses=ERRORS)
 async def gate_call(call: GateCall, principal: PrincipalDep, service: ServiceDep) -> Response:
-    """Ask whether a tool call may run: allow, deny, or ask (a request a human decides)."""
+    """Ask whether a tool call may run: allow, deny, or ask (a request a human decides).
+
+    Plain JSON posts of this route are answered by `gate.api.lean` ahead of the middleware
+    stack, with the same checks and `gate_answer`; this declaration documents it (OpenAPI)
+    and answers what the lean path hands over (a body it could not validate, for one).
+    """
+    return json_response(await gate_answer(service, call, principal))
+
+
+async def gate_answer(service: GateService, call: GateCall, principal: Principal) -> bytes:
+    """What `POST /v1/gate` answers for a validated call from an authenticated caller."""
     principal.require("agent", "admin")
     # Policy runs here, on the event loop: it touches no database, and most calls end with
     # it. Only an `ask` goes to a worker thread, for its one write transaction.
@@ -114,13 +130,13 @@ async def wait_request(
 ) -> Response:
     """Long-poll: the request as soon as it is final, or still pending when `timeout` passes.
 
-    Plain GETs of this route are answered by `gate.api.longpoll` ahead of the middleware
+    Plain GETs of this route are answered by `gate.api.lean` ahead of the middleware
     stack, with the same checks; this declaration documents it (OpenAPI) and answers what
     the lean path hands over (an unusual query, a body, HEAD), with the same bytes.
     """
     cap = service.settings.server.max_wait_seconds
     body = await waiting.wait(service, request_id, principal, min(timeout, cap))
-    return Response(body, media_type="application/json")
+    return json_response(body)
 
 
 @router.post(
@@ -136,7 +152,18 @@ def decide(
     An approval may carry `edited_args` (the call runs with them instead) and a `grant`
     ({"scope": "call"|"session"|"agent", "duration": "30m"}) when the rule offers one; a
     reject may carry preset `reasons` from the rule.
+
+    Plain JSON posts of this route are answered by `gate.api.lean` ahead of the middleware
+    stack, with the same checks and `decision_answer`; this declaration documents it and
+    answers what the lean path hands over.
     """
+    return json_response(decision_answer(service, request_id, body, principal))
+
+
+def decision_answer(
+    service: GateService, request_id: str, body: DecisionBody, principal: Principal
+) -> bytes:
+    """What `POST /v1/requests/{id}/decision` answers (blocking: call it in a worker thread)."""
     result = deciding.decide(
         service,
         request_id,

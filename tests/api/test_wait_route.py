@@ -1,6 +1,6 @@
-"""The long-poll answered ahead of the middleware stack (`gate.api.longpoll`) answers as before.
+"""The long-poll answered ahead of the middleware stack (`gate.api.lean`) answers as before.
 
-A plain `GET /v1/requests/{id}/wait` is served by `LongPoll`; anything unusual (an exponent
+A plain `GET /v1/requests/{id}/wait` is served by `LeanRoutes`; anything unusual (an exponent
 in `timeout`, a body, a NUL, a refused Host) is handed to the FastAPI route behind the full
 middleware stack. Each check here asks over real HTTP, and where both paths can answer, asks
 both and compares status, bytes and headers, so the two cannot drift apart.
@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from gate.api.longpoll import GateAPI, LongPoll, plain_timeout
+from gate.api.lean import GateAPI, LeanRoutes, plain_timeout
 from gate.config import Settings
 from tests.conftest import Gate, GateFactory
 from tests.support import config as cfg
@@ -24,10 +24,10 @@ SECURITY = ("content-security-policy", "x-frame-options", "x-content-type-option
 HANDED_OVER = "0e0"
 
 
-def long_poll(gate: Gate) -> LongPoll:
+def long_poll(gate: Gate) -> LeanRoutes:
     app = gate.server.app
-    assert isinstance(app, GateAPI) and app.long_poll is not None
-    return app.long_poll
+    assert isinstance(app, GateAPI) and app.lean_routes is not None
+    return app.lean_routes
 
 
 def ask(gate: Gate, token: str = cfg.AGENT) -> str:
@@ -48,11 +48,11 @@ def wait(
 def both_paths(gate: Gate, request_id: str, token: str | None) -> tuple[httpx.Response, ...]:
     """The same long-poll answered by the lean path, then by the full stack."""
     lean = long_poll(gate)
-    before = lean.answered
+    before = lean.answered["wait"]
     first = wait(gate, request_id, token)
-    assert lean.answered == before + 1, "the plain GET was not answered by the lean path"
+    assert lean.answered["wait"] == before + 1, "the plain GET was not answered by the lean path"
     second = wait(gate, request_id, token, timeout=HANDED_OVER)
-    assert lean.answered == before + 1, "the unusual query was not handed to the stack"
+    assert lean.answered["wait"] == before + 1, "the unusual query was not handed to the stack"
     return first, second
 
 
@@ -134,10 +134,10 @@ def test_a_bad_timeout_is_the_usual_422_or_the_stack_s_answer(
 ) -> None:
     request_id = ask(gate_sqlite)
     lean = long_poll(gate_sqlite)
-    before = lean.answered
+    before = lean.answered["wait"]
     with gate_sqlite.client(cfg.AGENT) as c:
         r = c.get(f"/v1/requests/{request_id}/wait?timeout={timeout}")
-    assert lean.answered == before  # handed over: FastAPI validates it as it always did
+    assert lean.answered["wait"] == before  # handed over: FastAPI validates it as it always did
     if timeout == "5&timeout=6":
         assert r.status_code == 200  # a repeated query is FastAPI's to read, as before
         return
@@ -174,23 +174,23 @@ def test_local_mode_refuses_a_rebound_host_on_the_long_poll(
     local = make_gate(settings=Settings(**data))
     request_id = ask(local, token="")
     lean = long_poll(local)
-    before = lean.answered
+    before = lean.answered["wait"]
     refused = wait(local, request_id, None, Host="evil.example")
     assert refused.status_code == 421
     assert refused.json()["error"]["code"] == "host_not_allowed"
     # (the stack's ASGI-level refusals carry the id twice today, both the same)
     assert set(refused.headers.get_list("x-request-id")) == {"wait-test-1"}
-    assert lean.answered == before  # refused by the guard in the stack, not served lean
+    assert lean.answered["wait"] == before  # refused by the guard in the stack, not served lean
     served = wait(local, request_id, None)
     assert served.status_code == 200 and served.json()["status"] == "pending"
-    assert lean.answered == before + 1
+    assert lean.answered["wait"] == before + 1
 
 
 def test_a_body_or_a_nul_meets_the_stack_s_limits(make_gate: GateFactory) -> None:
     gate = make_gate(max_body_bytes=1024)
     request_id = ask(gate)
     lean = long_poll(gate)
-    before = lean.answered
+    before = lean.answered["wait"]
     with gate.client(cfg.AGENT) as c:
         big = c.request("GET", f"/v1/requests/{request_id}/wait?timeout=0", content=b"x" * 5000)
         nul = c.get(f"/v1/requests/{request_id}/wait?timeout=0&x=%00")
@@ -198,7 +198,7 @@ def test_a_body_or_a_nul_meets_the_stack_s_limits(make_gate: GateFactory) -> Non
     assert big.status_code == 413 and big.json()["error"]["code"] == "payload_too_large"
     assert nul.status_code == 400 and nul.json()["error"]["code"] == "bad_request"
     assert small.status_code == 200  # a small body is still read past, as before
-    assert lean.answered == before
+    assert lean.answered["wait"] == before
 
 
 def test_a_final_request_is_answered_without_waiting(gate_sqlite: Gate) -> None:
