@@ -58,6 +58,9 @@ class Database:
             # the first statement on a dead connection fails instead, and SQLAlchemy then
             # invalidates every connection pooled before it, so one request sees the error.
             kwargs.update(pool_size=pool_size, max_overflow=pool_size * 2)
+            from gate import db_postgres  # psycopg is installed only with PostgreSQL
+
+            kwargs["connect_args"] = db_postgres.connect_args()
         self.engine: Engine = sa.create_engine(self.url, **kwargs)
         if self.sqlite:
             _configure_sqlite(self.engine)
