@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import psycopg
 import pytest
@@ -15,6 +16,7 @@ from gate.db_postgres import connect_args as pg_connect_args
 from gate.models import Verdict
 from gate.notify_pg import libpq_url
 from gate.service import GateService
+from tests.conftest import GateFactory
 from tests.core.conftest import Clock, approver, ask, service_of
 from tests.support import config as cfg
 
@@ -91,3 +93,48 @@ def test_writes_and_reads_round_trip_on_postgres(pg_service: GateService) -> Non
         row = conn.execute(rows.SELECT_REQUEST, {"id": rid}).one()._mapping
     assert row["tool_args"] == {"amount": 7} and row["status"] == "pending"
     assert sa.inspect(pg_service.db.engine).dialect.driver == "psycopg"
+
+
+def _burst(db: Database, calls: int) -> list[int]:
+    """`calls` reads of 0.1 s each, all at once; what each returned."""
+
+    def slow_read(n: int) -> int:
+        with db.read_conn() as conn:
+            return int(conn.execute(sa.text("SELECT :n FROM pg_sleep(0.1)"), {"n": n}).scalar_one())
+
+    with ThreadPoolExecutor(calls) as pool:
+        return list(pool.map(slow_read, range(calls)))
+
+
+def test_a_burst_beyond_the_pool_waits_for_pooled_connections(postgres_url: str) -> None:
+    db = Database(postgres_url, pool_size=2)
+    opened: list[object] = []
+    sa.event.listen(db.engine, "connect", lambda conn, _record: opened.append(conn))
+    try:
+        for _ in range(2):
+            assert _burst(db, 6) == list(range(6))
+        # two server processes served all twelve, none opened and closed per call
+        assert len(opened) == 2
+    finally:
+        db.dispose()
+
+
+def test_overflow_connections_are_opened_when_configured(postgres_url: str) -> None:
+    db = Database(postgres_url, pool_size=2, pool_overflow=2)
+    opened: list[object] = []
+    sa.event.listen(db.engine, "connect", lambda conn, _record: opened.append(conn))
+    try:
+        assert _burst(db, 6) == list(range(6))
+        assert len(opened) == 4
+    finally:
+        db.dispose()
+
+
+def test_the_server_builds_its_pool_from_the_settings(
+    make_gate: GateFactory, postgres_url: str
+) -> None:
+    gate = make_gate(database_url=postgres_url, db_pool_size=3)
+    pool = gate.state.db.engine.pool
+    assert isinstance(pool, sa.QueuePool)
+    assert pool.size() == 3
+    assert gate.state.settings.server.db_pool_overflow == 0
