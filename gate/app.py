@@ -85,7 +85,9 @@ def build_state(settings: Settings, clock: Callable[[], datetime] = utcnow) -> A
     policy = Policy(settings)  # a broken policy stops start-up before anything is touched
     if server.migrate_on_start:
         upgrade(server.database_url)
-    db = Database(server.database_url, pool_size=server.db_pool_size)
+    db = Database(
+        server.database_url, pool_size=server.db_pool_size, pool_overflow=server.db_pool_overflow
+    )
     notifier = build_notifier(settings, db)
     service = GateService(settings=settings, db=db, policy=policy, notifier=notifier, clock=clock)
     configured = settings.channels.configured()

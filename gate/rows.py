@@ -65,7 +65,8 @@ WITH_VOTES = (
     .order_by(VOTE.c.at, VOTE.c.id)
 )
 INSERT_REQUEST = sa.insert(REQUEST)
-INSERT_VOTE = sa.insert(VOTE)
+#: inline: no `RETURNING vote.id` (PostgreSQL) or lastrowid read: nothing uses the new id
+INSERT_VOTE = sa.insert(VOTE).inline()
 #: the columns set are the parameters' keys
 UPDATE_VOTE = sa.update(VOTE).where(VOTE.c.id == sa.bindparam("vote_id"))
 

@@ -67,8 +67,8 @@ def open_file_limit() -> int | None:
 
 def reserved_fds(settings: Settings) -> int:
     """Descriptors kept free for everything but client sockets."""
-    # PostgreSQL: pool_size plus 2x overflow; SQLite's default pool holds up to 15.
-    db_connections = max(settings.server.db_pool_size * 3, 15)
+    # PostgreSQL: the pool plus its overflow; SQLite's default pool holds up to 15.
+    db_connections = max(settings.server.db_pool_size + settings.server.db_pool_overflow, 15)
     return RESERVED_FDS + FDS_PER_DB_CONNECTION * db_connections
 
 
