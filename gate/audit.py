@@ -60,7 +60,7 @@ _HEAD = (
     .order_by(AUDIT.c.id.desc())
     .limit(1)
 )
-_INSERT = sa.insert(AUDIT)
+_INSERT = sa.insert(AUDIT).inline()  # its id is never read: no RETURNING on PostgreSQL
 
 
 def chain_hash(

@@ -132,7 +132,7 @@ def create(session: Session, req: RequestRow, spec: GrantSpec, *, by: str, now: 
     return grant_id
 
 
-_INSERT = sa.insert(GRANT)
+_INSERT = sa.insert(GRANT).inline()  # the id is ours (a ULID): nothing to return
 #: only what matching and `machine.allow_by_grant` read: every column a row returns costs
 #: the driver a description on each call, found or not
 _CANDIDATES = (

@@ -75,7 +75,7 @@ class PostgresNotifier(Notifier):
 
     def stage(self, session: Any, event: Event) -> None:
         """Queue a NOTIFY in the caller's transaction: sent iff it commits."""
-        session.execute(
+        session.connection().execute(  # Core: the ORM's execute adds nothing to a NOTIFY
             _NOTIFY, {"channel": CHANNEL, "payload": f"{event.kind}:{event.request_id}"}
         )
 

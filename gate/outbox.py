@@ -78,10 +78,10 @@ def enqueue_posts(
     session.info[_OWED] = True
 
 
-_INSERT_POST = sa.insert(DELIVERY).values(
-    kind=DeliveryKind.post.value,
-    status=DeliveryStatus.pending.value,
-    attempts=0,
+_INSERT_POST = (
+    sa.insert(DELIVERY)
+    .values(kind=DeliveryKind.post.value, status=DeliveryStatus.pending.value, attempts=0)
+    .inline()  # the ids are never read: no RETURNING on PostgreSQL
 )
 _CLAIMED_COLUMNS = (
     DELIVERY.c.id,
