@@ -140,9 +140,9 @@ def handed(session: Session) -> list[Claimed]:
 
 
 _WHEN = sa.bindparam("now", type_=UTCDateTime())
-COPIED_COLUMNS = ["request_id", "channel", "target", "kind", "status", "attempts"]
+_COPIED = ["request_id", "channel", "target", "kind", "status", "attempts"]
 _COPY_POSTS = sa.insert(DELIVERY).from_select(
-    [*COPIED_COLUMNS, "next_attempt_at", "created_at"],
+    [*_COPIED, "next_attempt_at", "created_at"],
     sa.select(
         DELIVERY.c.request_id,
         DELIVERY.c.channel,
@@ -161,7 +161,7 @@ _COPY_POSTS = sa.insert(DELIVERY).from_select(
 _COPY_CLAIMED_POSTS = (
     sa.insert(DELIVERY)
     .from_select(
-        [*COPIED_COLUMNS, "next_attempt_at", "created_at", "claimed_until", "message_ref"],
+        [*_COPIED, "next_attempt_at", "created_at", "claimed_until", "message_ref"],
         sa.select(
             DELIVERY.c.request_id,
             DELIVERY.c.channel,

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 
 from gate.models import DeliveryKind, DeliveryStatus, UTCDateTime
-from gate.outbox import COPIED_COLUMNS, Claimed
+from gate.outbox import Claimed
 from gate.rows import DELIVERY
 
 if TYPE_CHECKING:
@@ -110,21 +110,27 @@ _OTHER_SENT = (
     )
     .exists()
 )
-#: one more refresh of the card, due now, when another update of it may have landed after
-#: this one: a newer one was sent already, or one was sent while this one was on its way
-_HEAL = sa.insert(DELIVERY).from_select(
-    [*COPIED_COLUMNS, "next_attempt_at", "created_at"],
-    sa.select(
-        sa.bindparam("card_request"),
-        sa.bindparam("card_channel"),
-        sa.bindparam("card_target"),
-        sa.literal(DeliveryKind.update.value),
-        sa.literal(DeliveryStatus.pending.value),
-        sa.literal(0),
-        _NOW,
-        _NOW,
-    ).where(_OTHER_SENT),
+#: the update's own row says, in the same statement, whether another update of its card
+#: may have landed after it: a newer one was sent already, or one was sent while this one
+#: was on its way (possibly by another replica)
+_UPDATE_SENT_CHECKED = _UPDATE_SENT.returning(DELIVERY.c.id, _OTHER_SENT.label("overtaken"))
+#: one more refresh of the card, due now (read back just before it is sent)
+_OWE_REFRESH = (
+    sa.insert(DELIVERY)
+    .values(
+        kind=DeliveryKind.update.value,
+        status=DeliveryStatus.pending.value,
+        attempts=0,
+        next_attempt_at=_NOW,
+        created_at=_NOW,
+        request_id=sa.bindparam("card_request"),
+        channel=sa.bindparam("card_channel"),
+        target=sa.bindparam("card_target"),
+    )
+    .inline()
 )
+
+
 _POSTPONE = (
     sa.update(DELIVERY)
     .where(DELIVERY.c.id == sa.bindparam("row_id"))
@@ -154,9 +160,11 @@ def mark_sent(
         return False
     params = {**_card(claim), "row_id": claim.id, "now": now, "ref": ref}
     with db.write_conn() as conn:
-        conn.execute(_UPDATE_SENT, params)
-        healed = conn.execute(_HEAL, {**params, "started": started or now}).rowcount
-    return bool(healed)
+        marked = conn.execute(_UPDATE_SENT_CHECKED, {**params, "started": started or now}).all()
+        overtaken = any(row.overtaken for row in marked if row.id == claim.id)
+        if overtaken:
+            conn.execute(_OWE_REFRESH, params)
+    return overtaken
 
 
 def mark_superseded(db: Database, claim: Claimed, now: datetime) -> None:
