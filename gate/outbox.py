@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sqlmodel import Session
@@ -140,49 +140,38 @@ def handed(session: Session) -> list[Claimed]:
 
 
 _WHEN = sa.bindparam("now", type_=UTCDateTime())
-_COPIED = ["request_id", "channel", "target", "kind", "status", "attempts"]
-_COPY_POSTS = sa.insert(DELIVERY).from_select(
-    [*_COPIED, "next_attempt_at", "created_at"],
-    sa.select(
+
+
+def _copy_posts(*, claimed: bool) -> Any:
+    """INSERT ... SELECT: an update row per live post of the request; `claimed`, leased
+    until `:until` with its card's `message_ref`, returned."""
+    lease: list[Any] = [sa.bindparam("until", type_=UTCDateTime()), DELIVERY.c.message_ref]
+    posts = sa.select(
         DELIVERY.c.request_id,
         DELIVERY.c.channel,
         DELIVERY.c.target,
         sa.literal(DeliveryKind.update.value),
         sa.literal(DeliveryStatus.pending.value),
-        sa.literal(0),
+        sa.literal(1 if claimed else 0),  # attempts: a claimed row's first is under way
         _WHEN,
         _WHEN,
+        *(lease if claimed else []),
     ).where(
         DELIVERY.c.request_id == sa.bindparam("request_id"),
         DELIVERY.c.kind == DeliveryKind.post.value,
         DELIVERY.c.status != DeliveryStatus.dead.value,
-    ),
-)
-_COPY_CLAIMED_POSTS = (
-    sa.insert(DELIVERY)
-    .from_select(
-        [*_COPIED, "next_attempt_at", "created_at", "claimed_until", "message_ref"],
-        sa.select(
-            DELIVERY.c.request_id,
-            DELIVERY.c.channel,
-            DELIVERY.c.target,
-            sa.literal(DeliveryKind.update.value),
-            sa.literal(DeliveryStatus.pending.value),
-            sa.literal(1),
-            _WHEN,
-            _WHEN,
-            sa.bindparam("until", type_=UTCDateTime()),
-            DELIVERY.c.message_ref,
-        )
-        .where(
-            DELIVERY.c.request_id == sa.bindparam("request_id"),
-            DELIVERY.c.kind == DeliveryKind.post.value,
-            DELIVERY.c.status != DeliveryStatus.dead.value,
-        )
-        .order_by(DELIVERY.c.id),
     )
-    .returning(*_CLAIMED_COLUMNS, DELIVERY.c.message_ref)
-)
+    columns = ["request_id", "channel", "target", "kind", "status", "attempts"]
+    columns += ["next_attempt_at", "created_at"]
+    if not claimed:
+        return sa.insert(DELIVERY).from_select(columns, posts)
+    columns += ["claimed_until", "message_ref"]
+    copied = sa.insert(DELIVERY).from_select(columns, posts.order_by(DELIVERY.c.id))
+    return copied.returning(*_CLAIMED_COLUMNS, DELIVERY.c.message_ref)
+
+
+_COPY_POSTS = _copy_posts(claimed=False)
+_COPY_CLAIMED_POSTS = _copy_posts(claimed=True)
 
 
 _DUE = (
@@ -206,14 +195,7 @@ _CLAIM = (
         claimed_until=sa.bindparam("until", type_=UTCDateTime()),
         attempts=DELIVERY.c.attempts + 1,
     )
-    .returning(
-        DELIVERY.c.id,
-        DELIVERY.c.request_id,
-        DELIVERY.c.channel,
-        DELIVERY.c.target,
-        DELIVERY.c.kind,
-        DELIVERY.c.attempts,
-    )
+    .returning(*_CLAIMED_COLUMNS)
 )
 
 
