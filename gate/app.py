@@ -12,10 +12,9 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import datetime
 
-import anyio
 from fastapi import FastAPI
 
-from gate import metrics, web
+from gate import metrics, threads, web
 from gate.api import health, lean, v1
 from gate.api.guard import SameOriginGuard
 from gate.api.lean import GateAPI
@@ -137,7 +136,7 @@ def _lifespan(state: AppState) -> Callable[[FastAPI], AbstractAsyncContextManage
         finally:
             state.scheduler.shutdown()
             await state.scheduler.drain()
-            released = await anyio.to_thread.run_sync(state.jobs.release_handed)
+            released = await threads.run_sync(state.jobs.release_handed)
             if released:
                 log.info("gave back %d card delivery(ies) not sent before shutdown", released)
             await state.notifier.stop()

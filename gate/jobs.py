@@ -46,14 +46,6 @@ class Jobs:
     clock: Callable[[], datetime] = utcnow
     #: told how long each sweep took, in seconds (metrics)
     on_sweep: Callable[[float], None] = _ignore
-
-    async def sweep(self) -> int:
-        """Expire every request whose deadline passed; returns how many."""
-        started = time.perf_counter()
-        done = await threads.run_sync(lambda: self.service.expire_due(self.clock()))
-        self.on_sweep(time.perf_counter() - started)
-        return done
-
     #: runs the pump now (`Scheduler.kick`); set when the scheduler is built
     kick: Callable[[], None] = _no_kick
     #: whether the scheduler is running the pump (`Scheduler.running`)
@@ -65,6 +57,13 @@ class Jobs:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     #: when the pump last claimed due rows from the database (monotonic seconds)
     _claimed_at: float = float("-inf")
+
+    async def sweep(self) -> int:
+        """Expire every request whose deadline passed; returns how many."""
+        started = time.perf_counter()
+        done = await threads.run_sync(lambda: self.service.expire_due(self.clock()))
+        self.on_sweep(time.perf_counter() - started)
+        return done
 
     def accepting(self) -> bool:
         """True while the scheduler runs the pump, so rows handed over will be sent."""

@@ -66,10 +66,10 @@ def post_ref(db: Database, claim: Claimed) -> tuple[str | None, str | None]:
     return (row[0], row[1]) if row else (None, None)
 
 
-#: the columns each of these sets are the parameters' keys
-_SET_ROW = sa.update(DELIVERY).where(DELIVERY.c.id == sa.bindparam("row_id"))
-_NOW = sa.bindparam("now", type_=UTCDateTime())
 _THIS_ROW = DELIVERY.c.id == sa.bindparam("row_id")
+#: the columns it sets are the parameters' keys
+_SET_ROW = sa.update(DELIVERY).where(_THIS_ROW)
+_NOW = sa.bindparam("now", type_=UTCDateTime())
 _SUPERSEDED = "superseded by a later update"
 #: an update sent: this row, and the older refreshes of its card still waiting (redundant
 #: now), in one statement
@@ -133,7 +133,7 @@ _OWE_REFRESH = (
 
 _POSTPONE = (
     sa.update(DELIVERY)
-    .where(DELIVERY.c.id == sa.bindparam("row_id"))
+    .where(_THIS_ROW)
     .values(
         claimed_until=None,
         attempts=DELIVERY.c.attempts - 1,
@@ -153,10 +153,8 @@ def mark_sent(
     read just before it is sent. Returns True when that refresh was added.
     """
     if claim.kind != DeliveryKind.update:
-        sent = {"status": DeliveryStatus.sent.value, "sent_at": now, "claimed_until": None}
-        row = {"row_id": claim.id, "message_ref": ref, "last_error": None}
         with db.write_conn() as conn:
-            conn.execute(_SET_ROW, {**row, **sent})
+            conn.execute(_SET_ROW, _sent(claim, now) | {"message_ref": ref, "last_error": None})
         return False
     params = {**_card(claim), "row_id": claim.id, "now": now, "ref": ref}
     with db.write_conn() as conn:
@@ -169,10 +167,14 @@ def mark_sent(
 
 def mark_superseded(db: Database, claim: Claimed, now: datetime) -> None:
     """Record an update as not needed: a later update of its card was already sent."""
-    superseded = {"status": DeliveryStatus.sent.value, "sent_at": now, "claimed_until": None}
     with db.write_conn() as conn:
-        last = {"last_error": "superseded by a later update"}
-        conn.execute(_SET_ROW, {"row_id": claim.id, **superseded, **last})
+        conn.execute(_SET_ROW, _sent(claim, now) | {"last_error": _SUPERSEDED})
+
+
+def _sent(claim: Claimed, now: datetime) -> dict[str, Any]:
+    """`_SET_ROW`'s parameters for a row done with: sent now, lease given back."""
+    sent = DeliveryStatus.sent.value
+    return {"row_id": claim.id, "status": sent, "sent_at": now, "claimed_until": None}
 
 
 _RELEASE = (
