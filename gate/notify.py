@@ -2,7 +2,7 @@
 
 In one process a future per waiter is all it takes: a waiter costs one future and a timer, no
 thread and no database connection. `publish` may be called from worker threads (the sync
-service code runs there); it hops onto the event loop with `call_soon_threadsafe`.
+service code runs there); it hops onto the event loop through `gate.threads.soon`.
 
 Across replicas (PostgreSQL) a subclass adds LISTEN/NOTIFY: `stage()` queues a
 `pg_notify` inside the deciding transaction, so the notification is sent if and only if the
@@ -17,6 +17,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar
+
+from gate import threads
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -202,7 +204,7 @@ class Notifier:
         if running is loop:
             self._deliver(event)
         else:
-            loop.call_soon_threadsafe(self._deliver, event)
+            threads.soon(loop, self._deliver, event)
 
     def wake_all(self) -> None:
         """Wake every waiter so it re-reads the database (after a missed-notification gap)."""

@@ -15,6 +15,8 @@ from typing import Any
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
+from gate import threads
+
 log = logging.getLogger(__name__)
 SWEEP_JOB = "expiry-sweep"
 OUTBOX_JOB = "outbox-pump"
@@ -144,11 +146,9 @@ class Scheduler:
             if job_id in self._kicked:
                 return
             self._kicked.add(job_id)
-        try:
-            loop.call_soon_threadsafe(self._start_kicked, job_id)
-        except RuntimeError:  # the loop closed meanwhile: nothing left to run it
-            with self._lock:
-                self._kicked.discard(job_id)
+        # From a change's worker thread, the run starts when the change returns (see
+        # `gate.threads.soon`); a loop that closed meanwhile has nothing left to run it.
+        threads.soon(loop, self._start_kicked, job_id)
 
     def _start_kicked(self, job_id: str) -> None:
         with self._lock:
