@@ -148,11 +148,13 @@ def refusal_for(settings: Settings, view: RequestView, actor: Actor) -> Refusal 
     requester's (the claimed `user_id`, the token that submitted the request, and the
     approver that token belongs to). Then the actor must be one of the request's resolved
     approvers (an empty list: any approver), unless an admin token bypasses the list.
+    Identities meet in any letter case and around spaces: an agent that claims
+    `user_id = "Alice@Example.com"` asked as alice@example.com (erring towards refusing).
     """
     mine = actor.approver.identities() if actor.approver else {actor.name}
     if actor.token:
         mine = mine | {f"token:{actor.token}"}
-    if mine & requester_identities(settings, view):
+    if _folded(mine) & _folded(requester_identities(settings, view)):
         return Refusal.self_approval
     allowed = view.approvers
     if allowed and not actor.bypass_approver_list and actor.name not in allowed:
@@ -175,3 +177,7 @@ def requester_identities(settings: Settings, view: RequestView) -> set[str]:
         if linked is not None:
             ids |= linked.identities()
     return ids
+
+
+def _folded(ids: set[str]) -> set[str]:
+    return {i.strip().casefold() for i in ids}

@@ -202,6 +202,10 @@ class ApproverSettings(BaseModel):
             value = declared if isinstance(declared, str) else None
         return str(value) if value is not None else None
 
+    def has_email(self, address: str) -> bool:
+        """True when `address` is this person's email, in any letter case (as mail is)."""
+        return bool(self.email) and str(self.email).casefold() == address.strip().casefold()
+
     def identities(self) -> set[str]:
         """Every name this person goes by: gate name (also their web sign-in), email, and
         each channel id."""
@@ -340,6 +344,9 @@ class Settings(BaseSettings):
         dupes = {n for n in names if names.count(n) > 1}
         if dupes:
             raise ValueError(f"approver names must be unique; repeated: {sorted(dupes)}")
+        emails = [a.email.casefold() for a in self.approvers if a.email]
+        if len(set(emails)) < len(emails):  # one sign-in must not map to two people
+            raise ValueError("approver emails must be unique (in any letter case)")
         groups = {g for a in self.approvers for g in a.groups}
         for token in self.tokens:
             if token.approver and token.approver not in names:
@@ -370,6 +377,10 @@ class Settings(BaseSettings):
     def token(self, name: str) -> TokenSettings | None:
         """The `[[tokens]]` entry called `name`, if any."""
         return next((t for t in self.tokens if t.name == name), None)
+
+    def approver_by_email(self, address: str) -> ApproverSettings | None:
+        """The approver with this email, in any letter case."""
+        return next((a for a in self.approvers if a.has_email(address)), None)
 
     def approver_by_identity(self, channel: str, user_id: str) -> ApproverSettings | None:
         """The approver whose id on `channel` is `user_id`."""

@@ -164,3 +164,20 @@ def test_a_channel_id_that_is_not_text_or_a_number_stops_serve(tmp_path: Path) -
     toml = '[[approvers]]\nname = "alice"\ntelegram = ["42"]\n'
     r, path = _gate(tmp_path, toml, "serve")
     _config_error(r, path, "approvers.0", "telegram: a channel id must be text or a whole number")
+
+
+def test_two_approvers_with_one_email_in_different_letter_case_stop_serve(tmp_path: Path) -> None:
+    # email matches in any letter case (a sign-in header, self-approval), so one address
+    # would name two people
+    toml = (
+        '[[approvers]]\nname = "alice"\nemail = "Alice@Example.com"\n'
+        '[[approvers]]\nname = "al"\nemail = "alice@example.COM"\n'
+    )
+    r, _path = _gate(tmp_path, toml, "serve")
+    assert r.returncode == CONFIG_EXIT, r.stderr
+    assert "Traceback" not in r.stderr
+    assert (
+        r.stderr.strip()
+        .splitlines()[-1]
+        .endswith("approver emails must be unique (in any letter case)")
+    )

@@ -213,7 +213,11 @@ def test_an_admin_token_cannot_approve_what_it_submitted(served: str) -> None:
     assert decide(served, rid, cfg.ALICE).status_code == 200
 
 
-@pytest.mark.parametrize("user_id", ["alice", "alice@example.com", "U0ALICE", "ou_alice"])
+@pytest.mark.parametrize(
+    "user_id",
+    # each identity as configured, and as a hostile agent would vary it: letter case, spaces
+    ["alice", "alice@example.com", "U0ALICE", "ou_alice", "ALICE", "Alice@Example.COM", " alice "],
+)
 def test_the_requester_is_refused_under_each_of_their_identities(served: str, user_id: str) -> None:
     rid = ask(served, tool_name="ask_x", tool_args={}, user_id=user_id)["request"]["id"]
     r = decide(served, rid, cfg.ALICE)

@@ -153,9 +153,7 @@ def signed_in(
         value = request.headers.get(header)
         if value:
             value = value.strip()
-            return settings.approver(value) or next(
-                (a for a in settings.approvers if a.email and a.email == value), None
-            )
+            return settings.approver(value) or settings.approver_by_email(value)
     if session.sign_in:
         name = approver_of(session.sign_in)
         if name is not None:

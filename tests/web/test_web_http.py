@@ -153,6 +153,9 @@ def test_trusted_header_mode(make_web_gate: WebGateFactory) -> None:
         assert r.status_code == 200
         assert "Signed in as <strong>carol</strong>" in r.text
         assert "Sign out" not in r.text  # the proxy owns the sign-in
+    with browser(gate) as c:  # a proxy that sends the email, in its own letter case
+        c.headers.update({"X-Forwarded-User": "Alice@EXAMPLE.com"})
+        assert "Signed in as <strong>alice</strong>" in c.get("/").text
     with browser(gate) as c:
         c.headers.update({"X-Forwarded-User": "eve"})
         r = c.get("/")
