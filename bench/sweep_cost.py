@@ -1,9 +1,12 @@
-"""Expiry sweep time with 100 due requests, on an empty table and with 1,000,000 finished rows.
+"""Expiry sweep time with 100 due requests, on an empty table and with 1,000,000 finished rows;
+and the reminder job's tick with 10,000 requests waiting and nothing to remind.
 
 The sweep's query is `status = 'pending' AND expires_at <= now` on the (status, expires_at)
-index, so finished rows must not make it slower. Rows are inserted in bulk with SQL.
+index, so finished rows must not make it slower. The reminder tick's is `status = 'pending'
+AND nudge_at <= now` on (status, nudge_at), so waiting requests whose rules remind nobody
+must cost it nothing. Rows are inserted in bulk with SQL.
 
-    .venv/bin/python -m bench.sweep_cost [--rows 1000000]
+    .venv/bin/python -m bench.sweep_cost [--rows 1000000] [--waiting 10000]
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from datetime import timedelta
 import sqlalchemy as sa
 
 from bench._common import database, machine, pg_admin_url
+from gate import reminders
 from gate.app import create_app
 from gate.models import utcnow
 from tests.support import config as cfg
@@ -74,9 +78,29 @@ def sweep_ms(db_url: str, rows: int) -> tuple[float, float]:
     return due, idle
 
 
+def remind_tick_ms(db_url: str, waiting: int) -> tuple[float, float]:
+    """(wall ms, CPU ms) of one reminder tick with `waiting` pending requests, none due."""
+    app = create_app(cfg.make_settings(db_url, migrate_on_start=False))
+    service = app.state.gate.service
+    fill(
+        app.state.gate.db.engine,
+        waiting,
+        "pending",
+        (utcnow() + timedelta(hours=1)).isoformat(sep=" "),
+        "W",
+    )
+    reminders.remind_and_escalate(service, utcnow())  # warm
+    started, cpu = time.perf_counter(), time.process_time()
+    reminders.remind_and_escalate(service, utcnow())
+    wall, cpu = (time.perf_counter() - started) * 1000, (time.process_time() - cpu) * 1000
+    app.state.gate.db.dispose()
+    return wall, cpu
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--waiting", type=int, default=10_000)
     args = parser.parse_args()
     print(machine())
     for kind in ["sqlite"] + (["postgres"] if pg_admin_url() else []):
@@ -89,6 +113,12 @@ def main() -> None:
             f"[{kind}] {DUE} due: {small_due:7.1f} ms on an empty table, {big_due:7.1f} ms with "
             f"{args.rows:,} finished rows (x{big_due / small_due:.2f}); nothing due: "
             f"{small_idle:.2f} ms vs {big_idle:.2f} ms"
+        )
+        with database(kind) as db_url:
+            wall, cpu = remind_tick_ms(db_url, args.waiting)
+        print(
+            f"[{kind}] reminder tick, {args.waiting:,} waiting, none due: "
+            f"{wall:.2f} ms ({cpu:.2f} ms CPU)"
         )
 
 

@@ -85,6 +85,7 @@ class ConfirmationRequest(SQLModel, table=True):
         sa.Index("ix_request_status_expires", "status", "expires_at"),
         sa.Index("ix_request_created_at", "created_at"),
         sa.Index("ix_request_session", "session_id", "status"),
+        sa.Index("ix_request_status_nudge", "status", "nudge_at"),
         # Idempotency keys are per submitting principal: another agent that knows a key gets
         # a request of its own, never the first agent's (or its approval).
         sa.UniqueConstraint("submitted_by", "idempotency_key", name="uq_request_submitter_key"),
@@ -129,6 +130,8 @@ class ConfirmationRequest(SQLModel, table=True):
     escalated_at: datetime | None = Field(
         default=None, sa_column=Column(UTCDateTime, nullable=True)
     )
+    #: when the reminder job next has work here (a reminder or escalation due); None: none left
+    nudge_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime, nullable=True))
     #: what happened after approval, reported by the agent: "ran" | "failed" | "not_run"
     outcome: str | None = Field(default=None, max_length=16)
 

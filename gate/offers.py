@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from gate.binding import argument_diff
@@ -61,6 +61,20 @@ class Offers:
             escalate_to=tuple(options.get("escalate_to") or ()),
             escalate_approvers=tuple(options.get("escalate_approvers") or ()),
         )
+
+    def next_nudge(
+        self, created_at: datetime, *, reminded: bool, escalated: bool
+    ) -> datetime | None:
+        """When the reminder job next has something to do for a request made at
+        `created_at`: the earlier of its reminder and its escalation not done yet (None:
+        nothing left). Stored on the request (`nudge_at`), so each tick reads only what is due.
+        """
+        due = [
+            created_at + after
+            for after, done in ((self.remind_after, reminded), (self.escalate_after, escalated))
+            if after is not None and not done
+        ]
+        return min(due, default=None)
 
     def to_options(self) -> dict[str, Any]:
         """The JSON stored on a request made under the rule."""

@@ -23,8 +23,9 @@ from gate.service import GateService
 log = logging.getLogger(__name__)
 
 
-#: pending requests not yet reminded or not yet escalated, with what deciding either needs
-_WAITING = sa.select(
+#: pending requests with a reminder or escalation due (`nudge_at`, on its index): a tick
+#: reads nothing for the many requests whose rules remind nobody
+_DUE = sa.select(
     REQUEST.c.id,
     REQUEST.c.created_at,
     REQUEST.c.options,
@@ -33,7 +34,7 @@ _WAITING = sa.select(
     REQUEST.c.escalated_at,
 ).where(
     REQUEST.c.status == RequestStatus.pending.value,
-    sa.or_(REQUEST.c.reminded_at.is_(None), REQUEST.c.escalated_at.is_(None)),
+    REQUEST.c.nudge_at <= sa.bindparam("now"),
 )
 
 
@@ -43,21 +44,47 @@ def remind_and_escalate(service: GateService, now: datetime) -> tuple[int, int]:
     Each happens once per request: the marker columns are set with a compare-and-set, so
     every replica may run this job.
     """
-    reminded = escalated = 0
+    counts = {"reminded_at": 0, "escalated_at": 0}
     with service.db.read_conn() as conn:  # only the columns this needs: no ORM objects
-        rows = conn.execute(_WAITING).all()
+        rows = conn.execute(_DUE, {"now": now}).all()
     for req in rows:
         offers = Offers.from_options(req.options)
-        remind = offers.remind_after
-        if remind and req.reminded_at is None and now >= req.created_at + remind:
-            reminded += _mark(service, req, "reminded_at", now, escalate=False)
-        escalate = offers.escalate_after
-        if escalate and req.escalated_at is None and now >= req.created_at + escalate:
-            escalated += _mark(service, req, "escalated_at", now, escalate=True)
-    return reminded, escalated
+        done = {
+            "reminded_at": req.reminded_at is not None,
+            "escalated_at": req.escalated_at is not None,
+        }
+        tried = False
+        for column, after in (
+            ("reminded_at", offers.remind_after),
+            ("escalated_at", offers.escalate_after),
+        ):
+            if after is None or done[column] or now < req.created_at + after:
+                continue
+            tried = done[column] = True
+            then = offers.next_nudge(
+                req.created_at, reminded=done["reminded_at"], escalated=done["escalated_at"]
+            )
+            counts[column] += _mark(service, req, column, now, then)
+        if not tried:  # due by an older row's guess (see migration 0005): store the real time
+            then = offers.next_nudge(
+                req.created_at, reminded=done["reminded_at"], escalated=done["escalated_at"]
+            )
+            _renudge(service, req.id, then)
+    return counts["reminded_at"], counts["escalated_at"]
 
 
-def _mark(service: GateService, req: Any, column: str, now: datetime, *, escalate: bool) -> int:
+def _renudge(service: GateService, request_id: str, when: datetime | None) -> None:
+    with service.db.write_conn() as conn:
+        conn.execute(
+            sa.update(REQUEST)
+            .where(REQUEST.c.id == request_id, REQUEST.c.status == RequestStatus.pending.value)
+            .values(nudge_at=when)
+        )
+
+
+def _mark(service: GateService, req: Any, column: str, now: datetime, then: datetime | None) -> int:
+    """Set `column` (and the next nudge, `then`) if nobody did yet; remind or escalate."""
+    escalate = column == "escalated_at"
     with service.changing() as change:
         session = change.session
         result = session.execute(
@@ -67,7 +94,7 @@ def _mark(service: GateService, req: Any, column: str, now: datetime, *, escalat
                 col(ConfirmationRequest.status) == RequestStatus.pending,
                 getattr(ConfirmationRequest, column).is_(None),
             )
-            .values({column: now})
+            .values({column: now, "nudge_at": then})
         )
         if result.rowcount != 1:  # type: ignore[attr-defined]
             return 0

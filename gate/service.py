@@ -166,6 +166,7 @@ class GateService:
             reason=decision.reason,
             args_hash=args_hash,
             options=rule.offers.to_options(),
+            nudge_at=rule.offers.next_nudge(now, reminded=False, escalated=False),
         )
 
     def _store(
