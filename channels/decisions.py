@@ -1,5 +1,6 @@
-"""What a chat card offers beyond yes/no, for every chat channel: the fields an approver may
-edit, the grants a rule offers, its preset reject reasons, the countdown, and who may act.
+"""What a chat card offers beyond yes/no, for every chat channel: the arguments it shows and
+whether it may offer to approve them, the fields an approver may edit, the grants a rule
+offers, its preset reject reasons, the countdown, and who may act.
 
 Pure functions over a `RequestView`; each channel renders them in its own card language and
 reads them back from its own callback shape.
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -18,6 +19,7 @@ from gate import untrusted
 from gate.acting import Result
 from gate.binding import argument_diff
 from gate.channel import ChannelContext, Click
+from gate.config import Settings
 from gate.machine import Extended
 from gate.readmodel import RequestView
 from gate.schemas import json_problem, key_path
@@ -42,6 +44,61 @@ SCOPE_WORDS = {
     "session": "this tool in this session",
     "agent": "this tool for this agent",
 }
+
+
+# -- the arguments, and whether the card may offer to approve them -----------------------------
+
+
+@dataclass(frozen=True)
+class Arguments:
+    """A call's arguments as a card shows them: `text` (whole, or cut with an ellipsis) and
+    whether that is all of them. Only a card that shows them whole offers any approval."""
+
+    text: str
+    whole: bool
+
+
+def arguments(view: RequestView, limit: int) -> Arguments:
+    """The arguments a card with room for `limit` characters shows (`untrusted.arguments_json`,
+    the text gate's check on an approval measures, so the two cannot disagree)."""
+    text = untrusted.arguments_json(view.tool_args)
+    if untrusted.shows_whole(view.tool_args, limit):
+        return Arguments(text, True)
+    return Arguments(text[: max(limit - 1, 0)] + "…", False)
+
+
+def approvable(view: RequestView, limit: int) -> bool:
+    """Whether a card with room for `limit` characters of arguments offers approve, edit and
+    approve, or approve with a grant: while pending, and only when it shows the whole call."""
+    return view.status == "pending" and untrusted.shows_whole(view.tool_args, limit)
+
+
+def too_long(platform: str) -> str:
+    """What a card says instead of offering to approve a call it had to cut."""
+    return f"Arguments too long for {platform}: review and approve in gate."
+
+
+class Showing:
+    """A channel's `ChannelContext` that tells gate, on every click, how much of a call's
+    arguments the channel's cards show (`Click.args_chars`). gate refuses an approval from a
+    card that cut the call; a channel that does not wrap its context approves nothing."""
+
+    def __init__(self, ctx: ChannelContext, args_chars: int) -> None:
+        self._ctx = ctx
+        self.args_chars = args_chars
+
+    @property
+    def settings(self) -> Settings:
+        """The server's settings."""
+        return self._ctx.settings
+
+    async def act(self, click: Click) -> Result:
+        """The click through gate's pipeline, saying what this channel's cards show."""
+        return await self._ctx.act(replace(click, args_chars=self.args_chars))
+
+    async def view(self, request_id: str) -> RequestView | None:
+        """The current state of a request."""
+        return await self._ctx.view(request_id)
 
 
 # -- who may act ------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ import enum
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from gate import machine
+from gate import machine, untrusted
 from gate.config import ApproverSettings, Settings
 from gate.models import RequestStatus
 
@@ -32,6 +32,8 @@ class Refusal(enum.Enum):
     not_offered = "not_offered"
     #: an extension past the longest deadline the server allows
     deadline_at_limit = "deadline_at_limit"
+    #: an approval from a surface that could not show the call's arguments whole
+    arguments_not_shown = "arguments_not_shown"
 
     @property
     def status(self) -> int:
@@ -45,6 +47,9 @@ class Refusal(enum.Enum):
             Refusal.self_approval: "you asked for this call, so you cannot approve it yourself",
             Refusal.not_offered: "this rule does not offer that",
             Refusal.deadline_at_limit: "the deadline is already at the longest allowed",
+            Refusal.arguments_not_shown: (
+                "the arguments are too long to show here whole; review and approve in gate"
+            ),
         }[self]
 
 
@@ -55,7 +60,8 @@ class Actor:
     `name` is recorded on votes and the audit trail; `via` names the surface ("api", "web",
     "slack"); `token` is the API token acted with, if any (never the one that asked);
     `bypass_approver_list` is set for admin tokens, which may decide any request but their
-    own.
+    own. `args_chars` is how many characters of a call's arguments the surface showed whole
+    (`gate.untrusted.shows_whole`); None for the API and the web page, which show them all.
     """
 
     name: str
@@ -63,6 +69,7 @@ class Actor:
     approver: ApproverSettings | None = None
     token: str | None = None
     bypass_approver_list: bool = False
+    args_chars: int | None = None
 
     @classmethod
     def of_principal(cls, principal: Principal, via: str = "api") -> Actor:
@@ -76,9 +83,12 @@ class Actor:
         )
 
     @classmethod
-    def of_approver(cls, approver: ApproverSettings, via: str) -> Actor:
-        """A person signed in to the web console, or identified by a chat platform."""
-        return cls(name=approver.name, via=via, approver=approver)
+    def of_approver(
+        cls, approver: ApproverSettings, via: str, *, args_chars: int | None = None
+    ) -> Actor:
+        """A person signed in to the web console, or identified by a chat platform (whose
+        card showed `args_chars` characters of the arguments)."""
+        return cls(name=approver.name, via=via, approver=approver, args_chars=args_chars)
 
 
 @dataclass(frozen=True)
@@ -160,6 +170,21 @@ def refusal_for(settings: Settings, view: RequestView, actor: Actor) -> Refusal 
     if allowed and not actor.bypass_approver_list and actor.name not in allowed:
         return Refusal.not_an_approver
     return None
+
+
+def approval_refusal(view: RequestView, actor: Actor) -> Result | None:
+    """Why `actor` may not approve `view` in any form (as asked, with edits, with a grant),
+    or None when they may: their surface must have shown the call's arguments whole.
+
+    A card cut to fit its platform hides the rest of the call, and an agent can put a
+    harmless head before a hostile tail: nobody approves a call they could not read.
+    Rejecting needs no such check (it fails closed).
+    """
+    if actor.args_chars is None or untrusted.shows_whole(view.tool_args, actor.args_chars):
+        return None
+    refusal = Refusal.arguments_not_shown
+    where = f" ({view.url})" if view.url else ""
+    return Result(None, view, refusal, f"{refusal.sentence()}{where}", refusal.value)
 
 
 def requester_identities(settings: Settings, view: RequestView) -> set[str]:

@@ -75,7 +75,9 @@ class Click:
     arguments the person changed, by name, already parsed from what they typed; `grant` is
     a (scope, duration) pair such as ("session", "30m"); `extend_by` a duration ("15m") and
     `extend_from` the deadline the card showed, so a click delivered twice, to any replica,
-    extends once.
+    extends once. `args_chars` is how many characters of the call's arguments (as
+    `gate.untrusted.arguments_json` writes them) the channel's card shows whole: an approval
+    counts only when the whole call fits, and a channel that does not say approves nothing.
     """
 
     channel: str
@@ -88,6 +90,7 @@ class Click:
     grant: tuple[str, str] | None = None
     extend_by: str | None = None
     extend_from: datetime | None = None
+    args_chars: int | None = None
 
 
 class ChannelContext(Protocol):

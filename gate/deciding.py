@@ -15,7 +15,15 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from gate import grants, machine, offers
-from gate.acting import Actor, Refusal, Result, already_final_message, refusal_for, settled
+from gate.acting import (
+    Actor,
+    Refusal,
+    Result,
+    already_final_message,
+    approval_refusal,
+    refusal_for,
+    settled,
+)
 from gate.config import parse_duration
 from gate.errors import AlreadyDecided, Conflict, Forbidden, InvalidInput, NotFound
 from gate.models import RequestStatus, Verdict
@@ -104,6 +112,10 @@ def _check(
     refusal = refusal_for(service.settings, view, actor)
     if refusal is not None:
         return Result(None, view, refusal)
+    if verdict == Verdict.approve:
+        unseen = approval_refusal(view, actor)
+        if unseen is not None:
+            return unseen
     try:
         comment = offers.with_reasons(view.offers, verdict, comment, list(reasons))
         spec = None
@@ -173,7 +185,9 @@ def act(service: GateService, click: Click) -> Result:
     if approver is None:
         view = service.view(click.request_id)
         return settled(view, click.request_id) or Result(None, view, Refusal.not_an_approver)
-    actor = Actor.of_approver(approver, click.channel)
+    # A chat card shows the arguments up to its platform's length: `click.args_chars` says
+    # how far (none when the channel does not say, so nothing it sends can approve).
+    actor = Actor.of_approver(approver, click.channel, args_chars=click.args_chars or 0)
     if click.action == "check":
         view = service.view(click.request_id)
         done = settled(view, click.request_id)

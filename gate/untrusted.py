@@ -343,6 +343,24 @@ def to_json(value: Any, *, indent: int | None = None, limit: int | None = SCAN_L
     return escape_invisible(text)
 
 
+# -- a call's arguments, as every surface shows them ------------------------------------------
+
+
+def arguments_json(args: Any) -> str:
+    """A call's arguments as every card shows them: masked JSON, indented by two spaces.
+
+    What a card shows and whether it showed everything are both measured on this text, so
+    the card and gate's check on an approval cannot disagree (`shows_whole`).
+    """
+    return to_json(args, indent=2)
+
+
+def shows_whole(args: Any, limit: int | None) -> bool:
+    """Whether a surface that shows at most `limit` characters of `arguments_json(args)` shows
+    them whole. `limit` None means the surface did not say: it did not (fail closed)."""
+    return limit is not None and len(arguments_json(args)) <= limit
+
+
 def mask_diff(diff: Mapping[str, Any]) -> dict[str, Any]:
     """An argument diff (`{key: {"from": ..., "to": ...}}`) with both sides masked as the
     key's value would be."""

@@ -507,3 +507,15 @@ def test_a_one_megabyte_hostile_argument_does_not_stall_other_requests(
     assert slowest < 2.0  # coarse: the old code held the event loop for minutes
     check_blocks(json.loads(slack_blocks), max_blocks=50)
     assert check_card(json.dumps(feishu_card, ensure_ascii=False)) == []
+
+
+def test_arguments_fit_is_measured_on_the_masked_json_every_card_shows() -> None:
+    args = {"cmd": "ls", "password": "hunter2-but-much-longer-than-the-mask"}
+    text = untrusted.arguments_json(args)
+    assert text == untrusted.to_json(args, indent=2) and "hunter2" not in text
+    assert untrusted.shows_whole(args, len(text))
+    assert not untrusted.shows_whole(args, len(text) - 1)
+    # a surface that does not say what it showed approves nothing
+    assert not untrusted.shows_whole(args, None) and not untrusted.shows_whole({}, 0)
+    # invisible characters count as the escapes a card shows for them
+    assert not untrusted.shows_whole({"a": "\u202e"}, len('{\n  "a": "x"\n}'))

@@ -22,7 +22,6 @@ from channels.discord.markdown import (
     MAX_OPTION_TEXT,
     MAX_OPTIONS,
     MAX_REASON,
-    args_json,
     code_block,
     cut,
     escape,
@@ -37,7 +36,8 @@ from gate.untrusted import clean
 NO_MENTIONS: dict[str, Any] = {"parse": []}
 ACTION_ROW, BUTTON, STRING_SELECT = 1, 2, 3
 PRIMARY, SECONDARY, SUCCESS, DANGER, LINK = 1, 2, 3, 4, 5
-#: the arguments' code block starts at this size and halves until the embed fits 6,000
+#: characters of the arguments a card shows whole (and so may offer to approve); cut ones
+#: start at this size and halve until the embed fits 6,000
 ARGS_CHARS = 3000
 #: the summary is a line or two; the arguments are what is approved
 SUMMARY_CHARS = 500
@@ -60,11 +60,14 @@ def card_message(view: RequestView, *, now: datetime | None = None) -> dict[str,
     must not hold up the event loop. `now` is what the countdown counts from.
     """
     now = now or utcnow()
+    shown = decisions.arguments(view, ARGS_CHARS)
     args_chars = ARGS_CHARS
-    embed = _embed(view, now, args_chars)
-    while embed_size(embed) > MAX_EMBED_TOTAL and args_chars > 200:
+    embed = _embed(view, now, shown, args_chars)
+    # Whole arguments stay whole (the card offers to approve them; with every other part at
+    # its longest the embed still fits): only cut ones shrink further.
+    while embed_size(embed) > MAX_EMBED_TOTAL and not shown.whole and args_chars > 200:
         args_chars //= 2
-        embed = _embed(view, now, args_chars)
+        embed = _embed(view, now, shown, args_chars)
     title = decisions.TITLES.get(view.status, view.status)
     return {
         "content": cut(f"**{title}**: {inline(view.tool_name, 100)}", 2000),
@@ -81,14 +84,19 @@ def embed_size(embed: dict[str, Any]) -> int:
     return total + sum(len(f["name"]) + len(f["value"]) for f in embed.get("fields", []))
 
 
-def _embed(view: RequestView, now: datetime, args_chars: int) -> dict[str, Any]:
+def _embed(
+    view: RequestView, now: datetime, shown: decisions.Arguments, args_chars: int
+) -> dict[str, Any]:
     parts = []
     if view.summary:
         parts.append(code_block(clean(view.summary), SUMMARY_CHARS)[0])
-    block, was_cut = code_block(args_json(view.tool_args), args_chars, "json")
+    # the fences are not the arguments: room for them comes on top of what the card shows
+    fences = len(code_block("", 100, "json")[0])
+    room = len(shown.text) if shown.whole else args_chars
+    block, _ = code_block(shown.text, room + fences, "json")
     parts.append(f"**Arguments**\n{block}")
-    if was_cut:
-        parts.append("*Cut to fit Discord: open the request in gate for all of it.*")
+    if not shown.whole:
+        parts.append(f"*{decisions.too_long('Discord')} Use Open in gate.*")
     embed = {
         "title": decisions.TITLES.get(view.status, view.status),
         "color": COLOURS.get(view.status, COLOURS["expired"]),
@@ -177,11 +185,11 @@ def components(view: RequestView) -> list[dict[str, Any]]:
     """The card's action rows: the decision while pending, then only the link to gate."""
     if view.status != "pending":
         return [_row(link_button(view.url))] if view.url else []
-    buttons = [
-        _button(SUCCESS, "Approve", ids.build("approve", view.id)),
-        _button(DANGER, "Reject…", ids.build("reject", view.id)),
-    ]
-    if editable(view):
+    # Approving (as asked, with edits, for a while) only on a card that shows the whole call.
+    approvable = decisions.approvable(view, ARGS_CHARS)
+    buttons = [_button(SUCCESS, "Approve", ids.build("approve", view.id))] if approvable else []
+    buttons.append(_button(DANGER, "Reject…", ids.build("reject", view.id)))
+    if approvable and editable(view):
         buttons.append(_button(SECONDARY, "Edit & approve…", ids.build("edit", view.id)))
     # the deadline rides along, so a click delivered twice extends once (on any replica)
     extend = ids.build("extend", view.id, ids.deadline_token(view.expires_at))
@@ -193,7 +201,7 @@ def components(view: RequestView) -> list[dict[str, Any]]:
     if reasons:
         options = [(plain(r, MAX_OPTION_TEXT) or "(empty)", f"r{i}") for i, r in enumerate(reasons)]
         rows.append(_select("reasons", view.id, "Reject with a preset reason…", options, many=True))
-    grants = decisions.grant_choices(view)[:MAX_OPTIONS]
+    grants = decisions.grant_choices(view)[:MAX_OPTIONS] if approvable else []
     if grants:
         options = [(cut(g.label, MAX_OPTION_TEXT), f"{g.scope}:{g.duration}") for g in grants]
         rows.append(_select("grant", view.id, "Approve for a while…", options, many=False))

@@ -18,8 +18,9 @@ import httpx
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
+from channels import decisions
 from channels.discord.api import DiscordApi
-from channels.discord.card import card_message
+from channels.discord.card import ARGS_CHARS, card_message
 from channels.discord.clicks import ANSWER_BUDGET_SECONDS, Clicks
 from channels.discord.interaction import parse_interaction
 from channels.discord.settings import DiscordSettings, is_snowflake
@@ -55,6 +56,8 @@ class DiscordChannel:
                 "the application's public_key is required", key="channels.discord.public_key"
             )
         self.settings = settings
+        # every click says how much of a call the card showed: gate refuses approving the rest
+        gate = decisions.Showing(gate, ARGS_CHARS)
         self.gate = gate
         #: seconds since the epoch, for the signature window; replaced in tests
         self.clock = clock

@@ -19,7 +19,7 @@ from typing import Literal
 from urllib.parse import urlencode
 
 from channels import decisions
-from channels.email.text import arguments, facts, inert, one_line, templates
+from channels.email.text import ARGS_CHARS, arguments, facts, inert, one_line, templates
 from gate.acting import requester_identities
 from gate.config import Settings
 from gate.readmodel import RequestView
@@ -81,6 +81,9 @@ def may_act(settings: Settings, view: RequestView, recipient: Recipient) -> bool
 
 def offered(view: RequestView) -> list[str]:
     """The actions a pending card links to, as the rule offers them."""
+    if not decisions.approvable(view, ARGS_CHARS):
+        # the mail and the confirm page cut the arguments: approving is done in gate
+        return ["reject", "extend"]
     actions = ["approve", "reject"]
     if decisions.editable_fields(view, max_chars=EDIT_CHARS):
         actions.append("edit")

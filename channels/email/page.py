@@ -55,7 +55,10 @@ def build_form(
     typed, errors = typed or {}, errors or {}
     offers = offered(view)
     notice = None
-    if do not in offers:
+    if "approve" not in offers and do in ("approve", "edit", "grant"):
+        # the mail and this page cut the arguments: the call is approved in gate, or here rejected
+        notice, do = f"{decisions.too_long('email')} You can reject it here.", "reject"
+    elif do not in offers:
         notice = {
             "edit": "Nothing here can be edited by email; edit it in gate, or approve as asked.",
             "grant": "This rule offers no grants; you can approve this one call.",

@@ -26,6 +26,8 @@ from gate.readmodel import RequestView
 _LINKISH = untrusted.compile(r"(?i)([a-z][a-z0-9+.\-]{0,30}):(//)|\b(www)\.")
 #: the most of one value a mail or the page shows (the web page has the rest)
 VALUE_CHARS = 300
+#: characters of the arguments a mail and its confirm page show whole (and so may offer to
+#: approve)
 ARGS_CHARS = 4000
 SUBJECT_CHARS = 120
 
@@ -59,9 +61,15 @@ def one_line(text: str, limit: int = SUBJECT_CHARS) -> str:
 
 
 def arguments(view: RequestView) -> str:
-    """The arguments that will run, as masked JSON, defanged."""
-    shown = untrusted.to_json(view.run_args, indent=2)
-    return inert(shown, ARGS_CHARS)
+    """The arguments that will run, as masked JSON, defanged: whole while pending when they
+    fit `ARGS_CHARS` (only then do the mail and the page offer to approve), else cut with
+    a note."""
+    if view.status == "pending":
+        shown = decisions.arguments(view, ARGS_CHARS)
+        if shown.whole:
+            return inert(shown.text, len(shown.text) + 200)
+        return inert(shown.text, ARGS_CHARS) + "\n" + decisions.too_long("email")
+    return inert(untrusted.arguments_json(view.run_args), ARGS_CHARS)
 
 
 @dataclass(frozen=True)

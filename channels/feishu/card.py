@@ -21,6 +21,7 @@ from gate.untrusted import MASK as MASK
 
 #: Feishu caps a card request at 30 KB; stay under it with room for the envelope
 CARD_BYTES = 28_000
+#: characters of the arguments a card shows whole (and so may offer to approve)
 ARGS_CHARS = 2_500
 TEXT_CHARS = 500
 VOTES_SHOWN = 20
@@ -102,22 +103,37 @@ def render_card(
     from (default: the current time).
     """
     now = now or utcnow()
-    card = _build_card(view, args_chars, editing, now)
-    while len(json.dumps(card, ensure_ascii=False).encode()) > CARD_BYTES and args_chars > 200:
-        args_chars //= 2
-        card = _build_card(view, args_chars, editing, now)
+    shown = decisions.arguments(view, ARGS_CHARS)
+    votes = VOTES_SHOWN
+    card = _build_card(view, shown, args_chars, votes, editing, now)
+    while len(json.dumps(card, ensure_ascii=False).encode()) > CARD_BYTES:
+        # Whole arguments stay whole (the card offers to approve them): the votes give way.
+        if not shown.whole and args_chars > 200:
+            args_chars //= 2
+        elif votes > 0:
+            votes //= 2
+        else:
+            break
+        card = _build_card(view, shown, args_chars, votes, editing, now)
     return card
 
 
-def _build_card(view: RequestView, args_chars: int, editing: bool, now: datetime) -> dict[str, Any]:
+def _build_card(
+    view: RequestView,
+    shown: decisions.Arguments,
+    args_chars: int,
+    votes: int,
+    editing: bool,
+    now: datetime,
+) -> dict[str, Any]:
     tool = clean(view.tool_name, 100)
     template = TEMPLATES.get(view.status, "blue" if view.approvals else "orange")
     title = f"{decisions.TITLES.get(view.status, view.status.title())}: {tool}"
     elements = [
         *_facts(view, now),
-        *_arguments(view, args_chars),
-        *_history(view),
-        *_actions(view, tool, editing),
+        *_arguments(shown, args_chars),
+        *_history(view, votes),
+        *_actions(view, tool, editing and shown.whole, approvable=shown.whole),
         {
             "tag": "button",
             "element_id": "open",
@@ -152,17 +168,18 @@ def _facts(view: RequestView, now: datetime) -> list[dict[str, Any]]:
     return elements
 
 
-def _arguments(view: RequestView, args_chars: int) -> list[dict[str, Any]]:
-    """The tool arguments as one inert code block, cut to `args_chars` with a note."""
-    args = untrusted.to_json(view.tool_args, indent=2)
-    shown = args if len(args) <= args_chars else args[: args_chars - 1] + "…"
-    elements = [{"tag": "markdown", "element_id": "args", "content": code_block(shown)}]
-    if len(shown) < len(args):
-        elements.append(_div(f"Arguments cut to {args_chars} characters: open the request."))
-    return elements
+def _arguments(shown: decisions.Arguments, args_chars: int) -> list[dict[str, Any]]:
+    """The tool arguments as one inert code block: whole, or cut to `args_chars` with a note."""
+    if shown.whole:
+        return [{"tag": "markdown", "element_id": "args", "content": code_block(shown.text)}]
+    text = shown.text[: args_chars - 1] + "…"
+    return [
+        {"tag": "markdown", "element_id": "args", "content": code_block(text)},
+        _div(f"{decisions.too_long('Feishu')} Use Open in gate below.", "args_cut"),
+    ]
 
 
-def _history(view: RequestView) -> list[dict[str, Any]]:
+def _history(view: RequestView, votes: int = VOTES_SHOWN) -> list[dict[str, Any]]:
     """Where the request stands, the reason it ended (if it did), and the votes so far."""
     outcome = view.outcome_sentence()
     if decisions.changes(view):
@@ -170,7 +187,7 @@ def _history(view: RequestView) -> list[dict[str, Any]]:
     elements = [_div(outcome, "outcome")]
     if view.reason and view.status != "pending":
         elements.append(_div(clean(view.reason), "reason"))
-    for vote in view.votes[:VOTES_SHOWN]:
+    for vote in view.votes[:votes]:
         word = "approved" if vote.verdict == "approve" else "rejected"
         line = f"{clean(vote.approver, 100)} {word} via {vote.via}"
         comment = clean(vote.comment, 200)
@@ -178,11 +195,14 @@ def _history(view: RequestView) -> list[dict[str, Any]]:
     return elements
 
 
-def _actions(view: RequestView, tool: str, editing: bool) -> list[dict[str, Any]]:
-    """While pending: the decision form (or the edit form) and its extra buttons."""
+def _actions(
+    view: RequestView, tool: str, editing: bool, *, approvable: bool
+) -> list[dict[str, Any]]:
+    """While pending: the decision form (or the edit form) and its extra buttons. Approving
+    (as asked, for a while, with edits) only on a card that shows the whole call."""
     if view.status != "pending":
         return []
-    fields = editable(view)
+    fields = editable(view) if approvable else []
     if editing and fields:
         return [
             _edit_form(view, fields, tool),
@@ -191,7 +211,7 @@ def _actions(view: RequestView, tool: str, editing: bool) -> list[dict[str, Any]
     extras = [_callback(view.id, "edit", "Edit & approve…", "default")] if fields else []
     shown = view.expires_at.isoformat()
     extras.append(_callback(view.id, "extend", decisions.EXTEND_LABEL, "default", shown=shown))
-    return [_decision_form(view, tool), _row(extras)]
+    return [_decision_form(view, tool, approvable=approvable), _row(extras)]
 
 
 def editable(view: RequestView) -> list[decisions.EditField]:
@@ -233,12 +253,13 @@ def _options(pairs: list[tuple[str, str]]) -> list[dict[str, Any]]:
     return [{"text": _plain(clean(text, 100)), "value": value} for text, value in pairs]
 
 
-def _decision_form(view: RequestView, tool: str) -> dict[str, Any]:
+def _decision_form(view: RequestView, tool: str, *, approvable: bool) -> dict[str, Any]:
     approve = _callback(view.id, "approve", "Approve", "primary_filled", submit=True)
     approve["confirm"] = {
         "title": _plain("Approve this call?"),
         "text": _plain(f"{tool} runs as soon as the approval is recorded."),
     }
+    buttons = [approve] if approvable else []
     reject = _callback(view.id, "reject", "Reject", "danger", submit=True)
     inputs: list[dict[str, Any]] = []
     reasons = decisions.reject_reasons(view)
@@ -262,7 +283,7 @@ def _decision_form(view: RequestView, tool: str) -> dict[str, Any]:
             "placeholder": _plain(f"Reason (required to reject{hint}; the agent is told)"),
         }
     )
-    grants = decisions.grant_choices(view)
+    grants = decisions.grant_choices(view) if approvable else []
     if grants:
         inputs.append(
             {
@@ -277,7 +298,7 @@ def _decision_form(view: RequestView, tool: str) -> dict[str, Any]:
         "tag": "form",
         "element_id": "decision",
         "name": "decision",
-        "elements": [*inputs, _row([approve, reject])],
+        "elements": [*inputs, _row([*buttons, reject])],
     }
 
 

@@ -23,7 +23,7 @@ from fastapi import APIRouter, Request
 from channels import decisions
 from channels.feishu.answers import answer, card_content, toast, toast_for
 from channels.feishu.api import FeishuApi
-from channels.feishu.card import editable
+from channels.feishu.card import ARGS_CHARS, editable
 from channels.feishu.clicks import NOTHING_EDITABLE, CardAction, parse_action, to_click
 from channels.feishu.settings import FeishuSettings
 from channels.feishu.verify import Verifier
@@ -62,6 +62,8 @@ class FeishuChannel:
         if not settings.app_id or settings.app_secret is None:
             raise ConfigError("app_id and app_secret are required", key="channels.feishu")
         self.settings = settings
+        # every click says how much of a call the card showed: gate refuses approving the rest
+        gate = decisions.Showing(gate, ARGS_CHARS)
         self.gate = gate
         #: seconds since the epoch; replaced in tests to move time without sleeping
         self.clock = clock

@@ -13,6 +13,7 @@ from typing import Any
 from channels import decisions
 from channels.slack.modals import editable
 from channels.slack.mrkdwn import (
+    ARGS_CHARS,
     MAX_FALLBACK_TEXT,
     MAX_FIELD_TEXT,
     MAX_HEADER_TEXT,
@@ -20,7 +21,7 @@ from channels.slack.mrkdwn import (
     MAX_OPTION_TEXT,
     MAX_REASON,
     MAX_SECTION_TEXT,
-    args_block_text,
+    args_sections,
     cut,
     escape,
     inline,
@@ -66,15 +67,12 @@ def render_card(view: RequestView, *, now: datetime | None = None) -> list[dict[
         summary = plain_object(plain(view.summary, MAX_SECTION_TEXT))
         blocks.append({"type": "section", "text": summary})
     blocks.append(_facts(view, iteration, now or utcnow()))
-    blocks.append(
-        {
-            "type": "section",
-            "block_id": f"args-{iteration}",
-            "text": mrkdwn_object(args_block_text(view.tool_args, view.url)),
-        }
-    )
+    shown = decisions.arguments(view, ARGS_CHARS)
+    for i, text in enumerate(args_sections(shown, view.url)):
+        block_id = f"args-{iteration}" + (f"-{i + 1}" if i else "")
+        blocks.append({"type": "section", "block_id": block_id, "text": mrkdwn_object(text)})
     if view.status == "pending":
-        blocks.append(_buttons(view, iteration))
+        blocks.append(_buttons(view, iteration, approvable=shown.whole))
     else:
         outcome = mrkdwn_object(_outcome(view))
         blocks.append({"type": "section", "block_id": f"outcome-{iteration}", "text": outcome})
@@ -157,15 +155,19 @@ def _confirm(title: str, text: str) -> dict[str, Any]:
     }
 
 
-def _buttons(view: RequestView, iteration: str) -> dict[str, Any]:
-    approve = _button(APPROVE_ACTION, "Approve", view.id, "primary")
-    approve["confirm"] = _confirm("Approve this call?", "The agent's tool call will run as shown.")
-    elements = [approve]
-    grants = decisions.grant_choices(view)
-    if grants:
-        elements.append(_grant_select(view.id, grants))
-    if editable(view):
-        elements.append(_button(EDIT_ACTION, "Edit & approve…", view.id))
+def _buttons(view: RequestView, iteration: str, *, approvable: bool) -> dict[str, Any]:
+    """Approve (as asked, for a while, with edits) only when the card shows the whole call;
+    Reject and Extend always."""
+    elements = []
+    if approvable:
+        approve = _button(APPROVE_ACTION, "Approve", view.id, "primary")
+        text = "The agent's tool call will run as shown."
+        elements.append(approve | {"confirm": _confirm("Approve this call?", text)})
+        grants = decisions.grant_choices(view)
+        if grants:
+            elements.append(_grant_select(view.id, grants))
+        if editable(view):
+            elements.append(_button(EDIT_ACTION, "Edit & approve…", view.id))
     elements.append(_button(REJECT_ACTION, "Reject…", view.id, "danger"))
     # the deadline rides along, so a click delivered twice extends once (on any replica)
     shown = f"{view.id}|{view.expires_at.isoformat()}"

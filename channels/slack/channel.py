@@ -20,9 +20,11 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
+from channels import decisions
 from channels.slack.callback import form_payload, parse_interaction, verify_signature
 from channels.slack.card import card_message
 from channels.slack.clicks import Clicks
+from channels.slack.mrkdwn import ARGS_CHARS
 from channels.slack.settings import SlackSettings
 from gate.channel import ChannelContext, DeliveryError
 from gate.errors import BadRequest, ConfigError
@@ -58,6 +60,8 @@ class SlackChannel:
         if secret is None or not secret.get_secret_value().strip():
             raise ConfigError("a signing_secret is required", key="channels.slack.signing_secret")
         self.settings = settings
+        # every click says how much of a call the card showed: gate refuses approving the rest
+        gate = decisions.Showing(gate, ARGS_CHARS)
         self.gate = gate
         self._secret = secret.get_secret_value().encode()
         self._clock = clock

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gate import untrusted
+from channels import decisions
+from channels.decisions import Arguments
 from gate.untrusted import clean
 
 # Slack's Block Kit limits (docs.slack.dev, and slack-sdk's own block classes).
@@ -21,6 +22,9 @@ MAX_FALLBACK_TEXT = 4000
 #: what we allow one inline value (tool, agent, user...) before cutting: a card is read at
 #: a glance, the web page has the rest
 MAX_INLINE = 200
+#: characters of a call's arguments a card shows whole (and so may offer to approve): at most
+#: six sections once escaped (`&` is five characters in mrkdwn)
+ARGS_CHARS = 3000
 #: the modal's reason box; the reason is what the model is told, so a paragraph is plenty
 MAX_REASON = 2000
 #: plain_text_input's initial_value and max_length limit
@@ -61,18 +65,35 @@ def plain(value: Any, limit: int) -> str:
     return cut(escape(" ".join(clean(value).split())), limit)
 
 
-def args_block_text(args: dict[str, Any], url: str) -> str:
-    """The arguments as a code block that fits one section, with a link when cut."""
+def args_sections(shown: Arguments, url: str) -> list[str]:
+    """The arguments as code blocks, one per section: whole ones split over as many sections
+    as their escaped text needs (escaping lengthens it), cut ones in one, with a link.
+
+    The card shows whole arguments up to `ARGS_CHARS` of `gate.untrusted.arguments_json`
+    (what gate's check on an approval measures); past that it cuts them and offers no
+    approval, and the link is where to review and approve.
+    """
     head, tail = "*Arguments*\n```\n", "\n```"
-    more = f"\n_Cut to fit Slack: <{url}|view all in gate>_"
-    # Escaping only lengthens text: what is past the section's length is never shown, so it
-    # is not escaped either.
-    body = untrusted.to_json(args, indent=2)[:MAX_SECTION_TEXT]
     # Backticks become a look-alike so "```" inside an argument cannot close the block.
-    body = escape(body.replace("`", "ˋ"))
-    if len(head) + len(body) + len(tail) <= MAX_SECTION_TEXT:
-        return head + body + tail
-    return head + cut(body, MAX_SECTION_TEXT - len(head) - len(tail) - len(more)) + tail + more
+    body = shown.text.replace("`", "ˋ")
+    if not shown.whole:
+        more = f"\n_{decisions.too_long('Slack')} <{url}|Open in gate>_"
+        room = MAX_SECTION_TEXT - len(head) - len(tail) - len(more)
+        # Escaping only lengthens text: what is past the section is never shown or escaped.
+        return [head + cut(escape(body[:MAX_SECTION_TEXT]), room) + tail + more]
+    sections: list[str] = []
+    room = MAX_SECTION_TEXT - len(head) - len(tail)
+    piece: list[str] = []
+    used = 0
+    for char in body:
+        escaped = escape(char)
+        if used + len(escaped) > room:
+            sections.append("".join(piece))
+            piece, used = [], 0
+        piece.append(escaped)
+        used += len(escaped)
+    sections.append("".join(piece))
+    return [(head if i == 0 else "```\n") + text + tail for i, text in enumerate(sections)]
 
 
 def mrkdwn_object(text: str) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -31,6 +32,7 @@ VERSION = "1.5"
 SCHEMA = "http://adaptivecards.io/schemas/adaptive-card.json"
 #: Teams refuses a bot message over about 28 KB; stay under it with room for the envelope
 CARD_BYTES = 26_000
+#: characters of the arguments a card shows whole (and so may offer to approve)
 ARGS_CHARS = 2_500
 TEXT_CHARS = 500
 VOTES_SHOWN = 20
@@ -107,16 +109,34 @@ def render_card(
     this view is answered to ("Not recorded: ..."); `now` is what the countdown counts from.
     """
     now = now or utcnow()
-    card = _build(view, user_ids, actionable, notice, now, args_chars)
-    while _size(card) > CARD_BYTES and args_chars > 200:
-        args_chars //= 2
-        card = _build(view, user_ids, actionable, notice, now, args_chars)
+    shown = decisions.arguments(view, ARGS_CHARS)
+    sizes = _Sizes(shown, args_chars)
+    card = _build(view, user_ids, actionable, notice, now, sizes)
+    while _size(card) > CARD_BYTES and not shown.whole and sizes.args > 200:
+        sizes = replace(sizes, args=sizes.args // 2)
+        card = _build(view, user_ids, actionable, notice, now, sizes)
     if _size(card) > CARD_BYTES and actionable:
         # The edit form holds whole values (up to MAX_INPUT characters per box, ten boxes):
         # hostile arguments can make it alone too big for Teams, which then refuses the
         # approver's view and shows no buttons at all. Editing moves to gate's page instead.
-        card = _build(view, user_ids, actionable, notice, now, args_chars, edits=False)
+        sizes = replace(sizes, edits=False)
+        card = _build(view, user_ids, actionable, notice, now, sizes)
+    while _size(card) > CARD_BYTES and sizes.votes > 0:
+        # Whole arguments stay whole (the card offers to approve them): the votes give way.
+        sizes = replace(sizes, votes=sizes.votes // 2)
+        card = _build(view, user_ids, actionable, notice, now, sizes)
     return card
+
+
+@dataclass(frozen=True)
+class _Sizes:
+    """What one rendering of a card shows: the arguments (whole, or cut to `args`), how many
+    votes, and whether the edit form is in it."""
+
+    shown: decisions.Arguments
+    args: int
+    votes: int = VOTES_SHOWN
+    edits: bool = True
 
 
 def _size(card: dict[str, Any]) -> int:
@@ -129,8 +149,7 @@ def _build(
     actionable: bool,
     notice: str | None,
     now: datetime,
-    args_chars: int,
-    edits: bool = True,
+    sizes: _Sizes,
 ) -> dict[str, Any]:
     pending = view.status == "pending"
     title = decisions.TITLES.get(view.status, view.status.title())
@@ -154,13 +173,14 @@ def _build(
     if view.summary:
         body.append(rich(run(clean(view.summary)), element_id="summary"))
     body.extend(_facts(view, now))
-    body.extend(_arguments(view, args_chars))
-    body.extend(_history(view))
+    body.extend(_arguments(sizes.shown, sizes.args))
+    body.extend(_history(view, sizes.votes))
     actions: list[dict[str, Any]] = []
+    whole = sizes.shown.whole
     if pending and actionable:
-        body.extend(_grant_input(view))
-        actions.extend(_decision_actions(view, edits))
-        if not edits and editable(view):
+        body.extend(_grant_input(view) if whole else [])
+        actions.extend(_decision_actions(view, sizes.edits, approvable=whole))
+        if whole and not sizes.edits and editable(view):
             body.append(words(TOO_BIG_TO_EDIT, "edit_in_gate", isSubtle=True))
     actions.append({"type": "Action.OpenUrl", "title": "Open in gate", "url": view.url})
     card: dict[str, Any] = {
@@ -210,21 +230,20 @@ def _facts(view: RequestView, now: datetime) -> list[dict[str, Any]]:
     ]
 
 
-def _arguments(view: RequestView, args_chars: int) -> list[dict[str, Any]]:
-    """The tool arguments, masked, in one monospace run, cut to `args_chars` with a note."""
-    args = untrusted.to_json(view.tool_args, indent=2)
-    shown = args if len(args) <= args_chars else args[: args_chars - 1] + "…"
+def _arguments(shown: decisions.Arguments, args_chars: int) -> list[dict[str, Any]]:
+    """The tool arguments, masked, in one monospace run: whole, or cut with a note."""
+    text = shown.text if shown.whole else shown.text[: args_chars - 1] + "…"
     blocks = [
         words("Arguments", "args_label", weight="Bolder", spacing="Medium"),
-        rich(run(clean(shown, args_chars, mask=False), fontType="Monospace"), element_id="args"),
+        rich(run(clean(text, len(text), mask=False), fontType="Monospace"), element_id="args"),
     ]
-    if len(shown) < len(args):
-        note = f"Arguments cut to {args_chars} characters: use Open in gate to see them all."
+    if not shown.whole:
+        note = f"{decisions.too_long('Teams')} Use Open in gate."
         blocks.append(words(note, "args_cut", isSubtle=True))
     return blocks
 
 
-def _history(view: RequestView) -> list[dict[str, Any]]:
+def _history(view: RequestView, votes: int = VOTES_SHOWN) -> list[dict[str, Any]]:
     """Where the request stands, the reason it ended (if it did), and the votes so far."""
     outcome = view.outcome_sentence()
     if decisions.changes(view):
@@ -232,7 +251,7 @@ def _history(view: RequestView) -> list[dict[str, Any]]:
     blocks = [rich(run(clean(outcome), weight="Bolder"), element_id="outcome", spacing="Medium")]
     if view.reason and view.status != "pending":
         blocks.append(rich(run(clean(view.reason)), element_id="reason"))
-    for i, vote in enumerate(view.votes[:VOTES_SHOWN]):
+    for i, vote in enumerate(view.votes[:votes]):
         word = "approved" if vote.verdict == "approve" else "rejected"
         line = f"{clean(vote.approver, 100)} {word} via {clean(vote.via, 40)}"
         comment = clean(vote.comment, 200)
@@ -278,11 +297,13 @@ def _grant_input(view: RequestView) -> list[dict[str, Any]]:
     ]
 
 
-def _decision_actions(view: RequestView, edits: bool = True) -> list[dict[str, Any]]:
+def _decision_actions(view: RequestView, edits: bool, *, approvable: bool) -> list[dict[str, Any]]:
+    """Approve and Edit & approve only when the card shows the whole call; Reject and Extend
+    always."""
     approve = _execute("approve", "Approve", view)
     approve["style"] = "positive"
-    actions = [approve, _reject_card(view)]
-    fields = editable(view) if edits else []
+    actions = [approve, _reject_card(view)] if approvable else [_reject_card(view)]
+    fields = editable(view) if edits and approvable else []
     if fields:
         actions.append(_edit_card(view, fields))
     shown = view.expires_at.isoformat()

@@ -26,7 +26,7 @@ from channels import decisions
 from channels.inbound import NestedTooDeep, Once, load_json
 from channels.teams.answers import card_answer, may_still_act, message
 from channels.teams.api import ConnectorApi
-from channels.teams.card import MAX_USER_IDS, render_card
+from channels.teams.card import ARGS_CHARS, MAX_USER_IDS, render_card
 from channels.teams.clicks import (
     ENTRA_OBJECT_ID,
     CardAction,
@@ -72,6 +72,8 @@ class TeamsChannel:
         ack_budget: float = ACK_BUDGET_SECONDS,
     ) -> None:
         self.settings = settings
+        # every click says how much of a call the card showed: gate refuses approving the rest
+        gate = decisions.Showing(gate, ARGS_CHARS)
         self.gate = gate
         self.clock = clock
         self.ack_budget = ack_budget

@@ -26,7 +26,9 @@ from gate.readmodel import RequestView
 TEXT_LIMIT = 4096
 #: the card stays under the limit with room for the parts that are not cut
 CARD_TARGET = 3900
-ARGS_CHARS = 1500
+#: characters of the arguments a card shows whole (and so may offer to approve): with every
+#: other part at its smallest, the card still fits if each of them takes two UTF-16 units
+ARGS_CHARS = 1000
 TEXT_CHARS = 300
 NAME_CHARS = 100
 VOTES_SHOWN = 10
@@ -126,16 +128,23 @@ SIZES = (
 
 
 def render(view: RequestView, sealer: Sealer, *, now: datetime | None = None) -> Card:
-    """The card for a request in its current state (buttons only while it is pending)."""
+    """The card for a request in its current state (buttons only while it is pending).
+
+    Arguments that fit `ARGS_CHARS` are shown whole at every size (the other parts give
+    way); only then does the card offer to approve them.
+    """
     now = now or utcnow()
+    shown = decisions.arguments(view, ARGS_CHARS)
     for sizes in SIZES:
-        text = _text(view, sealer, sizes, now)
+        text = _text(view, sealer, sizes, now, shown)
         if visible_length(text) <= CARD_TARGET:
             break
-    return Card(text, keyboard(view, sealer))
+    return Card(text, keyboard(view, sealer, approvable=shown.whole))
 
 
-def _text(view: RequestView, sealer: Sealer, sizes: Sizes, now: datetime) -> str:
+def _text(
+    view: RequestView, sealer: Sealer, sizes: Sizes, now: datetime, shown: decisions.Arguments
+) -> str:
     title = decisions.TITLES.get(view.status, view.status.title())
     lines = [f"<b>{title}:</b> {code(view.tool_name)}"]
     if view.summary:
@@ -153,22 +162,19 @@ def _text(view: RequestView, sealer: Sealer, sizes: Sizes, now: datetime) -> str
     else:
         lines.append(f"Asked: {view.created_at:%Y-%m-%d %H:%M} UTC")
     lines.append(f"Request: {code(view.id)}")
-    lines += _arguments(view, sizes.args)
+    lines += _arguments(shown, sizes.args)
     lines += _history(view, sizes)
     if view.status == "pending":
-        lines += _offers(view, sealer)
+        lines += _offers(view, sealer, approvable=shown.whole)
     lines.append(f'<a href="{html.escape(view.url, quote=True)}">Open in gate</a>')
     return "\n".join(lines)
 
 
-def _arguments(view: RequestView, args_chars: int) -> list[str]:
-    """The arguments as one `<pre>` block, secrets masked, cut with a note."""
-    args = untrusted.to_json(view.tool_args, indent=2)
-    shown = cut(args, args_chars)
-    lines = ["Arguments:", pre(shown)]
-    if len(shown) < len(args):
-        lines.append(f"Arguments cut to {args_chars} characters: open the request in gate.")
-    return lines
+def _arguments(shown: decisions.Arguments, args_chars: int) -> list[str]:
+    """The arguments as one `<pre>` block, secrets masked: whole, or cut with a note."""
+    if shown.whole:
+        return ["Arguments:", pre(shown.text)]
+    return ["Arguments:", pre(cut(shown.text, args_chars)), escape(decisions.too_long("Telegram"))]
 
 
 def _history(view: RequestView, sizes: Sizes) -> list[str]:
@@ -193,21 +199,22 @@ def _history(view: RequestView, sizes: Sizes) -> list[str]:
     return lines
 
 
-def _offers(view: RequestView, sealer: Sealer) -> list[str]:
+def _offers(view: RequestView, sealer: Sealer, *, approvable: bool) -> list[str]:
     """What the rule offers beyond the buttons' words, and how to decide by typing."""
     lines = []
     if decisions.reject_reasons(view):
         lines.append("Reject with a preset reason below, or press Reject… to write one.")
-    if decisions.grant_choices(view):
+    if approvable and decisions.grant_choices(view):
         lines.append("Approve for a while: the grant buttons allow the same call again.")
-    if editable(view):
+    if approvable and editable(view):
         lines.append(escape(f"{EDIT} asks for new values as a reply."))
     lines.append(escape(f"{decisions.EXTEND_LABEL} moves the deadline."))
     request_code = sealer.code(view.id)
-    lines.append(
-        f"Or type <code>/approve {request_code}</code> or "
-        f"<code>/reject {request_code} your reason</code>"
-    )
+    reject = f"<code>/reject {request_code} your reason</code>"
+    if approvable:
+        lines.append(f"Or type <code>/approve {request_code}</code> or {reject}")
+    else:
+        lines.append(f"Or type {reject}")
     return lines
 
 
@@ -216,8 +223,9 @@ def editable(view: RequestView) -> list[decisions.EditField]:
     return decisions.editable_fields(view, max_chars=1000)
 
 
-def keyboard(view: RequestView, sealer: Sealer) -> list[list[dict[str, str]]]:
-    """The inline keyboard while pending: decide, presets, grants, edit and extend."""
+def keyboard(view: RequestView, sealer: Sealer, *, approvable: bool) -> list[list[dict[str, str]]]:
+    """The inline keyboard while pending: decide, presets, grants, edit and extend (approve,
+    grants and edit only on a card that shows the whole call: `approvable`)."""
     if view.status != "pending":
         return []
 
@@ -225,14 +233,15 @@ def keyboard(view: RequestView, sealer: Sealer) -> list[list[dict[str, str]]]:
         return {"text": cut(label, BUTTON_CHARS), "callback_data": sealer.seal(pressed)}
 
     approve, reject = Button(view.id, "approve"), Button(view.id, "reject")
-    rows = [[button(APPROVE, approve), button(REJECT, reject)]]
+    first = [button(APPROVE, approve)] if approvable else []
+    rows = [[*first, button(REJECT, reject)]]
     for index, reason in enumerate(decisions.reject_reasons(view)[:REASONS_SHOWN]):
         label = REASON_PREFIX + untrusted.clean(reason)
         rows.append([button(label, Button(view.id, "reason", reason=index))])
-    for choice in decisions.grant_choices(view):
+    for choice in decisions.grant_choices(view) if approvable else []:
         seconds = int(choice.duration.removesuffix("s"))
         rows.append([button(choice.label, Button(view.id, "grant", grant=(choice.scope, seconds)))])
-    last = [button(EDIT, Button(view.id, "edit"))] if editable(view) else []
+    last = [button(EDIT, Button(view.id, "edit"))] if approvable and editable(view) else []
     last.append(button(decisions.EXTEND_LABEL, Button(view.id, "extend", shown=view.expires_at)))
     rows.append(last)
     return rows

@@ -25,7 +25,7 @@ from channels import decisions
 from channels.inbound import Once, load_json, same_secret
 from channels.telegram import replies
 from channels.telegram.api import TelegramApi
-from channels.telegram.card import editable, render
+from channels.telegram.card import ARGS_CHARS, editable, render
 from channels.telegram.settings import TelegramSettings
 from channels.telegram.tokens import Button, NotOurs, Sealer
 from channels.telegram.updates import Press, Typed, read_update, update_id
@@ -62,6 +62,8 @@ class TelegramChannel:
         ack_budget: float = ACK_BUDGET_SECONDS,
     ) -> None:
         self.settings = settings
+        # every click says how much of a call the card showed: gate refuses approving the rest
+        gate = decisions.Showing(gate, ARGS_CHARS)
         self.gate = gate
         self.ack_budget = ack_budget
         self.api = TelegramApi(settings, transport=transport)

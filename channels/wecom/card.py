@@ -31,6 +31,9 @@ BUTTON_CHARS = 10
 OPTION_CHARS = 16
 CHECKBOX_CHARS = 17
 MAX_BUTTONS = 6
+#: characters of the arguments (as indented JSON) a card shows whole, on one line, in the
+#: subtitle after "Arguments: ", and so may offer to approve
+ARGS_CHARS = SUBTITLE_CHARS - len("Arguments: ")
 MAX_OPTIONS = 10
 MAX_CHECKBOX = 20
 #: the grant dropdown's key, and its "no grant" option
@@ -143,7 +146,8 @@ def render_card(view: RequestView, task: str, *, now: datetime | None = None) ->
     if view.status != "pending":
         return card
     card["task_id"] = task
-    grants = decisions.grant_choices(view)
+    approvable = decisions.approvable(view, ARGS_CHARS)
+    grants = decisions.grant_choices(view) if approvable else []
     if grants:
         options = [{"id": JUST_THIS_CALL, "text": "This call only"}]
         options += [{"id": f"{g.scope}:{g.duration}", "text": grant_text(g)} for g in grants]
@@ -153,7 +157,7 @@ def render_card(view: RequestView, task: str, *, now: datetime | None = None) ->
             "option_list": options[:MAX_OPTIONS],
             "selected_id": JUST_THIS_CALL,
         }
-    card["button_list"] = _buttons(view)
+    card["button_list"] = _buttons(view, approvable=approvable)
     return card
 
 
@@ -179,8 +183,12 @@ def _subtitle(view: RequestView) -> str:
         if reason.startswith(outcome):  # a decision's reason already says who decided
             return reason
         return cut(f"{outcome}. {reason}" if reason else f"{outcome}.", SUBTITLE_CHARS)
-    args = " ".join(untrusted.to_json(view.tool_args, limit=4 * SUBTITLE_CHARS).split())
-    return cut(f"{outcome}. Arguments: {args}", SUBTITLE_CHARS)
+    shown = decisions.arguments(view, ARGS_CHARS)
+    if not shown.whole:
+        return cut(f"{decisions.too_long('WeCom')} {outcome}.", SUBTITLE_CHARS)
+    # Whole arguments as one line of JSON: the same value, never longer than the indented
+    # text the check on an approval measures. They come first: the outcome may be cut.
+    return cut(f"Arguments: {untrusted.to_json(view.tool_args)}. {outcome}.", SUBTITLE_CHARS)
 
 
 def _facts(view: RequestView, now: datetime) -> list[dict[str, Any]]:
@@ -202,12 +210,12 @@ def _facts(view: RequestView, now: datetime) -> list[dict[str, Any]]:
     return facts
 
 
-def _buttons(view: RequestView) -> list[dict[str, Any]]:
-    buttons: list[dict[str, Any]] = [
-        {"type": 0, "text": "Approve", "style": 1, "key": "approve"},
-        {"type": 0, "text": "Reject…", "style": 3, "key": "reject"},
-    ]
-    if editable(view):
+def _buttons(view: RequestView, *, approvable: bool) -> list[dict[str, Any]]:
+    """Approve and Edit only when the card shows the whole call; Reject and Extend always."""
+    approve = {"type": 0, "text": "Approve", "style": 1, "key": "approve"}
+    buttons: list[dict[str, Any]] = [approve] if approvable else []
+    buttons.append({"type": 0, "text": "Reject…", "style": 3, "key": "reject"})
+    if approvable and editable(view):
         buttons.append({"type": 0, "text": "Edit…", "style": 2, "key": "edit"})
     buttons.append({"type": 0, "text": "Extend 15m", "style": 2, "key": extend_key(view)})
     buttons.append({"type": 1, "text": "Open gate", "style": 2, "url": view.url})

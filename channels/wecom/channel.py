@@ -76,6 +76,8 @@ class WeComChannel:
         if missing:
             raise ConfigError(f"{', '.join(missing)} required", key="channels.wecom")
         self.settings = settings
+        # every click says how much of a call the card showed: gate refuses approving the rest
+        gate = decisions.Showing(gate, card.ARGS_CHARS)
         self.gate = gate
         #: seconds since the epoch; replaced in tests to move time without sleeping
         self.clock = clock

@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 
 from channels.discord import ids
-from channels.discord.card import card_message, embed_size
+from channels.discord.card import ARGS_CHARS, card_message, embed_size
 from channels.discord.markdown import code_block, cut, escape, inline
 from channels.discord.modals import edit_modal, grant_modal, reason_modal
+from gate import untrusted
 from gate.offers import Offers
 from gate.readmodel import RequestView, VoteView
 from tests.channels.drivers.discord import DiscordDriver
@@ -149,7 +150,28 @@ def test_huge_arguments_are_cut_with_a_pointer_to_gate() -> None:
     view = make_view(tool_args={f"k{i}": "x" * 500 for i in range(40)}, summary="s" * 5000)
     embed = card_message(view, now=NOW)["embeds"][0]
     assert embed_size(embed) <= 6000 and len(embed["description"]) <= 4096
-    assert "Cut to fit Discord" in embed["description"]
+    assert "too long for Discord: review and approve in gate" in embed["description"]
+    # a card that cut the call offers no approval of any kind; rejecting stays
+    verbs = [
+        c["custom_id"].split(":")[1]
+        for row in card_message(view, now=NOW)["components"]
+        for c in row["components"]
+        if "custom_id" in c
+    ]
+    assert not {"approve", "edit", "grant"} & set(verbs) and "reject" in verbs, verbs
+
+
+def test_arguments_at_the_limit_show_whole_with_everything_else_at_its_worst() -> None:
+    empty = len(untrusted.arguments_json({"blob": ""}))
+    args = {"blob": "<" * (ARGS_CHARS - empty)}
+    votes = [VoteView("v" * 200, "approve", "web", NOW, "c" * 1000) for _ in range(40)]
+    view = make_view(
+        tool_args=args, summary="s" * 5000, votes=votes, approvals_required=41,
+        tool_name="t" * 500, agent_id="a" * 500, user_id="u" * 500, rule="r" * 500,
+    )  # fmt: skip
+    embed = card_message(view, now=NOW)["embeds"][0]
+    assert embed_size(embed) <= 6000 and len(embed["description"]) <= 4096
+    assert args["blob"] in embed["description"] and "too long" not in embed["description"]
     assert embed["description"].count("```") == 4  # two closed blocks: summary, arguments
 
 

@@ -13,6 +13,7 @@ import json
 from datetime import datetime
 from typing import Any
 
+from channels.discord.card import ARGS_CHARS
 from gate.acting import Result
 from gate.channel import Click
 from gate.config import Settings
@@ -78,7 +79,7 @@ def test_reject_with_presets_and_text_is_one_click(
     assert answer["type"] == 7
     assert clicks == [
         Click("discord", USERS["bob"], request_id, "reject", comment="see ticket 42",
-              reasons=("wrong customer", "too expensive"))
+              reasons=("wrong customer", "too expensive"), args_chars=ARGS_CHARS)
     ]  # fmt: skip
 
 
@@ -107,6 +108,7 @@ def test_edits_reach_gate_by_argument_name_and_only_what_changed(
             "approve",
             comment="halved",
             edits={"amount": 500},
+            args_chars=ARGS_CHARS,
         )
     ]
     assert status(gate, request_id)["approved_args"] == {**args, "amount": 500}
@@ -128,7 +130,14 @@ def test_a_grant_pick_confirms_then_approves_with_the_grant(
     [answer], clicks = _through(gate, [submit])
     assert answer["type"] == 7
     assert clicks == [
-        Click("discord", USERS["alice"], request_id, "approve", grant=("session", "1800s"))
+        Click(
+            "discord",
+            USERS["alice"],
+            request_id,
+            "approve",
+            grant=("session", "1800s"),
+            args_chars=ARGS_CHARS,
+        )  # fmt: skip
     ]
 
 
@@ -143,5 +152,13 @@ def test_extend_carries_the_deadline_the_card_showed(
     [answer, again], clicks = _through(gate, [press, press])  # one body delivered twice
     assert answer == again and answer["data"]["flags"] == 64
     assert clicks == [
-        Click("discord", USERS["bob"], request_id, "extend", extend_by="15m", extend_from=shown)
+        Click(
+            "discord",
+            USERS["bob"],
+            request_id,
+            "extend",
+            extend_by="15m",
+            extend_from=shown,
+            args_chars=ARGS_CHARS,
+        )  # fmt: skip
     ]

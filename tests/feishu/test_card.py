@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 
 from channels.feishu import CARD_BYTES, MASK, mask_secrets, render_card
+from channels.feishu.card import ARGS_CHARS
+from gate import untrusted
 from gate.readmodel import RequestView, VoteView
 from tests.support.fake_feishu import check_card
 
@@ -239,5 +241,22 @@ def test_huge_arguments_are_cut_to_fit_the_size_limit() -> None:
     content = json.dumps(card, ensure_ascii=False)
     assert len(content.encode()) <= CARD_BYTES
     assert check_card(content) == []
-    assert "Arguments cut to" in content
+    assert "Arguments too long for Feishu: review and approve in gate." in content
     assert len(walk(card)) < 200
+    # a card that cut the call offers no approval of any kind; rejecting stays
+    assert '"approve"' not in content and "Edit & approve" not in content
+    assert '"reject"' in content
+
+
+def test_arguments_at_the_limit_show_whole_with_everything_else_at_its_worst() -> None:
+    # Whole arguments never shrink (the votes give way), so gate's check on an approval,
+    # which measures the same text, cannot pass a call the card cut.
+    empty = len(untrusted.arguments_json({"blob": ""}))
+    args = {"blob": "😀" * (ARGS_CHARS - empty)}  # four bytes each
+    votes = [VoteView("😀" * 200, "approve", "web", NOW, "😀" * 1000) for i in range(300)]
+    view = make_view(tool_args=args, votes=votes, approvals_required=301, summary="😀" * 9000)
+    card = render_card(view)
+    content = json.dumps(card, ensure_ascii=False)
+    assert len(content.encode()) <= CARD_BYTES and check_card(content) == []
+    assert args["blob"] in content and "too long" not in content
+    assert '"approve"' in content

@@ -166,8 +166,23 @@ def test_long_arguments_are_cut_with_a_link_to_the_web_page() -> None:
     [args] = [b for b in render_card(view) if b.get("block_id", "").startswith("args-")]
     text = args["text"]["text"]
     assert len(text) <= 3000
-    assert text.endswith(f"<{URL}|view all in gate>_")
+    assert text.endswith(f"too long for Slack: review and approve in gate. <{URL}|Open in gate>_")
     check_blocks(render_card(view), max_blocks=50)
+    # a card that cut the call offers no approval of any kind; rejecting and extending stay
+    [buttons] = [b for b in render_card(view) if b["type"] == "actions"]
+    assert [e["action_id"] for e in buttons["elements"]] == ["gate_reject", "gate_extend"]
+
+
+def test_whole_arguments_that_escape_long_span_sections_and_keep_approve() -> None:
+    view = make_view(tool_args={"amp": "&" * 2980})  # 2,998 characters, 14,900 once escaped
+    blocks = render_card(view)
+    args = [b for b in blocks if b.get("block_id", "").startswith("args-")]
+    assert len(args) == 6 and all(len(b["text"]["text"]) <= 3000 for b in args)
+    assert all(b["text"]["text"].startswith(("*Arguments*\n```", "```")) for b in args)
+    assert sum(b["text"]["text"].count("&amp;") for b in args) == 2980
+    [buttons] = [b for b in blocks if b["type"] == "actions"]
+    assert buttons["elements"][0]["action_id"] == "gate_approve"
+    check_blocks(blocks, max_blocks=50)
 
 
 def test_short_arguments_are_not_cut() -> None:

@@ -19,6 +19,7 @@ from fastapi import FastAPI
 
 from channels.slack import SlackChannel
 from channels.slack.card import EDIT_ACTION, EXTEND_ACTION, GRANT_ACTION, REJECT_ACTION
+from channels.slack.mrkdwn import ARGS_CHARS
 from channels.slack.settings import SlackSettings
 from gate.acting import Result
 from gate.api.middleware import install_error_handlers
@@ -128,7 +129,9 @@ def adapter(make_gate: GateFactory, sqlite_url: str, fake_slack: FakeSlack) -> I
 def test_an_approve_click_is_a_click_with_nothing_else(adapter: Adapter) -> None:
     request_id, card = adapter.submit("pay_vendor", {"amount": 60000})
     assert adapter.send(block_actions(request_id, "U0ALICE", message=card)).status_code == 200
-    assert adapter.port.clicks == [Click("slack", "U0ALICE", request_id, "approve")]
+    assert adapter.port.clicks == [
+        Click("slack", "U0ALICE", request_id, "approve", args_chars=ARGS_CHARS)
+    ]
     assert adapter.status(request_id)["decided_by"] == "alice"
 
 
@@ -156,13 +159,21 @@ def test_edits_reach_gate_by_argument_name_only_when_changed(adapter: Adapter) -
     request_id, card = adapter.submit("refund_order", args)
     modal = adapter.open_modal(request_id, card, "U0BOB", EDIT_ACTION)
     # the check before the modal opens is a click too: gate says whether bob may act
-    assert adapter.port.clicks == [Click("slack", "U0BOB", request_id, "check")]
+    assert adapter.port.clicks == [
+        Click("slack", "U0BOB", request_id, "check", args_chars=ARGS_CHARS)
+    ]
     values = _edit_values(modal, amount="500")  # currency left as it was
     values["comment"] = {"comment_input": {"type": "plain_text_input", "value": "half now"}}
     assert adapter.send(_submission(modal, "U0BOB", values)).status_code == 200
     click = adapter.port.clicks[-1]
     assert click == Click(
-        "slack", "U0BOB", request_id, "approve", comment="half now", edits={"amount": 500}
+        "slack",
+        "U0BOB",
+        request_id,
+        "approve",
+        comment="half now",
+        edits={"amount": 500},
+        args_chars=ARGS_CHARS,
     )
     after = adapter.status(request_id)
     assert after["status"] == "approved"
@@ -192,7 +203,9 @@ def test_extend_reaches_gate_with_its_duration(adapter: Adapter) -> None:
     request_id, card = adapter.submit("pay_vendor", {"amount": 60000})
     payload = block_actions(request_id, "U0BOB", EXTEND_ACTION, message=card)
     assert adapter.send(payload).status_code == 200
-    assert adapter.port.clicks == [Click("slack", "U0BOB", request_id, "extend", extend_by="15m")]
+    assert adapter.port.clicks == [
+        Click("slack", "U0BOB", request_id, "extend", extend_by="15m", args_chars=ARGS_CHARS)
+    ]
 
 
 def test_a_forged_or_malformed_click_never_reaches_gate(adapter: Adapter) -> None:

@@ -265,7 +265,7 @@ def test_a_huge_deep_hostile_request_still_gets_a_card_that_fits(
     summary = "\U0001f4a5 </pre> @everyone https://evil.example " * 200
     request_id = ask(tg_gate, "ask_blob", args, summary=summary[:4000], agent_id="\u202e" * 200)
     card = card_of(fake, request_id)
-    assert "cut to" in card.shown()[0]
+    assert "too long for Telegram: review and approve in gate" in card.shown()[0]
     assert live_plain_text(card) == []
 
 
@@ -287,7 +287,12 @@ def test_an_edit_prompt_of_wide_characters_still_posts(tg_gate: Gate, fake: Fake
     (prompt,) = fake.replies_to(CHAT, card.message_id)
     said = fake.say(CHAT, IDS["bob"], "amount = 5", reply_to=prompt.message_id)
     push(tg_gate, said)
-    assert state(tg_gate, request_id)["approved_args"] == {**args, "amount": 5}
+    # Arguments this long are cut on the card, so the edit is not an approval gate accepts
+    # from Telegram: the call is reviewed and approved in gate's page.
+    assert (state(tg_gate, request_id)["status"], state(tg_gate, request_id)["votes"]) == (
+        "pending",
+        [],
+    )
     # And when Telegram refuses the prompt anyway (flood control), the presser is sent to
     # gate's page, not told to type /approve (which would approve the call as it is).
     other = ask(tg_gate, "ask_wide", {"amount": 1})

@@ -7,8 +7,9 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from channels.telegram.card import TEXT_LIMIT, render
+from channels.telegram.card import APPROVE, ARGS_CHARS, TEXT_LIMIT, render
 from channels.telegram.tokens import Sealer
+from gate import untrusted
 from gate.offers import Offers
 from gate.readmodel import RequestView, VoteView
 from tests.channels.drivers.base import Card as NeutralCard
@@ -209,7 +210,36 @@ def test_huge_arguments_are_cut_under_telegrams_limit() -> None:
         card = render(view, SEALER, now=NOW)
         text, _ = parse_html(card.text)
         assert utf16_length(text) <= TEXT_LIMIT
-        assert "Arguments cut to" in text and "Open in gate" in text
+        assert "too long for Telegram: review and approve in gate" in text
+        assert "Open in gate" in text
+        assert APPROVE not in labels(card) and "Reject…" in labels(card)
+        assert "/approve" not in text and "/reject" in text
+
+
+def labels(card: Any) -> list[str]:
+    return [button["text"] for row in card.keyboard for button in row]
+
+
+def test_arguments_at_the_limit_show_whole_with_everything_else_at_its_worst() -> None:
+    # The card keeps whole arguments whole (the other parts give way), so gate's check on an
+    # approval, which measures the same text, cannot pass a call the card cut.
+    empty = len(untrusted.arguments_json({"blob": ""}))
+    args = {"blob": "😀" * (ARGS_CHARS - empty)}  # two UTF-16 units each
+    assert len(untrusted.arguments_json(args)) == ARGS_CHARS
+    votes = [
+        VoteView(f"approver-{i:02}" * 8, "approve", "slack", NOW, "😀" * 5000) for i in range(40)
+    ]
+    offers = Offers(grant_scopes=("call", "session", "agent"), reject_reasons=("😀" * 90,) * 9)
+    wide = "😀" * 500
+    view = make_view(
+        tool_args=args, summary="😀" * 10_000, votes=votes, approvals_required=41, offers=offers,
+        agent_id=wide, user_id=wide, rule=wide, session_id="s", tool_name=wide,
+    )  # fmt: skip
+    card = render(view, SEALER, now=NOW)
+    text, _ = parse_html(card.text)
+    assert utf16_length(text) <= TEXT_LIMIT
+    assert untrusted.arguments_json(args) in text and "too long" not in text
+    assert APPROVE in labels(card)
 
 
 def test_markup_characters_survive_as_text() -> None:

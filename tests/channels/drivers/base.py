@@ -79,6 +79,8 @@ class Driver:
     no_clicks: ClassVar[str | None] = None
     #: why the platform cannot be made to fail (the outage case skips); None: it can
     no_outage: ClassVar[str | None] = None
+    #: characters of a call's arguments (gate's masked, indented JSON) the card shows whole
+    args_chars: ClassVar[int] = 0
 
     #: the gate under test, handed over by the suite once it runs (`attach`)
     gate_url: str | None = None

@@ -62,6 +62,7 @@ class DiscordDriver(Driver):
     """Discord through `FakeDiscord`: embed cards, signed interactions, ephemeral answers."""
 
     name = "discord"
+    args_chars = 3000
     OFFERS: ClassVar[dict[str, str]] = {
         "approve": "approve",
         "reject": "reject",

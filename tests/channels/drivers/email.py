@@ -104,6 +104,7 @@ class EmailDriver(Driver):
     """Email through `FakeSMTP` (STARTTLS and AUTH on loopback), links followed over HTTP."""
 
     name = "email"
+    args_chars = 4000
     CREDENTIALS = ("gate-sender", "contract-smtp-password")
 
     def start(self) -> None:

@@ -35,6 +35,7 @@ class FeishuDriver(Driver):
     """Feishu through `FakeFeishu`: JSON 2.0 cards, encrypted and signed callbacks, toasts."""
 
     name = "feishu"
+    args_chars = 2500
     VERIFICATION_TOKEN = "vt-contract-suite"
     ENCRYPT_KEY = "ek-contract-suite"
     CHAT = "oc_contract"

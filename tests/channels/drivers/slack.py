@@ -33,6 +33,7 @@ class SlackDriver(Driver):
     """Slack through `FakeSlack`: Block Kit cards, signed interactions, ephemeral answers."""
 
     name = "slack"
+    args_chars = 3000
     SECRET = "contract-suite-slack-signing-secret"
     URL = "/channels/slack/interactions"
     BUTTONS: ClassVar[dict[str, str]] = {

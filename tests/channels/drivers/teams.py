@@ -55,6 +55,7 @@ class TeamsDriver(Driver):
     """Teams through `FakeTeams`: base cards, approver views, JWT-signed invokes."""
 
     name = "teams"
+    args_chars = 2500
 
     def start(self) -> None:
         self.fake = fake_teams.FakeTeams().start()

@@ -31,6 +31,7 @@ class TelegramDriver(Driver):
     """Telegram through `FakeTelegram`: presses, typed replies, the secret header."""
 
     name = "telegram"
+    args_chars = 1000
     WEBHOOK_SECRET = "contract-suite-telegram-webhook-secret"
     CALLBACK_SECRET = "contract-suite-telegram-callback-secret-0123456789"
     URL = "/channels/telegram/webhook"

@@ -37,6 +37,7 @@ class WeComDriver(Driver):
     """WeCom through `FakeWeCom`: template cards, encrypted callbacks, private texts."""
 
     name = "wecom"
+    args_chars = 160 - len("Arguments: ")
     TOKEN = "wecomContractToken01"
     AES_KEY = "abcdefghijklmnopqrstuvwxyz0123456789ABCDEFG"
     URL = "/channels/wecom/callback"
