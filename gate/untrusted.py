@@ -6,7 +6,8 @@ after this module has:
 
 * **capped** them: at most `SCAN_LIMIT` characters of one value are looked at; the rest is
   cut off *before* anything scans it, with a marker saying how much was cut (the API still
-  returns the full value);
+  returns the full value, and a request's own web page shows its arguments whole, with
+  `limit=None`: calls too long for a chat card are approved there; the body limit bounds it);
 * **removed invisible characters** from plain text (bidi overrides and isolates, zero-width
   characters, C0/C1 controls other than newline and tab, private-use code points...) or, in
   JSON, **shown them as `\\uXXXX` escapes**, so text cannot read differently from what it is;

@@ -61,6 +61,10 @@ def environment(clock: Callable[[], datetime]) -> jinja2.Environment:
         # JSON is masked value by value (secret-named keys too), then escaped here: the
         # Markup result is not scanned again as one long string.
         pretty=lambda obj: escape(untrusted.to_json(obj, indent=2)),
+        # A call's arguments on its own page, with no value cut: this page is where calls too
+        # long for a chat card are approved, so it shows every character that would run
+        # (masked; the body limit bounds the scan, which stays linear).
+        whole=lambda obj: escape(untrusted.to_json(obj, indent=2, limit=None)),
         compact=lambda obj: escape(untrusted.to_json(obj)),
         masked_edits=untrusted.mask_diff,
         surface=surface_name,
