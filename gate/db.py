@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,8 @@ from gate.resources import resource_path
 log = logging.getLogger(__name__)
 #: where the database is configured, for messages
 DATABASE_KEY = "server.database_url"
+#: how long a SQLite writer waits for the write lock (`busy_timeout`, and this process's turn)
+BUSY_SECONDS = 30
 
 
 def normalise_url(url: str) -> str:
@@ -44,6 +47,9 @@ class Database:
     `BEGIN IMMEDIATE`, taking the write lock up front: a deferred transaction that reads and
     then writes can fail with "database is locked" when another writer got there first,
     which would turn a double click into an error instead of a clean 409.
+
+    SQLite allows one writer at a time, so this process's writes share one pinned connection
+    (`_Pinned`) instead of checking one out of the pool per transaction.
     """
 
     def __init__(self, url: str, *, pool_size: int = 8, pool_overflow: int = 0) -> None:
@@ -52,7 +58,7 @@ class Database:
         self.sqlite = is_sqlite(self.url)
         kwargs: dict[str, Any] = {}
         if self.sqlite:
-            kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
+            kwargs["connect_args"] = {"check_same_thread": False, "timeout": BUSY_SECONDS}
         else:
             # No pre-ping: it costs every checkout a round trip. After a database restart
             # the first statement on a dead connection fails instead, and SQLAlchemy then
@@ -69,6 +75,7 @@ class Database:
         if self.sqlite:
             _configure_sqlite(self.engine)
         self._writer = self.engine.execution_options(gate_write=True)
+        self._pinned = _Pinned(self._writer) if self.sqlite else None
         # PostgreSQL: a read of one statement is a snapshot by itself, so it runs without
         # BEGIN and ROLLBACK (two round trips fewer). SQLite's BEGIN costs no I/O.
         self._reader = (
@@ -86,13 +93,27 @@ class Database:
     @contextmanager
     def write(self) -> Iterator[Session]:
         """A session whose transaction commits on success and rolls back on error."""
-        with Session(self._writer, expire_on_commit=False) as session, session.begin():
+        if self._pinned is None:
+            with Session(self._writer, expire_on_commit=False) as session, session.begin():
+                yield session
+            return
+        # The session joins the pinned connection's transaction: it flushes into it, and
+        # the commit (or the rollback on error) is the connection's.
+        with (
+            self._pinned.begin() as conn,
+            Session(conn, expire_on_commit=False, join_transaction_mode="rollback_only") as session,
+        ):
             yield session
+            session.flush()
 
     @contextmanager
     def write_conn(self) -> Iterator[sa.Connection]:
         """`write()` without the ORM: a connection in a write transaction, for code that
         runs Core statements only (the outbox pump)."""
+        if self._pinned is not None:
+            with self._pinned.begin() as conn:
+                yield conn
+            return
         with self._writer.begin() as conn:
             yield conn
 
@@ -103,7 +124,9 @@ class Database:
             yield conn
 
     def dispose(self) -> None:
-        """Close every pooled connection."""
+        """Close every pooled connection (and SQLite's pinned write connection)."""
+        if self._pinned is not None:
+            self._pinned.close()
         self.engine.dispose()
 
     def ping(self) -> None:
@@ -117,6 +140,65 @@ class Database:
             self.ping()
         except (sa.exc.OperationalError, sa.exc.InterfaceError) as exc:
             raise _unopenable(exc) from None
+
+
+class _Pinned:
+    """SQLite's write connection, kept open and lent to one transaction at a time.
+
+    SQLite lets one transaction write at a time anyway (`BEGIN IMMEDIATE` takes the lock up
+    front), so a pool of writers only adds a checkout, a `Connection`, event setup and a
+    reset per transaction. Writers in this process queue on `_lock` (as long as SQLite's
+    `busy_timeout`); other processes (the `gate` CLI) still meet SQLite's own lock. A
+    connection whose transaction failed in the database is closed and the next writer
+    opens a new one, as the pool would have.
+    """
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._lock = threading.Lock()
+        self._conn: sa.Connection | None = None
+
+    @contextmanager
+    def begin(self) -> Iterator[sa.Connection]:
+        """The connection, in a write transaction committed on success."""
+        if not self._lock.acquire(timeout=BUSY_SECONDS):
+            # what SQLite says when its own busy_timeout runs out, so callers see one error
+            raise sa.exc.OperationalError(
+                "BEGIN IMMEDIATE", None, sqlite3.OperationalError("database is locked")
+            )
+        try:
+            conn = self._conn
+            if conn is None:
+                conn = self._conn = self._engine.connect()
+            try:
+                with conn.begin():
+                    yield conn
+            except BaseException as exc:
+                if isinstance(exc, sa.exc.SQLAlchemyError | sqlite3.Error) or not _clean(conn):
+                    self._drop()
+                raise
+        finally:
+            self._lock.release()
+
+    def close(self) -> None:
+        """Close the connection (a writer still using it finishes first, within the wait)."""
+        got = self._lock.acquire(timeout=BUSY_SECONDS)
+        try:
+            self._drop()
+        finally:
+            if got:
+                self._lock.release()
+
+    def _drop(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with suppress(Exception):  # already broken: closing it is all that is left
+                conn.close()
+
+
+def _clean(conn: sa.Connection) -> bool:
+    """True when `conn` is open, valid and outside a transaction (safe to lend again)."""
+    return not (conn.closed or conn.invalidated or conn.in_transaction())
 
 
 def _configure_sqlite(engine: Engine) -> None:
