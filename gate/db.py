@@ -72,10 +72,10 @@ class Database:
 
             kwargs["connect_args"] = db_postgres.connect_args()
         self.engine: Engine = sa.create_engine(self.url, **kwargs)
+        self._pinned: _Pinned | None = None
         if self.sqlite:
-            _configure_sqlite(self.engine)
-        self._writer = self.engine.execution_options(gate_write=True)
-        self._pinned = _Pinned(self._writer) if self.sqlite else None
+            self._pinned = _Pinned(self.engine)
+            _configure_sqlite(self.engine, self._pinned)
         # PostgreSQL: a read of one statement is a snapshot by itself, so it runs without
         # BEGIN and ROLLBACK (two round trips fewer). SQLite's BEGIN costs no I/O.
         self._reader = (
@@ -94,7 +94,7 @@ class Database:
     def write(self) -> Iterator[Session]:
         """A session whose transaction commits on success and rolls back on error."""
         if self._pinned is None:
-            with Session(self._writer, expire_on_commit=False) as session, session.begin():
+            with Session(self.engine, expire_on_commit=False) as session, session.begin():
                 yield session
             return
         # The session joins the pinned connection's transaction: it flushes into it, and
@@ -114,7 +114,7 @@ class Database:
             with self._pinned.begin() as conn:
                 yield conn
             return
-        with self._writer.begin() as conn:
+        with self.engine.begin() as conn:
             yield conn
 
     @contextmanager
@@ -157,6 +157,8 @@ class _Pinned:
         self._engine = engine
         self._lock = threading.Lock()
         self._conn: sa.Connection | None = None
+        #: the driver connection under `_conn`, whose transactions begin IMMEDIATE
+        self._driver: object = None
 
     @contextmanager
     def begin(self) -> Iterator[sa.Connection]:
@@ -170,6 +172,7 @@ class _Pinned:
             conn = self._conn
             if conn is None:
                 conn = self._conn = self._engine.connect()
+                self._driver = conn.connection.driver_connection
             try:
                 with conn.begin():
                     yield conn
@@ -189,8 +192,12 @@ class _Pinned:
             if got:
                 self._lock.release()
 
+    def holds(self, driver_connection: object) -> bool:
+        """True for the driver connection this writer lends (its BEGIN takes the lock)."""
+        return driver_connection is self._driver
+
     def _drop(self) -> None:
-        conn, self._conn = self._conn, None
+        conn, self._conn, self._driver = self._conn, None, None
         if conn is not None:
             with suppress(Exception):  # already broken: closing it is all that is left
                 conn.close()
@@ -201,7 +208,7 @@ def _clean(conn: sa.Connection) -> bool:
     return not (conn.closed or conn.invalidated or conn.in_transaction())
 
 
-def _configure_sqlite(engine: Engine) -> None:
+def _configure_sqlite(engine: Engine, writer: _Pinned) -> None:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: Any, _record: Any) -> None:
         # Let SQLAlchemy, not the driver, decide when transactions begin (see `begin` below).
@@ -210,20 +217,20 @@ def _configure_sqlite(engine: Engine) -> None:
         cur.execute("PRAGMA journal_mode=WAL")
         cur.execute("PRAGMA synchronous=NORMAL")
         cur.execute("PRAGMA foreign_keys=ON")
-        cur.execute("PRAGMA busy_timeout=30000")
+        cur.execute(f"PRAGMA busy_timeout={BUSY_SECONDS * 1000}")
         cur.close()
 
-    @event.listens_for(engine, "begin")
-    def _on_begin(conn: sa.Connection) -> None:
-        write = conn.get_execution_options().get("gate_write", False)
-        # Straight to the driver: a statement of its own through SQLAlchemy would cost every
-        # transaction an execution context, events and a cursor wrapper.
-        driver: Any = conn.connection.driver_connection
-        begin = "BEGIN IMMEDIATE" if write else "BEGIN"
-        try:
-            driver.execute(begin)
-        except sqlite3.Error as exc:  # as SQLAlchemy would have raised it ("database is locked")
-            raise sa.exc.OperationalError(begin, None, exc) from exc
+    def begin(pooled: Any) -> None:
+        # The dialect's own hook rather than a "begin" event: any engine event makes every
+        # statement on every connection run SQLAlchemy's event dispatch. Straight to the
+        # driver: a statement of its own through SQLAlchemy would cost an execution context.
+        # A driver error here is wrapped by SQLAlchemy as any statement's would be.
+        pooled.driver_connection.execute(
+            "BEGIN IMMEDIATE" if writer.holds(pooled.driver_connection) else "BEGIN"
+        )
+
+    # an instance attribute: this engine's dialect only
+    engine.dialect.do_begin = begin  # type: ignore[method-assign,assignment]
 
 
 def alembic_config(url: str) -> AlembicConfig:
