@@ -6,9 +6,9 @@ import logging
 import sqlite3
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import sqlalchemy as sa
 from alembic import command
@@ -73,9 +73,12 @@ class Database:
             kwargs["connect_args"] = db_postgres.connect_args()
         self.engine: Engine = sa.create_engine(self.url, **kwargs)
         self._pinned: _Pinned | None = None
+        self._spare: _Spare | None = None
         if self.sqlite:
             self._pinned = _Pinned(self.engine)
             _configure_sqlite(self.engine, self._pinned)
+        else:
+            self._spare = _Spare(self.engine, pool_overflow)
         # PostgreSQL: a read of one statement is a snapshot by itself, so it runs without
         # BEGIN and ROLLBACK (two round trips fewer). SQLite's BEGIN costs no I/O.
         self._reader = (
@@ -87,20 +90,16 @@ class Database:
     @contextmanager
     def read(self) -> Iterator[Session]:
         """A session for reads; rolled back on exit."""
-        with Session(self.engine, expire_on_commit=False) as session:
+        with self._reading(), Session(self.engine, expire_on_commit=False) as session:
             yield session
 
     @contextmanager
     def write(self) -> Iterator[Session]:
         """A session whose transaction commits on success and rolls back on error."""
-        if self._pinned is None:
-            with Session(self.engine, expire_on_commit=False) as session, session.begin():
-                yield session
-            return
-        # The session joins the pinned connection's transaction: it flushes into it, and
-        # the commit (or the rollback on error) is the connection's.
+        # The session joins the write connection's transaction: it flushes into it, and the
+        # commit (or the rollback on error) is the connection's.
         with (
-            self._pinned.begin() as conn,
+            self.write_conn() as conn,
             Session(conn, expire_on_commit=False, join_transaction_mode="rollback_only") as session,
         ):
             yield session
@@ -110,28 +109,31 @@ class Database:
     def write_conn(self) -> Iterator[sa.Connection]:
         """`write()` without the ORM: a connection in a write transaction, for code that
         runs Core statements only (the outbox pump)."""
-        if self._pinned is not None:
-            with self._pinned.begin() as conn:
-                yield conn
-            return
-        with self.engine.begin() as conn:
+        writer = self._pinned or self._spare
+        assert writer is not None
+        with writer.begin() as conn:
             yield conn
 
     @contextmanager
     def read_conn(self) -> Iterator[sa.Connection]:
         """A connection for reads of one statement each (autocommit on PostgreSQL)."""
-        with self._reader.connect() as conn:
+        with self._reading(), self._reader.connect() as conn:
             yield conn
+
+    def _reading(self) -> AbstractContextManager[object]:
+        return self._spare.reading() if self._spare is not None else nullcontext()
 
     def dispose(self) -> None:
         """Close every pooled connection (and SQLite's pinned write connection)."""
         if self._pinned is not None:
             self._pinned.close()
+        if self._spare is not None:
+            self._spare.close()
         self.engine.dispose()
 
     def ping(self) -> None:
         """Run `SELECT 1`; raises when the database is unreachable."""
-        with self.engine.connect() as conn:
+        with self._reading(), self.engine.connect() as conn:
             conn.execute(sa.text("SELECT 1"))
 
     def check_reachable(self) -> None:
@@ -201,6 +203,92 @@ class _Pinned:
         if conn is not None:
             with suppress(Exception):  # already broken: closing it is all that is left
                 conn.close()
+
+
+class _Spare:
+    """PostgreSQL: the last write transaction's connection, kept for the next one.
+
+    Checking a connection out of the pool and back costs a `Connection`, event setup and a
+    reset per transaction; the next writer takes this one instead. It stays one of the
+    pool's connections, so it is never kept while a read waits for the pool: a read that
+    finds the pool empty has it given back first, and none is kept while a read is checking
+    one out. After the pool invalidated a connection (a database restart) it is not reused.
+    """
+
+    def __init__(self, engine: Engine, overflow: int) -> None:
+        # PostgreSQL engines get a QueuePool (SQLAlchemy's default for a server database)
+        self._pool = cast(sa.QueuePool, engine.pool)
+        self._engine = engine
+        self._overflow = overflow
+        self._lock = threading.Lock()
+        self._idle: sa.Connection | None = None
+        self._reads = 0  # reads checking a connection out of the pool right now
+        self._generation = 0  # bumped each time the pool invalidates a connection
+        self._kept_at = 0
+        event.listen(engine, "invalidate", self._invalidated)
+        event.listen(engine, "soft_invalidate", self._invalidated)
+
+    @contextmanager
+    def begin(self) -> Iterator[sa.Connection]:
+        """A connection in a write transaction committed on success."""
+        with self._lock:
+            conn, self._idle = self._idle, None
+            if conn is not None and self._kept_at != self._generation:
+                self._close(conn)
+                conn = None
+        if conn is None:
+            conn = self._engine.connect()
+        try:
+            with conn.begin():
+                yield conn
+        except BaseException as exc:
+            if isinstance(exc, sa.exc.SQLAlchemyError) or not _clean(conn):
+                self._close(conn)
+                raise
+            self._keep(conn)
+            raise
+        self._keep(conn)
+
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        """Around a read's checkout: the kept connection goes back first if the pool has
+        no other, and none is kept until the read has one."""
+        with self._lock:
+            self._reads += 1
+            idle = None
+            if self._pool.checkedin() == 0 and self._pool.overflow() >= self._overflow:
+                idle, self._idle = self._idle, None
+        try:
+            if idle is not None:
+                self._close(idle)
+            yield
+        finally:
+            with self._lock:
+                self._reads -= 1
+
+    def close(self) -> None:
+        """Give the kept connection back to the pool."""
+        with self._lock:
+            idle, self._idle = self._idle, None
+        if idle is not None:
+            self._close(idle)
+
+    def _keep(self, conn: sa.Connection) -> None:
+        with self._lock:
+            kept = self._idle is None and self._reads == 0 and _clean(conn)
+            if kept:
+                self._idle = conn
+                self._kept_at = self._generation
+        if not kept:
+            self._close(conn)
+
+    def _invalidated(self, *_args: object) -> None:
+        self._generation += 1
+
+    @staticmethod
+    def _close(conn: sa.Connection) -> None:
+        with suppress(Exception):  # already broken: closing it is all that is left
+            conn.close()
 
 
 def _clean(conn: sa.Connection) -> bool:
