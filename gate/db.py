@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import sqlalchemy as sa
 from alembic import command
@@ -23,6 +24,8 @@ from gate.resources import resource_path
 log = logging.getLogger(__name__)
 #: where the database is configured, for messages
 DATABASE_KEY = "server.database_url"
+#: how long a SQLite writer waits for the write lock (`busy_timeout`, and this process's turn)
+BUSY_SECONDS = 30
 
 
 def normalise_url(url: str) -> str:
@@ -44,6 +47,9 @@ class Database:
     `BEGIN IMMEDIATE`, taking the write lock up front: a deferred transaction that reads and
     then writes can fail with "database is locked" when another writer got there first,
     which would turn a double click into an error instead of a clean 409.
+
+    SQLite allows one writer at a time, so this process's writes share one pinned connection
+    (`_Pinned`) instead of checking one out of the pool per transaction.
     """
 
     def __init__(self, url: str, *, pool_size: int = 8, pool_overflow: int = 0) -> None:
@@ -52,7 +58,7 @@ class Database:
         self.sqlite = is_sqlite(self.url)
         kwargs: dict[str, Any] = {}
         if self.sqlite:
-            kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
+            kwargs["connect_args"] = {"check_same_thread": False, "timeout": BUSY_SECONDS}
         else:
             # No pre-ping: it costs every checkout a round trip. After a database restart
             # the first statement on a dead connection fails instead, and SQLAlchemy then
@@ -66,9 +72,13 @@ class Database:
 
             kwargs["connect_args"] = db_postgres.connect_args()
         self.engine: Engine = sa.create_engine(self.url, **kwargs)
+        self._pinned: _Pinned | None = None
+        self._spare: _Spare | None = None
         if self.sqlite:
-            _configure_sqlite(self.engine)
-        self._writer = self.engine.execution_options(gate_write=True)
+            self._pinned = _Pinned(self.engine)
+            _configure_sqlite(self.engine, self._pinned)
+        else:
+            self._spare = _Spare(self.engine, pool_overflow)
         # PostgreSQL: a read of one statement is a snapshot by itself, so it runs without
         # BEGIN and ROLLBACK (two round trips fewer). SQLite's BEGIN costs no I/O.
         self._reader = (
@@ -80,35 +90,50 @@ class Database:
     @contextmanager
     def read(self) -> Iterator[Session]:
         """A session for reads; rolled back on exit."""
-        with Session(self.engine, expire_on_commit=False) as session:
+        with self._reading(), Session(self.engine, expire_on_commit=False) as session:
             yield session
 
     @contextmanager
     def write(self) -> Iterator[Session]:
         """A session whose transaction commits on success and rolls back on error."""
-        with Session(self._writer, expire_on_commit=False) as session, session.begin():
+        # The session joins the write connection's transaction: it flushes into it, and the
+        # commit (or the rollback on error) is the connection's.
+        with (
+            self.write_conn() as conn,
+            Session(conn, expire_on_commit=False, join_transaction_mode="rollback_only") as session,
+        ):
             yield session
+            session.flush()
 
     @contextmanager
     def write_conn(self) -> Iterator[sa.Connection]:
         """`write()` without the ORM: a connection in a write transaction, for code that
         runs Core statements only (the outbox pump)."""
-        with self._writer.begin() as conn:
+        writer = self._pinned or self._spare
+        assert writer is not None
+        with writer.begin() as conn:
             yield conn
 
     @contextmanager
     def read_conn(self) -> Iterator[sa.Connection]:
         """A connection for reads of one statement each (autocommit on PostgreSQL)."""
-        with self._reader.connect() as conn:
+        with self._reading(), self._reader.connect() as conn:
             yield conn
 
+    def _reading(self) -> AbstractContextManager[object]:
+        return self._spare.reading() if self._spare is not None else nullcontext()
+
     def dispose(self) -> None:
-        """Close every pooled connection."""
+        """Close every pooled connection (and SQLite's pinned write connection)."""
+        if self._pinned is not None:
+            self._pinned.close()
+        if self._spare is not None:
+            self._spare.close()
         self.engine.dispose()
 
     def ping(self) -> None:
         """Run `SELECT 1`; raises when the database is unreachable."""
-        with self.engine.connect() as conn:
+        with self._reading(), self.engine.connect() as conn:
             conn.execute(sa.text("SELECT 1"))
 
     def check_reachable(self) -> None:
@@ -119,7 +144,159 @@ class Database:
             raise _unopenable(exc) from None
 
 
-def _configure_sqlite(engine: Engine) -> None:
+class _Pinned:
+    """SQLite's write connection, kept open and lent to one transaction at a time.
+
+    SQLite lets one transaction write at a time anyway (`BEGIN IMMEDIATE` takes the lock up
+    front), so a pool of writers only adds a checkout, a `Connection`, event setup and a
+    reset per transaction. Writers in this process queue on `_lock` (as long as SQLite's
+    `busy_timeout`); other processes (the `gate` CLI) still meet SQLite's own lock. A
+    connection whose transaction failed in the database is closed and the next writer
+    opens a new one, as the pool would have.
+    """
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._lock = threading.Lock()
+        self._conn: sa.Connection | None = None
+        #: the driver connection under `_conn`, whose transactions begin IMMEDIATE
+        self._driver: object = None
+
+    @contextmanager
+    def begin(self) -> Iterator[sa.Connection]:
+        """The connection, in a write transaction committed on success."""
+        if not self._lock.acquire(timeout=BUSY_SECONDS):
+            # what SQLite says when its own busy_timeout runs out, so callers see one error
+            raise sa.exc.OperationalError(
+                "BEGIN IMMEDIATE", None, sqlite3.OperationalError("database is locked")
+            )
+        try:
+            conn = self._conn
+            if conn is None:
+                conn = self._conn = self._engine.connect()
+                self._driver = conn.connection.driver_connection
+            try:
+                with conn.begin():
+                    yield conn
+            except BaseException as exc:
+                if isinstance(exc, sa.exc.SQLAlchemyError | sqlite3.Error) or not _clean(conn):
+                    self._drop()
+                raise
+        finally:
+            self._lock.release()
+
+    def close(self) -> None:
+        """Close the connection (a writer still using it finishes first, within the wait)."""
+        got = self._lock.acquire(timeout=BUSY_SECONDS)
+        try:
+            self._drop()
+        finally:
+            if got:
+                self._lock.release()
+
+    def holds(self, driver_connection: object) -> bool:
+        """True for the driver connection this writer lends (its BEGIN takes the lock)."""
+        return driver_connection is self._driver
+
+    def _drop(self) -> None:
+        conn, self._conn, self._driver = self._conn, None, None
+        if conn is not None:
+            with suppress(Exception):  # already broken: closing it is all that is left
+                conn.close()
+
+
+class _Spare:
+    """PostgreSQL: the last write transaction's connection, kept for the next one.
+
+    Checking a connection out of the pool and back costs a `Connection`, event setup and a
+    reset per transaction; the next writer takes this one instead. It stays one of the
+    pool's connections, so it is never kept while a read waits for the pool: a read that
+    finds the pool empty has it given back first, and none is kept while a read is checking
+    one out. After the pool invalidated a connection (a database restart) it is not reused.
+    """
+
+    def __init__(self, engine: Engine, overflow: int) -> None:
+        # PostgreSQL engines get a QueuePool (SQLAlchemy's default for a server database)
+        self._pool = cast(sa.QueuePool, engine.pool)
+        self._engine = engine
+        self._overflow = overflow
+        self._lock = threading.Lock()
+        self._idle: sa.Connection | None = None
+        self._reads = 0  # reads checking a connection out of the pool right now
+        self._generation = 0  # bumped each time the pool invalidates a connection
+        self._kept_at = 0
+        event.listen(engine, "invalidate", self._invalidated)
+        event.listen(engine, "soft_invalidate", self._invalidated)
+
+    @contextmanager
+    def begin(self) -> Iterator[sa.Connection]:
+        """A connection in a write transaction committed on success."""
+        with self._lock:
+            conn, self._idle = self._idle, None
+            if conn is not None and self._kept_at != self._generation:
+                self._close(conn)
+                conn = None
+        if conn is None:
+            conn = self._engine.connect()
+        try:
+            with conn.begin():
+                yield conn
+        except BaseException as exc:
+            if isinstance(exc, sa.exc.SQLAlchemyError) or not _clean(conn):
+                self._close(conn)
+                raise
+            self._keep(conn)
+            raise
+        self._keep(conn)
+
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        """Around a read's checkout: the kept connection goes back first if the pool has
+        no other, and none is kept until the read has one."""
+        with self._lock:
+            self._reads += 1
+            idle = None
+            if self._pool.checkedin() == 0 and self._pool.overflow() >= self._overflow:
+                idle, self._idle = self._idle, None
+        try:
+            if idle is not None:
+                self._close(idle)
+            yield
+        finally:
+            with self._lock:
+                self._reads -= 1
+
+    def close(self) -> None:
+        """Give the kept connection back to the pool."""
+        with self._lock:
+            idle, self._idle = self._idle, None
+        if idle is not None:
+            self._close(idle)
+
+    def _keep(self, conn: sa.Connection) -> None:
+        with self._lock:
+            kept = self._idle is None and self._reads == 0 and _clean(conn)
+            if kept:
+                self._idle = conn
+                self._kept_at = self._generation
+        if not kept:
+            self._close(conn)
+
+    def _invalidated(self, *_args: object) -> None:
+        self._generation += 1
+
+    @staticmethod
+    def _close(conn: sa.Connection) -> None:
+        with suppress(Exception):  # already broken: closing it is all that is left
+            conn.close()
+
+
+def _clean(conn: sa.Connection) -> bool:
+    """True when `conn` is open, valid and outside a transaction (safe to lend again)."""
+    return not (conn.closed or conn.invalidated or conn.in_transaction())
+
+
+def _configure_sqlite(engine: Engine, writer: _Pinned) -> None:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: Any, _record: Any) -> None:
         # Let SQLAlchemy, not the driver, decide when transactions begin (see `begin` below).
@@ -128,20 +305,20 @@ def _configure_sqlite(engine: Engine) -> None:
         cur.execute("PRAGMA journal_mode=WAL")
         cur.execute("PRAGMA synchronous=NORMAL")
         cur.execute("PRAGMA foreign_keys=ON")
-        cur.execute("PRAGMA busy_timeout=30000")
+        cur.execute(f"PRAGMA busy_timeout={BUSY_SECONDS * 1000}")
         cur.close()
 
-    @event.listens_for(engine, "begin")
-    def _on_begin(conn: sa.Connection) -> None:
-        write = conn.get_execution_options().get("gate_write", False)
-        # Straight to the driver: a statement of its own through SQLAlchemy would cost every
-        # transaction an execution context, events and a cursor wrapper.
-        driver: Any = conn.connection.driver_connection
-        begin = "BEGIN IMMEDIATE" if write else "BEGIN"
-        try:
-            driver.execute(begin)
-        except sqlite3.Error as exc:  # as SQLAlchemy would have raised it ("database is locked")
-            raise sa.exc.OperationalError(begin, None, exc) from exc
+    def begin(pooled: Any) -> None:
+        # The dialect's own hook rather than a "begin" event: any engine event makes every
+        # statement on every connection run SQLAlchemy's event dispatch. Straight to the
+        # driver: a statement of its own through SQLAlchemy would cost an execution context.
+        # A driver error here is wrapped by SQLAlchemy as any statement's would be.
+        pooled.driver_connection.execute(
+            "BEGIN IMMEDIATE" if writer.holds(pooled.driver_connection) else "BEGIN"
+        )
+
+    # an instance attribute: this engine's dialect only
+    engine.dialect.do_begin = begin  # type: ignore[method-assign,assignment]
 
 
 def alembic_config(url: str) -> AlembicConfig:
