@@ -12,7 +12,10 @@ table in issue 17 next to its goal:
   same kind of database, through the same use cases the routes call);
 * asks per second at concurrency 32 (`bench.submit_throughput.rate`), as a share of the
   same server's `/healthz` rate at the same concurrency;
-* resident memory per parked `GET .../wait`, from /proc with that many long-polls open.
+* resident memory per parked `GET .../wait`, from /proc with that many long-polls open;
+* for context, ask and decision CPU on a second server with no channel configured (a new
+  user's default, cards on the web page only): the goal rows above include the log
+  channel's card for every change.
 
 Figures, not pass/fail: the test suite counts statements; timings and memory belong here.
 """
@@ -178,6 +181,11 @@ def run(kind: str, calls: int, waiters: int, seconds: float, clients: int) -> No
             cpu = measure_cpu(proc.url, pid, calls)
             health_rate, ask_rate = throughput(proc.url, seconds, clients)
             per_waiter = asyncio.run(kb_per_waiter(proc.url, proc.port, pid, waiters))
+        # Context, not a goal row: the same calls on a server with no chat channel (a new
+        # user's default: cards on the web page only), so no card is sent per change.
+        with server(db_url, channels={}, max_wait_seconds=60, sweep_interval_seconds=5) as bare:
+            assert bare.proc is not None
+            quiet = measure_cpu(bare.url, bare.proc.pid, calls)
     base = cpu["GET /healthz"]
     print(f"\n[{kind}] {calls} calls each, one at a time; server CPU per call")
     print(f"  {'call':<26} {'CPU ms':>7} {'x healthz':>10} {'goal':>6} {'SQL':>5} {'txn':>4}")
@@ -190,6 +198,14 @@ def run(kind: str, calls: int, waiters: int, seconds: float, clients: int) -> No
             f"  {row:<26} {cpu[row]:>7.2f} {ratio:>10.1f} {f'<={goal:g}x':>6} "
             f"{statements:>5} {transactions:>4}  (goal <= {goal_sql} in {goal_txn}) {verdict}"
         )
+    quiet_base = quiet["GET /healthz"]
+    print(
+        "  with no channel (cards on the web page only): "
+        + ", ".join(
+            f"{row.split()[-1]} {quiet[row]:.2f} ms ({quiet[row] / quiet_base:.1f}x)"
+            for row in ("POST /v1/gate that asks", "POST .../decision")
+        )
+    )
     share = ask_rate / health_rate if health_rate else float("nan")
     verdict = "ok" if share >= THROUGHPUT_GOAL else "MISS"
     print(
