@@ -88,7 +88,9 @@ def test_a_refused_decision_writes_nothing(service: GateService) -> None:
 def test_a_chat_click_with_edits_is_one_transaction(service: GateService) -> None:
     rid = ask(service, tool_name="refund", tool_args={"amount": 10, "to": "a"})
     with counting(service.db.engine) as tally:
-        result = deciding.act(service, Click("slack", "U0BOB", rid, "approve", edits={"amount": 5}))
+        result = deciding.act(
+            service, Click("slack", "U0BOB", rid, "approve", edits={"amount": 5}, args_chars=3000)
+        )
     assert result.changed and result.view is not None
     assert result.view.approved_args == {"amount": 5, "to": "a"}
     check(tally, statements=6, transactions=1)  # the edits merge under the lock, no extra read

@@ -135,7 +135,11 @@ def test_a_click_goes_through_the_same_pipeline(service: GateService) -> None:
     assert stranger.refusal is Refusal.not_an_approver
     check = deciding.act(service, Click("slack", "U0BOB", rid, "check"))
     assert check.refusal is None and check.outcome is None
-    edited = deciding.act(service, Click("slack", "U0BOB", rid, "approve", edits={"amount": 5}))
+    # a channel that does not say how much of the call its card showed approves nothing
+    unsaid = deciding.act(service, Click("slack", "U0BOB", rid, "approve"))
+    assert unsaid.refusal is Refusal.arguments_not_shown and not unsaid.changed
+    shown = Click("slack", "U0BOB", rid, "approve", edits={"amount": 5}, args_chars=3000)
+    edited = deciding.act(service, shown)
     assert edited.changed and edited.view is not None
     assert edited.view.approved_args == {"amount": 5, "to": "a"}
     assert "Approved with edits by bob in Slack" in (edited.view.reason or "")
@@ -154,7 +158,9 @@ def test_a_numeric_channel_id_is_one_identity_for_clicks_and_self_approval(
         result = deciding.act(svc, Click("telegram", "4242", rid, "approve"))
         assert result.refusal is Refusal.self_approval
         other = ask(svc, tool_name="refund", tool_args={"amount": 11}, user_id="dave")
-        assert deciding.act(svc, Click("telegram", "4242", other, "approve")).changed
+        assert deciding.act(
+            svc, Click("telegram", "4242", other, "approve", args_chars=1000)
+        ).changed
     finally:
         svc.db.dispose()
 
