@@ -66,7 +66,7 @@ class TelegramChannel:
     ) -> None:
         self.settings = settings
         # every click says how much of a call the card showed: gate refuses approving the rest
-        gate = decisions.Showing(gate, ARGS_CHARS)
+        gate = decisions.Showing(gate, ARGS_CHARS, "Telegram")
         self.gate = gate
         self.ack_budget = ack_budget
         self.api = TelegramApi(settings, transport=transport)
@@ -250,7 +250,7 @@ class TelegramChannel:
     async def _prompt(self, press: Press, button: Button) -> None:
         """Reject… or Edit & approve…: if this person may act, ask for a reply."""
         refusal, view = await decisions.refusal(
-            self.gate, self.name, button.request_id, press.user_id
+            self.gate, self.name, button.request_id, press.user_id, approving=button.kind == "edit"
         )
         if refusal or view is None:
             await self._answer.press(press, refusal or replies.GONE, alert=True)

@@ -77,7 +77,7 @@ class WeComChannel:
             raise ConfigError(f"{', '.join(missing)} required", key="channels.wecom")
         self.settings = settings
         # every click says how much of a call the card showed: gate refuses approving the rest
-        gate = decisions.Showing(gate, card.ARGS_CHARS)
+        gate = decisions.Showing(gate, card.ARGS_CHARS, "WeCom")
         self.gate = gate
         #: seconds since the epoch; replaced in tests to move time without sleeping
         self.clock = clock
@@ -226,7 +226,7 @@ class WeComChannel:
     async def _instruct(self, pressed: clicks.CardClick) -> None:
         """Reject… or Edit…: may this person act? Then what to type (and the reasons form)."""
         refusal, view = await decisions.refusal(
-            self.gate, self.name, pressed.request_id, pressed.user
+            self.gate, self.name, pressed.request_id, pressed.user, approving=pressed.verb == "edit"
         )
         if refusal or view is None:
             who = untrusted.clean(pressed.user, 64)
