@@ -83,9 +83,11 @@ class Showing:
     arguments the channel's cards show (`Click.args_chars`). gate refuses an approval from a
     card that cut the call; a channel that does not wrap its context approves nothing."""
 
-    def __init__(self, ctx: ChannelContext, args_chars: int) -> None:
+    def __init__(self, ctx: ChannelContext, args_chars: int, platform: str) -> None:
         self._ctx = ctx
         self.args_chars = args_chars
+        #: the platform's name in the card's words ("too long for Slack")
+        self.platform = platform
 
     @property
     def settings(self) -> Settings:
@@ -105,17 +107,31 @@ class Showing:
 
 
 async def refusal(
-    ctx: ChannelContext, channel: str, request_id: str, user_id: str
+    ctx: ChannelContext,
+    channel: str,
+    request_id: str,
+    user_id: str,
+    *,
+    approving: bool = False,
 ) -> tuple[str | None, RequestView | None]:
     """Why this platform user cannot act on the request now (None if they may), and its view.
 
-    Asked before a channel opens a form (a reason, edits); gate's pipeline answers, and
-    checks again when the form is submitted.
+    Asked before a channel opens a form (a reason, edits, a grant); gate's pipeline answers,
+    and checks again when the form is submitted. A form that approves (`approving`: edit
+    and approve, approve with a grant) does not open from a card that had to cut the call:
+    the answer is the card's own words (`too_long`), as a crafted click could ask for a form
+    the card never offered. A context that does not say what its cards show (no `Showing`)
+    shows nothing whole.
     """
     result = await ctx.act(Click(channel, user_id, request_id, "check"))
-    if result.refusal is None and result.outcome is None:
-        return None, result.view
-    return result.message(), result.view
+    if result.refusal is not None or result.outcome is not None:
+        return result.message(), result.view
+    view = result.view
+    if approving and view is not None:
+        shown = ctx if isinstance(ctx, Showing) else None
+        if not approvable(view, shown.args_chars if shown else 0):
+            return too_long(shown.platform if shown else "this channel"), view
+    return None, view
 
 
 def extend_message(result: Result, now: datetime) -> str:

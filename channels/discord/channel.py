@@ -57,7 +57,7 @@ class DiscordChannel:
             )
         self.settings = settings
         # every click says how much of a call the card showed: gate refuses approving the rest
-        gate = decisions.Showing(gate, ARGS_CHARS)
+        gate = decisions.Showing(gate, ARGS_CHARS, "Discord")
         self.gate = gate
         #: seconds since the epoch, for the signature window; replaced in tests
         self.clock = clock

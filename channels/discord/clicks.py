@@ -157,9 +157,14 @@ class Clicks:
         result, _ = await self._extends.run(it.id, lambda: self.gate.act(click))
         return answers.ephemeral(decisions.extend_message(result, utcnow()))
 
-    async def _may_act(self, it: Interaction) -> tuple[Answer | None, Any]:
-        """Before a modal opens: a private refusal, or None and the request's view."""
-        refusal, view = await decisions.refusal(self.gate, self.name, it.request_id, it.user_id)
+    async def _may_act(
+        self, it: Interaction, *, approving: bool = False
+    ) -> tuple[Answer | None, Any]:
+        """Before a modal opens: a private refusal, or None and the request's view (a modal
+        that approves does not open from a card that cut the call)."""
+        refusal, view = await decisions.refusal(
+            self.gate, self.name, it.request_id, it.user_id, approving=approving
+        )
         if refusal or view is None:
             return answers.ephemeral(refusal or "This request no longer exists."), None
         return None, view
@@ -179,7 +184,7 @@ class Clicks:
 
     async def _ask_edits(self, it: Interaction) -> Answer:
         """Edit & approve… opens a modal with one box per editable argument."""
-        refused, view = await self._may_act(it)
+        refused, view = await self._may_act(it, approving=True)
         if refused is not None:
             return refused
         fields = await anyio.to_thread.run_sync(editable, view)
@@ -197,7 +202,7 @@ class Clicks:
                 raise ValueError(f"not a grant choice: {it.values[0][:40]!r}")
         except ValueError as exc:
             return answers.ephemeral(f"Not recorded: {exc}.")
-        refused, view = await self._may_act(it)
+        refused, view = await self._may_act(it, approving=True)
         if refused is not None:
             return refused
         offered = {(g.scope, g.duration): g.label for g in decisions.grant_choices(view)}

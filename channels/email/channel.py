@@ -76,7 +76,7 @@ class EmailChannel:
             )
         self.settings = settings
         # every click says how much of a call the page showed: gate refuses approving the rest
-        gate = decisions.Showing(gate, ARGS_CHARS)
+        gate = decisions.Showing(gate, ARGS_CHARS, "email")
         self.gate = gate
         self._clock = clock
         # No request lives longer than max_timeout, so no link of ours needs to either.

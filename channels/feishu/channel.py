@@ -63,7 +63,7 @@ class FeishuChannel:
             raise ConfigError("app_id and app_secret are required", key="channels.feishu")
         self.settings = settings
         # every click says how much of a call the card showed: gate refuses approving the rest
-        gate = decisions.Showing(gate, ARGS_CHARS)
+        gate = decisions.Showing(gate, ARGS_CHARS, "Feishu")
         self.gate = gate
         #: seconds since the epoch; replaced in tests to move time without sleeping
         self.clock = clock
@@ -198,7 +198,7 @@ class FeishuChannel:
         if action.verdict == "view" or view is None:
             return await answer(toast("info", "Back to the decision."), view, legacy=action.legacy)
         refusal, view = await decisions.refusal(
-            self.gate, self.name, action.request_id, action.open_id
+            self.gate, self.name, action.request_id, action.open_id, approving=True
         )
         if refusal or view is None:
             note = toast("error", refusal or "This request no longer exists.")

@@ -61,7 +61,7 @@ class SlackChannel:
             raise ConfigError("a signing_secret is required", key="channels.slack.signing_secret")
         self.settings = settings
         # every click says how much of a call the card showed: gate refuses approving the rest
-        gate = decisions.Showing(gate, ARGS_CHARS)
+        gate = decisions.Showing(gate, ARGS_CHARS, "Slack")
         self.gate = gate
         self._secret = secret.get_secret_value().encode()
         self._clock = clock

@@ -119,7 +119,9 @@ class Clicks:
 
     async def _open_modal(self, it: Interaction, background: BackgroundTasks) -> None:
         """Reject... and Edit & approve... open a modal (with the click's trigger_id)."""
-        refusal, view = await decisions.refusal(self.gate, self.name, it.request_id, it.user_id)
+        refusal, view = await decisions.refusal(
+            self.gate, self.name, it.request_id, it.user_id, approving=it.kind == "ask_edits"
+        )
         if refusal or view is None:
             self._tell(background, it, refusal or "This request no longer exists.")
             return

@@ -73,7 +73,7 @@ class TeamsChannel:
     ) -> None:
         self.settings = settings
         # every click says how much of a call the card showed: gate refuses approving the rest
-        gate = decisions.Showing(gate, ARGS_CHARS)
+        gate = decisions.Showing(gate, ARGS_CHARS, "Teams")
         self.gate = gate
         self.clock = clock
         self.ack_budget = ack_budget

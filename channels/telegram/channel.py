@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal
 
 import anyio
@@ -29,6 +29,7 @@ from channels.telegram.card import ARGS_CHARS, editable, render
 from channels.telegram.settings import TelegramSettings
 from channels.telegram.tokens import Button, NotOurs, Sealer
 from channels.telegram.updates import Press, Typed, read_update, update_id
+from gate.acting import Result
 from gate.channel import ChannelContext, Click, DeliveryError
 from gate.errors import BadRequest, Unauthenticated
 from gate.machine import Extended
@@ -41,6 +42,8 @@ SECRET_HEADER = "x-telegram-bot-api-secret-token"
 #: Telegram shows a pressed button as loading until it is answered, and refuses answers to
 #: old queries; gate answers within this, and the decision lands in the background if slow
 ACK_BUDGET_SECONDS = 2.5
+#: sends a person the words of a decision that landed after their answer went out
+Tell = Callable[[str], Awaitable[None]]
 #: update ids remembered for redeliveries (Telegram resends an update until it gets a 200)
 DEDUPE_SIZE = 4096
 
@@ -63,13 +66,13 @@ class TelegramChannel:
     ) -> None:
         self.settings = settings
         # every click says how much of a call the card showed: gate refuses approving the rest
-        gate = decisions.Showing(gate, ARGS_CHARS)
+        gate = decisions.Showing(gate, ARGS_CHARS, "Telegram")
         self.gate = gate
         self.ack_budget = ack_budget
         self.api = TelegramApi(settings, transport=transport)
         self.sealer = Sealer(settings.callback_secret.get_secret_value())
         self._updates: Once[None] = Once(size=DEDUPE_SIZE, clock=clock)
-        self._background: set[asyncio.Task[Any]] = set()
+        self._background: set[asyncio.Future[Any]] = set()
         self._answer = replies.Answers(self.api, self.sealer)
 
     @classmethod
@@ -163,7 +166,7 @@ class TelegramChannel:
         if isinstance(click, str):
             await self._answer.press(press, click, alert=True)
             return
-        text, refused = await self._decide(click)
+        text, refused = await self._decide(click, lambda late: self._tell_presser(press, late))
         await self._answer.press(press, text, alert=refused)
 
     async def _click_for(self, press: Press, button: Button) -> Click | str:
@@ -185,24 +188,49 @@ class TelegramChannel:
             return f"Not recorded: {exc}."
         return Click(self.name, press.user_id, button.request_id, "reject", reasons=tuple(picked))
 
-    async def _decide(self, click: Click) -> tuple[str, bool]:
+    async def _decide(self, click: Click, tell_late: Tell) -> tuple[str, bool]:
         """Hand the click to gate; (what to tell the person, whether it was refused).
 
         Answers within the budget even when deciding takes longer: the decision still lands,
-        and the outbox refreshes the card when it does.
+        the outbox refreshes the card when it does, and `tell_late` gets the words of a
+        decision that then did not count (the answer already said "Recording...").
         """
         task = asyncio.ensure_future(self.gate.act(click))
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-        task.add_done_callback(_retrieve)
+        self._track(task)
         try:
             result = await asyncio.wait_for(asyncio.shield(task), self.ack_budget)
         except TimeoutError:
+            self._track(asyncio.ensure_future(self._tell_late(click, task, tell_late)))
             return replies.RECORDING, False
-        if result.refusal is not None:
-            log.info("telegram user %s refused: %s", click.user_id, result.refusal.value)
-        refused = result.refusal is not None or result.view is None or not result.changed
-        return result.message(), refused
+        return _told(click, result)
+
+    async def _tell_late(self, click: Click, decided: asyncio.Future[Result], tell: Tell) -> None:
+        """The decision behind a "Recording..." answer: when it was refused or changed nothing
+        (someone else decided first), the person is told, or they would believe it counted."""
+        try:
+            text, refused = _told(click, await decided)
+        except Exception:
+            log.exception("telegram decision failed after its answer")
+            text, refused = replies.NOT_CONFIRMED, True
+        if not refused:
+            return  # recorded: the card the outbox refreshes says so
+        try:
+            await tell(text)
+        except DeliveryError as exc:
+            log.warning("telegram late answer not delivered: %s", exc)
+
+    async def _tell_presser(self, press: Press, text: str) -> None:
+        """A late answer to a press: its query was answered already, so a message in the
+        card's chat, replying to the card, names the presser (an inline mention)."""
+        if press.chat_id is None:
+            raise DeliveryError("no chat to answer the press in", permanent=True)
+        approver = self.gate.settings.approver_by_identity(self.name, press.user_id)
+        await self._answer.late(press, press.chat_id, approver.name if approver else None, text)
+
+    def _track(self, task: asyncio.Future[Any]) -> None:
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        task.add_done_callback(_retrieve)
 
     async def _extend(self, press: Press, button: Button) -> None:
         click = Click(
@@ -222,7 +250,7 @@ class TelegramChannel:
     async def _prompt(self, press: Press, button: Button) -> None:
         """Reject… or Edit & approve…: if this person may act, ask for a reply."""
         refusal, view = await decisions.refusal(
-            self.gate, self.name, button.request_id, press.user_id
+            self.gate, self.name, button.request_id, press.user_id, approving=button.kind == "edit"
         )
         if refusal or view is None:
             await self._answer.press(press, refusal or replies.GONE, alert=True)
@@ -256,8 +284,16 @@ class TelegramChannel:
         if isinstance(click, str):
             await self._answer.reply(typed, click)
             return
-        text, _ = await self._decide(click)
+        text, _ = await self._decide(click, lambda late: self._answer.reply(typed, late))
         await self._answer.reply(typed, text)
+
+
+def _told(click: Click, result: Result) -> tuple[str, bool]:
+    """What the person is told of a decision, and whether it did not count."""
+    if result.refusal is not None:
+        log.info("telegram user %s refused: %s", click.user_id, result.refusal.value)
+    refused = result.refusal is not None or result.view is None or not result.changed
+    return result.message(), refused
 
 
 def _retrieve(task: asyncio.Future[Any]) -> None:

@@ -35,6 +35,13 @@ MAX_COMMENT = 500
 NOT_OURS = "This button is not one of gate's, or it was made for another gate."
 GONE = "This request no longer exists."
 RECORDING = "Recording your decision; the card updates in a moment."
+#: a decision that failed after the person was told "Recording...": gate cannot say it counted
+NOT_CONFIRMED = (
+    "Your decision may not have been recorded: check the card, and try again if it still asks."
+)
+#: a late answer to a press is a message in the chat (the press was answered already); its
+#: words are gate's, cut to a size well inside Telegram's 4,096
+LATE_CHARS = 1000
 REPLY_BELOW = "Reply to the message below."
 NOTHING_EDITABLE = "Nothing here can be edited in Telegram; edit it in gate."
 TYPE_INSTEAD = "Telegram would not take a reply here: type the command shown on the card instead."
@@ -115,6 +122,27 @@ class Answers:
         if card_message_id is not None:
             body["reply_parameters"] = {
                 "message_id": card_message_id,
+                "allow_sending_without_reply": True,
+            }
+        await self.api.send_message(body)
+
+    async def late(self, press: Press, chat_id: int, name: str | None, text: str) -> None:
+        """What became of a press answered before gate decided, when it did not count: a
+        message in the card's chat, replying to the card, opening with an inline mention of
+        the presser (so Telegram notifies them) by their approver name or, for someone gate
+        does not know, their numeric id. The words are gate's, escaped."""
+        user_id = int(press.user_id)  # digits: `updates` reads only numeric ids
+        who = escape(name) if name else f"Telegram user {user_id}"
+        mention = f'<a href="tg://user?id={user_id}">{who}</a>'
+        body: dict[str, Any] = {
+            "chat_id": chat_id,
+            "text": f"{mention}: {escape(cut(text, LATE_CHARS))}",
+            "parse_mode": "HTML",
+            "link_preview_options": {"is_disabled": True},
+        }
+        if press.message_id is not None:
+            body["reply_parameters"] = {
+                "message_id": press.message_id,
                 "allow_sending_without_reply": True,
             }
         await self.api.send_message(body)

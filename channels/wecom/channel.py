@@ -46,6 +46,10 @@ TELL_BUDGET_SECONDS = 1.0
 #: deliveries remembered for repeats (WeCom retries three times; a replay must be in-window)
 DEDUPE_SIZE = 4096
 RECORDING = "Recording your decision; the card updates in a moment."
+#: a decision that failed after "Recording...": gate cannot say it counted
+NOT_CONFIRMED = (
+    "Your decision may not have been recorded: check the card, and try again if it still asks."
+)
 #: a target (and message reference) naming a group chat the app created; chat ids are
 #: letters and digits, so FINAL cannot be part of one
 CHAT = "chat:"
@@ -77,7 +81,7 @@ class WeComChannel:
             raise ConfigError(f"{', '.join(missing)} required", key="channels.wecom")
         self.settings = settings
         # every click says how much of a call the card showed: gate refuses approving the rest
-        gate = decisions.Showing(gate, card.ARGS_CHARS)
+        gate = decisions.Showing(gate, card.ARGS_CHARS, "WeCom")
         self.gate = gate
         #: seconds since the epoch; replaced in tests to move time without sleeping
         self.clock = clock
@@ -226,7 +230,7 @@ class WeComChannel:
     async def _instruct(self, pressed: clicks.CardClick) -> None:
         """Reject… or Edit…: may this person act? Then what to type (and the reasons form)."""
         refusal, view = await decisions.refusal(
-            self.gate, self.name, pressed.request_id, pressed.user
+            self.gate, self.name, pressed.request_id, pressed.user, approving=pressed.verb == "edit"
         )
         if refusal or view is None:
             who = untrusted.clean(pressed.user, 64)
@@ -268,6 +272,7 @@ class WeComChannel:
             result = await asyncio.wait_for(asyncio.shield(task), self.ack_budget)
         except TimeoutError:
             await self._tell(click.user_id, RECORDING)  # the outbox refreshes the card later
+            self._track(asyncio.ensure_future(self._tell_late(click, task)))
             return
         if result.refusal is not None:
             # Say who was refused, so an admin can add the person with the right userid.
@@ -276,6 +281,19 @@ class WeComChannel:
         text = _answer(result, typed=typed)
         if text:
             await self._tell(click.user_id, text)
+
+    async def _tell_late(self, click: Click, decided: asyncio.Future[Result]) -> None:
+        """The decision behind a "Recording..." message: when it was refused or changed
+        nothing (someone decided first), the person is told, or they would believe it
+        counted. A failure is logged by `_retrieve`."""
+        try:
+            result = await decided
+        except Exception:
+            await self._tell(click.user_id, NOT_CONFIRMED)
+            return
+        if result.refusal is None and result.view is not None and result.changed:
+            return  # recorded: the refreshed card says so
+        await self._tell(click.user_id, result.message())
 
     async def _tell(self, user: str, text: str) -> None:
         """A private text message to `user`."""

@@ -269,10 +269,11 @@ def test_a_huge_deep_hostile_request_still_gets_a_card_that_fits(
     assert live_plain_text(card) == []
 
 
-def test_an_edit_prompt_of_wide_characters_still_posts(tg_gate: Gate, fake: FakeTelegram) -> None:
-    # Each value fits a reply (1,000 characters), but emoji count twice against Telegram's
-    # 4,096: a prompt cut by characters alone is refused, and the presser is told to type
-    # /approve, which approves the call unedited.
+def test_an_edit_prompt_on_a_cut_card_does_not_open(tg_gate: Gate, fake: FakeTelegram) -> None:
+    # Values that fit a reply (1,000 characters) but whose emoji count twice against
+    # Telegram's 4,096 are too long for the card itself: the card cuts them, so a crafted
+    # Edit & approve press opens no prompt at all (the card's words, to the presser alone),
+    # and the call is reviewed and approved in gate's page.
     args: dict[str, Any] = {f"note{i}": "\U0001f600" * 950 for i in range(4)}
     args["amount"] = 900
     request_id = ask(tg_gate, "ask_wide", args)
@@ -284,11 +285,10 @@ def test_an_edit_prompt_of_wide_characters_still_posts(tg_gate: Gate, fake: Fake
         IDS["bob"],
     )
     assert push(tg_gate, update).status_code == 200
-    (prompt,) = fake.replies_to(CHAT, card.message_id)
-    said = fake.say(CHAT, IDS["bob"], "amount = 5", reply_to=prompt.message_id)
-    push(tg_gate, said)
-    # Arguments this long are cut on the card, so the edit is not an approval gate accepts
-    # from Telegram: the call is reviewed and approved in gate's page.
+    assert fake.replies_to(CHAT, card.message_id) == []
+    _, notice = fake.answer(update["callback_query"]["id"])
+    assert notice is not None and notice["show_alert"] is True
+    assert notice["text"] == "Arguments too long for Telegram: review and approve in gate."
     assert (state(tg_gate, request_id)["status"], state(tg_gate, request_id)["votes"]) == (
         "pending",
         [],

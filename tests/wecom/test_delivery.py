@@ -23,6 +23,7 @@ from gate.state import ChannelGate
 from tests.conftest import Gate
 from tests.support import fake_wecom
 from tests.support.fake_wecom import FakeWeCom
+from tests.support.held import request_locked
 from tests.support.servers import wait_until
 from tests.wecom.conftest import AES_KEY, TOKEN, ask, posted, press, user
 
@@ -305,3 +306,17 @@ def test_recipients_outside_the_apps_range(
         error = asyncio.run(run())
     assert error.permanent and "81013" in str(error)
     assert "'ghost'" in caplog.text and "visible range" in caplog.text
+
+
+def test_a_refusal_that_lands_after_recording_is_told_privately(
+    wecom_gate_db: Gate, fake: FakeWeCom
+) -> None:
+    # alice asked for the call, so she cannot approve it; her press waits behind another
+    # writer past the 3 s budget: she hears "Recording...", then, privately, the refusal.
+    request_id = ask(wecom_gate_db, user_id="alice")
+    with request_locked(wecom_gate_db.settings.server.database_url, request_id, 4.0):
+        assert press(wecom_gate_db, fake, request_id, "alice", "approve").status_code == 200
+        assert fake.texts_to(user("alice")) == [RECORDING]
+    refusal = "Not recorded: you asked for this call, so you cannot approve it yourself."
+    wait_until(lambda: fake.texts_to(user("alice")) == [RECORDING, refusal])
+    assert full(wecom_gate_db, request_id).status == "pending"

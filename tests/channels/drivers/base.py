@@ -81,6 +81,9 @@ class Driver:
     no_outage: ClassVar[str | None] = None
     #: characters of a call's arguments (gate's masked, indented JSON) the card shows whole
     args_chars: ClassVar[int] = 0
+    #: why an edit form opens without asking gate (it is part of the card or page gate
+    #: built); None: a click asks gate to open it
+    form_in_card: ClassVar[str | None] = None
 
     #: the gate under test, handed over by the suite once it runs (`attach`)
     gate_url: str | None = None

@@ -104,6 +104,7 @@ class EmailDriver(Driver):
     """Email through `FakeSMTP` (STARTTLS and AUTH on loopback), links followed over HTTP."""
 
     name = "email"
+    form_in_card = "the confirm page is the form, built by gate: a cut call's offers rejecting"
     args_chars = 4000
     CREDENTIALS = ("gate-sender", "contract-smtp-password")
 

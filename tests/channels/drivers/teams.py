@@ -55,6 +55,7 @@ class TeamsDriver(Driver):
     """Teams through `FakeTeams`: base cards, approver views, JWT-signed invokes."""
 
     name = "teams"
+    form_in_card = "the edit form is in the card (Action.ShowCard): Teams opens it itself"
     args_chars = 2500
 
     def start(self) -> None:

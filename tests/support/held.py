@@ -1,0 +1,48 @@
+"""Making gate slow for real: another connection holds the lock a decision waits for.
+
+A decision locks its request in a write transaction (SQLite: `BEGIN IMMEDIATE`, the
+database's one write lock; PostgreSQL: the request's row, `FOR UPDATE`). Holding that lock
+from another connection makes the decision wait as it would behind a busy writer, with no
+part of gate replaced.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import sqlalchemy as sa
+
+from gate.db import is_sqlite, normalise_url
+
+
+@contextmanager
+def request_locked(database_url: str, request_id: str, seconds: float) -> Iterator[None]:
+    """Inside the block, a decision on `request_id` waits until `seconds` after it began;
+    the block's end waits for the lock to be let go."""
+    engine = sa.create_engine(normalise_url(database_url))
+    locked = threading.Event()
+
+    def hold() -> None:
+        with engine.connect() as conn:
+            if is_sqlite(database_url):
+                conn.exec_driver_sql("BEGIN IMMEDIATE")
+            else:
+                conn.execute(
+                    sa.text("SELECT id FROM confirmation_request WHERE id = :id FOR UPDATE"),
+                    {"id": request_id},
+                )
+            locked.set()
+            time.sleep(seconds)
+            conn.rollback()
+
+    holder = threading.Thread(target=hold, daemon=True)
+    holder.start()
+    try:
+        assert locked.wait(10), "the lock was not taken"
+        yield
+    finally:
+        holder.join(seconds + 10)
+        engine.dispose()
