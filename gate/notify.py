@@ -197,11 +197,7 @@ class Notifier:
         loop = self._loop
         if loop is None or loop.is_closed():
             return
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if running is loop:
+        if threads.on(loop):
             self._deliver(event)
         else:
             threads.soon(loop, self._deliver, event)

@@ -85,14 +85,18 @@ def soon(loop: asyncio.AbstractEventLoop, callback: Callable[..., Any], *args: A
     if owing is not None and owing[0] is loop:
         owing[1].append((callback, args))
         return
-    try:
-        running = asyncio.get_running_loop()
-    except RuntimeError:
-        running = None
-    if running is loop:
+    if on(loop):
         loop.call_soon(callback, *args)
     else:
         _threadsafe(loop, callback, *args)
+
+
+def on(loop: asyncio.AbstractEventLoop) -> bool:
+    """True when the caller runs on `loop` (its own thread, inside it)."""
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
 
 
 def _threadsafe(loop: asyncio.AbstractEventLoop, callback: Callable[..., Any], *args: Any) -> None:
