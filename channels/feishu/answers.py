@@ -12,10 +12,12 @@ from typing import Any
 
 import anyio
 
-from channels.feishu.card import render_card
+from channels.feishu.card import clean, render_card
 from gate.acting import Result
 from gate.readmodel import RequestView
 
+#: a late answer is gate's words, cut to a size well inside a card's 30 KB
+LATE_CHARS = 1000
 #: a toast as a callback answer carries it: {"type": "success" | "info" | "error", "content"}
 Toast = dict[str, str]
 
@@ -54,3 +56,27 @@ def card_content(req: RequestView) -> str:
     """The card as a message's JSON content. Channels call it in a worker thread: rendering
     scans untrusted text, and a huge argument must not hold up the event loop."""
     return json.dumps(render_card(req), ensure_ascii=False)
+
+
+def late_content(text: str) -> str:
+    """What became of a click answered "Recording..." when it did not count, as a message's
+    JSON content: a small JSON 2.0 card with gate's words in `plain_text`, cleaned like the
+    approval card's text. Not a text message: Feishu reads `<at user_id="all">` in those."""
+    card = {
+        "schema": "2.0",
+        "config": {"summary": {"content": "Your decision was not recorded"}},
+        "header": {
+            "title": {"tag": "plain_text", "content": "Your decision on a gate request"},
+            "template": "red",
+        },
+        "body": {
+            "elements": [
+                {
+                    "tag": "div",
+                    "element_id": "late",
+                    "text": {"tag": "plain_text", "content": clean(text, LATE_CHARS, mask=False)},
+                }
+            ]
+        },
+    }
+    return json.dumps(card, ensure_ascii=False)

@@ -65,8 +65,19 @@ class FeishuApi:
 
     async def create_message(self, target: str, content: str, uuid: str) -> str:
         """Send an interactive message to a chat (or person); returns its message_id."""
-        body = {"receive_id": target, "msg_type": "interactive", "content": content, "uuid": uuid}
-        params = {"receive_id_type": receive_id_type(target)}
+        return await self._create(target, receive_id_type(target), content, uuid)
+
+    async def message_user(self, open_id: str, content: str) -> str:
+        """Send an interactive message to one person by their open_id (from a callback);
+        returns its message_id. The id is named an open_id whatever it looks like, so an id
+        from a callback is never read as a chat's."""
+        return await self._create(open_id, "open_id", content, None)
+
+    async def _create(self, receive_id: str, id_type: str, content: str, uuid: str | None) -> str:
+        body = {"receive_id": receive_id, "msg_type": "interactive", "content": content}
+        if uuid is not None:
+            body["uuid"] = uuid
+        params = {"receive_id_type": id_type}
         data = await self.call("POST", MESSAGES_PATH, json_body=body, params=params)
         message_id = data.get("message_id")
         if not isinstance(message_id, str):

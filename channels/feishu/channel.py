@@ -21,14 +21,15 @@ import httpx
 from fastapi import APIRouter, Request
 
 from channels import decisions
-from channels.feishu.answers import answer, card_content, toast, toast_for
+from channels.feishu.answers import answer, card_content, late_content, toast, toast_for
 from channels.feishu.api import FeishuApi
 from channels.feishu.card import ARGS_CHARS, editable
 from channels.feishu.clicks import NOTHING_EDITABLE, CardAction, parse_action, to_click
 from channels.feishu.settings import FeishuSettings
 from channels.feishu.verify import Verifier
 from channels.inbound import Once
-from gate.channel import ChannelContext, Click
+from gate.acting import Result
+from gate.channel import ChannelContext, Click, DeliveryError
 from gate.errors import ConfigError, Unauthenticated
 from gate.machine import Extended
 from gate.models import utcnow
@@ -41,6 +42,10 @@ ACK_BUDGET_SECONDS = 2.5
 #: event ids remembered for duplicate deliveries (a few minutes of clicks)
 DEDUPE_SIZE = 1024
 RECORDING = "Recording your decision; the card updates in a moment."
+#: a decision that failed after "Recording...": gate cannot say it counted
+NOT_CONFIRMED = (
+    "Your decision may not have been recorded: check the card, and try again if it still asks."
+)
 
 
 class FeishuChannel:
@@ -74,7 +79,7 @@ class FeishuChannel:
         # Feishu redelivers a callback it got no answer to, with the same event id: each
         # event is acted on once, and a repeat gets the first answer.
         self._events: Once[dict[str, Any]] = Once(size=DEDUPE_SIZE, clock=clock)
-        self._background: set[asyncio.Task[Any]] = set()
+        self._background: set[asyncio.Future[Any]] = set()
         if settings.encrypt_key is None:
             log.warning(
                 "channels.feishu has no encrypt_key: callbacks are checked by verification "
@@ -160,20 +165,44 @@ class FeishuChannel:
         return await self._decide(action, click)
 
     async def _decide(self, action: CardAction, click: Click) -> dict[str, Any]:
-        """Hand the click to gate; answer within the budget even when deciding takes longer."""
+        """Hand the click to gate; answer within the budget even when deciding takes longer.
+
+        The decision still lands then, the outbox refreshes the card when it does, and a
+        decision that did not count is told to the clicker privately (`_tell_late`).
+        """
         task = asyncio.ensure_future(self.gate.act(click))
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-        task.add_done_callback(_retrieve)
+        self._track(task)
         try:
             result = await asyncio.wait_for(asyncio.shield(task), self.ack_budget)
         except TimeoutError:
-            # The decision still lands; the outbox refreshes the card when it does.
+            self._track(asyncio.ensure_future(self._tell_late(action, task)))
             return {"toast": toast("info", RECORDING)}
-        if result.refusal is not None:
-            # open_ids are per app and hard to look up: log it so an admin can add the person.
-            log.info("feishu click by %s refused: %s", action.open_id, result.refusal.value)
+        _log_refusal(action, result)
         return await answer(toast_for(result), result.view, legacy=action.legacy)
+
+    async def _tell_late(self, action: CardAction, decided: asyncio.Future[Result]) -> None:
+        """The decision behind a "Recording..." toast: when it was refused or changed nothing
+        (someone decided first), the clicker is told in a private message from the app, or
+        they would believe it counted. The toast cannot say it: the callback was answered."""
+        try:
+            result = await decided
+        except Exception:
+            log.exception("feishu decision failed after its answer")
+            text = NOT_CONFIRMED
+        else:
+            if result.refusal is None and result.view is not None and result.changed:
+                return  # recorded: the card the outbox refreshes says so
+            _log_refusal(action, result)
+            text = result.message()
+        try:
+            await self.api.message_user(action.open_id, late_content(text))
+        except DeliveryError as exc:
+            log.warning("feishu late answer to %s not delivered: %s", action.open_id, exc)
+
+    def _track(self, task: asyncio.Future[Any]) -> None:
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        task.add_done_callback(_retrieve)
 
     async def _extend(self, action: CardAction) -> dict[str, Any]:
         """Move the deadline by one Extend step, if gate lets this person."""
@@ -207,6 +236,12 @@ class FeishuChannel:
             return await answer(toast("error", NOTHING_EDITABLE), view, legacy=action.legacy)
         note = toast("info", "Change the values, then press Approve with edits.")
         return await answer(note, view, legacy=action.legacy, editing=True)
+
+
+def _log_refusal(action: CardAction, result: Result) -> None:
+    if result.refusal is not None:
+        # open_ids are per app and hard to look up: log it so an admin can add the person.
+        log.info("feishu click by %s refused: %s", action.open_id, result.refusal.value)
 
 
 def _retrieve(task: asyncio.Future[Any]) -> None:

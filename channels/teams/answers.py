@@ -15,12 +15,14 @@ from typing import Any
 import anyio
 
 from channels.teams.api import CARD_TYPE
-from channels.teams.card import render_card
+from channels.teams.card import SCHEMA, VERSION, clean, label, render_card, rich, run
 from gate.acting import Refusal, Result
 from gate.machine import AlreadyVoted, Voted
 from gate.readmodel import RequestView
 
 MESSAGE_TYPE = "application/vnd.microsoft.activity.message"
+#: a late answer is gate's words, cut to a size well inside a message's 28 KB
+LATE_CHARS = 1000
 
 
 def message(text: str) -> dict[str, Any]:
@@ -57,3 +59,24 @@ def may_still_act(result: Result) -> bool:
     if result.refusal in (Refusal.not_an_approver, Refusal.self_approval):
         return False
     return not isinstance(result.outcome, Voted | AlreadyVoted)
+
+
+def late_reply(text: str, name: str, member_id: str) -> dict[str, Any]:
+    """What became of a press answered "Recording..." when it did not count: a message that
+    @mentions the presser (a mention entity naming their Teams id, so Teams notifies them),
+    and gate's words in a card's TextRun, which reads no markdown, with tag-shaped text
+    defused. `name` is how gate knows the person, never the display name a press carries."""
+    mention = f"<at>{label(name)}</at>"
+    mentioned = {"id": member_id, "name": label(name)}
+    card = {
+        "type": "AdaptiveCard",
+        "$schema": SCHEMA,
+        "version": VERSION,
+        "body": [rich(run(clean(text, LATE_CHARS, mask=False)), element_id="late_text")],
+    }
+    return {
+        "type": "message",
+        "text": mention,
+        "entities": [{"type": "mention", "text": mention, "mentioned": mentioned}],
+        "attachments": [{"contentType": CARD_TYPE, "content": card}],
+    }

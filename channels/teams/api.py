@@ -84,6 +84,24 @@ class ConnectorApi:
         url = self._url(conversation, "activities", activity_id)
         await self.call("PUT", url, card_activity(card, activity_id))
 
+    async def reply(
+        self, conversation: str, activity_id: str | None, activity: dict[str, Any]
+    ) -> None:
+        """Post a message activity in a conversation, as a reply to `activity_id` (the
+        connector's reply-to-activity) when there is one, else as a new message."""
+        if activity_id is not None:
+            body = {**activity, "replyToId": activity_id}
+            try:
+                await self.call("POST", self._url(conversation, "activities", activity_id), body)
+                return
+            except DeliveryError as exc:
+                if not exc.permanent:
+                    raise
+                # The id came with the press: if it names no message the connector knows,
+                # the words still reach the conversation, as a message of their own.
+                log.info("teams reply to %s refused, posting instead: %s", activity_id, exc)
+        await self.call("POST", self._url(conversation, "activities"), activity)
+
     async def member_id(self, conversation: str, object_id: str) -> str | None:
         """The Teams id (`29:...`) of a conversation member known by Entra object id, or None
         when they are not a member (or the lookup fails: the card still goes out)."""

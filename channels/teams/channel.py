@@ -24,7 +24,7 @@ from fastapi.responses import JSONResponse
 
 from channels import decisions
 from channels.inbound import NestedTooDeep, Once, load_json
-from channels.teams.answers import card_answer, may_still_act, message
+from channels.teams.answers import card_answer, late_reply, may_still_act, message
 from channels.teams.api import ConnectorApi
 from channels.teams.card import ARGS_CHARS, MAX_USER_IDS, render_card
 from channels.teams.clicks import (
@@ -38,7 +38,8 @@ from channels.teams.clicks import (
 )
 from channels.teams.settings import TeamsSettings
 from channels.teams.verify import OpenIdKeys, Verifier, check_activity
-from gate.channel import ChannelContext, Click
+from gate.acting import Result
+from gate.channel import ChannelContext, Click, DeliveryError
 from gate.errors import BadRequest, ConfigError
 from gate.machine import Extended
 from gate.models import utcnow
@@ -53,6 +54,10 @@ ACK_BUDGET_SECONDS = 4.0
 REPLAY_WINDOW_SECONDS = 3900.0
 EXTEND_MEMORY = 10_000
 RECORDING = "Recording your decision; the card updates in a moment."
+#: a decision that failed after "Recording...": gate cannot say it counted
+NOT_CONFIRMED = (
+    "Your decision may not have been recorded: check the card, and try again if it still asks."
+)
 
 
 class TeamsChannel:
@@ -86,7 +91,7 @@ class TeamsChannel:
         self._extends: Once[dict[str, Any]] = Once(
             size=EXTEND_MEMORY, window=REPLAY_WINDOW_SECONDS, clock=clock
         )
-        self._background: set[asyncio.Task[Any]] = set()
+        self._background: set[asyncio.Future[Any]] = set()
 
     @classmethod
     def from_settings(cls, settings: TeamsSettings, gate: ChannelContext) -> TeamsChannel:
@@ -220,7 +225,7 @@ class TeamsChannel:
             click = translate(self.name, action, view)
         if isinstance(click, str):
             return await self._notice(action, conversation, click)
-        return await self._decide(click, conversation)
+        return await self._decide(action, click, conversation)
 
     async def _view_for(self, action: CardAction) -> tuple[str | None, RequestView | None]:
         """Why this presser may not act now (None: they may), and the request's view."""
@@ -238,16 +243,19 @@ class TeamsChannel:
             view, conversation, actionable=refusal is None, notice=refusal or text
         )
 
-    async def _decide(self, click: Click, conversation: str) -> dict[str, Any]:
-        """Hand the click to gate; answer within the budget even when deciding takes longer."""
+    async def _decide(self, action: CardAction, click: Click, conversation: str) -> dict[str, Any]:
+        """Hand the click to gate; answer within the budget even when deciding takes longer.
+
+        The decision still lands then, the outbox updates the card when it does, and a
+        decision that did not count is told to the presser (`_tell_late`).
+        """
         task = asyncio.ensure_future(self.gate.act(click))
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-        task.add_done_callback(_retrieve)
+        self._track(task)
         try:
             result = await asyncio.wait_for(asyncio.shield(task), self.ack_budget)
         except TimeoutError:
-            return message(RECORDING)  # the decision still lands; the outbox updates the card
+            self._track(asyncio.ensure_future(self._tell_late(action, conversation, task)))
+            return message(RECORDING)
         if result.refusal is not None:
             # Object ids are hard to look up: log it so an admin can add the person.
             log.info("teams press by %s refused: %s", click.user_id, result.refusal.value)
@@ -257,6 +265,40 @@ class TeamsChannel:
         return await self._answer(
             result.view, conversation, actionable=may_still_act(result), notice=note
         )
+
+    async def _tell_late(
+        self, action: CardAction, conversation: str, decided: asyncio.Future[Result]
+    ) -> None:
+        """The decision behind a "Recording..." answer: when it was refused or changed
+        nothing (someone decided first), the presser is told, or they would believe it
+        counted. The invoke was answered already, and a bot has no message only one member
+        sees: a reply to the card in its conversation @mentions them."""
+        try:
+            result = await decided
+        except Exception:
+            log.exception("teams decision failed after its answer")
+            text = NOT_CONFIRMED
+        else:
+            if result.refusal is None and result.view is not None and result.changed:
+                return  # recorded: the card the outbox replaces says so
+            text = result.message()
+        if not conversation:
+            return  # no conversation to answer in
+        approver = self.gate.settings.approver_by_identity(self.name, action.object_id)
+        reply = late_reply(
+            text,
+            approver.name if approver is not None else "Teams user",
+            action.member_id or action.object_id,
+        )
+        try:
+            await self.api.reply(conversation, action.reply_to, reply)
+        except DeliveryError as exc:
+            log.warning("teams late answer to %s not delivered: %s", action.object_id, exc)
+
+    def _track(self, task: asyncio.Future[Any]) -> None:
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        task.add_done_callback(_retrieve)
 
     async def _answer(
         self,
@@ -302,7 +344,7 @@ class TeamsChannel:
             extend_by=decisions.EXTEND_BY,
             extend_from=action.extend_from,
         )
-        return await self._decide(click, conversation)
+        return await self._decide(action, click, conversation)
 
 
 def _retrieve(task: asyncio.Future[Any]) -> None:

@@ -51,6 +51,8 @@ class CardAction:
     activity_id: str | None
     #: "automatic" for a refresh Teams ran by itself, "manual" for a press
     trigger: str
+    #: the activity id of the message whose card was pressed (`replyToId`)
+    reply_to: str | None = None
     #: the card's inputs, by id, as typed (strings)
     inputs: dict[str, str] = field(default_factory=dict)
     #: the deadline the card showed when Extend was pressed
@@ -88,6 +90,7 @@ def parse_invoke(activity: Mapping[str, Any]) -> CardAction:
     member_id = sender.get("id") if isinstance(sender, dict) else None
     activity_id = activity.get("id")
     trigger = value.get("trigger") if isinstance(value, dict) else None
+    reply_to = activity.get("replyToId")
     inputs = {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, str)}
     return CardAction(
         verb=str(verb),
@@ -96,6 +99,7 @@ def parse_invoke(activity: Mapping[str, Any]) -> CardAction:
         member_id=member_id if isinstance(member_id, str) and member_id else None,
         activity_id=activity_id if isinstance(activity_id, str) and activity_id else None,
         trigger=trigger if trigger in ("automatic", "manual") else "manual",
+        reply_to=reply_to if isinstance(reply_to, str) and 0 < len(reply_to) <= 200 else None,
         inputs=inputs,
         extend_from=_deadline(data.get("extend_from")) if verb == "extend" else None,
     )

@@ -56,6 +56,12 @@ def feishu_gate(make_gate: GateFactory, sqlite_url: str, fake_feishu: FakeFeishu
     return make_gate(settings=feishu_settings(sqlite_url, fake_feishu))
 
 
+@pytest.fixture
+def feishu_gate_db(make_gate: GateFactory, db_url: str, fake_feishu: FakeFeishu) -> Gate:
+    """A Feishu gate on each database (SQLite, and PostgreSQL when configured)."""
+    return make_gate(settings=feishu_settings(db_url, fake_feishu))
+
+
 def channel(gate: Gate) -> FeishuChannel:
     """The live FeishuChannel inside a running gate."""
     found = gate.state.channels["feishu"]

@@ -222,6 +222,8 @@ class FakeFeishu:
         self.card_problems: list[str] = []
         #: chats the bot is in; None means every chat
         self.chats: set[str] | None = None
+        #: open_ids of the people in the app's availability range; None means everyone
+        self.users: set[str] | None = None
         self.expire = expire
         #: seconds the token endpoint takes, so concurrent callers really overlap
         self.token_delay = token_delay
@@ -413,8 +415,9 @@ class FakeFeishu:
                 self.card_problems.extend(problems)
             code = 230025 if any("30 KB" in p for p in problems) else 230099
             return _envelope(code, "; ".join(problems), status=400)
-        if self.chats is not None and receive_id not in self.chats:
-            return _envelope(230002, "Bot/User can NOT be out of the chat.", status=400)
+        refused = self._recipient_refused(id_type, receive_id)
+        if refused:
+            return refused
         dedup = body.get("uuid")
         with self.lock:
             if dedup and dedup in self._uuids:
@@ -432,6 +435,28 @@ class FakeFeishu:
             "create_time": str(int(time.time() * 1000)),
         }
         return JSONResponse({"code": 0, "msg": "success", "data": data})
+
+    def _recipient_refused(self, id_type: str, receive_id: str) -> JSONResponse | None:
+        """Feishu's refusal of a recipient: the id must be of the type the query names (an
+        open_id is `ou_...`, a chat_id `oc_...`), a chat must have the bot in it, and a
+        person must be in the app's availability range."""
+        prefixes = {"open_id": "ou_", "union_id": "on_", "chat_id": "oc_"}
+        if not receive_id.startswith(prefixes.get(id_type, "")):
+            return _envelope(99992402, f"field validation failed: not a {id_type}", status=400)
+        if id_type == "chat_id" and self.chats is not None and receive_id not in self.chats:
+            return _envelope(230002, "Bot/User can NOT be out of the chat.", status=400)
+        if id_type == "open_id" and self.users is not None and receive_id not in self.users:
+            return _envelope(230013, "Bot has NO availability to this user.", status=400)
+        return None
+
+    def to_user(self, open_id: str) -> list[Message]:
+        """The messages the app sent one person privately (by open_id), oldest first."""
+        with self.lock:
+            return [
+                m
+                for m in self.messages.values()
+                if m.receive_id_type == "open_id" and m.receive_id == open_id
+            ]
 
     async def _patch(self, request: Request) -> JSONResponse:
         body = await self._record(request)

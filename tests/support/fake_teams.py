@@ -111,6 +111,18 @@ class Failure:
 
 
 @dataclass
+class Reply:
+    """A bot message posted as a reply to an activity (reply-to-activity)."""
+
+    conversation: str
+    reply_to: str
+    text: str
+    #: the mention entities, as sent
+    mentions: list[dict[str, Any]]
+    card: dict[str, Any]
+
+
+@dataclass
 class Message:
     """A bot message as the fake holds it now (after any PUT)."""
 
@@ -136,6 +148,7 @@ class FakeTeams:
         self.requests: list[Recorded] = []
         self.tokens: set[str] = set()
         self.messages: dict[str, Message] = {}
+        self.replies: list[Reply] = []
         self.failures: list[Failure] = []
         self.card_problems: list[str] = []
         #: the connector refuses every token, new ones too (the bot's registration is gone)
@@ -150,6 +163,7 @@ class FakeTeams:
                 Route("/botframework.com/oauth2/v2.0/token", self._token, methods=["POST"]),
                 Route("/v3/conversations/{conv}/activities", self._post, methods=["POST"]),
                 Route("/v3/conversations/{conv}/activities/{aid}", self._put, methods=["PUT"]),
+                Route("/v3/conversations/{conv}/activities/{aid}", self._reply, methods=["POST"]),
                 Route("/v3/conversations/{conv}/members/{member}", self._member),
             ]
         )
@@ -395,7 +409,7 @@ class FakeTeams:
             return ["one attachment expected"]
         if attachments[0].get("contentType") != CARD_TYPE:
             return [f"contentType must be {CARD_TYPE}"]
-        return check_card(attachments[0].get("content"))
+        return _mention_problems(body) + check_card(attachments[0].get("content"))
 
     async def _post(self, request: Request) -> Response:
         body = await self._record(request)
@@ -435,6 +449,35 @@ class FakeTeams:
             message.cards.append(body["attachments"][0]["content"])
         return JSONResponse({"id": activity_id})
 
+    def replies_to(self, activity_id: str) -> list[Reply]:
+        """The bot's replies to one activity (a card), oldest first."""
+        with self.lock:
+            return [r for r in self.replies if r.reply_to == activity_id]
+
+    async def _reply(self, request: Request) -> Response:
+        """Reply to an activity: a message in the same conversation, threaded under it."""
+        body = await self._record(request)
+        denied = self._auth(request) or self._failure("reply")
+        if denied:
+            return denied
+        activity_id, conversation = request.path_params["aid"], request.path_params["conv"]
+        problems = self._activity_problems(body)
+        if isinstance(body, dict) and body.get("replyToId") != activity_id:
+            problems.append("a reply's replyToId must be the activity in the path")
+        with self.lock:
+            replied = self.messages.get(activity_id)
+            if replied is None or replied.conversation != conversation:
+                return _error(404, "ActivityNotFound", "Unknown activity")
+            if problems:
+                self.card_problems += problems
+                return _error(400, "BadSyntax", "; ".join(problems)[:2000])
+            mentions = [e for e in body.get("entities", []) if e.get("type") == "mention"]
+            card = body["attachments"][0]["content"]
+            self.replies.append(
+                Reply(conversation, activity_id, body.get("text", ""), mentions, card)
+            )
+        return JSONResponse({"id": f"1800000{next(self._ids):09d}"}, status_code=201)
+
     async def _member(self, request: Request) -> Response:
         await self._record(request)
         denied = self._auth(request) or self._failure("member")
@@ -448,6 +491,22 @@ class FakeTeams:
         return JSONResponse(
             {"id": member, "objectId": wanted, "tenantId": TENANT_ID, "userRole": "user"}
         )
+
+
+def _mention_problems(activity: dict[str, Any]) -> list[str]:
+    """What Teams needs of a mention: an entity whose `text` (`<at>name</at>`) appears in the
+    message's text, naming the member it mentions by id."""
+    problems = []
+    text = activity.get("text") or ""
+    for entity in activity.get("entities") or []:
+        if not isinstance(entity, dict) or entity.get("type") != "mention":
+            continue
+        shown, mentioned = entity.get("text"), entity.get("mentioned")
+        if not isinstance(shown, str) or not shown.startswith("<at>") or shown not in text:
+            problems.append("a mention's text must be an <at>...</at> found in the text")
+        if not isinstance(mentioned, dict) or not mentioned.get("id") or not mentioned.get("name"):
+            problems.append("a mention must name the member it mentions (id and name)")
+    return problems
 
 
 def _error(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> Response:
