@@ -33,12 +33,14 @@ def pg_admin_url() -> str | None:
 
 
 @contextmanager
-def database(kind: str) -> Iterator[str]:
-    """A fresh, migrated database URL of `kind` ("sqlite" or "postgres")."""
+def database(kind: str, *, migrate: bool = True) -> Iterator[str]:
+    """A fresh database URL of `kind` ("sqlite" or "postgres"), migrated unless `migrate` is
+    False (a server of another checkout then migrates it with its own migrations)."""
     if kind == "sqlite":
         with tempfile.TemporaryDirectory() as tmp:
             url = f"sqlite:///{tmp}/gate.db"
-            upgrade(url)
+            if migrate:
+                upgrade(url)
             yield url
         return
     admin_url = pg_admin_url()
@@ -51,7 +53,8 @@ def database(kind: str) -> Iterator[str]:
     url = sa.make_url(normalise_url(admin_url)).set(database=name)
     rendered = url.render_as_string(hide_password=False)
     try:
-        upgrade(rendered)
+        if migrate:
+            upgrade(rendered)
         yield rendered
     finally:
         with admin.connect() as conn:
