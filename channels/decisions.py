@@ -9,7 +9,8 @@ reads them back from its own callback shape.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import logging
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -23,6 +24,8 @@ from gate.config import Settings
 from gate.machine import Extended
 from gate.readmodel import RequestView
 from gate.schemas import json_problem, key_path
+
+log = logging.getLogger("gate.channels")
 
 #: what one "Extend" click adds to the deadline
 EXTEND_BY = "15m"
@@ -347,3 +350,33 @@ def reasons_from(view: RequestView, values: list[str]) -> list[str]:
             raise ValueError(f"not one of this rule's reasons: {value[:40]!r}")
         picked.append(offered[int(index)])
     return list(dict.fromkeys(picked))
+
+
+# -- a decision that lands after the platform was answered ------------------------------------
+
+#: what a presser is told when the decision behind "Recording..." failed outright
+NOT_CONFIRMED = (
+    "Your decision may not have been recorded: check the card, and try again if it still asks."
+)
+
+
+def counted(result: Result) -> bool:
+    """Whether a click's decision counted: recorded, and it changed the request."""
+    return result.refusal is None and result.view is not None and result.changed
+
+
+async def late_words(decided: Awaitable[Result], channel: str) -> str | None:
+    """What to tell a presser once the decision behind a "Recording..." answer lands: None
+    when it counted (the card the outbox refreshes says so), else gate's words (a refusal,
+    someone decided first), or `NOT_CONFIRMED` when deciding failed. Without it they would
+    believe a click that did not count had."""
+    try:
+        result = await decided
+    except Exception:
+        log.exception("%s decision failed after its answer", channel)
+        return NOT_CONFIRMED
+    if counted(result):
+        return None
+    if result.refusal is not None:
+        log.info("%s click refused after its answer: %s", channel, result.refusal.value)
+    return result.message()

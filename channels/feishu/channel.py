@@ -43,9 +43,6 @@ ACK_BUDGET_SECONDS = 2.5
 DEDUPE_SIZE = 1024
 RECORDING = "Recording your decision; the card updates in a moment."
 #: a decision that failed after "Recording...": gate cannot say it counted
-NOT_CONFIRMED = (
-    "Your decision may not have been recorded: check the card, and try again if it still asks."
-)
 
 
 class FeishuChannel:
@@ -184,16 +181,9 @@ class FeishuChannel:
         """The decision behind a "Recording..." toast: when it was refused or changed nothing
         (someone decided first), the clicker is told in a private message from the app, or
         they would believe it counted. The toast cannot say it: the callback was answered."""
-        try:
-            result = await decided
-        except Exception:
-            log.exception("feishu decision failed after its answer")
-            text = NOT_CONFIRMED
-        else:
-            if result.refusal is None and result.view is not None and result.changed:
-                return  # recorded: the card the outbox refreshes says so
-            _log_refusal(action, result)
-            text = result.message()
+        text = await decisions.late_words(decided, self.name)
+        if text is None:
+            return
         try:
             await self.api.message_user(action.open_id, late_content(text))
         except DeliveryError as exc:

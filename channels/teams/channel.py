@@ -55,9 +55,6 @@ REPLAY_WINDOW_SECONDS = 3900.0
 EXTEND_MEMORY = 10_000
 RECORDING = "Recording your decision; the card updates in a moment."
 #: a decision that failed after "Recording...": gate cannot say it counted
-NOT_CONFIRMED = (
-    "Your decision may not have been recorded: check the card, and try again if it still asks."
-)
 
 
 class TeamsChannel:
@@ -273,17 +270,9 @@ class TeamsChannel:
         nothing (someone decided first), the presser is told, or they would believe it
         counted. The invoke was answered already, and a bot has no message only one member
         sees: a reply to the card in its conversation @mentions them."""
-        try:
-            result = await decided
-        except Exception:
-            log.exception("teams decision failed after its answer")
-            text = NOT_CONFIRMED
-        else:
-            if result.refusal is None and result.view is not None and result.changed:
-                return  # recorded: the card the outbox replaces says so
-            text = result.message()
-        if not conversation:
-            return  # no conversation to answer in
+        text = await decisions.late_words(decided, self.name)
+        if text is None or not conversation:
+            return  # recorded (the card the outbox replaces says so), or nowhere to answer
         approver = self.gate.settings.approver_by_identity(self.name, action.object_id)
         reply = late_reply(
             text,

@@ -207,12 +207,8 @@ class TelegramChannel:
     async def _tell_late(self, click: Click, decided: asyncio.Future[Result], tell: Tell) -> None:
         """The decision behind a "Recording..." answer: when it was refused or changed nothing
         (someone else decided first), the person is told, or they would believe it counted."""
-        try:
-            text, refused = _told(click, await decided)
-        except Exception:
-            log.exception("telegram decision failed after its answer")
-            text, refused = replies.NOT_CONFIRMED, True
-        if not refused:
+        text = await decisions.late_words(decided, self.name)
+        if text is None:
             return  # recorded: the card the outbox refreshes says so
         try:
             await tell(text)
@@ -292,8 +288,7 @@ def _told(click: Click, result: Result) -> tuple[str, bool]:
     """What the person is told of a decision, and whether it did not count."""
     if result.refusal is not None:
         log.info("telegram user %s refused: %s", click.user_id, result.refusal.value)
-    refused = result.refusal is not None or result.view is None or not result.changed
-    return result.message(), refused
+    return result.message(), not decisions.counted(result)
 
 
 def _retrieve(task: asyncio.Future[Any]) -> None:

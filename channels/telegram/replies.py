@@ -36,9 +36,6 @@ NOT_OURS = "This button is not one of gate's, or it was made for another gate."
 GONE = "This request no longer exists."
 RECORDING = "Recording your decision; the card updates in a moment."
 #: a decision that failed after the person was told "Recording...": gate cannot say it counted
-NOT_CONFIRMED = (
-    "Your decision may not have been recorded: check the card, and try again if it still asks."
-)
 #: a late answer to a press is a message in the chat (the press was answered already); its
 #: words are gate's, cut to a size well inside Telegram's 4,096
 LATE_CHARS = 1000

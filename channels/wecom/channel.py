@@ -47,9 +47,6 @@ TELL_BUDGET_SECONDS = 1.0
 DEDUPE_SIZE = 4096
 RECORDING = "Recording your decision; the card updates in a moment."
 #: a decision that failed after "Recording...": gate cannot say it counted
-NOT_CONFIRMED = (
-    "Your decision may not have been recorded: check the card, and try again if it still asks."
-)
 #: a target (and message reference) naming a group chat the app created; chat ids are
 #: letters and digits, so FINAL cannot be part of one
 CHAT = "chat:"
@@ -286,14 +283,9 @@ class WeComChannel:
         """The decision behind a "Recording..." message: when it was refused or changed
         nothing (someone decided first), the person is told, or they would believe it
         counted. A failure is logged by `_retrieve`."""
-        try:
-            result = await decided
-        except Exception:
-            await self._tell(click.user_id, NOT_CONFIRMED)
-            return
-        if result.refusal is None and result.view is not None and result.changed:
-            return  # recorded: the refreshed card says so
-        await self._tell(click.user_id, result.message())
+        text = await decisions.late_words(decided, self.name)
+        if text is not None:  # None: recorded, and the refreshed card says so
+            await self._tell(click.user_id, text)
 
     async def _tell(self, user: str, text: str) -> None:
         """A private text message to `user`."""
