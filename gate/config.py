@@ -204,7 +204,7 @@ class ApproverSettings(BaseModel):
 
     def has_email(self, address: str) -> bool:
         """True when `address` is this person's email, in any letter case (as mail is)."""
-        return bool(self.email) and str(self.email).casefold() == address.strip().casefold()
+        return self.email is not None and self.email.casefold() == address.strip().casefold()
 
     def identities(self) -> set[str]:
         """Every name this person goes by: gate name (also their web sign-in), email, and

@@ -61,16 +61,17 @@ def remind_and_escalate(service: GateService, now: datetime) -> tuple[int, int]:
             if after is None or done[column] or now < req.created_at + after:
                 continue
             tried = done[column] = True
-            then = offers.next_nudge(
-                req.created_at, reminded=done["reminded_at"], escalated=done["escalated_at"]
-            )
-            counts[column] += _mark(service, req, column, now, then)
+            counts[column] += _mark(service, req, column, now, _next(offers, req, done))
         if not tried:  # due by an older row's guess (see migration 0005): store the real time
-            then = offers.next_nudge(
-                req.created_at, reminded=done["reminded_at"], escalated=done["escalated_at"]
-            )
-            _renudge(service, req.id, then)
+            _renudge(service, req.id, _next(offers, req, done))
     return counts["reminded_at"], counts["escalated_at"]
+
+
+def _next(offers: Offers, req: Any, done: dict[str, bool]) -> datetime | None:
+    """The request's next nudge once the markers in `done` are set."""
+    return offers.next_nudge(
+        req.created_at, reminded=done["reminded_at"], escalated=done["escalated_at"]
+    )
 
 
 def _renudge(service: GateService, request_id: str, when: datetime | None) -> None:
