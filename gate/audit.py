@@ -15,6 +15,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
+from gate import batch
 from gate.binding import canonical_json
 from gate.db import Database
 from gate.models import AuditEvent
@@ -42,15 +43,16 @@ def append(
     """
     if session.new:  # an ORM row this event may refer to must be written first
         session.flush()
-    conn = session.connection()
     if first:
         prev = None
     elif prev is UNREAD:
-        prev = conn.execute(_HEAD, {"request_id": request_id}).scalar()
+        batch.before_reading(session, AUDIT)  # an event the batch still holds is the head
+        prev = session.connection().execute(_HEAD, {"request_id": request_id}).scalar()
     kept = {k: v for k, v in detail.items() if v is not None}
     chain = chain_hash(request_id, now, kind, actor, via, kept, prev)
     values = {"request_id": request_id, "at": now, "kind": kind, "actor": actor, "via": via}
-    conn.execute(_INSERT, {**values, "detail": kept, "prev_hash": prev, "chain_hash": chain})
+    values |= {"detail": kept, "prev_hash": prev, "chain_hash": chain}
+    batch.write(session, _INSERT, values)
     return chain
 
 
@@ -60,7 +62,9 @@ _HEAD = (
     .order_by(AUDIT.c.id.desc())
     .limit(1)
 )
-_INSERT = sa.insert(AUDIT).inline()  # its id is never read: no RETURNING on PostgreSQL
+#: its id is never read: no RETURNING on PostgreSQL
+_COLUMNS = ("request_id", "at", "kind", "actor", "via", "detail", "prev_hash", "chain_hash")
+_INSERT = batch.insert(AUDIT, _COLUMNS)
 
 
 def chain_hash(

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
-from gate import audit
+from gate import audit, batch
 from gate.binding import call_hash
 from gate.config import parse_duration
 from gate.errors import InvalidInput
@@ -118,7 +118,7 @@ def create(session: Session, req: RequestRow, spec: GrantSpec, *, by: str, now: 
         "status": GrantStatus.active.value,
         "uses": 0,
     }
-    session.connection().execute(_INSERT, values)
+    batch.write(session, _INSERT, values)
     req.audit_head = audit.record(
         session,
         request_id=req.id,
@@ -132,7 +132,10 @@ def create(session: Session, req: RequestRow, spec: GrantSpec, *, by: str, now: 
     return grant_id
 
 
-_INSERT = sa.insert(GRANT).inline()  # the id is ours (a ULID): nothing to return
+_GRANT_COLUMNS: tuple[str, ...] = ("id", "request_id", "rule", "submitted_by", "approvers", "approvals_required")
+_GRANT_COLUMNS += ("tool_name", "scope", "session_id", "agent_id", "args_hash", "created_by")
+_GRANT_COLUMNS += ("created_at", "expires_at", "status", "uses")
+_INSERT = batch.insert(GRANT, _GRANT_COLUMNS)  # the id is ours (a ULID): nothing to return
 #: only what matching and `machine.allow_by_grant` read: every column a row returns costs
 #: the driver a description on each call, found or not
 _CANDIDATES = (

@@ -24,7 +24,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlmodel import Session, col
 
-from gate import audit, outbox, rows
+from gate import audit, batch, outbox, rows
 from gate.binding import argument_diff, canonical_json
 from gate.channel import surface_name
 from gate.models import (
@@ -130,9 +130,8 @@ def _cast(session: Session, votes: list[VoteRow], vote: VoteRow) -> bool:
     existing = next((v for v in votes if v.approver == vote.approver), None)
     if existing is not None and existing.verdict == vote.verdict:
         return False
-    conn = session.connection()
     if existing is None:
-        conn.execute(rows.INSERT_VOTE, {k: v for k, v in vars(vote).items() if k != "id"})
+        batch.write(session, rows.INSERT_VOTE, {k: v for k, v in vars(vote).items() if k != "id"})
         votes.append(vote)
         return True
     existing.verdict, existing.comment, existing.via, existing.at = (
@@ -144,7 +143,7 @@ def _cast(session: Session, votes: list[VoteRow], vote: VoteRow) -> bool:
     existing.grant_scope = existing.grant_seconds = None
     changed = {"verdict": vote.verdict, "comment": vote.comment, "via": vote.via, "at": vote.at}
     changed |= {"grant_scope": None, "grant_seconds": None}
-    conn.execute(rows.UPDATE_VOTE, {"vote_id": existing.id, **changed})
+    batch.write(session, rows.UPDATE_VOTE, {"vote_id": existing.id, **changed})
     return True
 
 
@@ -396,7 +395,7 @@ def allow_by_grant(session: Session, *, req: RequestRow, grant: Any, now: dateti
         f"{until}), made when approving request {grant.request_id}."
     )
     rows.insert_request(session, req)
-    session.connection().execute(_USE_GRANT, {"grant_id": grant.id})
+    batch.write(session, _USE_GRANT, {"grant_id": grant.id})
     req.audit_head = audit.append(
         session,
         req.id,

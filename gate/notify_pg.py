@@ -19,6 +19,7 @@ from typing import Any
 import psycopg
 import sqlalchemy as sa
 
+from gate import batch
 from gate.notify import Event, Notifier
 
 log = logging.getLogger(__name__)
@@ -30,7 +31,7 @@ APPLICATION_NAME = "gate-listener"
 #: doubling to a cap short enough that a recovered database is noticed within seconds
 BACKOFF_START = 0.05
 BACKOFF_CAP = 5.0
-_NOTIFY = sa.text("SELECT pg_notify(:channel, :payload)")
+_NOTIFY = sa.select(sa.func.pg_notify(sa.bindparam("channel"), sa.bindparam("payload")))
 
 
 def libpq_url(sqlalchemy_url: str) -> str:
@@ -74,9 +75,9 @@ class PostgresNotifier(Notifier):
         return conn.info.backend_pid if conn is not None and self.listening.is_set() else None
 
     def stage(self, session: Any, event: Event) -> None:
-        """Queue a NOTIFY in the caller's transaction: sent iff it commits."""
-        session.connection().execute(  # Core: the ORM's execute adds nothing to a NOTIFY
-            _NOTIFY, {"channel": CHANNEL, "payload": f"{event.kind}:{event.request_id}"}
+        """Queue a NOTIFY in the caller's transaction (with its batch): sent iff it commits."""
+        batch.write(
+            session, _NOTIFY, {"channel": CHANNEL, "payload": f"{event.kind}:{event.request_id}"}
         )
 
     async def _listen_forever(self) -> None:

@@ -10,13 +10,16 @@ from the web page and the API the whole time.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sqlmodel import Session
 
+from gate import batch
 from gate.models import DeliveryKind, DeliveryStatus, UTCDateTime
 from gate.rows import DELIVERY
 
@@ -58,31 +61,30 @@ def hand_to_pump(session: Session, until: datetime) -> None:
 def enqueue_posts(
     session: Session, request_id: str, targets: list[tuple[str, str]], now: datetime
 ) -> None:
-    """Owe one card post per (channel, target): one statement, however many."""
+    """Owe one card post per (channel, target): one statement, however many (with the
+    change's batch)."""
     if session.new:  # the request row these refer to may still be pending in the ORM
         session.flush()
-    rows = [
-        {"request_id": request_id, "channel": channel, "target": target}
-        | {"next_attempt_at": now, "created_at": now}
-        for channel, target in dict.fromkeys(targets)
-    ]
-    if not rows:
+    cards = list(dict.fromkeys(targets))
+    if not cards:
         return
     until = session.info.get(_LEASE)
+    params: dict[str, Any] = {"request_id": request_id, "now": now}
+    for n, (channel, target) in enumerate(cards):
+        params |= {f"channel_{n}": channel, f"target_{n}": target}
     if until is None:
-        session.connection().execute(_INSERT_POST, rows)
+        batch.write(session, _posts(len(cards), claimed=False), params)
     else:
-        claimed = [row | {"claimed_until": until} for row in rows]
-        written = session.connection().execute(_INSERT_CLAIMED_POST, claimed)
-        session.info.setdefault(_HANDED, []).extend(Claimed(*row) for row in written)
+        handed = session.info.setdefault(_HANDED, [])
+        batch.write(
+            session,
+            _posts(len(cards), claimed=True),
+            params | {"until": until},
+            returned=lambda rows: handed.extend(Claimed(*row) for row in rows),
+        )
     session.info[_OWED] = True
 
 
-_INSERT_POST = (
-    sa.insert(DELIVERY)
-    .values(kind=DeliveryKind.post.value, status=DeliveryStatus.pending.value, attempts=0)
-    .inline()  # the ids are never read: no RETURNING on PostgreSQL
-)
 _CLAIMED_COLUMNS = (
     DELIVERY.c.id,
     DELIVERY.c.request_id,
@@ -91,34 +93,57 @@ _CLAIMED_COLUMNS = (
     DELIVERY.c.kind,
     DELIVERY.c.attempts,
 )
-#: a post claimed by the transaction that owes it: its first attempt is under way
-_INSERT_CLAIMED_POST = (
-    sa.insert(DELIVERY)
-    .values(kind=DeliveryKind.post.value, status=DeliveryStatus.pending.value, attempts=1)
-    .returning(*_CLAIMED_COLUMNS)
-)
+
+
+@cache
+def _posts(cards: int, *, claimed: bool) -> Any:
+    """One INSERT of `cards` card posts (`channel_<n>`, `target_<n>`) of one request; with
+    `claimed`, leased until `:until` (their first attempt under way) and returned."""
+    now = sa.bindparam("now", type_=UTCDateTime())
+    row = {
+        "request_id": sa.bindparam("request_id"),
+        "kind": DeliveryKind.post.value,
+        "status": DeliveryStatus.pending.value,
+        "attempts": 1 if claimed else 0,
+        "next_attempt_at": now,
+        "created_at": now,
+    }
+    if claimed:
+        row["claimed_until"] = sa.bindparam("until", type_=UTCDateTime())
+    values = [
+        row | {"channel": sa.bindparam(f"channel_{n}"), "target": sa.bindparam(f"target_{n}")}
+        for n in range(cards)
+    ]
+    insert = sa.insert(DELIVERY).values(values)
+    return insert.returning(*_CLAIMED_COLUMNS) if claimed else insert.inline()
 
 
 def enqueue_updates(session: Session, request_id: str, now: datetime) -> None:
     """Owe a refresh of every card posted (or still to be posted) for this request.
 
     One `INSERT ... SELECT`: the posts are copied into update rows by the database, so a
-    decision pays one statement here whatever the number of cards. Claimed in the same
-    statement when the transaction hands its rows to the pump (`hand_to_pump`); each then
-    carries its card's `message_ref` as the post row had it.
+    decision pays one statement here whatever the number of cards (with the change's batch,
+    after any post it holds). Claimed in the same statement when the transaction hands its
+    rows to the pump (`hand_to_pump`); each then carries its card's `message_ref` as the
+    post row had it.
     """
     params = {"request_id": request_id, "now": now}
     until = session.info.get(_LEASE)
     if until is None:
-        copied = session.connection().execute(_COPY_POSTS, params)
-        if copied.rowcount:
-            session.info[_OWED] = True
-        return
-    written = session.connection().execute(_COPY_CLAIMED_POSTS, params | {"until": until})
-    claims = [Claimed(*row) for row in written]  # the 7th column: the card's post_ref
-    if claims:
-        session.info.setdefault(_HANDED, []).extend(claims)
+        # Owed whether or not there was a post to copy: an idle pump's claim finds nothing.
+        batch.write(session, _COPY_POSTS, params, reads=DELIVERY)
         session.info[_OWED] = True
+        return
+
+    def claimed(rows: Sequence[Any]) -> None:
+        claims = [Claimed(*row) for row in rows]  # the 7th column: the card's post_ref
+        if claims:
+            session.info.setdefault(_HANDED, []).extend(claims)
+            session.info[_OWED] = True
+
+    batch.write(
+        session, _COPY_CLAIMED_POSTS, params | {"until": until}, returned=claimed, reads=DELIVERY
+    )
 
 
 #: set in `Session.info` by a transaction that owes card deliveries

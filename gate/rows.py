@@ -18,6 +18,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlmodel import Session
 
+from gate import batch
 from gate.models import AuditEvent, ConfirmationRequest, Delivery, Grant, Vote
 
 REQUEST: sa.Table = ConfirmationRequest.__table__  # type: ignore[attr-defined]
@@ -64,11 +65,15 @@ WITH_VOTES = (
     .where(REQUEST.c.id == _ID)
     .order_by(VOTE.c.at, VOTE.c.id)
 )
-INSERT_REQUEST = sa.insert(REQUEST)
-#: inline: no `RETURNING vote.id` (PostgreSQL) or lastrowid read: nothing uses the new id
-INSERT_VOTE = sa.insert(VOTE).inline()
-#: the columns set are the parameters' keys
-UPDATE_VOTE = sa.update(VOTE).where(VOTE.c.id == sa.bindparam("vote_id"))
+INSERT_REQUEST = batch.insert(REQUEST, REQUEST_COLUMNS)
+#: nothing uses a new vote's id: no `RETURNING vote.id` (PostgreSQL) or lastrowid read
+INSERT_VOTE = batch.insert(VOTE, ("request_id", *_VOTE_COLUMNS[1:]))
+#: an approver's vote changed (by `vote_id`): every column of it but its id
+UPDATE_VOTE = (
+    sa.update(VOTE)
+    .where(VOTE.c.id == sa.bindparam("vote_id"))
+    .values({name: sa.bindparam(name, type_=VOTE.c[name].type) for name in _VOTE_COLUMNS[2:]})
+)
 
 
 class RequestRow(SimpleNamespace):
@@ -139,8 +144,8 @@ def _vote_fields(mapping: Any) -> dict[str, Any]:
 
 
 def insert_request(session: Session, req: RequestRow) -> None:
-    """Write a new request row from every column `req` carries."""
-    session.connection().execute(INSERT_REQUEST, {k: getattr(req, k) for k in REQUEST_COLUMNS})
+    """Write a new request row from every column `req` carries (with the change's batch)."""
+    batch.write(session, INSERT_REQUEST, {k: getattr(req, k) for k in REQUEST_COLUMNS})
 
 
 def new_request(**values: Any) -> RequestRow:

@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from gate import audit, grants, machine, outbox, rows
+from gate import audit, batch, grants, machine, outbox, rows
 from gate.acting import Result
 from gate.auth import Principal
 from gate.binding import call_hash
@@ -399,11 +399,14 @@ class GateService:
         pump = self.pump if self.pump is not None and self.pump.accepting() else None
         with self.db.write() as session:
             change = Change(session)
+            if not self.db.sqlite:  # its trailing writes go as one statement (gate.batch)
+                batch.begin(session)
             if pump is not None:
                 outbox.hand_to_pump(session, self.clock() + outbox.LEASE)
             yield change
             for event in change.events:
                 self.notifier.stage(session, event)
+            batch.send(session)
         for event in change.events:
             self.notifier.publish(event)
         handed = outbox.handed(session)

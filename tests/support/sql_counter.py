@@ -55,3 +55,9 @@ def counting(engine: sa.Engine) -> Iterator[Tally]:
     finally:
         sa.event.remove(engine, "before_cursor_execute", on_execute)
         sa.event.remove(engine, "begin", on_begin)
+
+
+def per_database(engine: sa.Engine, *, sqlite: int, postgres: int) -> int:
+    """The statements expected on `engine`'s database: on PostgreSQL a change's trailing
+    writes (request, audit event, cards, vote, NOTIFY) are one statement (`gate.batch`)."""
+    return sqlite if engine.dialect.name == "sqlite" else postgres

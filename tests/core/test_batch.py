@@ -1,0 +1,174 @@
+"""A change's trailing writes sent together (`gate.batch`): the same rows as one by one.
+
+On PostgreSQL `GateService.changing` holds the writes nobody reads before the commit and
+sends them as one statement; on SQLite each runs at once. Every test runs on both and checks
+what the database holds afterwards, so the two ways cannot drift apart; the statement counts
+show which way ran.
+"""
+
+from __future__ import annotations
+
+import select
+import time
+
+import psycopg
+import pytest
+from sqlalchemy.exc import IntegrityError
+
+from gate import audit, deciding, outbox, rows
+from gate.models import Verdict, new_id
+from gate.notify_pg import CHANNEL, PostgresNotifier, libpq_url
+from gate.service import GateService
+from tests.core.conftest import Clock, approver, ask
+from tests.support.sql_counter import counting, per_database
+
+
+def _request(service: GateService, clock: Clock) -> rows.RequestRow:
+    now = clock.now
+    return rows.new_request(
+        id=new_id(),
+        tool_name="refund",
+        agent_id="billing-agent",
+        submitted_by="billing-agent",
+        created_at=now,
+        expires_at=now,
+        args_hash="h",
+    )
+
+
+def _deliveries(service: GateService, request_id: str) -> list[tuple[str, str]]:
+    """(kind, target) of a request's delivery rows, oldest first."""
+    with service.db.read() as session:
+        found = session.connection().execute(
+            rows.DELIVERY.select()
+            .where(rows.DELIVERY.c.request_id == request_id)
+            .order_by(rows.DELIVERY.c.id)
+        )
+        return [(row.kind, row.target) for row in found]
+
+
+def test_a_write_that_reads_a_table_sees_the_writes_held_for_it(
+    service: GateService, clock: Clock
+) -> None:
+    # An escalation's shape: new card posts, then a refresh of every post of the request,
+    # copied by INSERT ... SELECT. All parts of one statement share a snapshot, so the copy
+    # must not ride with the posts it copies: they are sent first.
+    req = _request(service, clock)
+    with counting(service.db.engine) as tally, service.changing() as change:
+        rows.insert_request(change.session, req)
+        outbox.enqueue_posts(change.session, req.id, [("log", "a"), ("log", "b")], clock.now)
+        outbox.enqueue_updates(change.session, req.id, clock.now)
+    assert _deliveries(service, req.id) == [
+        ("post", "a"),
+        ("post", "b"),
+        ("update", "a"),
+        ("update", "b"),
+    ]
+    # PostgreSQL: the request with its posts, then the copy
+    assert tally.count == per_database(service.db.engine, sqlite=3, postgres=2), str(tally)
+
+
+def test_the_audit_chain_head_is_read_after_the_events_the_batch_holds(
+    service: GateService, clock: Clock
+) -> None:
+    req = _request(service, clock)
+    with service.changing() as change:
+        rows.insert_request(change.session, req)
+        audit.record(
+            change.session,
+            request_id=req.id,
+            kind="created",
+            actor="a",
+            via="api",
+            now=clock.now,
+            first=True,
+        )
+        # no head passed: it is read, and the event just held must be the one it finds
+        audit.record(
+            change.session,
+            request_id=req.id,
+            kind="reminded",
+            actor=None,
+            via=None,
+            now=clock.now,
+        )
+    events = audit.trail(service.db, req.id)
+    assert [e.kind for e in events] == ["created", "reminded"]
+    assert events[1].prev_hash == events[0].chain_hash
+    assert audit.verify(service.db) == []
+
+
+def test_a_change_whose_writes_fail_keeps_none_of_them(service: GateService, clock: Clock) -> None:
+    taken = ask(service, tool_name="refund", tool_args={"amount": 1})
+    fresh, clash = _request(service, clock), _request(service, clock)
+    clash.id = taken  # the primary key of a request that exists
+    with pytest.raises(IntegrityError), service.changing() as change:
+        rows.insert_request(change.session, fresh)
+        audit.record(
+            change.session,
+            request_id=fresh.id,
+            kind="created",
+            actor="a",
+            via="api",
+            now=clock.now,
+            first=True,
+        )
+        outbox.enqueue_posts(change.session, fresh.id, [("log", "log")], clock.now)
+        rows.insert_request(change.session, clash)
+    assert service.view(fresh.id) is None
+    assert audit.trail(service.db, fresh.id) == []
+    assert _deliveries(service, fresh.id) == []
+
+
+class _Listener:
+    """A LISTEN connection of the test's own (psycopg, autocommit)."""
+
+    def __init__(self, service: GateService) -> None:
+        self.conn = psycopg.connect(libpq_url(service.db.url), autocommit=True)
+        self.conn.execute(f"LISTEN {CHANNEL}")
+
+    def next(self, timeout: float = 10) -> str:
+        """The next notification's payload."""
+        deadline = time.monotonic() + timeout
+        while True:
+            for notify in self.conn.notifies(timeout=0, stop_after=1):
+                return notify.payload
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError("no notification came")
+            select.select([self.conn.fileno()], [], [], left)
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def test_the_notify_rides_in_the_changes_statement_and_only_a_commit_sends_it(
+    service: GateService, clock: Clock
+) -> None:
+    if service.db.sqlite:
+        pytest.skip("LISTEN/NOTIFY is PostgreSQL's")
+    service.notifier = PostgresNotifier(service.db.url)  # stages NOTIFY; not listening itself
+    listener = _Listener(service)
+    try:
+        with counting(service.db.engine) as tally:
+            rid = ask(service, tool_name="refund", tool_args={"amount": 1})
+        # the grant lookup, then the request, its event, its NOTIFY: one statement
+        assert (tally.count, tally.transactions) == (2, 1), str(tally)
+        assert listener.next() == f"created:{rid}"
+
+        # A change that fails sends nothing: its NOTIFY was part of the failed statement.
+        # Notifications arrive in commit order, so the next one is the next change's.
+        with pytest.raises(IntegrityError), service.changing() as change:
+            clash = _request(service, clock)
+            clash.id = rid
+            rows.insert_request(change.session, clash)
+            change.touched(rid)
+
+        with counting(service.db.engine) as tally:
+            deciding.decide(service, rid, approver(service, "alice"), Verdict.approve)
+        # the lock, the votes and chain head, the transition; then the vote, its event, the
+        # card refresh and the NOTIFY as one statement
+        assert (tally.count, tally.transactions) == (4, 1), str(tally)
+        assert listener.next() == f"final:{rid}"
+    finally:
+        listener.close()
