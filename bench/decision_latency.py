@@ -4,9 +4,11 @@ N hooks long-poll one request on one `gate serve`; a decision is posted; each wa
 is from the moment the POST returned to the moment its response was complete. Baseline in
 the same run: one loopback HTTP round trip to /healthz plus one committed single-row UPDATE
 on the same database. Goal: p99 within 3x that floor at 1,000 waiters. For scale, the same
-fan-out from a bare ASGI app under the same server (`bench/_floor.py`) is measured first:
-what answering N parked connections costs before any of gate's code runs. The server's CPU
-time from the POST's sending to the last answer is printed with each.
+fan-out is measured first from two floors (`bench/_floor.py`): a bare ASGI app under the same
+server (what answering N parked connections costs before any of gate's code runs), and one
+asyncio process writing ready-made answers straight to its sockets (what answering N
+connections costs in Python at all, with this client reading them on the same cores). The
+server's CPU time from the POST's sending to the last answer is printed with each.
 
     .venv/bin/python -m bench.decision_latency [--db sqlite|postgres|both] [--waiters 1000 10000]
         [--repeat 5]
@@ -182,11 +184,12 @@ def report(label: str, n: int, runs: list[Figures], floor: float | None) -> None
 
 
 def run_floor(sizes: list[int], repeat: int) -> None:
-    """The same fan-out from a bare app under the same server: what answering costs alone."""
-    with floor_server(max(sizes) + 100) as (url, port, pid):
-        for n in sizes:
-            runs = [asyncio.run(measure_floor(url, port, pid, n)) for _ in range(repeat)]
-            report("bare uvicorn app", n, runs, None)
+    """The same fan-out from the floors: what answering costs alone."""
+    for label, raw in (("raw asyncio", True), ("bare uvicorn app", False)):
+        with floor_server(max(sizes) + 100, raw=raw) as (url, port, pid):
+            for n in sizes:
+                runs = [asyncio.run(measure_floor(url, port, pid, n)) for _ in range(repeat)]
+                report(label, n, runs, None)
 
 
 def run(kind: str, sizes: list[int], repeat: int) -> None:

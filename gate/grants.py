@@ -132,9 +132,8 @@ def create(session: Session, req: RequestRow, spec: GrantSpec, *, by: str, now: 
     return grant_id
 
 
-_GRANT_COLUMNS: tuple[str, ...] = ("id", "request_id", "rule", "submitted_by", "approvers", "approvals_required")
-_GRANT_COLUMNS += ("tool_name", "scope", "session_id", "agent_id", "args_hash", "created_by")
-_GRANT_COLUMNS += ("created_at", "expires_at", "status", "uses")
+#: what `create` writes: every column but the two an ending sets (`machine.end_grant`)
+_GRANT_COLUMNS = tuple(c.name for c in GRANT.columns if c.name not in ("ended_at", "ended_by"))
 _INSERT = batch.insert(GRANT, _GRANT_COLUMNS)  # the id is ours (a ULID): nothing to return
 #: only what matching and `machine.allow_by_grant` read: every column a row returns costs
 #: the driver a description on each call, found or not
