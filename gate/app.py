@@ -43,7 +43,7 @@ def build_notifier(settings: Settings, db: Database) -> Notifier:
             from gate.notify_pg import PostgresNotifier
         except ImportError:  # psycopg is the `postgres` extra; without it, one replica only
             return Notifier()
-        return PostgresNotifier(db.url)
+        return PostgresNotifier(db.url, db.engine)
     return Notifier()
 
 

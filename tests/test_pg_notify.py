@@ -9,12 +9,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
 import sqlalchemy as sa
 
 from gate.db import normalise_url
 from gate.notify import Event
-from gate.notify_pg import APPLICATION_NAME, PostgresNotifier
+from gate.notify_pg import APPLICATION_NAME, CHANNEL, PostgresNotifier, libpq_url
 from tests.conftest import Gate, GateFactory
 from tests.support import config as cfg
 from tests.support.servers import wait_until
@@ -188,3 +189,56 @@ def test_every_listener_cut_at_once(replicas: tuple[Gate, Gate], postgres_url: s
         wait_until(lambda: Event("final", req["id"]) in seen_on_a)
     finally:
         admin.dispose()
+
+
+async def test_a_replica_drops_its_own_changes_heard_again_but_not_anothers(
+    postgres_url: str,
+) -> None:
+    # A change is published locally at its commit; its NOTIFY comes back over LISTEN too.
+    # With a waiter parked, hearing it again would start a second read of the request.
+    from gate.db import Database, upgrade
+
+    upgrade(postgres_url)
+    db = Database(postgres_url)
+    notifier = PostgresNotifier(db.url, db.engine)
+    await notifier.start()
+    reads: list[str] = []
+
+    async def read(request_id: str) -> str:
+        reads.append(request_id)
+        return request_id
+
+    try:
+        await asyncio.wait_for(notifier.listening.wait(), 20)
+        with notifier.watch("mine", refresh=lambda: read("mine")) as mine:
+            with notifier.watch("theirs", refresh=lambda: read("theirs")) as theirs:
+
+                def change() -> None:  # as `GateService.changing` does, in a worker thread
+                    with db.write() as session:
+                        notifier.stage(session, Event("changed", "mine"))
+                    notifier.publish(Event("changed", "mine"))
+
+                await asyncio.to_thread(change)
+                assert await asyncio.wait_for(_woken(mine), 20) == "mine"
+                # Another replica's change, from a connection outside this replica's pool.
+                # Notifications arrive in commit order: once it is heard, ours was too.
+                other = await psycopg.AsyncConnection.connect(libpq_url(db.url), autocommit=True)
+                async with other:
+                    await other.execute("SELECT pg_notify(%s, 'changed:theirs')", (CHANNEL,))
+                assert await asyncio.wait_for(_woken(theirs), 20) == "theirs"
+        assert reads == ["mine", "theirs"]  # "mine" once: at its commit, not again
+    finally:
+        await notifier.stop()
+        db.dispose()
+
+
+async def _woken(watch: Any) -> Any:
+    """Wait for `watch`'s next wake-up and return the value read for it."""
+    while True:
+        parked = watch.park(30)
+        if parked is not None:
+            await parked
+        watch.unpark()
+        value = watch.take()
+        if value is not None:
+            return value
