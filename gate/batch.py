@@ -166,6 +166,11 @@ def _fused(statements: tuple[sa.Executable, ...]) -> sa.Select[Any]:
     else:
         fused = anchor
     fused = fused.add_cte(*modifying)
+    if fused._generate_cache_key() is None:  # e.g. a multi-row VALUES among the parts
+        raise TypeError(
+            "a fused statement SQLAlchemy cannot cache would be compiled on every call: "
+            + ", ".join(type(s).__name__ for s in statements)
+        )
     # kept with the statements, so their ids cannot be reused by other objects
     _FUSED[key] = (statements, fused)
     return fused

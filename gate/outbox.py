@@ -98,24 +98,35 @@ _CLAIMED_COLUMNS = (
 @cache
 def _posts(cards: int, *, claimed: bool) -> Any:
     """One INSERT of `cards` card posts (`channel_<n>`, `target_<n>`) of one request; with
-    `claimed`, leased until `:until` (their first attempt under way) and returned."""
+    `claimed`, leased until `:until` (their first attempt under way) and returned.
+
+    `INSERT ... SELECT` of one row of parameters per card: SQLAlchemy caches its compiled
+    form (it compiles a multi-row `VALUES` again on every call)."""
     now = sa.bindparam("now", type_=UTCDateTime())
-    row = {
-        "request_id": sa.bindparam("request_id"),
-        "kind": DeliveryKind.post.value,
-        "status": DeliveryStatus.pending.value,
-        "attempts": 1 if claimed else 0,
-        "next_attempt_at": now,
-        "created_at": now,
-    }
+    fixed: list[Any] = [
+        sa.bindparam("request_id", type_=DELIVERY.c.request_id.type),
+        sa.literal(DeliveryKind.post.value),
+        sa.literal(DeliveryStatus.pending.value),
+        sa.literal(1 if claimed else 0),  # attempts: a claimed row's first is under way
+        now,
+        now,
+    ]
     if claimed:
-        row["claimed_until"] = sa.bindparam("until", type_=UTCDateTime())
-    values = [
-        row | {"channel": sa.bindparam(f"channel_{n}"), "target": sa.bindparam(f"target_{n}")}
+        fixed.append(sa.bindparam("until", type_=UTCDateTime()))
+    rows = [
+        sa.select(
+            *fixed,
+            sa.bindparam(f"channel_{n}", type_=DELIVERY.c.channel.type),
+            sa.bindparam(f"target_{n}", type_=DELIVERY.c.target.type),
+        )
         for n in range(cards)
     ]
-    insert = sa.insert(DELIVERY).values(values)
-    return insert.returning(*_CLAIMED_COLUMNS) if claimed else insert.inline()
+    columns = ["request_id", "kind", "status", "attempts", "next_attempt_at", "created_at"]
+    columns += ["claimed_until"] if claimed else []
+    insert = sa.insert(DELIVERY).from_select(
+        [*columns, "channel", "target"], rows[0] if cards == 1 else sa.union_all(*rows)
+    )
+    return insert.returning(*_CLAIMED_COLUMNS) if claimed else insert
 
 
 def enqueue_updates(session: Session, request_id: str, now: datetime) -> None:
