@@ -110,9 +110,9 @@ def send(session: Session) -> None:
         statement = _fused(tuple(p.statement for p in parts))
         params = {f"p{i}_{key}": v for i, p in enumerate(parts) for key, v in p.params.items()}
     result = session.connection().execute(statement, params)
+    found = result.all() if result.returns_rows else []
     for part in parts:
         if part.returned is not None:
-            found = result.all()
             # the fused statement's outer join gives one row of NULLs when nothing was written
             part.returned([row for row in found if row[0] is not None])
 

@@ -114,6 +114,12 @@ _OTHER_SENT = (
 #: may have landed after it: a newer one was sent already, or one was sent while this one
 #: was on its way (possibly by another replica)
 _UPDATE_SENT_CHECKED = _UPDATE_SENT.returning(DELIVERY.c.id, _OTHER_SENT.label("overtaken"))
+#: the card's post row, locked: what the marks of its updates take turns on
+_LOCK_CARD = (
+    sa.select(DELIVERY.c.id)
+    .where(*_SAME_CARD, DELIVERY.c.kind == DeliveryKind.post.value)
+    .with_for_update()
+)
 #: one more refresh of the card, due now (read back just before it is sent)
 _OWE_REFRESH = (
     sa.insert(DELIVERY)
@@ -158,6 +164,12 @@ def mark_sent(
         return False
     params = {**_card(claim), "row_id": claim.id, "now": now, "ref": ref}
     with db.write_conn() as conn:
+        if not db.sqlite:
+            # The marks of one card's updates take turns: each waits for the card's post row
+            # first, so its check below (a statement of its own, seeing what committed
+            # before it began) sees a mark another replica made meanwhile. Checked at the
+            # same instant, neither would. SQLite has one writer at a time already.
+            conn.execute(_LOCK_CARD, _card(claim)).all()
         marked = conn.execute(_UPDATE_SENT_CHECKED, {**params, "started": started or now}).all()
         overtaken = any(row.overtaken for row in marked if row.id == claim.id)
         if overtaken:
