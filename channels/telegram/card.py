@@ -174,7 +174,7 @@ def _arguments(shown: decisions.Arguments, args_chars: int) -> list[str]:
     """The arguments as one `<pre>` block, secrets masked: whole, or cut with a note."""
     if shown.whole:
         return ["Arguments:", pre(shown.text)]
-    return ["Arguments:", pre(cut(shown.text, args_chars)), escape(decisions.too_long("Telegram"))]
+    return ["Arguments:", pre(cut(shown.text, args_chars)), escape(shown.note("Telegram"))]
 
 
 def _history(view: RequestView, sizes: Sizes) -> list[str]:
