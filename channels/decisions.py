@@ -224,6 +224,15 @@ def editable_fields(view: RequestView, *, max_chars: int) -> list[EditField]:
     return fields
 
 
+def named_by_a_line(field: EditField) -> bool:
+    """Whether a typed `name = value` line can name this field, and list it truthfully: an
+    argument's name is the agent's, and one with a line break would draw a line of its own
+    (`to = "bob"` above the real `to`), one with `=` or spaces around it cannot be read
+    back. Channels that take edits as typed lines offer only these."""
+    key = field.key
+    return bool(key) and "=" not in key and key.strip() == key and len(key.splitlines()) == 1
+
+
 def _kind(value: Any) -> str:
     if isinstance(value, bool):
         return "true or false"

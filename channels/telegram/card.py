@@ -219,8 +219,10 @@ def _offers(view: RequestView, sealer: Sealer, *, approvable: bool) -> list[str]
 
 
 def editable(view: RequestView) -> list[decisions.EditField]:
-    """The arguments a reply may change (secrets and values over a reply's size left out)."""
-    return decisions.editable_fields(view, max_chars=1000)
+    """The arguments a reply may change: secrets, values over a reply's size and names a
+    `name = value` line cannot carry (`decisions.named_by_a_line`) left out."""
+    fields = decisions.editable_fields(view, max_chars=1000)
+    return [field for field in fields if decisions.named_by_a_line(field)]
 
 
 def keyboard(view: RequestView, sealer: Sealer, *, approvable: bool) -> list[list[dict[str, str]]]:
