@@ -11,6 +11,7 @@ instead of from matching text.
 from __future__ import annotations
 
 import enum
+import unicodedata
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -165,8 +166,9 @@ def refusal_for(settings: Settings, view: RequestView, actor: Actor) -> Refusal 
     requester's (the claimed `user_id`, the token that submitted the request, and the
     approver that token belongs to). Then the actor must be one of the request's resolved
     approvers (an empty list: any approver), unless an admin token bypasses the list.
-    Identities meet in any letter case and around spaces: an agent that claims
-    `user_id = "Alice@Example.com"` asked as alice@example.com (erring towards refusing).
+    Identities meet in any letter case, Unicode form (NFKC), around spaces and invisible
+    characters: an agent that claims `user_id = "Alice@Example.com"` (or `ａｌｉｃｅ`, or
+    `ali\u200bce`) asked as alice@example.com / alice (erring towards refusing).
     """
     mine = actor.approver.identities() if actor.approver else {actor.name}
     if actor.token:
@@ -216,4 +218,11 @@ def requester_identities(settings: Settings, view: RequestView) -> set[str]:
 
 
 def _folded(ids: set[str]) -> set[str]:
-    return {i.strip().casefold() for i in ids}
+    """Identities as compared: without invisible characters, in NFKC (full-width `ａｌｉｃｅ`,
+    composed and decomposed accents alike), case folded, without spaces around."""
+    return {_fold(i) for i in ids}
+
+
+def _fold(identity: str) -> str:
+    plain = unicodedata.normalize("NFKC", untrusted.strip_invisible(identity))
+    return unicodedata.normalize("NFKC", plain.casefold()).strip()

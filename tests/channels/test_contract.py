@@ -279,8 +279,14 @@ def test_a_non_approver_is_refused_privately(
     assert deadline(gate, request_id) == before
 
 
-def test_the_requester_is_refused_privately(clicks: Driver, gate: Gate) -> None:
-    request_id = ask(gate, user_id="alice")  # alice asked for this call herself
+#: alice's name as an agent may write it when it asks for her: another letter case, spaces
+#: around, compatibility (full-width) forms, an invisible character inside
+REQUESTER_FORMS = ["alice", "ALICE", " alice ", "\uff41\uff4c\uff49\uff43\uff45", "ali\u200bce"]
+
+
+@pytest.mark.parametrize("claimed", REQUESTER_FORMS)
+def test_the_requester_is_refused_privately(clicks: Driver, gate: Gate, claimed: str) -> None:
+    request_id = ask(gate, user_id=claimed)  # alice asked for this call herself
     answer = clicks.click(gate.url, request_id, "alice", "approve")
     refused(clicks, answer, "alice", Refusal.self_approval.sentence())
     untouched(gate, request_id)
