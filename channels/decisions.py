@@ -54,11 +54,19 @@ SCOPE_WORDS = {
 
 @dataclass(frozen=True)
 class Arguments:
-    """A call's arguments as a card shows them: `text` (whole, or cut with an ellipsis) and
-    whether that is all of them. Only a card that shows them whole offers any approval."""
+    """A call's arguments as a card shows them: `text` (whole, or `cut` with an ellipsis)
+    and whether the card shows the call whole. Only a card that does offers any approval;
+    one that does not says why (`note`)."""
 
     text: str
     whole: bool
+    cut: bool = False
+
+    def note(self, platform: str) -> str:
+        """What a card that does not show the call whole says instead of offering to approve
+        it: the arguments were too long for it, or they fit but a mask in them could hide
+        code (`gate.untrusted.masks_only_credentials`)."""
+        return too_long(platform) if self.cut else masked_code(platform)
 
 
 def arguments(view: RequestView, limit: int) -> Arguments:
@@ -67,7 +75,9 @@ def arguments(view: RequestView, limit: int) -> Arguments:
     text = untrusted.arguments_json(view.tool_args)
     if untrusted.shows_whole(view.tool_args, limit):
         return Arguments(text, True)
-    return Arguments(text[: max(limit - 1, 0)] + "…", False)
+    if len(text) <= limit:  # it fits, but a mask in it could hide code: shown, not approvable
+        return Arguments(text, False)
+    return Arguments(text[: max(limit - 1, 0)] + "…", False, cut=True)
 
 
 def approvable(view: RequestView, limit: int) -> bool:
@@ -79,6 +89,14 @@ def approvable(view: RequestView, limit: int) -> bool:
 def too_long(platform: str) -> str:
     """What a card says instead of offering to approve a call it had to cut."""
     return f"Arguments too long for {platform}: review and approve in gate."
+
+
+def masked_code(platform: str) -> str:
+    """What a card says instead of offering to approve a call where a mask could hide code."""
+    return (
+        f"A masked part of the arguments could hide code, so {platform} cannot show the "
+        "whole call: review and approve in gate."
+    )
 
 
 class Showing:
@@ -122,8 +140,8 @@ async def refusal(
     Asked before a channel opens a form (a reason, edits, a grant); gate's pipeline answers,
     and checks again when the form is submitted. A form that approves (`approving`: edit
     and approve, approve with a grant) does not open from a card that had to cut the call:
-    the answer is the card's own words (`too_long`), as a crafted click could ask for a form
-    the card never offered. A context that does not say what its cards show (no `Showing`)
+    the answer is the card's own words (`Arguments.note`), as a crafted click could ask for a
+    form the card never offered. A context that does not say what its cards show (no `Showing`)
     shows nothing whole.
     """
     result = await ctx.act(Click(channel, user_id, request_id, "check"))
@@ -132,8 +150,9 @@ async def refusal(
     view = result.view
     if approving and view is not None:
         shown = ctx if isinstance(ctx, Showing) else None
-        if not approvable(view, shown.args_chars if shown else 0):
-            return too_long(shown.platform if shown else "this channel"), view
+        card = arguments(view, shown.args_chars if shown else 0)
+        if not card.whole:
+            return card.note(shown.platform if shown else "this channel"), view
     return None, view
 
 
@@ -203,6 +222,15 @@ def editable_fields(view: RequestView, *, max_chars: int) -> list[EditField]:
         if len(fields) == MAX_EDIT_FIELDS:
             break
     return fields
+
+
+def named_by_a_line(field: EditField) -> bool:
+    """Whether a typed `name = value` line can name this field, and list it truthfully: an
+    argument's name is the agent's, and one with a line break would draw a line of its own
+    (`to = "bob"` above the real `to`), one with `=` or spaces around it cannot be read
+    back. Channels that take edits as typed lines offer only these."""
+    key = field.key
+    return bool(key) and "=" not in key and key.strip() == key and len(key.splitlines()) == 1
 
 
 def _kind(value: Any) -> str:

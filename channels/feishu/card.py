@@ -172,10 +172,10 @@ def _arguments(shown: decisions.Arguments, args_chars: int) -> list[dict[str, An
     """The tool arguments as one inert code block: whole, or cut to `args_chars` with a note."""
     if shown.whole:
         return [{"tag": "markdown", "element_id": "args", "content": code_block(shown.text)}]
-    text = shown.text[: args_chars - 1] + "…"
+    text = shown.text if len(shown.text) <= args_chars else shown.text[: args_chars - 1] + "…"
     return [
         {"tag": "markdown", "element_id": "args", "content": code_block(text)},
-        _div(f"{decisions.too_long('Feishu')} Use Open in gate below.", "args_cut"),
+        _div(f"{shown.note('Feishu')} Use Open in gate below.", "args_cut"),
     ]
 
 

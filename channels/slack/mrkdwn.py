@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from channels import decisions
 from channels.decisions import Arguments
 from gate.untrusted import clean
 
@@ -77,7 +76,7 @@ def args_sections(shown: Arguments, url: str) -> list[str]:
     # Backticks become a look-alike so "```" inside an argument cannot close the block.
     body = shown.text.replace("`", "ˋ")
     if not shown.whole:
-        more = f"\n_{decisions.too_long('Slack')} <{url}|Open in gate>_"
+        more = f"\n_{shown.note('Slack')} <{url}|Open in gate>_"
         room = MAX_SECTION_TEXT - len(head) - len(tail) - len(more)
         # Escaping only lengthens text: what is past the section is never shown or escaped.
         return [head + cut(escape(body[:MAX_SECTION_TEXT]), room) + tail + more]

@@ -232,13 +232,13 @@ def _facts(view: RequestView, now: datetime) -> list[dict[str, Any]]:
 
 def _arguments(shown: decisions.Arguments, args_chars: int) -> list[dict[str, Any]]:
     """The tool arguments, masked, in one monospace run: whole, or cut with a note."""
-    text = shown.text if shown.whole else shown.text[: args_chars - 1] + "…"
+    text = shown.text if len(shown.text) <= args_chars else shown.text[: args_chars - 1] + "…"
     blocks = [
         words("Arguments", "args_label", weight="Bolder", spacing="Medium"),
         rich(run(clean(text, len(text), mask=False), fontType="Monospace"), element_id="args"),
     ]
     if not shown.whole:
-        note = f"{decisions.too_long('Teams')} Use Open in gate."
+        note = f"{shown.note('Teams')} Use Open in gate."
         blocks.append(words(note, "args_cut", isSubtle=True))
     return blocks
 

@@ -174,7 +174,7 @@ def _arguments(shown: decisions.Arguments, args_chars: int) -> list[str]:
     """The arguments as one `<pre>` block, secrets masked: whole, or cut with a note."""
     if shown.whole:
         return ["Arguments:", pre(shown.text)]
-    return ["Arguments:", pre(cut(shown.text, args_chars)), escape(decisions.too_long("Telegram"))]
+    return ["Arguments:", pre(cut(shown.text, args_chars)), escape(shown.note("Telegram"))]
 
 
 def _history(view: RequestView, sizes: Sizes) -> list[str]:
@@ -219,8 +219,10 @@ def _offers(view: RequestView, sealer: Sealer, *, approvable: bool) -> list[str]
 
 
 def editable(view: RequestView) -> list[decisions.EditField]:
-    """The arguments a reply may change (secrets and values over a reply's size left out)."""
-    return decisions.editable_fields(view, max_chars=1000)
+    """The arguments a reply may change: secrets, values over a reply's size and names a
+    `name = value` line cannot carry (`decisions.named_by_a_line`) left out."""
+    fields = decisions.editable_fields(view, max_chars=1000)
+    return [field for field in fields if decisions.named_by_a_line(field)]
 
 
 def keyboard(view: RequestView, sealer: Sealer, *, approvable: bool) -> list[list[dict[str, str]]]:

@@ -9,6 +9,7 @@ message is cut to WeCom's 2048 bytes.
 
 from __future__ import annotations
 
+from channels import decisions
 from channels.wecom import card
 from channels.wecom.clicks import reject_hint
 from gate import untrusted
@@ -51,11 +52,10 @@ def edit_template(view: RequestView) -> str:
     lines = [f"edit {view.id}"]
     left_out, size = 0, 0
     for field in card.editable(view):
-        name_ok = "=" not in field.key and "\n" not in field.key and field.key.strip() == field.key
         line = f"{field.key}={field.text}"
         # A line cut off by the message limit would send a broken value back: leave it out.
         fits = size + len(line.encode()) < TEMPLATE_BYTES
-        if name_ok and fits and "<" not in line:
+        if decisions.named_by_a_line(field) and fits and "<" not in line:
             lines.append(line)
             size += len(line.encode()) + 1
         else:

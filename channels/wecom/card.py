@@ -185,7 +185,7 @@ def _subtitle(view: RequestView) -> str:
         return cut(f"{outcome}. {reason}" if reason else f"{outcome}.", SUBTITLE_CHARS)
     shown = decisions.arguments(view, ARGS_CHARS)
     if not shown.whole:
-        return cut(f"{decisions.too_long('WeCom')} {outcome}.", SUBTITLE_CHARS)
+        return cut(f"{shown.note('WeCom')} {outcome}.", SUBTITLE_CHARS)
     # Whole arguments as one line of JSON: the same value, never longer than the indented
     # text the check on an approval measures. They come first: the outcome may be cut.
     return cut(f"Arguments: {untrusted.to_json(view.tool_args)}. {outcome}.", SUBTITLE_CHARS)

@@ -15,6 +15,7 @@ id>/<token>/messages/@original`): it is a secret, like the bot token.
 
 from __future__ import annotations
 
+import json
 import logging
 import sqlite3
 import threading
@@ -26,6 +27,7 @@ import pytest
 
 from tests.conftest import Gate, GateFactory
 from tests.discord.conftest import USERS, ask, card_for, custom_id, discord_settings, status
+from tests.support import config as cfg
 from tests.support.fake_discord import FakeDiscord
 from tests.support.servers import wait_until
 
@@ -187,3 +189,32 @@ def test_a_huge_deep_hostile_request_still_gets_a_card_discord_takes(
     message = card_for(fake_discord, request_id)
     assert fake_discord.problems == []
     assert message.body["allowed_mentions"] == {"parse": []}
+
+
+def test_a_final_card_with_long_changes_still_fits_discord(
+    discord_gate_sqlite: Gate, fake_discord: FakeDiscord
+) -> None:
+    # A call shown whole (so approvable), every other part at its longest, then approved
+    # with long edits: the outcome and the changed values come on top. Discord refuses an
+    # embed over 6,000 characters, for good: the card would keep showing the request as
+    # pending with its buttons, its outcome never shown. Once final, nothing on the card is
+    # approved any more, so the arguments give way instead.
+    gate = discord_gate_sqlite
+    args = {f"k{i}": "x" * 270 for i in range(10)}
+    long = "w" * 300
+    request_id = ask(
+        gate, "ask_" + "t" * 150, args, summary=long * 3, agent_id=long[:200], user_id=long[:200]
+    )
+    message = card_for(fake_discord, request_id)
+    assert custom_id(message, "approve")  # whole: approvable
+    edited = dict.fromkeys(args, "y" * 270)
+    with gate.client(cfg.ALICE) as c:
+        r = c.post(
+            f"/v1/requests/{request_id}/decision",
+            json={"verdict": "approve", "edited_args": edited, "comment": "c" * 1500},
+        )
+    assert r.status_code == 200, r.text
+    wait_until(lambda: fake_discord.calls_to("PATCH"))
+    assert all(call.status == 200 for call in fake_discord.calls_to("PATCH")), fake_discord.problems
+    assert message.updates == 1 and message.body["components"][0]["components"][0]["style"] == 5
+    assert "Approved with edits by alice" in json.dumps(message.body)

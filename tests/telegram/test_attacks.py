@@ -139,6 +139,28 @@ def test_an_edit_reply_cannot_make_the_bot_post_a_live_link(
     untouched(tg_gate, request_id)
 
 
+def test_argument_names_cannot_forge_lines_of_an_edit_prompt(
+    tg_gate: Gate, fake: FakeTelegram
+) -> None:
+    # The edit prompt lists the editable arguments as `name = value` lines, the shape the
+    # reply is read back in. An argument's name is the agent's: with a line break in it, it
+    # drew a line of its own, a second `to = "bob@corp.example"` above the real `to`.
+    # Names a line cannot carry (a line break, `=`, spaces around) are edited in gate.
+    args = {'memo = "ok"\nto': "bob@corp.example", "to": "mallory@evil.example", "amount": 5}
+    request_id = ask(tg_gate, "ask_transfer", args)
+    card = card_of(fake, request_id)
+    data = telegram_buttons.mint(CALLBACK_SECRET, request_id, "edit")
+    push(tg_gate, fake.press(CHAT, card.message_id, data, IDS["alice"]))
+    (prompt,) = fake.replies_to(CHAT, card.message_id)
+    lines = prompt.shown()[0].splitlines()
+    assert [line for line in lines if line.startswith("to =")] == ['to = "mallory@evil.example"']
+    assert "bob@corp.example" not in prompt.shown()[0]
+    said = fake.say(CHAT, IDS["alice"], "amount = 6", reply_to=prompt.message_id)
+    assert push(tg_gate, said).status_code == 200
+    wait_until(lambda: state(tg_gate, request_id)["status"] == "approved")
+    assert state(tg_gate, request_id)["approved_args"]["to"] == "mallory@evil.example"
+
+
 # -- attacks that hold (kept so they keep holding) --------------------------------------------
 
 
