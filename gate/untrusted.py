@@ -10,7 +10,8 @@ after this module has:
   `limit=None`: calls too long for a chat card are approved there; the body limit bounds it);
 * **removed invisible characters** from plain text (bidi overrides and isolates, zero-width
   characters, C0/C1 controls other than newline and tab, private-use code points...) or, in
-  JSON, **shown them as `\\uXXXX` escapes**, so text cannot read differently from what it is;
+  JSON, **shown them as `\\uXXXX` escapes**, so text cannot read differently from what it is
+  (and, in JSON, look-alike letters: "gіthub.com" with a Cyrillic "і", `escape_lookalikes`);
 * **masked secrets**: values under secret-named keys (`password`, `api_key`, `Authorization`,
   `session_id`...) and secret-shaped text anywhere (private keys, Slack / OpenAI / AWS /
   GitHub / Google / Feishu tokens, JWTs, bearer and basic credentials, `password=...`
@@ -53,48 +54,35 @@ _KEY_SCAN = 256
 
 
 class Match(Protocol):
-    """The part of a match object this module relies on (RE2's mirrors `re.Match`)."""
+    """The part of a match object this module relies on (RE2's mirrors `re.Match`): the
+    text of a group (None when it did not take part), where it starts and ends."""
 
-    def group(self, group: int | str = 0) -> str | None:
-        """The text of one group (None when it did not take part)."""
-        ...
+    def group(self, group: int | str = 0) -> str | None: ...
 
-    def start(self, group: int | str = 0) -> int:
-        """Where the group starts."""
-        ...
+    def start(self, group: int | str = 0) -> int: ...
 
-    def end(self, group: int | str = 0) -> int:
-        """Where the group ends."""
-        ...
+    def end(self, group: int | str = 0) -> int: ...
 
 
 class Pattern(Protocol):
-    """A compiled linear-time pattern (RE2), with the `re.Pattern` methods gate uses."""
+    """A compiled linear-time pattern (RE2), with the `re.Pattern` methods gate uses: the
+    first match anywhere, a match of the whole text, every match left to right, and
+    replacing every match by what `repl` returns for it."""
 
-    def search(self, text: str) -> Match | None:
-        """The first match anywhere."""
-        ...
+    def search(self, text: str) -> Match | None: ...
 
-    def fullmatch(self, text: str) -> Match | None:
-        """A match of the whole text."""
-        ...
+    def fullmatch(self, text: str) -> Match | None: ...
 
-    def finditer(self, text: str) -> Any:
-        """Every non-overlapping match, left to right."""
-        ...
+    def finditer(self, text: str) -> Any: ...
 
-    def sub(self, repl: Callable[[Any], str], text: str) -> str:
-        """Replace every match by what `repl` returns for it."""
-        ...
+    def sub(self, repl: Callable[[Any], str], text: str) -> str: ...
 
 
 def compile(pattern: str) -> Pattern:
     """Compile `pattern` with RE2: matching is linear in the text, whatever the pattern.
-
     RE2 has no backreferences or lookaround; use a capturing group and a replacement
     function instead. Replace through callables only: RE2's string templates mishandle
-    non-ASCII text.
-    """
+    non-ASCII text."""
     return cast(Pattern, re2.compile(pattern))
 
 
@@ -118,14 +106,14 @@ def is_invisible(char: str) -> bool:
 
 
 class _Table(dict[int, Any]):
-    """A `str.translate` table that decides each code point on first sight."""
+    """A `str.translate` table deciding each code point on first sight: `replace` if `hides`."""
 
-    def __init__(self, replace: Callable[[int], str | None]) -> None:
+    def __init__(self, replace: Callable[[int], str | None], hides: Any = is_invisible) -> None:
         super().__init__()
-        self.replace = replace
+        self.replace, self.hides = replace, hides
 
     def __missing__(self, code: int) -> Any:
-        value = self.replace(code) if is_invisible(chr(code)) else code
+        value = self.replace(code) if self.hides(chr(code)) else code
         if len(self) < _TABLE_CACHE:
             self[code] = value
         return value
@@ -146,12 +134,44 @@ def strip_invisible(text: str) -> str:
 
 
 def escape_invisible(json_text: str) -> str:
-    """JSON text with each invisible character written as a `\\uXXXX` escape.
-
-    The result parses to the same value, and shows what is there instead of hiding it.
-    In JSON text such characters can only sit inside strings, so escaping them is safe.
-    """
+    """JSON text with each invisible character written as a `\\uXXXX` escape: it parses to
+    the same value, and shows what is there instead of hiding it. In JSON text such
+    characters can only sit inside strings, so escaping them is safe."""
     return json_text.translate(_ESCAPE)
+
+
+# -- look-alike letters -----------------------------------------------------------------------
+
+#: scripts with letters that pass for Latin ones (Cyrillic "а" and "і", Greek "ο")
+_LOOKALIKE_SCRIPTS = frozenset({"CYRILLIC", "GREEK", "ARMENIAN", "CHEROKEE", "COPTIC"})
+#: a word holding an ASCII letter and a letter beyond ASCII, in either order (RE2: linear)
+_WORD, _OTHER = r"[\pL\pM\pN]*", r"[^\PL\x00-\x7F]"
+_MIXED_WORD: Any = re2.compile(f"{_WORD}(?:[A-Za-z]{_WORD}{_OTHER}|{_OTHER}{_WORD}[A-Za-z]){_WORD}")
+
+
+def passes_for_ascii(char: str) -> bool:
+    """Whether a character beyond ASCII reads as ASCII (its NFKC form is ASCII): fullwidth
+    "ｇ", mathematical "𝐠", the ligature "ﬁ", a no-break space."""
+    folded = unicodedata.normalize("NFKC", char)
+    return not char.isascii() and folded != char and folded.isascii()
+
+
+_COMPAT = _Table(_json_escape, passes_for_ascii)
+_LATIN_LOOKALIKES = _Table(
+    _json_escape, lambda c: unicodedata.name(c, "").partition(" ")[0] in _LOOKALIKE_SCRIPTS
+)
+
+
+def escape_lookalikes(json_text: str) -> str:
+    """JSON text with each letter that passes for another written as a `\\uXXXX` escape, so
+    "gіthub.com" (a Cyrillic "і") or "ｇｉｔｈｕｂ" cannot read as the host an approver
+    trusts: characters that read as ASCII, and letters of `_LOOKALIKE_SCRIPTS` in a word
+    that also holds ASCII letters. Accented Latin, CJK and words wholly in one script show
+    as typed; the result parses to the same value."""
+    if json_text.isascii():
+        return json_text
+    mixed = _MIXED_WORD.sub(lambda m: m.group().translate(_LATIN_LOOKALIKES), json_text)
+    return str(mixed).translate(_COMPAT)
 
 
 # -- the cap ----------------------------------------------------------------------------------
@@ -240,17 +260,8 @@ def clean(text: object, limit: int | None = SCAN_LIMIT) -> str:
 # -- secrets in structures --------------------------------------------------------------------
 
 #: a key containing one of these (ignoring case and separators) names a secret
-_SECRET_PARTS = (
-    "password",
-    "passwd",
-    "passphrase",
-    "secret",
-    "credential",
-    "cookie",
-    "privatekey",
-    "apikey",
-    "accesskey",
-)
+_SECRET_PARTS = tuple("password passwd passphrase secret credential cookie privatekey".split())
+_SECRET_PARTS += ("apikey", "accesskey")
 #: a key with one of these as a word (`token_type`, `proxy-authorization`) names a secret
 _SECRET_WORDS = frozenset({"token", "authorization"})
 #: a key ending in one of these words (`ssh_key`, `basic_auth`, `x-signature`) names a secret
@@ -280,11 +291,9 @@ def _words(key: str) -> list[str]:
 
 
 def is_secret_key(key: str) -> bool:
-    """Whether a key's name says its value is a secret (`password`, `apiKey`, `x-auth`...).
-
+    """Whether a key's name says its value is a secret (`password`, `apiKey`, `x-auth`...);
     `max_tokens` or `token_count`-like counts named with a plural are not; a key too long to
-    judge is treated as secret.
-    """
+    judge is treated as secret."""
     if len(key) > _KEY_SCAN:
         return True
     words = _words(key)
@@ -338,10 +347,10 @@ def _mask(value: Any, limit: int | None, depth: int) -> Any:
 
 
 def to_json(value: Any, *, indent: int | None = None, limit: int | None = SCAN_LIMIT) -> str:
-    """A JSON-like value as JSON text to show: masked (see `mask_value`), invisible
-    characters written as `\\uXXXX` escapes, any other character as itself."""
+    """A JSON-like value as JSON text to show: masked (see `mask_value`), invisible and
+    look-alike characters written as `\\uXXXX` escapes, any other character as itself."""
     text = json.dumps(mask_value(value, limit), indent=indent, ensure_ascii=False, default=str)
-    return escape_invisible(text)
+    return escape_lookalikes(escape_invisible(text))
 
 
 # -- a call's arguments, as every surface shows them ------------------------------------------
@@ -349,10 +358,8 @@ def to_json(value: Any, *, indent: int | None = None, limit: int | None = SCAN_L
 
 def arguments_json(args: Any) -> str:
     """A call's arguments as every card shows them: masked JSON, indented by two spaces.
-
     What a card shows and whether it showed everything are both measured on this text, so
-    the card and gate's check on an approval cannot disagree (`shows_whole`).
-    """
+    the card and gate's check on an approval cannot disagree (`shows_whole`)."""
     return to_json(args, indent=2)
 
 
@@ -381,11 +388,9 @@ def mask_diff(diff: Mapping[str, Any]) -> dict[str, Any]:
 def unmask(edited: Any, original: Any) -> Any:
     """Arguments edited from their masked form, with every value left as shown put back to
     the original (a masked password stays the password, a cut value stays whole).
-
     Raises ValueError when an edited value still carries a mask or a cut marker but differs
     from what was shown: the approver changed text around a secret they could not see, and
-    gate cannot tell what the call should run with.
-    """
+    gate cannot tell what the call should run with."""
     return _unmask(edited, original, mask_value(original), 0)
 
 
