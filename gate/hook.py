@@ -90,7 +90,7 @@ def urllib_sender(url: str, token: str | None) -> Callable[[Exchange], Reply]:
             return Reply(0, problem=_describe(err, exchange.timeout))
         try:
             return Reply(status, json.loads(raw) if raw else None)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested too deeply to parse
             # Say what came back, not what it said: the text is for the model to read.
             return Reply(
                 status, None, problem=f"the reply is not JSON ({ctype[:60]}, {len(raw)} bytes)"

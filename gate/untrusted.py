@@ -10,7 +10,8 @@ after this module has:
   `limit=None`: calls too long for a chat card are approved there; the body limit bounds it);
 * **removed invisible characters** from plain text (bidi overrides and isolates, zero-width
   characters, C0/C1 controls other than newline and tab, private-use code points...) or, in
-  JSON, **shown them as `\\uXXXX` escapes**, so text cannot read differently from what it is;
+  JSON, **shown them as `\\uXXXX` escapes**, so text cannot read differently from what it is
+  (and, in JSON, look-alike letters: "gіthub.com" with a Cyrillic "і", `escape_lookalikes`);
 * **masked secrets**: values under secret-named keys (`password`, `api_key`, `Authorization`,
   `session_id`...) and secret-shaped text anywhere (private keys, Slack / OpenAI / AWS /
   GitHub / Google / Feishu tokens, JWTs, bearer and basic credentials, `password=...`
@@ -27,12 +28,15 @@ character-by-character replacement and linear too.
 from __future__ import annotations
 
 import json
-import unicodedata
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import re2
 
+from gate.glyphs import escape_invisible as escape_invisible
+from gate.glyphs import escape_lookalikes as escape_lookalikes
+from gate.glyphs import is_invisible as is_invisible
+from gate.glyphs import strip_invisible as strip_invisible
 from gate.linear import compile as compile
 
 #: what a masked secret reads as, on every surface
@@ -53,62 +57,6 @@ MAX_DEPTH = 100
 TOO_DEEP = "[nested too deep to show]"
 #: a key longer than this is not classified by name: its value is masked (fail closed)
 _KEY_SCAN = 256
-
-
-# -- invisible characters ---------------------------------------------------------------------
-
-#: blank-rendering letters (Hangul fillers) that are not in a format category
-_BLANK_LETTERS = frozenset({0x115F, 0x1160, 0x3164, 0xFFA0})
-_INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Co", "Cs", "Zl", "Zp"})
-#: a translate table caches one entry per code point seen; past this many, it computes
-#: without caching, so hostile text cannot grow it without bound
-_TABLE_CACHE = 65_536
-
-
-def is_invisible(char: str) -> bool:
-    """Whether a character hides or reorders text: controls other than \\n and \\t, format
-    characters (bidi marks, overrides and isolates, zero-width characters), private-use and
-    surrogate code points, line and paragraph separators, blank fillers."""
-    if char in "\n\t":
-        return False
-    return unicodedata.category(char) in _INVISIBLE_CATEGORIES or ord(char) in _BLANK_LETTERS
-
-
-class _Table(dict[int, Any]):
-    """A `str.translate` table that decides each code point on first sight."""
-
-    def __init__(self, replace: Callable[[int], str | None]) -> None:
-        super().__init__()
-        self.replace = replace
-
-    def __missing__(self, code: int) -> Any:
-        value = self.replace(code) if is_invisible(chr(code)) else code
-        if len(self) < _TABLE_CACHE:
-            self[code] = value
-        return value
-
-
-def _json_escape(code: int) -> str:
-    # json.dumps writes \uXXXX (a surrogate pair above U+FFFF): valid JSON that parses back
-    return json.dumps(chr(code))[1:-1]
-
-
-_STRIP = _Table(lambda code: None)
-_ESCAPE = _Table(_json_escape)
-
-
-def strip_invisible(text: str) -> str:
-    """Plain text without invisible or direction-changing characters (see `is_invisible`)."""
-    return text.translate(_STRIP)
-
-
-def escape_invisible(json_text: str) -> str:
-    """JSON text with each invisible character written as a `\\uXXXX` escape.
-
-    The result parses to the same value, and shows what is there instead of hiding it.
-    In JSON text such characters can only sit inside strings, so escaping them is safe.
-    """
-    return json_text.translate(_ESCAPE)
 
 
 # -- the cap ----------------------------------------------------------------------------------
@@ -340,10 +288,10 @@ def masks_only_credentials(value: Any, depth: int = 0) -> bool:
 
 
 def to_json(value: Any, *, indent: int | None = None, limit: int | None = SCAN_LIMIT) -> str:
-    """A JSON-like value as JSON text to show: masked (see `mask_value`), invisible
-    characters written as `\\uXXXX` escapes, any other character as itself."""
+    """A JSON-like value as JSON text to show: masked (see `mask_value`), invisible and
+    look-alike characters written as `\\uXXXX` escapes, any other character as itself."""
     text = json.dumps(mask_value(value, limit), indent=indent, ensure_ascii=False, default=str)
-    return escape_invisible(text)
+    return escape_lookalikes(escape_invisible(text))
 
 
 # -- a call's arguments, as every surface shows them ------------------------------------------

@@ -346,6 +346,24 @@ def test_one_megabyte_hostile_strings_scan_quickly_even_uncapped(text: str) -> N
     assert time.monotonic() - start < 2.0  # coarse: RE2 takes milliseconds, the old code minutes
 
 
+#: look-alike letters in the worst shapes for `escape_lookalikes`: one megabyte-long mixed
+#: word (every letter escaped), CJK and Latin interleaved, every character a fullwidth form
+LOOKALIKE = {
+    "one mixed word": "a\u0456" * 500_000,
+    "cjk and latin": "\u7528a" * 500_000,
+    "fullwidth": "\uff47" * 1_000_000,
+    "mixed words": "g\u0456thub " * 100_000,
+}
+
+
+@pytest.mark.parametrize("text", LOOKALIKE.values(), ids=LOOKALIKE.keys())
+def test_one_megabyte_of_look_alikes_is_escaped_quickly(text: str) -> None:
+    start = time.monotonic()
+    shown = untrusted.to_json({"payload": text}, limit=None)
+    assert time.monotonic() - start < 2.0
+    assert json.loads(shown) == {"payload": text}  # escapes parse back to the same value
+
+
 # -- every surface, on a real gate ------------------------------------------------------------
 
 PASSWORD = "pw-alice-correct horse"

@@ -43,7 +43,13 @@ def inert(text: object, limit: int = VALUE_CHARS) -> str:
     cleaned = untrusted.clean(text, limit + 200)
     if len(cleaned) > limit:
         cleaned = cleaned[:limit] + "…"
-    return _LINKISH.sub(_defang, cleaned)
+    return defanged(cleaned)
+
+
+def defanged(text: str) -> str:
+    """Text gate already made safe to show, with no link a mail client would follow; nothing
+    else changes (it is not cleaned, masked or cut again)."""
+    return _LINKISH.sub(_defang, text)
 
 
 def one_line(text: str, limit: int = SUBJECT_CHARS) -> str:
@@ -63,11 +69,17 @@ def one_line(text: str, limit: int = SUBJECT_CHARS) -> str:
 def arguments(view: RequestView) -> str:
     """The arguments that will run, as masked JSON, defanged: whole while pending when they
     fit `ARGS_CHARS` (only then do the mail and the page offer to approve), else cut with
-    a note."""
+    a note.
+
+    Whole arguments are shown as exactly the text gate measured for its approval check
+    (`untrusted.arguments_json`, already masked with invisible characters escaped), only
+    defanged: cleaning it again would mask across a key and its value (`"xtoken": "rm`)
+    and lengthen it past a cut, hiding part of a call the mail offers to approve.
+    """
     if view.status == "pending":
         shown = decisions.arguments(view, ARGS_CHARS)
         if shown.whole:
-            return inert(shown.text, len(shown.text) + 200)
+            return defanged(shown.text)
         return inert(shown.text, ARGS_CHARS) + "\n" + decisions.too_long("email")
     return inert(untrusted.arguments_json(view.run_args), ARGS_CHARS)
 

@@ -54,11 +54,19 @@ async def drive_async(flow: Flow, send: Callable[[Exchange], Awaitable[Reply]]) 
 
 
 def send(http: httpx.Client, exchange: Exchange) -> Reply:
-    """Make one exchange of a flow over httpx; a transport failure is `Reply(0, problem)`."""
+    """Make one exchange of a flow over httpx; a transport failure is `Reply(0, problem)`.
+
+    Whatever the server answers comes back as a `Reply`, never as an exception: a body
+    that cannot be read is a reply with a problem (a deny), not a failure of the caller.
+    """
     try:
-        response = http.request(
+        with http.stream(
             exchange.method, exchange.path, json=exchange.body, timeout=exchange.timeout
-        )
+        ) as response:
+            try:
+                response.read()
+            except httpx.DecodingError as exc:
+                return undecodable(response, exc)
     except httpx.TransportError as exc:
         return no_reply(exc, exchange.timeout)
     return reply_of(response)
@@ -67,19 +75,34 @@ def send(http: httpx.Client, exchange: Exchange) -> Reply:
 async def send_async(http: httpx.AsyncClient, exchange: Exchange) -> Reply:
     """`send()` on an event loop."""
     try:
-        response = await http.request(
+        async with http.stream(
             exchange.method, exchange.path, json=exchange.body, timeout=exchange.timeout
-        )
+        ) as response:
+            try:
+                await response.aread()
+            except httpx.DecodingError as exc:
+                return undecodable(response, exc)
     except httpx.TransportError as exc:
         return no_reply(exc, exchange.timeout)
     return reply_of(response)
+
+
+def undecodable(response: httpx.Response, exc: httpx.DecodingError) -> Reply:
+    """A reply whose body its `Content-Encoding` does not decode: it came (so the server is
+    not unreachable), and it is no gate answer."""
+    encoding = response.headers.get("content-encoding", "none")[:40]
+    return Reply(
+        response.status_code,
+        None,
+        problem=f"the reply's body does not decode as its Content-Encoding ({encoding}): {exc}",
+    )
 
 
 def reply_of(response: httpx.Response) -> Reply:
     """An httpx response as the flows read it: JSON, or a problem saying what came instead."""
     try:
         return Reply(response.status_code, response.json() if response.content else None)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser recurses
         # Say what came back, not what it said: the text is for the model to read.
         ctype = response.headers.get("content-type", "no content type").split(";")[0]
         size = len(response.content)
@@ -123,5 +146,6 @@ __all__ = [
     "reply_of",
     "send",
     "send_async",
+    "undecodable",
     "unwrap",
 ]

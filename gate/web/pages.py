@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import date
 from typing import Any
 from urllib.parse import urlencode
@@ -25,6 +26,10 @@ MAX_HISTORY_PAGE = 500
 #: an SSE comment this often keeps proxies from closing an idle stream (most cut at 30-60 s)
 KEEPALIVE_SECONDS = 15.0
 OUTCOMES = ["approved", "rejected", "expired", "cancelled", "pending"]
+#: an open event stream re-reads its sign-in before sending, at most this often
+SIGN_IN_RECHECK_SECONDS = 1.0
+#: stands for "no event for KEEPALIVE_SECONDS" in the event stream's loop
+_KEEPALIVE = object()
 
 
 class Pages:
@@ -64,17 +69,28 @@ class Pages:
         return console.render(request, session, template, me=me, rows=self.queue_views(me))
 
     async def events(self, request: Request) -> Response:
-        """Server-sent events: one message per created / changed / final request."""
+        """Server-sent events: one message per created / changed / final request, for as
+        long as the sign-in that opened the stream lasts."""
         _, me = await self.console.who_async(request)
         if me is None:
             return Response("sign in first", status_code=401, media_type="text/plain")
+
+        async def signed_in() -> bool:
+            _, still = await self.console.who_async(request)
+            return still is not None
+
         return StreamingResponse(
-            self._event_stream(),
+            self._event_stream(signed_in),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
         )
 
-    async def _event_stream(self) -> AsyncIterator[str]:
+    async def _event_stream(self, signed_in: Callable[[], Awaitable[bool]]) -> AsyncIterator[str]:
+        """The events, sent only while `signed_in()` still holds: a stream is long-lived, and
+        one opened with a cookie that was since signed out (or grew too old) must end as
+        every page then refuses it. Checked before an event or keep-alive at most once per
+        `SIGN_IN_RECHECK_SECONDS`, so a busy queue costs each stream one read a second."""
+        checked = time.monotonic()
         inbox: asyncio.Queue[Any] = asyncio.Queue()
 
         async def pump() -> None:
@@ -90,10 +106,16 @@ class Pages:
                 try:
                     event = await asyncio.wait_for(inbox.get(), KEEPALIVE_SECONDS)
                 except TimeoutError:
-                    yield ": keep-alive\n\n"
-                    continue
+                    event = _KEEPALIVE
                 if event is None:
                     return
+                if time.monotonic() - checked >= SIGN_IN_RECHECK_SECONDS:
+                    if not await signed_in():
+                        return
+                    checked = time.monotonic()
+                if event is _KEEPALIVE:
+                    yield ": keep-alive\n\n"
+                    continue
                 data = json.dumps({"id": event.request_id, "kind": event.kind})
                 yield f"event: {event.kind}\ndata: {data}\n\n"
         finally:

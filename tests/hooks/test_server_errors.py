@@ -9,12 +9,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
 import pytest
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from gate.client import GateClient, HookContext, PreToolUseHook
+from gate.mcp.asking import Asker
+from gate.toolcall import Call, Verdict
 from tests.hooks.conftest import run_hook
 from tests.hooks.test_claude_code import RM, fresh
 from tests.support import config as cfg
@@ -35,6 +39,7 @@ class Answer:
     status: int
     body: str
     content_type: str = "application/json"
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -56,7 +61,9 @@ class BrokenGate:
             return Response("no such route", 404, media_type="text/plain")
         script = self.answers[key]
         answer = script.pop(0) if len(script) > 1 else script[0]
-        return Response(answer.body, answer.status, media_type=answer.content_type)
+        return Response(
+            answer.body, answer.status, headers=answer.headers, media_type=answer.content_type
+        )
 
     def routes(self) -> list[str]:
         return [r[0] for r in self.received]
@@ -190,3 +197,70 @@ def test_fail_open_still_opens_for_a_gate_that_cannot_be_reached() -> None:
     assert "could not be reached (connection refused)" in deny_reason(closed[1])
     assert (opened[0], opened[1]) == (0, None)
     assert "gate is unreachable and --fail-open is set; NOT blocking this call" in opened[2]
+
+
+#: answers no gate gives and no JSON reader takes: a body its Content-Encoding does not
+#: decode, and JSON nested deeper than Python's parser recurses
+UNREADABLE = [
+    pytest.param(Answer(200, "{}", headers={"content-encoding": "gzip"}), id="bad-gzip"),
+    pytest.param(Answer(200, "[" * 100_000 + "]" * 100_000), id="too-deep"),
+]
+
+
+@pytest.mark.parametrize("answer", UNREADABLE)
+def test_an_unreadable_answer_is_a_deny_from_the_sdk_never_an_exception(
+    broken: tuple[BrokenGate, str], answer: Answer
+) -> None:
+    # The SDK returned a Verdict for every reply it could read and raised the reader's own
+    # exception (httpx.DecodingError, RecursionError) for these: a framework that logs hook
+    # errors and goes on would run the call. A reply that came but cannot be read is not
+    # "unreachable" either: --fail-open does not open for it.
+    fake, url = broken
+    fake.answers["POST /v1/gate"] = [Answer(200, json.dumps(ASK))]
+    fake.answers["GET /v1/requests/01JBROKEN/wait"] = [answer]
+    with GateClient(url, cfg.AGENT, timeout=5) as client:
+        verdict = client.check("Bash", RM)
+        result = PreToolUseHook(client, fail_open=True)(HookContext("Bash", RM))
+    assert (verdict.allowed, verdict.kind) == (False, "garbled")
+    assert "answered with something that is not a gate answer" in verdict.reason
+    assert result.allow is False
+
+    fake.answers["POST /v1/gate"] = [answer]
+    with GateClient(url, cfg.AGENT, timeout=5) as client:
+        asked = client.check("Bash", RM)
+    assert (asked.allowed, asked.kind) == (False, "garbled")
+
+
+@pytest.mark.parametrize("answer", UNREADABLE)
+def test_an_unreadable_answer_is_a_deny_from_the_async_sdk_and_mcp(
+    broken: tuple[BrokenGate, str], answer: Answer
+) -> None:
+    fake, url = broken
+    fake.answers["POST /v1/gate"] = [answer]
+
+    async def ask() -> tuple[Verdict, Verdict]:
+        async with GateClient(url, cfg.AGENT, timeout=5) as client:
+            sdk = await client.check_async("Bash", RM)
+        asker = Asker(url, cfg.AGENT)
+        try:
+            mcp = await asker.ask(Call("mcp__files__Bash", RM, idempotency_key="k1"), limit=5)
+        finally:
+            await asker.aclose()
+        return sdk, mcp
+
+    for verdict in anyio.run(ask):
+        assert (verdict.allowed, verdict.kind) == (False, "garbled")
+
+
+def test_an_answer_nested_too_deeply_is_a_deny_from_the_hook_saying_so(
+    broken: tuple[BrokenGate, str],
+) -> None:
+    fake, url = broken
+    fake.answers["POST /v1/gate"] = [Answer(200, "[" * 100_000 + "]" * 100_000)]
+
+    code, out, _ = run_hook(url, fresh("bash", tool_input=RM), "--fail-open")
+
+    reason = deny_reason(out)
+    assert code == 0
+    assert "answered with something that is not a gate answer" in reason
+    assert "RecursionError" not in reason

@@ -20,6 +20,7 @@ from pydantic import SecretStr
 
 from gate.auth import PasswordCheck
 from gate.config import Settings
+from gate.web.pages import SIGN_IN_RECHECK_SECONDS
 from gate.web.signin import (
     CLIENT_BURST,
     MAX_WAITING,
@@ -277,3 +278,32 @@ def test_sign_out_holds_across_replicas_and_restarts(
         assert c.get("/").status_code == 303
     with _replayed(restarted, kept) as c:
         assert "Signed in as <strong>alice</strong>" in c.get("/").text
+
+
+def test_an_event_stream_ends_with_its_sign_in(web_gate_db: Gate) -> None:
+    # The stream checked the sign-in once, when it opened: a copied cookie's stream kept
+    # reporting every request id as it was made, after sign-out (and past the sign-in's age).
+    gate = web_gate_db
+    lines: list[str] = []
+    connected, ended = threading.Event(), threading.Event()
+    with sign_in(gate, "alice") as c:
+        thief = _replayed(gate, _cookie(c))
+
+        def listen() -> None:
+            with thief.stream("GET", "/events", timeout=30) as r:
+                assert r.status_code == 200
+                for line in r.iter_lines():
+                    if line.startswith(": connected"):
+                        connected.set()
+                    lines.append(line)
+            ended.set()
+
+        threading.Thread(target=listen, daemon=True).start()
+        assert connected.wait(10)
+        assert c.post("/logout", data={"csrf_token": csrf_of(c.get("/").text)}).status_code == 303
+    time.sleep(SIGN_IN_RECHECK_SECONDS)  # a stream re-reads its sign-in at most this often
+    gate.submit(tool_name="pay_vendor", tool_args={"amount": 60000}, user_id="dave")
+    assert ended.wait(10), "the stream outlived the sign-in"
+    assert not any(line.startswith("data:") for line in lines)
+    assert thief.get("/events").status_code == 401
+    thief.close()
