@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import enum
 import unicodedata
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -201,14 +202,35 @@ def approval_refusal(view: RequestView, actor: Actor) -> Result | None:
 
 
 def requester_identities(settings: Settings, view: RequestView) -> set[str]:
-    """Every name the requester of `view` goes by.
+    """Every name the requester of `view` goes by (see `_asked_by`)."""
+    return _asked_by(settings, view.user_id, view.submitted_by)
+
+
+def approved_own(
+    settings: Settings, voters: Iterable[str], *, user_id: str | None, submitted_by: str | None
+) -> bool:
+    """Whether any of `voters` (who approved a request: approver names, or admin token
+    names) asked for the call `user_id` and `submitted_by` describe, under any of their names.
+
+    What `refusal_for` refuses a decision for; and a grant its approvers made never covers a
+    call one of them asked for (`grants.find`): no approval, direct or standing, is one's own.
+    """
+    theirs: set[str] = set()
+    for name in voters:
+        person = settings.approver(name)
+        theirs |= person.identities() if person is not None else {name, f"token:{name}"}
+    return bool(_folded(theirs) & _folded(_asked_by(settings, user_id, submitted_by)))
+
+
+def _asked_by(settings: Settings, user_id: str | None, submitted_by: str | None) -> set[str]:
+    """Every name a requester goes by: the claimed `user_id` and the submitting token.
 
     A token that submitted counts as `token:<name>`, plus every identity of the approver the
     token belongs to. Token-less local mode has no tokens, so its shared `local` principal is
     nobody's identity: the person at the machine may approve their own agent's calls.
     """
-    ids = {view.user_id} if view.user_id else set()
-    token = settings.token(view.submitted_by) if view.submitted_by else None
+    ids = {user_id} if user_id else set()
+    token = settings.token(submitted_by) if submitted_by else None
     if token is not None:
         ids.add(f"token:{token.name}")
         linked = settings.approver(token.approver) if token.approver else None

@@ -16,6 +16,7 @@ narrowest scope and shortest duration among them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -28,7 +29,7 @@ from gate.binding import call_hash
 from gate.config import parse_duration
 from gate.errors import InvalidInput
 from gate.models import Grant, GrantStatus, UTCDateTime, Verdict, new_id
-from gate.rows import GRANT, RequestRow, VoteRow
+from gate.rows import GRANT, VOTE, RequestRow, VoteRow
 
 if TYPE_CHECKING:
     from gate.readmodel import RequestView
@@ -158,7 +159,12 @@ _CANDIDATES = (
 
 
 def find(
-    session: Session, *, req: RequestRow, now: datetime, offered: tuple[str, ...]
+    session: Session,
+    *,
+    req: RequestRow,
+    now: datetime,
+    offered: tuple[str, ...],
+    made_by_requester: Callable[[list[str]], bool],
 ) -> Any | None:
     """The active grant row that covers the call `req` asks for, if any (narrowest scope
     first).
@@ -166,7 +172,9 @@ def find(
     `req` is the request about to be made: its rule, resolved approvers and quorum and its
     submitting principal must equal the grant's, and the rule must still offer the grant's
     scope (`offered`, from gate.toml now): taking a scope off a rule ends what standing
-    grants of it cover, and a rule that offers none costs no query.
+    grants of it cover, and a rule that offers none costs no query. A grant never covers a
+    call one of the people who approved it asked for: `made_by_requester` is told who they
+    were (`acting.approved_own`), read only for a grant that would cover the call.
     """
     if not offered:
         return None
@@ -184,13 +192,24 @@ def find(
         for grant in candidates:
             if grant.scope != scope or sorted(grant.approvers) != approvers:
                 continue
-            if scope == "call" and grant.args_hash == args_hash:
-                return grant
-            if scope == "session" and session_id and grant.session_id == session_id:
-                return grant
-            if scope == "agent" and agent_id and grant.agent_id == agent_id:
+            covers = (
+                (scope == "call" and grant.args_hash == args_hash)
+                or (scope == "session" and session_id and grant.session_id == session_id)
+                or (scope == "agent" and agent_id and grant.agent_id == agent_id)
+            )
+            if covers and not made_by_requester(_voters(session, grant.request_id)):
                 return grant
     return None
+
+
+#: who approved a request (the people behind a grant it made)
+_APPROVERS = sa.select(VOTE.c.approver).where(
+    VOTE.c.request_id == sa.bindparam("request_id"), VOTE.c.verdict == Verdict.approve.value
+)
+
+
+def _voters(session: Session, request_id: str) -> list[str]:
+    return list(session.connection().execute(_APPROVERS, {"request_id": request_id}).scalars())
 
 
 def list_grants(session: Session, *, active_only: bool, now: datetime) -> list[Grant]:

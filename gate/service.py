@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
 import sqlalchemy as sa
@@ -18,7 +19,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from gate import audit, batch, grants, machine, outbox, rows
-from gate.acting import Result
+from gate.acting import Result, approved_own
 from gate.auth import Principal
 from gate.binding import call_hash
 from gate.changes import CardPump, Change
@@ -189,7 +190,15 @@ class GateService:
                 found = self._by_key(session, req)
                 if found is not None:
                     return found, False, None
-            grant = grants.find(session, req=req, now=now, offered=rule.offers.grant_scopes)
+            grant = grants.find(
+                session,
+                req=req,
+                now=now,
+                offered=rule.offers.grant_scopes,
+                made_by_requester=partial(
+                    approved_own, self.settings, user_id=req.user_id, submitted_by=req.submitted_by
+                ),
+            )
             if grant is not None:
                 machine.allow_by_grant(session, req=req, grant=grant, now=now)
                 change.events.append(Event("final", req.id))

@@ -105,6 +105,26 @@ def test_grants_ride_only_with_the_principal_and_rule_that_earned_them(
     assert later.decision.action == "ask"
 
 
+def test_a_grant_never_covers_a_call_asked_for_by_one_who_approved_it(
+    service: GateService,
+) -> None:
+    # One agent token serves several people. alice approves dave's call with a grant for
+    # the agent; the agent then asks the same on alice's behalf: she would have approved
+    # her own call, which no decision of hers may do.
+    rid = ask(service, tool_name="refund", tool_args={"amount": 1}, agent_id="bot", user_id="dave")
+    deciding.decide(
+        service, rid, approver(service, "alice"), Verdict.approve, grant=("agent", "30m")
+    )
+    for user in ("alice", "ALICE", "alice@example.com", "\uff41lice"):
+        call = GateCall(tool_name="refund", tool_args={"amount": 2}, agent_id="bot", user_id=user)
+        submitted = service.submit(call, AGENT)
+        assert submitted.decision.action == "ask", user
+        assert submitted.view is not None and submitted.view.status == "pending"
+    # and still covers everyone else's
+    call = GateCall(tool_name="refund", tool_args={"amount": 3}, agent_id="bot", user_id="erin")
+    assert service.submit(call, AGENT).decision.action == "allow"
+
+
 def test_a_grant_covers_calls_only_while_its_rule_still_offers_its_scope(
     service: GateService, clock: Clock
 ) -> None:
