@@ -92,10 +92,11 @@ def too_long(platform: str) -> str:
 
 
 def masked_code(platform: str) -> str:
-    """What a card says instead of offering to approve a call where a mask could hide code."""
+    """What a card says instead of offering to approve a call where a mask could hide code:
+    no card or page of gate's shows it whole, the API shows it raw."""
     return (
         f"A masked part of the arguments could hide code, so {platform} cannot show the "
-        "whole call: review and approve in gate."
+        "whole call: read it raw with `gate requests show` (or the API) and approve there."
     )
 
 

@@ -55,10 +55,11 @@ class Refusal(enum.Enum):
         }[self]
 
 
-#: the refusal's words for a call that fits a card but where a mask could hide code
+#: the refusal's words for a call that fit where it was shown but where a mask could hide
+#: code: no card or page shows it whole; the API (`gate requests show`) shows it raw
 MASKED_CODE = (
-    "a masked part of the arguments could hide code, so the card could not show the whole "
-    "call; review and approve in gate"
+    "a masked part of the arguments could hide code, so the whole call was not shown; read "
+    "the raw arguments with `gate requests show <id>` (or the API) and approve there"
 )
 
 

@@ -28,6 +28,7 @@ character-by-character replacement and linear too.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -45,6 +46,9 @@ MASK = "[masked]"
 #: thousand characters and a page is read by a person; 64 K characters of one value is more
 #: than anyone reads, and keeps the worst case of every scan to a few milliseconds.
 SCAN_LIMIT = 64 * 1024
+#: what a surface that shows masked arguments at any length says it showed (the web request
+#: page, `Actor.args_chars`): only a mask that could hide code keeps it from showing a call
+ANY_LENGTH = sys.maxsize
 #: the end of the marker that replaces what the cap cut off
 CUT_MARK = " more characters not shown]"
 #: a cut can fall inside a secret, leaving a prefix too short for its pattern to recognise;

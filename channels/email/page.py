@@ -13,7 +13,7 @@ from typing import Any
 
 from channels import decisions
 from channels.email.message import ACTIONS, EDIT_CHARS, LABELS, confirm_url, offered
-from channels.email.text import arguments, facts, inert, templates
+from channels.email.text import ARGS_CHARS, arguments, facts, inert, templates
 from gate.readmodel import RequestView
 
 
@@ -56,8 +56,10 @@ def build_form(
     offers = offered(view)
     notice = None
     if "approve" not in offers and do in ("approve", "edit", "grant"):
-        # the mail and this page cut the arguments: the call is approved in gate, or here rejected
-        notice, do = f"{decisions.too_long('email')} You can reject it here.", "reject"
+        # the mail and this page did not show the whole call (cut, or a mask that could hide
+        # code): it is approved elsewhere, or here rejected
+        note = decisions.arguments(view, ARGS_CHARS).note("email")
+        notice, do = f"{note} You can reject it here.", "reject"
     elif do not in offers:
         notice = {
             "edit": "Nothing here can be edited by email; edit it in gate, or approve as asked.",

@@ -80,7 +80,7 @@ def arguments(view: RequestView) -> str:
         shown = decisions.arguments(view, ARGS_CHARS)
         if shown.whole:
             return defanged(shown.text)
-        return inert(shown.text, ARGS_CHARS) + "\n" + decisions.too_long("email")
+        return inert(shown.text, ARGS_CHARS) + "\n" + shown.note("email")
     return inert(untrusted.arguments_json(view.run_args), ARGS_CHARS)
 
 

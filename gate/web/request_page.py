@@ -122,7 +122,9 @@ class RequestPage:
             return await self.again(
                 request, posted, request_id, exc.status, sentence(exc.message), parsed
             )
-        actor = Actor.of_approver(posted.me, "web")
+        # the page shows arguments whole but masked: a mask that could hide code keeps the
+        # call from being shown, and so from being approved here (`acting.approval_refusal`)
+        actor = Actor.of_approver(posted.me, "web", args_chars=untrusted.ANY_LENGTH)
         result = await anyio.to_thread.run_sync(
             lambda: deciding.decide(
                 self.service,
@@ -216,14 +218,17 @@ def detail_context(
         None,
     )
     durations = forms.grant_durations(view)
+    # approving needs the whole call shown: a mask here could hide code (`masks_only_credentials`)
+    can_approve = can_decide and untrusted.masks_only_credentials(view.tool_args)
     return {
-        "can_edit": can_decide and view.offers.allow_edits,
+        "can_approve": can_approve,
+        "can_edit": can_approve and view.offers.allow_edits,
         "edit_text": sticky.edit_text if sticky.edit_text is not None else editor_text(view),
         "comment": sticky.comment if sticky.verdict == "reject" else "",
         "approve_comment": sticky.comment if sticky.verdict == "approve" else "",
         "reject_reasons": list(view.offers.reject_reasons),
         "checked_reasons": sticky.reasons,
-        "grant_scopes": forms.grant_scopes(view) if can_decide else [],
+        "grant_scopes": forms.grant_scopes(view) if can_approve else [],
         "grant_durations": durations,
         "grant_default": "30m" if ("30m", "30 minutes") in durations else durations[-1][0],
         "can_extend": not view.is_final and refusal is None,

@@ -245,7 +245,7 @@ def test_a_mask_that_could_hide_code_approves_nothing(
     assert not {"approve", "edit", "grant"} & card.offers and "reject" in card.offers
     assert "evil.example" not in card.text  # the code stays masked: it looks like a secret
     answer = clicks.click(gate.url, request_id, "alice", "approve")
-    refused(clicks, answer, "alice", "review and approve in gate")
+    refused(clicks, answer, "alice", "could hide code")  # and where to read it raw
     untouched(gate, request_id)
     plain = ask(gate, args={"amount": 60000, "memo": "mysql -u app password=hunter2 -h db"})
     card = clicks.card(plain)
