@@ -14,6 +14,7 @@ import time
 import psycopg
 import pytest
 from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session
 
 from gate import audit, deciding, outbox, rows
 from gate.models import Verdict, new_id
@@ -33,6 +34,14 @@ def _request(service: GateService, clock: Clock) -> rows.RequestRow:
         created_at=now,
         expires_at=now,
         args_hash="h",
+    )
+
+
+def _created(session: Session, req: rows.RequestRow, clock: Clock) -> None:
+    """Write `req` and its first audit event, as an ask does."""
+    rows.insert_request(session, req)
+    audit.record(
+        session, request_id=req.id, kind="created", actor="a", via="api", now=clock.now, first=True
     )
 
 
@@ -73,16 +82,7 @@ def test_the_audit_chain_head_is_read_after_the_events_the_batch_holds(
 ) -> None:
     req = _request(service, clock)
     with service.changing() as change:
-        rows.insert_request(change.session, req)
-        audit.record(
-            change.session,
-            request_id=req.id,
-            kind="created",
-            actor="a",
-            via="api",
-            now=clock.now,
-            first=True,
-        )
+        _created(change.session, req, clock)
         # no head passed: it is read, and the event just held must be the one it finds
         audit.record(
             change.session,
@@ -103,16 +103,7 @@ def test_a_change_whose_writes_fail_keeps_none_of_them(service: GateService, clo
     fresh, clash = _request(service, clock), _request(service, clock)
     clash.id = taken  # the primary key of a request that exists
     with pytest.raises(IntegrityError), service.changing() as change:
-        rows.insert_request(change.session, fresh)
-        audit.record(
-            change.session,
-            request_id=fresh.id,
-            kind="created",
-            actor="a",
-            via="api",
-            now=clock.now,
-            first=True,
-        )
+        _created(change.session, fresh, clock)
         outbox.enqueue_posts(change.session, fresh.id, [("log", "log")], clock.now)
         rows.insert_request(change.session, clash)
     assert service.view(fresh.id) is None
