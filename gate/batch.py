@@ -117,12 +117,12 @@ def send(session: Session) -> None:
             part.returned([row for row in found if row[0] is not None])
 
 
-def insert(table: sa.Table, columns: Sequence[str], **fixed: Any) -> sa.Insert:
+def insert(table: sa.Table, columns: Sequence[str]) -> sa.Insert:
     """`INSERT INTO table (columns...)` naming each value as a bind parameter of the column's
-    name and type (what a batch's parts need), plus `fixed` values. Inline: a new row's id is
-    not fetched back (no implicit `RETURNING id`) unless the caller adds `.returning()`."""
-    values: dict[str, Any] = {n: sa.bindparam(n, type_=table.c[n].type) for n in columns}
-    return sa.insert(table).values({**values, **fixed}).inline()
+    name and type (what a batch's parts need). Inline: a new row's id is not fetched back
+    (no implicit `RETURNING id`)."""
+    values = {name: sa.bindparam(name, type_=table.c[name].type) for name in columns}
+    return sa.insert(table).values(values).inline()
 
 
 def _written(statement: sa.Executable) -> sa.Table | None:
@@ -133,7 +133,8 @@ def _written(statement: sa.Executable) -> sa.Table | None:
     return None
 
 
-#: fused statements built so far, by the identity of their parts (a handful of shapes)
+#: fused statements built so far, by the identity of their parts (a handful of shapes; two
+#: threads building the same one at once store equal statements, either serves)
 _FUSED: dict[tuple[int, ...], tuple[tuple[sa.Executable, ...], sa.Select[Any]]] = {}
 
 
