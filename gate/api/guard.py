@@ -78,7 +78,10 @@ class SameOriginGuard:
 
     def _needs_proof(self, scope: Scope, headers: dict[str, str]) -> bool:
         path: str = scope["path"]
-        if path.startswith(SIGNED_PREFIX) or "authorization" in headers:
+        # A page cannot attach a bearer token; Basic or Digest credentials a browser learnt
+        # for this site (a proxy's login) it attaches to another site's form posts too.
+        bearer = headers.get("authorization", "")[:7].lower() == "bearer "
+        if path.startswith(SIGNED_PREFIX) or bearer:
             return False
         # Outside local mode the API answers only bearer tokens, which a page cannot attach.
         return self.local or not path.startswith(API_PREFIX)

@@ -157,6 +157,21 @@ def test_local_mode_refuses_a_cross_site_body_less_cancel(local_gate: Gate) -> N
     assert _status(local_gate, request_id) == "pending"
 
 
+@pytest.mark.parametrize("credentials", ["Basic YWxpY2U6cHc=", 'Digest username="a"', "x"])
+def test_only_a_bearer_token_proves_a_post_is_not_a_pages(
+    local_gate: Gate, credentials: str
+) -> None:
+    # A browser attaches Basic or Digest credentials it learnt for a site (a proxy's login
+    # prompt) to a form another site posts there; only a bearer token can't come that way.
+    request_id = _ask(local_gate)
+    path = f"/v1/requests/{request_id}/cancel"
+    with httpx.Client(base_url=local_gate.url) as c:
+        headers = {"Authorization": credentials, "Origin": "https://evil.example"}
+        _error(c.post(path, headers=headers), 403, "cross_site_request")
+        _error(c.post(path, data={"reason": "x"}, headers=headers), 403, "cross_site_request")
+    assert _status(local_gate, request_id) == "pending"
+
+
 def test_local_mode_accepts_json_and_same_origin(local_gate: Gate) -> None:
     with httpx.Client(base_url=local_gate.url) as c:
         first = _ask(local_gate)
