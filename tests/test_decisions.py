@@ -240,7 +240,11 @@ def test_decision_racing_the_sweep_yields_one_outcome(make_gate: GateFactory, db
             expired_count, codes = swept.result(), decided.result()
         with gate.client(cfg.ADMIN) as c:
             statuses = [c.get(f"/v1/requests/{i}").json()["status"] for i in ids]
-        assert expired_count + codes.count(200) == 20
+        # A decision that reaches a request before the sweep applies its deadline itself
+        # (409, expired): the sweep counts only the ones it expired.
+        assert set(statuses) <= {"approved", "expired"}
+        assert expired_count <= statuses.count("expired")
+        assert codes.count(200) == statuses.count("approved")
         assert set(codes) <= {200, 409}
         for rid, status, code in zip(ids, statuses, codes, strict=True):
             assert status == ("approved" if code == 200 else "expired")
