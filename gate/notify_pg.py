@@ -42,6 +42,8 @@ APPLICATION_NAME = "gate-listener"
 #: doubling to a cap short enough that a recovered database is noticed within seconds
 BACKOFF_START = 0.05
 BACKOFF_CAP = 5.0
+#: how long one attempt to open the LISTEN connection may take
+CONNECT_SECONDS = 10
 _NOTIFY = sa.select(sa.func.pg_notify(sa.bindparam("channel"), sa.bindparam("payload")))
 
 
@@ -155,7 +157,15 @@ class PostgresNotifier(Notifier):
 
     def _connect(self) -> psycopg.Connection[Any]:
         """A new autocommit connection LISTENing on `CHANNEL` (blocking: a worker thread)."""
-        conn = psycopg.connect(self._conninfo, autocommit=True, application_name=APPLICATION_NAME)
+        conn = psycopg.connect(
+            self._conninfo,
+            autocommit=True,
+            application_name=APPLICATION_NAME,
+            # bounded: a blocking connect to an unreachable host would otherwise hold its
+            # worker thread (and the process's exit, which waits for it) for the OS's TCP
+            # timeout; the reconnect loop simply tries again
+            connect_timeout=CONNECT_SECONDS,
+        )
         try:
             conn.execute(f"LISTEN {CHANNEL}")
         except BaseException:
