@@ -68,7 +68,12 @@
           return r.ok ? r.text() : null;
         })
         .then(function (html) {
-          if (html !== null) { box.innerHTML = html; tick(); }
+          if (html !== null) {
+            box.innerHTML = html;
+            tick();
+            // how many refreshes landed: a test (or a person's devtools) can wait for one
+            box.dataset.refreshed = String(Number(box.dataset.refreshed || 0) + 1);
+          }
         })
         .catch(function () { /* the event stream reports the outage */ })
         .finally(function () {

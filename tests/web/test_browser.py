@@ -66,6 +66,9 @@ def open_page(chromium: Browser) -> Iterator[OpenPage]:
         page.get_by_role("button", name="Sign in").click()
         expect(page).to_have_url(gate.url + "/")
         expect(page.locator("#live")).to_have_attribute("data-state", "live")
+        # going live refreshes the rows (catching up on what changed since the page was
+        # served): measuring before it lands would measure rows about to be replaced
+        expect(page.locator("#queue[data-refreshed]")).to_have_count(1)
         return watched
 
     yield factory
