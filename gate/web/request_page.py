@@ -27,6 +27,10 @@ from gate.web.console import Console, Posted, sentence
 from gate.web.forms import EXTEND_CHOICES, MAX_COMMENT, DecideForm, FormError, field_of
 from gate.web.session import WebSession
 
+#: how much of a call's arguments this page shows (`Actor.args_chars`): all of it, masked; so
+#: only a mask that could hide code keeps a call from being shown, and approved, here
+SHOWN = untrusted.ANY_LENGTH
+
 
 class RequestPage:
     """The request page and its forms, sharing the console's plumbing."""
@@ -122,9 +126,7 @@ class RequestPage:
             return await self.again(
                 request, posted, request_id, exc.status, sentence(exc.message), parsed
             )
-        # the page shows arguments whole but masked: a mask that could hide code keeps the
-        # call from being shown, and so from being approved here (`acting.approval_refusal`)
-        actor = Actor.of_approver(posted.me, "web", args_chars=untrusted.ANY_LENGTH)
+        actor = Actor.of_approver(posted.me, "web", args_chars=SHOWN)
         result = await anyio.to_thread.run_sync(
             lambda: deciding.decide(
                 self.service,
@@ -218,8 +220,8 @@ def detail_context(
         None,
     )
     durations = forms.grant_durations(view)
-    # approving needs the whole call shown: a mask here could hide code (`masks_only_credentials`)
-    can_approve = can_decide and untrusted.masks_only_credentials(view.tool_args)
+    # what the pipeline asks of an approval from this page (`acting.approval_refusal`)
+    can_approve = can_decide and untrusted.shows_whole(view.tool_args, SHOWN)
     return {
         "can_approve": can_approve,
         "can_edit": can_approve and view.offers.allow_edits,
