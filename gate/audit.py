@@ -15,7 +15,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
-from gate import batch
+from gate import batch, direct
 from gate.binding import canonical_json
 from gate.db import Database
 from gate.models import AuditEvent
@@ -47,7 +47,7 @@ def append(
         prev = None
     elif prev is UNREAD:
         batch.before_reading(session, AUDIT)  # an event the batch still holds is the head
-        prev = session.connection().execute(_HEAD, {"request_id": request_id}).scalar()
+        prev = direct.execute(session.connection(), _HEAD, {"request_id": request_id}).scalar()
     kept = {k: v for k, v in detail.items() if v is not None}
     chain = chain_hash(request_id, now, kind, actor, via, kept, prev)
     values = {"request_id": request_id, "at": now, "kind": kind, "actor": actor, "via": via}

@@ -38,6 +38,8 @@ from sqlalchemy.sql import visitors
 from sqlalchemy.sql.dml import UpdateBase
 from sqlmodel import Session
 
+from gate import direct
+
 #: in `Session.info` while a batch is open: the parts held so far
 _KEY = "gate_batch"
 
@@ -79,7 +81,7 @@ def write(
     """
     held: _Held | None = session.info.get(_KEY)
     if held is None:
-        result = session.connection().execute(statement, params)
+        result = direct.execute(session.connection(), statement, params)
         if returned is not None:
             returned(result.all())
         return
@@ -109,8 +111,7 @@ def send(session: Session) -> None:
     else:
         statement = _fused(tuple(p.statement for p in parts))
         params = {f"p{i}_{key}": v for i, p in enumerate(parts) for key, v in p.params.items()}
-    result = session.connection().execute(statement, params)
-    found = result.all() if result.returns_rows else []
+    found = direct.execute(session.connection(), statement, params).all()
     for part in parts:
         if part.returned is not None:
             # the fused statement's outer join gives one row of NULLs when nothing was written

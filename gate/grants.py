@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
-from gate import audit, batch
+from gate import audit, batch, direct
 from gate.binding import call_hash
 from gate.config import parse_duration
 from gate.errors import InvalidInput
@@ -180,7 +180,7 @@ def find(
         return None
     keys = ("tool_name", "rule", "submitted_by", "approvals_required")
     params = {k: getattr(req, k) for k in keys}
-    candidates = session.connection().execute(_CANDIDATES, {**params, "now": now}).all()
+    candidates = direct.execute(session.connection(), _CANDIDATES, {**params, "now": now}).all()
     if not candidates:
         return None
     args_hash = call_hash(req.tool_name, req.tool_args)
@@ -209,7 +209,9 @@ _APPROVERS = sa.select(VOTE.c.approver).where(
 
 
 def _voters(session: Session, request_id: str) -> list[str]:
-    return list(session.connection().execute(_APPROVERS, {"request_id": request_id}).scalars())
+    return list(
+        direct.execute(session.connection(), _APPROVERS, {"request_id": request_id}).scalars()
+    )
 
 
 def list_grants(session: Session, *, active_only: bool, now: datetime) -> list[Grant]:

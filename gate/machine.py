@@ -24,7 +24,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlmodel import Session, col
 
-from gate import audit, batch, outbox, rows
+from gate import audit, batch, direct, outbox, rows
 from gate.binding import argument_diff, canonical_json
 from gate.channel import surface_name
 from gate.models import (
@@ -263,7 +263,7 @@ def _transition(
     params = {**written, "req_id": req.id}
     if before is not None:
         params["before"] = before
-    if session.connection().execute(_CAS[before is not None], params).rowcount != 1:
+    if direct.execute(session.connection(), _CAS[before is not None], params).rowcount != 1:
         rows.refresh(session, req)
         if req.status == RequestStatus.pending:  # only the deadline guard stopped it
             expire(session, request_id=req.id, now=req.expires_at, req=req)

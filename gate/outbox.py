@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 from sqlmodel import Session
 
-from gate import batch
+from gate import batch, direct
 from gate.models import DeliveryKind, DeliveryStatus, UTCDateTime
 from gate.rows import DELIVERY
 
@@ -239,7 +239,9 @@ def claim_due(db: Database, now: datetime, limit: int = BATCH) -> list[Claimed]:
     """Take a lease on up to `limit` due rows and return them; an update comes with its
     card's post (`post_ref`, `post_status`), read in the same transaction."""
     with db.write_conn() as conn:
-        rows = conn.execute(_CLAIM, {"now": now, "until": now + LEASE, "limit": limit}).all()
+        rows = direct.execute(
+            conn, _CLAIM, {"now": now, "until": now + LEASE, "limit": limit}
+        ).all()
         claims = sorted((Claimed(*row) for row in rows), key=lambda c: c.id)
         updated = list({c.request_id for c in claims if c.kind == DeliveryKind.update})
         posts: dict[tuple[str, str, str], tuple[str | None, str]] = {}

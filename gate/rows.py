@@ -18,7 +18,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlmodel import Session
 
-from gate import batch
+from gate import batch, direct
 from gate.models import AuditEvent, ConfirmationRequest, Delivery, Grant, Vote
 
 REQUEST: sa.Table = ConfirmationRequest.__table__  # type: ignore[attr-defined]
@@ -99,20 +99,22 @@ def request_row(mapping: Any, *, head: Any = UNREAD) -> RequestRow:
 def read(session: Session, request_id: str, *, lock: bool = False) -> RequestRow | None:
     """The request's row (locked for this transaction with `lock`), or None."""
     conn = session.connection()
-    found = conn.execute(LOCK_REQUEST if lock else SELECT_REQUEST, {"id": request_id}).first()
+    found = direct.execute(
+        conn, LOCK_REQUEST if lock else SELECT_REQUEST, {"id": request_id}
+    ).first()
     return request_row(found._mapping) if found is not None else None
 
 
 def refresh(session: Session, req: RequestRow) -> None:
     """Read `req`'s columns again (after a compare-and-set another writer won)."""
-    found = session.connection().execute(SELECT_REQUEST, {"id": req.id}).one()
+    found = direct.execute(session.connection(), SELECT_REQUEST, {"id": req.id}).one()
     req.__dict__.update(found._mapping)
     req.audit_head = UNREAD
 
 
 def votes_and_head(session: Session, request_id: str) -> tuple[list[VoteRow], str | None]:
     """The request's votes, oldest first, and its audit chain's head, in one statement."""
-    rows = session.connection().execute(VOTES_AND_HEAD, {"id": request_id}).all()
+    rows = direct.execute(session.connection(), VOTES_AND_HEAD, {"id": request_id}).all()
     head = rows[0].head if rows else None
     votes = [VoteRow(**_vote_fields(r._mapping)) for r in rows if r.id is not None]
     return votes, head
@@ -120,7 +122,7 @@ def votes_and_head(session: Session, request_id: str) -> tuple[list[VoteRow], st
 
 def with_votes(conn: sa.Connection, request_id: str) -> tuple[RequestRow, list[VoteRow]] | None:
     """The request and its votes, oldest first, read in one statement; None if unknown."""
-    found = conn.execute(WITH_VOTES, {"id": request_id}).all()
+    found = direct.execute(conn, WITH_VOTES, {"id": request_id}).all()
     if not found:
         return None
     first = found[0]._mapping
@@ -135,7 +137,7 @@ def with_votes(conn: sa.Connection, request_id: str) -> tuple[RequestRow, list[V
 
 def votes(session: Session, request_id: str) -> list[VoteRow]:
     """The request's votes, oldest first."""
-    rows = session.connection().execute(SELECT_VOTES, {"id": request_id}).all()
+    rows = direct.execute(session.connection(), SELECT_VOTES, {"id": request_id}).all()
     return [VoteRow(**r._mapping) for r in rows]
 
 

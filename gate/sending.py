@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
+from gate import direct
 from gate.models import DeliveryKind, DeliveryStatus, UTCDateTime
 from gate.outbox import Claimed
 from gate.rows import DELIVERY
@@ -62,7 +63,7 @@ _POST_REF = (
 def post_ref(db: Database, claim: Claimed) -> tuple[str | None, str | None]:
     """For an update: the posted card's (message_ref, status of its post row), now."""
     with db.read_conn() as conn:
-        row = conn.execute(_POST_REF, _card(claim)).first()
+        row = direct.execute(conn, _POST_REF, _card(claim)).first()
     return (row[0], row[1]) if row else (None, None)
 
 
@@ -160,7 +161,9 @@ def mark_sent(
     """
     if claim.kind != DeliveryKind.update:
         with db.write_conn() as conn:
-            conn.execute(_SET_ROW, _sent(claim, now) | {"message_ref": ref, "last_error": None})
+            direct.execute(
+                conn, _SET_ROW, _sent(claim, now) | {"message_ref": ref, "last_error": None}
+            )
         return False
     params = {**_card(claim), "row_id": claim.id, "now": now, "ref": ref}
     with db.write_conn() as conn:
@@ -169,18 +172,20 @@ def mark_sent(
             # first, so its check below (a statement of its own, seeing what committed
             # before it began) sees a mark another replica made meanwhile. Checked at the
             # same instant, neither would. SQLite has one writer at a time already.
-            conn.execute(_LOCK_CARD, _card(claim)).all()
-        marked = conn.execute(_UPDATE_SENT_CHECKED, {**params, "started": started or now}).all()
+            direct.execute(conn, _LOCK_CARD, _card(claim)).all()
+        marked = direct.execute(
+            conn, _UPDATE_SENT_CHECKED, {**params, "started": started or now}
+        ).all()
         overtaken = any(row.overtaken for row in marked if row.id == claim.id)
         if overtaken:
-            conn.execute(_OWE_REFRESH, params)
+            direct.execute(conn, _OWE_REFRESH, params)
     return overtaken
 
 
 def mark_superseded(db: Database, claim: Claimed, now: datetime) -> None:
     """Record an update as not needed: a later update of its card was already sent."""
     with db.write_conn() as conn:
-        conn.execute(_SET_ROW, _sent(claim, now) | {"last_error": _SUPERSEDED})
+        direct.execute(conn, _SET_ROW, _sent(claim, now) | {"last_error": _SUPERSEDED})
 
 
 def _sent(claim: Claimed, now: datetime) -> dict[str, Any]:
@@ -223,7 +228,8 @@ def mark_failed(
         delay = min(2.0 ** (claim.attempts - 1), MAX_BACKOFF_SECONDS) * random.uniform(0.75, 1.0)
     status = DeliveryStatus.dead if dead else DeliveryStatus.pending
     with db.write_conn() as conn:
-        conn.execute(
+        direct.execute(
+            conn,
             _SET_ROW,
             {
                 "row_id": claim.id,
@@ -239,14 +245,14 @@ def mark_failed(
 def postpone(db: Database, claim: Claimed, now: datetime) -> None:
     """Give an update back unattempted: its card has not been posted yet."""
     with db.write_conn() as conn:
-        conn.execute(_POSTPONE, {"row_id": claim.id, "when": now + WAIT_FOR_POST})
+        direct.execute(conn, _POSTPONE, {"row_id": claim.id, "when": now + WAIT_FOR_POST})
 
 
 def give_up(db: Database, claim: Claimed, error: str) -> None:
     """Mark a row dead without retrying (its card can never be posted)."""
     dead = {"status": DeliveryStatus.dead.value, "last_error": error[:2000]}
     with db.write_conn() as conn:
-        conn.execute(_SET_ROW, {"row_id": claim.id, **dead, "claimed_until": None})
+        direct.execute(conn, _SET_ROW, {"row_id": claim.id, **dead, "claimed_until": None})
 
 
 def _log_failure(claim: Claimed, error: str, *, dead: bool) -> None:

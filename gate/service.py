@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from gate import audit, batch, grants, machine, outbox, rows
+from gate import audit, batch, direct, grants, machine, outbox, rows
 from gate.acting import Result, approved_own
 from gate.auth import Principal
 from gate.binding import call_hash
@@ -244,7 +244,7 @@ class GateService:
         key is never found (nor its approval handed out)."""
         key = req.idempotency_key
         params = {"key": key, "submitted_by": req.submitted_by}
-        found = session.connection().execute(_BY_KEY, params).first()
+        found = direct.execute(session.connection(), _BY_KEY, params).first()
         if found is None:
             return None
         earlier = rows.request_row(found._mapping)

@@ -1,0 +1,242 @@
+"""The hot paths' statements, run straight on the database driver's cursor.
+
+Every statement an ask, a decision or a card's mark runs costs SQLAlchemy's execution
+context on top of the driver's own work: ~70 us of CPU on PostgreSQL (a cache-key walk of
+the statement, the compiled-cache lookup, `construct_params`, the cursor result's metadata
+and row wrappers), more than psycopg's execute and fetch together. The statements of the hot
+paths are fixed `sa.Executable` objects built at import (`gate.rows`, `gate.sending`,
+`gate.batch`'s fused ones), so here each is compiled once per database dialect, and each
+execution hands the driver the compiled SQL with the parameters put through the same bind
+processors SQLAlchemy would use, and puts the rows through the same result processors.
+
+What stays SQLAlchemy's:
+* the transaction: `execute` runs inside the caller's `sa.Connection` transaction (begun,
+  committed and rolled back by SQLAlchemy, so SQLite's `BEGIN IMMEDIATE` hook still applies);
+* errors: a driver error goes through the connection's own handling, so it is raised as the
+  same `sa.exc.DBAPIError` subclass and a lost connection invalidates the pool's connection;
+* events: when anything listens to the engine's statement events (tracing, the test suite's
+  statement counter), the statement takes SQLAlchemy's own path, so every listener sees what
+  it expects. The statements sent are the same either way.
+
+A statement this module cannot run exactly as SQLAlchemy would (expanding `IN` parameters,
+escaped bind names, a result column whose key is not an identifier) also takes SQLAlchemy's
+path, decided once per statement.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import namedtuple
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from keyword import iskeyword
+from typing import Any, cast
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Dialect
+from sqlalchemy.sql.dml import ValuesBase
+
+__all__ = ["Rows", "execute"]
+
+
+class Rows:
+    """What a statement returned: its rows (read at once) and its row count, with the few
+    methods of SQLAlchemy's result the hot paths use."""
+
+    __slots__ = ("_rows", "rowcount")
+
+    def __init__(self, rows: list[Any], rowcount: int) -> None:
+        self._rows = rows
+        self.rowcount = rowcount
+
+    def all(self) -> list[Any]:
+        """Every row."""
+        return self._rows
+
+    def first(self) -> Any:
+        """The first row, or None."""
+        return self._rows[0] if self._rows else None
+
+    def one(self) -> Any:
+        """The only row; `sa.exc.NoResultFound` or `MultipleResultsFound` otherwise."""
+        if not self._rows:
+            raise sa.exc.NoResultFound("No row was found when one was required")
+        if len(self._rows) > 1:
+            raise sa.exc.MultipleResultsFound("Multiple rows were found when one was required")
+        return self._rows[0]
+
+    def scalar(self) -> Any:
+        """The first column of the first row, or None."""
+        return self._rows[0][0] if self._rows else None
+
+    def scalars(self) -> list[Any]:
+        """The first column of every row."""
+        return [row[0] for row in self._rows]
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._rows)
+
+
+class _RowBase(tuple):  # type: ignore[type-arg]
+    """A result row: a tuple whose columns are also attributes, and `_mapping` as on
+    SQLAlchemy's rows."""
+
+    __slots__ = ()
+    _fields: tuple[str, ...]
+
+    @property
+    def _mapping(self) -> dict[str, Any]:
+        return dict(zip(self._fields, self, strict=True))
+
+
+@dataclass
+class _Compiled:
+    """One statement compiled for one dialect, with what its executions need."""
+
+    sql: str
+    #: the values of the parameters the statement itself holds (`.limit(1)`, literals)
+    defaults: dict[str, Any]
+    #: the parameters every execution must give
+    required: frozenset[str]
+    #: for a positional paramstyle (SQLite's `?`), the parameters in order; else None
+    order: tuple[str, ...] | None
+    binds: dict[str, Callable[[Any], Any]]
+    keys: tuple[str, ...]
+    types: tuple[Any, ...]
+    row: type[Any] | None
+    #: per result column, its processor (None: as the driver returns it); read at the first
+    #: execution, from the driver's description of the columns
+    results: list[Callable[[Any], Any] | None] | None = field(default=None)
+
+
+#: a statement the driver path cannot run exactly as SQLAlchemy would
+_UNSUPPORTED: Any = object()
+
+_cache: dict[tuple[int, str, frozenset[str] | None], tuple[sa.Executable, Any]] = {}
+_cache_lock = threading.Lock()
+#: statements are module constants or cached fused ones; this bounds a mistake
+_MAX_CACHED = 2000
+
+
+def execute(conn: sa.Connection, statement: sa.Executable, params: Mapping[str, Any]) -> Rows:
+    """Run `statement` with `params` in `conn`'s transaction and return its rows, as
+    `conn.execute` would (see the module's docstring for when it is SQLAlchemy's path)."""
+    if conn._has_events or conn.engine._has_events or not conn.in_transaction():
+        return _through_sqlalchemy(conn, statement, params)
+    dialect = conn.dialect
+    compiled = _compiled(statement, dialect, params)
+    if compiled is _UNSUPPORTED:
+        return _through_sqlalchemy(conn, statement, params)
+    missing = compiled.required.difference(params)
+    if missing:
+        raise sa.exc.InvalidRequestError(f"A value is required for bind parameter {min(missing)!r}")
+    values = {**compiled.defaults, **params}
+    for name, process in compiled.binds.items():
+        values[name] = process(values[name])
+    sent: Mapping[str, Any] | Sequence[Any] = (
+        values if compiled.order is None else tuple(values[name] for name in compiled.order)
+    )
+    driver = conn.connection.driver_connection
+    assert driver is not None
+    cursor = driver.cursor()
+    try:
+        try:
+            cursor.execute(compiled.sql, sent)
+            found = cursor.fetchall() if cursor.description is not None else []
+        except Exception as exc:  # the connection's own handling raises (see the docstring)
+            conn._handle_dbapi_exception(exc, compiled.sql, sent, cursor, None)
+        rowcount = cursor.rowcount
+        if found:
+            found = _processed(compiled, dialect, cursor.description, found)
+    finally:
+        cursor.close()
+    return Rows(found, rowcount)
+
+
+def _through_sqlalchemy(
+    conn: sa.Connection, statement: sa.Executable, params: Mapping[str, Any]
+) -> Rows:
+    result = conn.execute(statement, dict(params))
+    found = list(result.all()) if result.returns_rows else []
+    return Rows(found, result.rowcount)
+
+
+def _compiled(statement: sa.Executable, dialect: Dialect, params: Mapping[str, Any]) -> Any:
+    # An INSERT or UPDATE without explicit values sets the columns its parameters name.
+    keys = frozenset(params) if isinstance(statement, ValuesBase) else None
+    key = (id(statement), dialect.name, keys)
+    cached = _cache.get(key)
+    if cached is not None and cached[0] is statement:
+        return cached[1]
+    compiled = _compile(statement, dialect, keys)
+    with _cache_lock:
+        if len(_cache) >= _MAX_CACHED:
+            _cache.clear()
+        # the statement is kept with its entry: its id cannot be reused while cached
+        _cache[key] = (statement, compiled)
+    return compiled
+
+
+def _compile(statement: sa.Executable, dialect: Dialect, keys: frozenset[str] | None) -> Any:
+    compiled: Any = cast(Any, statement).compile(
+        dialect=dialect, column_keys=sorted(keys) if keys is not None else None
+    )
+    if (
+        compiled.post_compile_params
+        or compiled.literal_execute_params
+        or compiled.escaped_bind_names
+        or getattr(compiled, "_numeric_binds", False)
+    ):
+        return _UNSUPPORTED
+    binds = compiled.binds
+    required = frozenset(name for name, bind in binds.items() if bind.required)
+    if any(binds[name].key != name for name in required):
+        return _UNSUPPORTED  # the caller's key is not the name sent: SQLAlchemy maps it
+    result_keys = tuple(column.keyname for column in compiled._result_columns)
+    if len(set(result_keys)) != len(result_keys) or not all(
+        key.isidentifier() and not key.startswith("_") and not iskeyword(key) for key in result_keys
+    ):
+        return _UNSUPPORTED  # rows could not carry them as attributes
+    row = (
+        type("Row", (_RowBase, namedtuple("Row", result_keys)), {"__slots__": ()})
+        if result_keys
+        else None
+    )
+    positional = compiled.positiontup
+    return _Compiled(
+        sql=compiled.string,
+        defaults={
+            name: value
+            for name, value in compiled.construct_params(_check=False).items()
+            if name not in required
+        },
+        required=required,
+        order=tuple(positional) if positional is not None else None,
+        binds=dict(compiled._bind_processors),
+        keys=result_keys,
+        types=tuple(column.type for column in compiled._result_columns),
+        row=row,
+    )
+
+
+def _processed(
+    compiled: _Compiled, dialect: Dialect, description: Any, found: list[Any]
+) -> list[Any]:
+    processors = compiled.results
+    if processors is None:
+        processors = [
+            type_._cached_result_processor(dialect, column[1])
+            for type_, column in zip(compiled.types, description, strict=True)
+        ]
+        compiled.results = processors
+    assert compiled.row is not None
+    make = compiled.row._make
+    if not any(processors):
+        return [make(values) for values in found]
+    return [
+        make(
+            value if process is None else process(value)
+            for process, value in zip(processors, values, strict=True)
+        )
+        for values in found
+    ]
