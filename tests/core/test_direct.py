@@ -1,0 +1,183 @@
+"""Hot statements run on the driver's cursor (`gate.direct`): what SQLAlchemy would return.
+
+Every test runs on SQLite and PostgreSQL against a real database: the rows, their types and
+row counts must be SQLAlchemy's own, a driver error must surface as SQLAlchemy's exception
+(a lost connection invalidated), and anything listening to statement events must see every
+statement.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+import pytest
+import sqlalchemy as sa
+
+from gate import deciding, direct, grants, outbox, rows, sending
+from gate.db import Database
+from gate.models import Verdict
+from gate.notify_pg import libpq_url
+from gate.schemas import GateCall
+from gate.service import GateService
+from tests.core.conftest import AGENT, Clock, approver, ask
+from tests.support.sql_counter import counting
+
+
+def _both(conn: sa.Connection, statement: Any, params: dict[str, Any]) -> tuple[list[Any], Any]:
+    """(the driver path's rows, SQLAlchemy's rows) for one read."""
+    return direct.execute(conn, statement, params).all(), conn.execute(statement, params).all()
+
+
+def _used_the_driver(statement: Any, db: Database) -> bool:
+    cached = direct._cache.get((id(statement), db.engine.dialect.name, None))
+    return cached is not None and cached[0] is statement and cached[1] is not direct._UNSUPPORTED
+
+
+def _carded(service: GateService, clock: Clock) -> str:
+    """A request with a card to post on the log channel."""
+    request_id = ask(service, tool_name="refund", tool_args={"amount": 1})
+    with service.changing() as change:
+        outbox.enqueue_posts(change.session, request_id, [("log", "log")], clock.now)
+    return request_id
+
+
+def test_reads_return_sqlalchemys_rows_and_types(service: GateService, clock: Clock) -> None:
+    # a wire needs two approvals: one vote leaves it pending, with votes and a chain head
+    request_id = ask(service, tool_name="wire", tool_args={"amount": 5, "to": "ACME"})
+    deciding.decide(service, request_id, approver(service, "alice"), Verdict.approve, "ok")
+    reads: list[tuple[Any, dict[str, Any]]] = [
+        (rows.SELECT_REQUEST, {"id": request_id}),
+        (rows.LOCK_REQUEST, {"id": request_id}),
+        (rows.VOTES_AND_HEAD, {"id": request_id}),
+        (rows.WITH_VOTES, {"id": request_id}),
+        (rows.SELECT_VOTES, {"id": request_id}),
+        (rows.SELECT_REQUEST, {"id": "no-such-request"}),
+    ]
+    with service.db.write_conn() as conn:
+        for statement, params in reads:
+            mine, theirs = _both(conn, statement, params)
+            assert [tuple(r) for r in mine] == [tuple(r) for r in theirs], statement
+            assert [r._mapping for r in mine] == [dict(r._mapping) for r in theirs]
+            assert _used_the_driver(statement, service.db)
+        (req,) = direct.execute(conn, rows.SELECT_REQUEST, {"id": request_id}).all()
+    # what the result processors make of the columns: aware datetimes, parsed JSON
+    assert req.created_at.tzinfo is not None and req.created_at.utcoffset().total_seconds() == 0
+    assert req.tool_args == {"amount": 5, "to": "ACME"}
+    assert isinstance(req.approvals_required, int) and req.approvals_required == 2
+    assert req.decided_at is None
+
+
+def test_writes_report_sqlalchemys_row_count_and_returning_rows(
+    service: GateService, clock: Clock
+) -> None:
+    request_id = _carded(service, clock)
+    with service.db.write_conn() as conn:
+        card = {"card_request": request_id, "card_channel": "log", "card_target": "log"}
+        (post_id,) = conn.execute(
+            sa.select(rows.DELIVERY.c.id).where(rows.DELIVERY.c.request_id == request_id)
+        ).one()
+        # an UPDATE whose SET names the parameters' keys (compiled per set of keys)
+        sent = {"row_id": post_id, "status": "sent", "sent_at": clock.now, "claimed_until": None}
+        assert direct.execute(conn, sending._SET_ROW, sent).rowcount == 1
+        assert direct.execute(conn, sending._SET_ROW, {**sent, "row_id": -1}).rowcount == 0
+        locked = direct.execute(conn, sending._LOCK_CARD, card).all()
+        assert [r.id for r in locked] == [post_id]
+        ref, status = conn.execute(sending._POST_REF, card).one()
+    assert status == "sent" and ref is None
+
+
+def test_an_update_with_returning_gives_its_computed_columns(
+    service: GateService, clock: Clock
+) -> None:
+    request_id = _carded(service, clock)
+    with service.changing() as change:
+        outbox.enqueue_updates(change.session, request_id, clock.now)
+    with service.db.write_conn() as conn:
+        update_id = conn.execute(
+            sa.select(sa.func.max(rows.DELIVERY.c.id)).where(
+                rows.DELIVERY.c.request_id == request_id
+            )
+        ).scalar()
+        params = {
+            "card_request": request_id,
+            "card_channel": "log",
+            "card_target": "log",
+            "row_id": update_id,
+            "now": clock.now,
+            "ref": "log:x",
+            "started": clock.now,
+        }
+        marked = direct.execute(conn, sending._UPDATE_SENT_CHECKED, params).all()
+    assert [(r.id, r.overtaken) for r in marked] == [(update_id, False)]
+    assert isinstance(marked[0].overtaken, bool)
+
+
+def test_a_driver_error_is_sqlalchemys_and_the_connection_stays_usable(
+    service: GateService, clock: Clock
+) -> None:
+    request_id = ask(service, tool_name="refund", tool_args={"amount": 1})
+    with service.db.write_conn() as conn:
+        (row,) = direct.execute(conn, rows.SELECT_REQUEST, {"id": request_id}).all()
+    duplicate = {**row._mapping}
+    with pytest.raises(sa.exc.IntegrityError), service.db.write_conn() as conn:
+        direct.execute(conn, rows.INSERT_REQUEST, duplicate)
+    with service.db.write_conn() as conn:
+        assert direct.execute(conn, rows.SELECT_REQUEST, {"id": request_id}).first() is not None
+
+
+def test_a_missing_parameter_is_refused_before_anything_is_sent(service: GateService) -> None:
+    with service.db.write_conn() as conn:
+        with pytest.raises(sa.exc.InvalidRequestError, match="'id'"):
+            direct.execute(conn, rows.SELECT_REQUEST, {})
+        # the transaction is untouched
+        assert direct.execute(conn, rows.SELECT_REQUEST, {"id": "x"}).first() is None
+
+
+def test_a_lost_connection_is_invalidated_as_sqlalchemy_would(service: GateService) -> None:
+    if service.db.sqlite:
+        pytest.skip("a PostgreSQL backend can be killed under its connection")
+    with pytest.raises(sa.exc.OperationalError) as raised, service.db.write_conn() as conn:
+        (pid,) = conn.execute(sa.text("SELECT pg_backend_pid()")).one()
+        with psycopg.connect(libpq_url(service.db.url), autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        direct.execute(conn, rows.SELECT_REQUEST, {"id": "x"})
+    assert raised.value.connection_invalidated
+    # the pool hands out a working connection next
+    with service.db.write_conn() as conn:
+        assert direct.execute(conn, rows.SELECT_REQUEST, {"id": "x"}).first() is None
+
+
+def test_statement_listeners_see_every_statement(service: GateService, clock: Clock) -> None:
+    request_id = ask(service, tool_name="refund", tool_args={"amount": 1})
+    with counting(service.db.engine) as tally, service.db.write_conn() as conn:
+        direct.execute(conn, rows.VOTES_AND_HEAD, {"id": request_id})
+        direct.execute(conn, rows.SELECT_REQUEST, {"id": request_id})
+    assert tally.count == 2, str(tally)
+
+
+def test_expanding_parameters_take_sqlalchemys_path(service: GateService) -> None:
+    first = ask(service, tool_name="refund", tool_args={"amount": 1})
+    second = ask(service, tool_name="refund", tool_args={"amount": 2})
+    by_ids = sa.select(rows.REQUEST.c.id).where(
+        rows.REQUEST.c.id.in_(sa.bindparam("ids", expanding=True))
+    )
+    with service.db.write_conn() as conn:
+        found = direct.execute(conn, by_ids, {"ids": [first, second, "x"]}).scalars()
+    assert sorted(found) == sorted([first, second])
+    assert not _used_the_driver(by_ids, service.db)
+
+
+def test_grant_lookups_read_through_the_driver(service: GateService) -> None:
+    # an agent-scope grant, then a call it covers: allowed by the grant, read on the driver
+    request_id = ask(service, tool_name="refund", tool_args={"amount": 1}, agent_id="bot")
+    result = deciding.decide(
+        service, request_id, approver(service, "alice"), Verdict.approve, grant=("agent", "30m")
+    )
+    assert result.changed
+    allowed = service.submit(
+        GateCall(tool_name="refund", tool_args={"amount": 2}, agent_id="bot"), AGENT
+    )
+    assert allowed.decision.action == "allow"
+    assert allowed.view is not None and allowed.view.decided_via == "grant"
+    assert _used_the_driver(grants._CANDIDATES, service.db)
