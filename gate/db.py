@@ -206,14 +206,19 @@ class _Pinned:
 
 
 class _Spare:
-    """PostgreSQL: the last write transaction's connection, kept for the next one.
+    """PostgreSQL: the last write transactions' connections, kept for the next ones.
 
     Checking a connection out of the pool and back costs a `Connection`, event setup and a
-    reset per transaction; the next writer takes this one instead. It stays one of the
-    pool's connections, so it is never kept while a read waits for the pool: a read that
-    finds the pool empty has it given back first, and none is kept while a read is checking
-    one out. After the pool invalidated a connection (a database restart) it is not reused.
+    reset (a ROLLBACK round trip) per transaction; the next writer takes a kept one instead,
+    the most recently used first. Up to `KEPT` are kept: a decision's transaction and the
+    mark of the card it refreshed overlap, so with one kept every other writer missed. Each
+    stays one of the pool's connections, so none is kept while a read waits for the pool: a
+    read that finds the pool empty has them given back first, and none is kept while a read
+    is checking one out. After the pool invalidated a connection (a database restart) none
+    kept before is reused.
     """
+
+    KEPT = 4
 
     def __init__(self, engine: Engine, overflow: int) -> None:
         # PostgreSQL engines get a QueuePool (SQLAlchemy's default for a server database)
@@ -221,21 +226,25 @@ class _Spare:
         self._engine = engine
         self._overflow = overflow
         self._lock = threading.Lock()
-        self._idle: sa.Connection | None = None
+        self._idle: list[sa.Connection] = []
         self._reads = 0  # reads checking a connection out of the pool right now
         self._generation = 0  # bumped each time the pool invalidates a connection
-        self._kept_at = 0
+        self._kept_at = 0  # the generation of the connections kept
         event.listen(engine, "invalidate", self._invalidated)
         event.listen(engine, "soft_invalidate", self._invalidated)
 
     @contextmanager
     def begin(self) -> Iterator[sa.Connection]:
         """A connection in a write transaction committed on success."""
+        conn = None
+        stale: list[sa.Connection] = []
         with self._lock:
-            conn, self._idle = self._idle, None
-            if conn is not None and self._kept_at != self._generation:
-                self._close(conn)
-                conn = None
+            if self._kept_at != self._generation:
+                stale, self._idle = self._idle, []
+            elif self._idle:
+                conn = self._idle.pop()
+        for old in stale:
+            self._close(old)
         if conn is None:
             conn = self._engine.connect()
         try:
@@ -251,34 +260,39 @@ class _Spare:
 
     @contextmanager
     def reading(self) -> Iterator[None]:
-        """Around a read's checkout: the kept connection goes back first if the pool has
+        """Around a read's checkout: the kept connections go back first if the pool has
         no other, and none is kept until the read has one."""
         with self._lock:
             self._reads += 1
-            idle = None
+            idle: list[sa.Connection] = []
             if self._pool.checkedin() == 0 and self._pool.overflow() >= self._overflow:
-                idle, self._idle = self._idle, None
+                idle, self._idle = self._idle, []
         try:
-            if idle is not None:
-                self._close(idle)
+            for conn in idle:
+                self._close(conn)
             yield
         finally:
             with self._lock:
                 self._reads -= 1
 
     def close(self) -> None:
-        """Give the kept connection back to the pool."""
+        """Give the kept connections back to the pool."""
         with self._lock:
-            idle, self._idle = self._idle, None
-        if idle is not None:
-            self._close(idle)
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            self._close(conn)
 
     def _keep(self, conn: sa.Connection) -> None:
+        stale: list[sa.Connection] = []
         with self._lock:
-            kept = self._idle is None and self._reads == 0 and _clean(conn)
-            if kept:
-                self._idle = conn
+            if self._kept_at != self._generation:  # none kept before an invalidation is reused
+                stale, self._idle = self._idle, []
                 self._kept_at = self._generation
+            kept = len(self._idle) < self.KEPT and self._reads == 0 and _clean(conn)
+            if kept:
+                self._idle.append(conn)
+        for old in stale:
+            self._close(old)
         if not kept:
             self._close(conn)
 

@@ -2,11 +2,15 @@
 
 Every ask, decision and card delivery crosses to a worker thread at least once. anyio's
 `to_thread.run_sync` costs ~80 us of CPU per crossing here (a capacity limiter, a cancel
-scope and an extra pass of the event loop); `loop.run_in_executor` on a plain thread pool
-costs ~30 us. The hot paths use `run_sync` below; code elsewhere may keep anyio's.
+scope and an extra pass of the event loop); `loop.run_in_executor` on a `ThreadPoolExecutor`
+~35 us (a concurrent future chained to an asyncio one, two wake-ups of the loop, and the
+executor's semaphore, a Python-level condition, taken on every submit); the pool here ~15 us:
+a C queue, the caller's own asyncio future, and one wake-up of the loop that delivers the
+result. The hot paths use `run_sync` below; code elsewhere may keep anyio's.
 
 A caller that is cancelled stops waiting, and the thread finishes its work on its own: a
-transaction is never cut in half by a cancellation (as with anyio's shielded threads).
+transaction is never cut in half by a cancellation (as with anyio's shielded threads), and
+at exit the process waits for the work already started.
 
 Work a worker thread owes the event loop (waking waiters, kicking the outbox pump) goes
 through `soon`: from inside `run_sync` it is handed over when the thread's function returns,
@@ -18,10 +22,11 @@ release the database driver makes then costs both threads a futex round trip.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextvars
+import queue
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any, TypeVar
 
@@ -30,18 +35,77 @@ T = TypeVar("T")
 #: as many as anyio's default limiter lends: calls beyond wait for a free thread
 MAX_WORKERS = 40
 
-_pool: ThreadPoolExecutor | None = None
+#: (loop, future, work) handed to a worker; None tells a worker to stop
+_Job = tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]", Callable[[], Any]] | None
+_Owed = list[tuple[Callable[..., Any], tuple[Any, ...]]]
+
+
+class _Workers:
+    """Threads started as work needs them (up to `MAX_WORKERS`), taking jobs from one queue.
+
+    Every job queued either reserves an idle thread or starts a new one, so a job never
+    waits behind another while the cap allows a thread for it (a transaction waiting for a
+    row lock must not hold up the work that would release it). At the cap, jobs wait for
+    the first thread to finish.
+    """
+
+    def __init__(self, most: int) -> None:
+        self._jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
+        self._most = most
+        self._lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+        self._idle = 0  # threads waiting for a job, less the jobs queued for them
+        self._stopped = False
+
+    def submit(self, job: _Job) -> None:
+        """Queue `job` for an idle thread, or for a new one."""
+        thread = None
+        with self._lock:
+            if self._idle:
+                self._idle -= 1
+            elif len(self._threads) < self._most and not self._stopped:
+                thread = threading.Thread(
+                    target=self._work, name=f"gate-worker_{len(self._threads)}", daemon=True
+                )
+                self._threads.append(thread)
+        self._jobs.put(job)
+        if thread is not None:
+            thread.start()
+
+    def _work(self) -> None:
+        jobs = self._jobs
+        while True:
+            job = jobs.get()
+            if job is None:
+                return
+            _run(*job)
+            with self._lock:
+                self._idle += 1
+
+    def stop(self) -> None:
+        """Let every thread finish the job it runs and those queued, then end (at exit)."""
+        with self._lock:
+            self._stopped = True
+            threads = list(self._threads)
+        for _ in threads:
+            self._jobs.put(None)
+        for thread in threads:
+            thread.join()
+
+
+_pool: _Workers | None = None
 _pool_lock = threading.Lock()
 #: per worker thread: (loop, callbacks) the function running under `run_sync` owes its loop
 _local = threading.local()
 
 
-def _executor() -> ThreadPoolExecutor:
+def _workers() -> _Workers:
     global _pool
     if _pool is None:
         with _pool_lock:
             if _pool is None:
-                _pool = ThreadPoolExecutor(MAX_WORKERS, thread_name_prefix="gate-worker")
+                _pool = _Workers(MAX_WORKERS)
+                atexit.register(_pool.stop)
     return _pool
 
 
@@ -49,29 +113,47 @@ async def run_sync(function: Callable[..., T], *args: Any) -> T:
     """`function(*args)` in a worker thread, with the caller's context variables (the
     request id the logs carry)."""
     loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
     context = contextvars.copy_context()
-    work = partial(_owing, loop, partial(context.run, function, *args))
-    return await loop.run_in_executor(_executor(), work)
+    _workers().submit((loop, future, partial(context.run, function, *args)))
+    return await future
 
 
-def _owing(loop: asyncio.AbstractEventLoop, work: Callable[[], T]) -> T:
-    """Run `work`, then hand the loop what it owes (see `soon`), even when it raised: the
-    callbacks of a committed change must run whatever happened after the commit."""
-    owed: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
+def _run(
+    loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any], work: Callable[[], Any]
+) -> None:
+    """Run `work` in this worker, then hand the loop its result and what it owes (see
+    `soon`) in one wake-up, even when it raised: the callbacks of a committed change must
+    run whatever happened after the commit, and whether or not the caller still waits."""
+    owed: _Owed = []
     _local.owing = (loop, owed)
     try:
-        return work()
+        result, error = work(), None
+    except BaseException as exc:  # the caller's to see, as from any awaited call
+        result, error = None, exc
     finally:
         _local.owing = None
-        if owed:
-            # Queued just before the result's own wake-up: they run first, as if the
-            # thread had called them one by one, and the loop wakes once.
-            _threadsafe(loop, _run_owed, owed)
+    _threadsafe(loop, _finish, future, owed, result, error)
 
 
-def _run_owed(owed: list[tuple[Callable[..., Any], tuple[Any, ...]]]) -> None:
+def _finish(
+    future: asyncio.Future[Any], owed: _Owed, result: Any, error: BaseException | None
+) -> None:
+    # The owed callbacks run first, as if the thread had called them one by one, then the
+    # caller resumes; one that raises is reported as the loop reports a callback's error.
     for callback, args in owed:
-        callback(*args)
+        try:
+            callback(*args)
+        except Exception as exc:
+            future.get_loop().call_exception_handler(
+                {"message": f"callback {callback!r} owed by a worker thread", "exception": exc}
+            )
+    if future.cancelled():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
 
 
 def soon(loop: asyncio.AbstractEventLoop, callback: Callable[..., Any], *args: Any) -> None:

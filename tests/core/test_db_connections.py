@@ -164,3 +164,22 @@ def test_no_connection_is_kept_after_the_pool_invalidated_one(postgres_url: str)
         assert kept.closed
     finally:
         db.dispose()
+
+
+@pytest.mark.postgres
+def test_overlapping_writers_each_keep_their_connection(postgres_url: str) -> None:
+    # A decision's transaction and the mark of the card it refreshed overlap: with one
+    # connection kept, every other writer went back to the pool (a ROLLBACK round trip).
+    db = Database(postgres_url, pool_size=2)
+    try:
+        with db.write_conn() as first, db.write_conn() as second:
+            kept = {_driver(first), _driver(second)}
+        with db.write_conn() as first, db.write_conn() as second:
+            assert {_driver(first), _driver(second)} == kept
+        # both kept connections are the whole pool: a read still gets one at once
+        started = time.monotonic()
+        with db.read_conn() as conn:
+            assert conn.execute(sa.text("SELECT 1")).scalar_one() == 1
+        assert time.monotonic() - started < 5
+    finally:
+        db.dispose()

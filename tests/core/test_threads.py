@@ -101,3 +101,53 @@ def test_soon_on_a_closed_loop_drops_the_callback() -> None:
     loop = asyncio.new_event_loop()
     loop.close()
     threads.soon(loop, pytest.fail, "ran on a closed loop")  # no error, nothing runs
+
+
+def test_a_job_never_waits_behind_a_blocked_one_below_the_cap() -> None:
+    # The first job blocks until the second has run: with the second queued behind it
+    # (no thread of its own) this would never finish.
+    released = threading.Event()
+
+    async def main() -> list[str]:
+        first = asyncio.ensure_future(threads.run_sync(lambda: released.wait(10) and "first"))
+        await asyncio.sleep(0)  # the first job is in a thread before the second is queued
+        second = await threads.run_sync(lambda: released.set() or "second")
+        return [second, await first]
+
+    assert asyncio.run(asyncio.wait_for(main(), 5)) == ["second", "first"]
+
+
+def test_an_owed_callback_that_raises_does_not_keep_the_caller_from_its_result() -> None:
+    reported: list[str] = []
+
+    async def main() -> str:
+        loop = asyncio.get_running_loop()
+        loop.set_exception_handler(lambda _loop, context: reported.append(context["message"]))
+
+        def broken() -> None:
+            raise RuntimeError("a waiter's bug")
+
+        def work() -> str:
+            threads.soon(loop, broken)
+            return "committed"
+
+        return await threads.run_sync(work)
+
+    assert asyncio.run(asyncio.wait_for(main(), 5)) == "committed"
+    assert len(reported) == 1 and "owed by a worker thread" in reported[0]
+
+
+def test_stopping_the_workers_finishes_the_jobs_already_queued() -> None:
+    pool = threads._Workers(2)
+    done: list[int] = []
+    gate = threading.Event()
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        for n in range(5):
+            pool.submit((loop, loop.create_future(), lambda n=n: gate.wait(5) and done.append(n)))
+        gate.set()
+        await asyncio.to_thread(pool.stop)
+
+    asyncio.run(main())
+    assert sorted(done) == [0, 1, 2, 3, 4]
