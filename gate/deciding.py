@@ -89,7 +89,7 @@ def decide(
             if agreed is not None:
                 grants.create(change.session, req, agreed, by=actor.name, now=now)
         change.record(outcome)
-        decided = build_view(req, votes, public_url=public_url)
+        decided = build_view(req, votes, public_url=public_url, like=view)
         change.shows(decided)
     return Result(outcome, decided)
 

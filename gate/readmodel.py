@@ -131,8 +131,22 @@ def build_view(
     public_url: str,
     deliveries: list[Delivery] | None = None,
     audit: list[AuditEvent] | None = None,
+    like: RequestView | None = None,
 ) -> RequestView:
-    """Assemble a RequestView from rows (ORM objects or the hot paths' `gate.rows` rows)."""
+    """Assemble a RequestView from rows (ORM objects or the hot paths' `gate.rows` rows).
+
+    `like` is a view built earlier from the same row objects (a decision's, before its
+    change): what is derived from values the row still holds, the very same objects, is
+    taken from it instead of computed again (the call's hash, the offers).
+    """
+    same_call = (
+        like is not None
+        and req.tool_args is like.tool_args
+        and req.approved_args is like.approved_args
+        and req.tool_name == like.tool_name
+        and req.idempotency_key == like.idempotency_key
+    )
+    same_options = like is not None and req.options is like.options
     return RequestView(
         id=req.id,
         status=req.status,
@@ -172,10 +186,12 @@ def build_view(
             for d in deliveries or []
         ],
         audit=[AuditView(a.id or 0, a.at, a.kind, a.actor, a.via, a.detail) for a in audit or []],
-        args_hash=binding_of(req),
+        args_hash=like.args_hash if like is not None and same_call else binding_of(req),
         approved_args=req.approved_args,
         options=req.options,
-        offers=Offers.from_options(req.options),
+        offers=like.offers
+        if like is not None and same_options
+        else Offers.from_options(req.options),
         grant_id=req.grant_id,
         outcome=req.outcome,
         idempotency_key=req.idempotency_key,
