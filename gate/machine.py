@@ -32,13 +32,12 @@ from gate.models import (
     Grant,
     GrantStatus,
     RequestStatus,
-    UTCDateTime,
     Verdict,
 )
 
 # re-exported: callers write machine.Changed, machine.AlreadyFinal, ...
 from gate.outcomes import AlreadyFinal, AlreadyVoted, Changed, Extended, Missing, Outcome, Voted
-from gate.rows import REQUEST, RequestRow, VoteRow
+from gate.rows import AUDIT, UNREAD, RequestRow, VoteRow
 
 __all__ = ["AlreadyFinal", "AlreadyVoted", "Changed", "Extended", "Missing", "Outcome", "Voted"]
 __all__ += ["lock", "record_vote", "expire", "cancel", "extend", "record_outcome"]
@@ -46,17 +45,24 @@ __all__ += ["allow_by_grant", "end_grant"]
 
 
 def lock(session: Session, request_id: str) -> tuple[RequestRow, list[VoteRow]] | None:
-    """The request, locked for this transaction, its votes and its audit chain's head (kept
-    on the row as `audit_head`): all a decision reads, in two statements.
+    """The request, locked for this transaction, and its votes: all a decision reads.
 
-    PostgreSQL takes the row lock (`FOR UPDATE`) first; the votes and the head are read by a
-    second statement, so they are as of after the lock (a vote that committed while this
-    one waited for the lock is seen). On SQLite the writer's `BEGIN IMMEDIATE` already
-    serialises writers. None when no request has that id.
+    PostgreSQL takes the row lock (`FOR UPDATE`) first; the votes and the audit chain's head
+    are read by a later statement, so they are as of after the lock (a vote that committed
+    while this one waited for the lock is seen). On SQLite the writer's `BEGIN IMMEDIATE`
+    already serialises writers. None when no request has that id.
+
+    A pending request one approval decides has no votes: its first vote, either way, ends
+    it. So only its row is read, and the head comes back with the compare-and-set that
+    ends it (`_transition`): every event of a pending request is written under its lock,
+    so that statement, which begins after the lock was taken, sees the newest. Otherwise
+    the votes and the head are read at once (`audit_head` on the row).
     """
     req = rows.read(session, request_id, lock=True)
     if req is None:
         return None
+    if req.status == RequestStatus.pending and req.approvals_required == 1:
+        return req, []
     votes, req.audit_head = rows.votes_and_head(session, request_id)
     return req, votes
 
@@ -263,7 +269,17 @@ def _transition(
     params = {**written, "req_id": req.id}
     if before is not None:
         params["before"] = before
-    if direct.execute(session.connection(), _CAS[before is not None], params).rowcount != 1:
+    conn = session.connection()
+    if req.audit_head is UNREAD:  # the head comes back with the change (see `lock`)
+        batch.before_reading(session, AUDIT)
+        # the rows returned are the rows changed (SQLite's row count is not, with RETURNING)
+        changed = direct.execute(conn, rows.CAS_HEAD[before is not None], params)
+        updated = len(changed.all())
+        if updated:
+            req.audit_head = changed.first().head
+    else:
+        updated = direct.execute(conn, rows.CAS[before is not None], params).rowcount
+    if updated != 1:
         rows.refresh(session, req)
         if req.status == RequestStatus.pending:  # only the deadline guard stopped it
             expire(session, request_id=req.id, now=req.expires_at, req=req)
@@ -275,19 +291,6 @@ def _transition(
     # The answer is built from what the UPDATE wrote: nothing is read back.
     req.__dict__.update(written)
     return Changed(req.id, to)
-
-
-def _cas_statement(before: bool) -> sa.Update:
-    """`UPDATE ... WHERE id = :req_id AND status = 'pending' [AND expires_at > :before]`; the
-    columns set are the parameters' keys."""
-    guards = [REQUEST.c.id == sa.bindparam("req_id"), REQUEST.c.status == "pending"]
-    if before:
-        guards.append(REQUEST.c.expires_at > sa.bindparam("before", type_=UTCDateTime()))
-    return sa.update(REQUEST).where(*guards)
-
-
-#: every transition's compare-and-set, built once: with the deadline guard or without
-_CAS = {b: _cas_statement(b) for b in (False, True)}
 
 
 def _already_final(req: RequestRow) -> AlreadyFinal:

@@ -133,20 +133,9 @@ def build_view(
     audit: list[AuditEvent] | None = None,
     like: RequestView | None = None,
 ) -> RequestView:
-    """Assemble a RequestView from rows (ORM objects or the hot paths' `gate.rows` rows).
-
-    `like` is a view built earlier from the same row objects (a decision's, before its
-    change): what is derived from values the row still holds, the very same objects, is
-    taken from it instead of computed again (the call's hash, the offers).
-    """
-    same_call = (
-        like is not None
-        and req.tool_args is like.tool_args
-        and req.approved_args is like.approved_args
-        and req.tool_name == like.tool_name
-        and req.idempotency_key == like.idempotency_key
-    )
-    same_options = like is not None and req.options is like.options
+    """Assemble a RequestView from rows (ORM objects or the hot paths' `gate.rows` rows);
+    `like`, a view built before from the same row objects, lends what they still share."""
+    args_hash, offers = _derived(req, like)
     return RequestView(
         id=req.id,
         status=req.status,
@@ -186,15 +175,30 @@ def build_view(
             for d in deliveries or []
         ],
         audit=[AuditView(a.id or 0, a.at, a.kind, a.actor, a.via, a.detail) for a in audit or []],
-        args_hash=like.args_hash if like is not None and same_call else binding_of(req),
+        args_hash=args_hash,
         approved_args=req.approved_args,
         options=req.options,
-        offers=like.offers
-        if like is not None and same_options
-        else Offers.from_options(req.options),
+        offers=offers,
         grant_id=req.grant_id,
         outcome=req.outcome,
         idempotency_key=req.idempotency_key,
+    )
+
+
+def _derived(req: ConfirmationRequest | RequestRow, like: RequestView | None) -> tuple[str, Offers]:
+    """(the call's hash, the offers) of `req`: `like`'s, where it was built from the very same
+    objects the row still holds (a decision's view before its change), else computed."""
+    if like is None:
+        return binding_of(req), Offers.from_options(req.options)
+    same_call = (
+        req.tool_args is like.tool_args
+        and req.approved_args is like.approved_args
+        and req.tool_name == like.tool_name
+        and req.idempotency_key == like.idempotency_key
+    )
+    return (
+        like.args_hash if same_call else binding_of(req),
+        like.offers if req.options is like.options else Offers.from_options(req.options),
     )
 
 

@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from sqlmodel import Session
 
 from gate import batch, direct
-from gate.models import AuditEvent, ConfirmationRequest, Delivery, Grant, Vote
+from gate.models import AuditEvent, ConfirmationRequest, Delivery, Grant, UTCDateTime, Vote
 
 REQUEST: sa.Table = ConfirmationRequest.__table__  # type: ignore[attr-defined]
 VOTE: sa.Table = Vote.__table__  # type: ignore[attr-defined]
@@ -74,6 +74,32 @@ UPDATE_VOTE = (
     .where(VOTE.c.id == sa.bindparam("vote_id"))
     .values({name: sa.bindparam(name, type_=VOTE.c[name].type) for name in _VOTE_COLUMNS[2:]})
 )
+
+
+def _cas(before: bool) -> sa.Update:
+    """`UPDATE ... WHERE id = :req_id AND status = 'pending' [AND expires_at > :before]`; the
+    columns set are the parameters' keys."""
+    guards = [REQUEST.c.id == sa.bindparam("req_id"), REQUEST.c.status == "pending"]
+    if before:
+        guards.append(REQUEST.c.expires_at > sa.bindparam("before", type_=UTCDateTime()))
+    return sa.update(REQUEST).where(*guards)
+
+
+#: every transition's compare-and-set (run by `gate.machine` alone, the only code that changes
+#: a status), built once: with the deadline guard or without
+CAS = {b: _cas(b) for b in (False, True)}
+#: the same, returning the request's audit chain head (read by the UPDATE's own snapshot)
+CAS_HEAD = {
+    b: _cas(b).returning(
+        sa.select(AUDIT.c.chain_hash)
+        .where(AUDIT.c.request_id == sa.bindparam("req_id"))
+        .order_by(AUDIT.c.id.desc())
+        .limit(1)
+        .scalar_subquery()
+        .label("head")
+    )
+    for b in (False, True)
+}
 
 
 class RequestRow(SimpleNamespace):

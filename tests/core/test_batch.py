@@ -9,6 +9,7 @@ show which way ran.
 from __future__ import annotations
 
 import select
+import threading
 import time
 
 import psycopg
@@ -157,9 +158,40 @@ def test_the_notify_rides_in_the_changes_statement_and_only_a_commit_sends_it(
 
         with counting(service.db.engine) as tally:
             deciding.decide(service, rid, approver(service, "alice"), Verdict.approve)
-        # the lock, the votes and chain head, the transition; then the vote, its event, the
+        # the lock, the transition (with the chain's head); then the vote, its event, the
         # card refresh and the NOTIFY as one statement
-        assert (tally.count, tally.transactions) == (4, 1), str(tally)
+        assert (tally.count, tally.transactions) == (3, 1), str(tally)
         assert listener.next() == f"final:{rid}"
     finally:
         listener.close()
+
+
+def test_an_event_written_while_a_decision_waited_for_the_lock_is_its_events_prev(
+    service: GateService, clock: Clock
+) -> None:
+    # A pending request one approval decides: its chain's head comes back with the
+    # compare-and-set, which must see an event committed while the decision waited.
+    rid = ask(service, tool_name="refund", tool_args={"amount": 1})
+    locked, decided = threading.Event(), threading.Event()
+
+    def remind() -> None:
+        with service.changing() as change:
+            rows.read(change.session, rid, lock=True)
+            audit.record(
+                change.session, request_id=rid, kind="reminded", actor=None, via=None, now=clock.now
+            )
+            locked.set()
+            # the decision is waiting for this lock (SQLite: for the one writer) meanwhile
+            assert not decided.wait(0.5)
+
+    holder = threading.Thread(target=remind)
+    holder.start()
+    assert locked.wait(10)
+    result = deciding.decide(service, rid, approver(service, "alice"), Verdict.approve)
+    decided.set()
+    holder.join(10)
+    assert result.changed
+    events = audit.trail(service.db, rid)
+    assert [e.kind for e in events] == ["created", "reminded", "approved"]
+    assert events[2].prev_hash == events[1].chain_hash
+    assert audit.verify(service.db) == []
