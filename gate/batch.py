@@ -99,8 +99,12 @@ def before_reading(session: Session, table: sa.Table) -> None:
         send(session)
 
 
-def send(session: Session) -> None:
-    """Execute the writes held so far, as one statement; the batch stays open."""
+def send(session: Session, *, last: bool = False) -> None:
+    """Execute the writes held so far, as one statement; the batch stays open.
+
+    `last` says the transaction commits next: with nothing run in it before (an ask's
+    usual case), that one statement is the whole transaction (see `direct.execute`).
+    """
     held: _Held | None = session.info.get(_KEY)
     if held is None or not held.parts:
         return
@@ -111,7 +115,9 @@ def send(session: Session) -> None:
     else:
         statement = _fused(tuple(p.statement for p in parts))
         params = {f"p{i}_{key}": v for i, p in enumerate(parts) for key, v in p.params.items()}
-    found = direct.execute(session.connection(), statement, params).all()
+    # the ORM's own pending rows would be flushed after it, so they rule that out
+    last = last and not (session.new or session.dirty or session.deleted)
+    found = direct.execute(session.connection(), statement, params, last=last).all()
     for part in parts:
         if part.returned is not None:
             # the fused statement's outer join gives one row of NULLs when nothing was written

@@ -12,6 +12,7 @@ psycopg's columns only when something reads them.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
 from typing import Any, overload
 
 import psycopg
@@ -74,3 +75,22 @@ class Cursor(psycopg.Cursor[TupleRow]):
 def connect_args() -> dict[str, Any]:
     """psycopg connection arguments for gate's engine."""
     return {"cursor_factory": Cursor}
+
+
+@contextmanager
+def autocommitted(driver: psycopg.Connection[Any]) -> Iterator[None]:
+    """Around a transaction's one statement: when nothing ran in the transaction yet, the
+    statement is sent in autocommit, so it commits by itself and psycopg sends no BEGIN
+    before it and no COMMIT after it (its `commit` of an idle connection sends nothing):
+    two round trips fewer, ~30 us of gate's CPU each time. A statement that is one
+    statement is atomic by itself; anything sent after it would be a transaction of its
+    own, so callers use this only for the last statement before the commit."""
+    if driver.info.transaction_status != pq.TransactionStatus.IDLE:
+        yield
+        return
+    driver.autocommit = True
+    try:
+        yield
+    finally:
+        with suppress(psycopg.Error):  # a broken connection is thrown away anyway
+            driver.autocommit = False

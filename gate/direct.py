@@ -120,9 +120,20 @@ _MAX_CACHED = 2000
 _CURSOR = "gate_direct_cursor"
 
 
-def execute(conn: sa.Connection, statement: sa.Executable, params: Mapping[str, Any]) -> Rows:
+def execute(
+    conn: sa.Connection,
+    statement: sa.Executable,
+    params: Mapping[str, Any],
+    *,
+    last: bool = False,
+) -> Rows:
     """Run `statement` with `params` in `conn`'s transaction and return its rows, as
-    `conn.execute` would (see the module's docstring for when it is SQLAlchemy's path)."""
+    `conn.execute` would (see the module's docstring for when it is SQLAlchemy's path).
+
+    `last` says nothing runs after it before the commit: on PostgreSQL, when it is also the
+    first, the transaction's only statement goes in autocommit
+    (`gate.db_postgres.autocommitted`).
+    """
     if conn._has_events or conn.engine._has_events or not conn.in_transaction():
         return _through_sqlalchemy(conn, statement, params)
     dialect = conn.dialect
@@ -140,7 +151,13 @@ def execute(conn: sa.Connection, statement: sa.Executable, params: Mapping[str, 
     )
     cursor = _cursor(conn)
     try:
-        cursor.execute(compiled.sql, sent)
+        if last and dialect.name == "postgresql":
+            from gate.db_postgres import autocommitted  # psycopg is there with PostgreSQL only
+
+            with autocommitted(cursor.connection):
+                cursor.execute(compiled.sql, sent)
+        else:
+            cursor.execute(compiled.sql, sent)
         found = cursor.fetchall() if cursor.description is not None else []
     except Exception as exc:  # the connection's own handling raises (see the docstring)
         conn.connection.info.pop(_CURSOR, None)  # that handling closes the cursor

@@ -160,10 +160,7 @@ def mark_sent(
     read just before it is sent. Returns True when that refresh was added.
     """
     if claim.kind != DeliveryKind.update:
-        with db.write_conn() as conn:
-            direct.execute(
-                conn, _SET_ROW, _sent(claim, now) | {"message_ref": ref, "last_error": None}
-            )
+        _write_one(db, _SET_ROW, _sent(claim, now) | {"message_ref": ref, "last_error": None})
         return False
     params = {**_card(claim), "row_id": claim.id, "now": now, "ref": ref}
     with db.write_conn() as conn:
@@ -184,8 +181,14 @@ def mark_sent(
 
 def mark_superseded(db: Database, claim: Claimed, now: datetime) -> None:
     """Record an update as not needed: a later update of its card was already sent."""
+    _write_one(db, _SET_ROW, _sent(claim, now) | {"last_error": _SUPERSEDED})
+
+
+def _write_one(db: Database, statement: sa.Executable, params: dict[str, Any]) -> None:
+    """One statement as a transaction of its own (PostgreSQL: sent in autocommit, no BEGIN
+    and COMMIT round trips; see `direct.execute`)."""
     with db.write_conn() as conn:
-        direct.execute(conn, _SET_ROW, _sent(claim, now) | {"last_error": _SUPERSEDED})
+        direct.execute(conn, statement, params, last=True)
 
 
 def _sent(claim: Claimed, now: datetime) -> dict[str, Any]:
@@ -227,32 +230,29 @@ def mark_failed(
         # fleet of replicas from retrying a recovering platform in lockstep.
         delay = min(2.0 ** (claim.attempts - 1), MAX_BACKOFF_SECONDS) * random.uniform(0.75, 1.0)
     status = DeliveryStatus.dead if dead else DeliveryStatus.pending
-    with db.write_conn() as conn:
-        direct.execute(
-            conn,
-            _SET_ROW,
-            {
-                "row_id": claim.id,
-                "status": status.value,
-                "last_error": error[:2000],
-                "claimed_until": None,
-                "next_attempt_at": now + timedelta(seconds=delay),
-            },
-        )
+    _write_one(
+        db,
+        _SET_ROW,
+        {
+            "row_id": claim.id,
+            "status": status.value,
+            "last_error": error[:2000],
+            "claimed_until": None,
+            "next_attempt_at": now + timedelta(seconds=delay),
+        },
+    )
     return dead
 
 
 def postpone(db: Database, claim: Claimed, now: datetime) -> None:
     """Give an update back unattempted: its card has not been posted yet."""
-    with db.write_conn() as conn:
-        direct.execute(conn, _POSTPONE, {"row_id": claim.id, "when": now + WAIT_FOR_POST})
+    _write_one(db, _POSTPONE, {"row_id": claim.id, "when": now + WAIT_FOR_POST})
 
 
 def give_up(db: Database, claim: Claimed, error: str) -> None:
     """Mark a row dead without retrying (its card can never be posted)."""
     dead = {"status": DeliveryStatus.dead.value, "last_error": error[:2000]}
-    with db.write_conn() as conn:
-        direct.execute(conn, _SET_ROW, {"row_id": claim.id, **dead, "claimed_until": None})
+    _write_one(db, _SET_ROW, {"row_id": claim.id, **dead, "claimed_until": None})
 
 
 def _log_failure(claim: Claimed, error: str, *, dead: bool) -> None:

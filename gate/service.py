@@ -415,7 +415,7 @@ class GateService:
             yield change
             for event in change.events:
                 self.notifier.stage(session, event)
-            batch.send(session)
+            batch.send(session, last=True)
         for event in change.events:
             self.notifier.publish(event)
         handed = outbox.handed(session)

@@ -8,6 +8,7 @@ statement.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -181,3 +182,51 @@ def test_grant_lookups_read_through_the_driver(service: GateService) -> None:
     assert allowed.decision.action == "allow"
     assert allowed.view is not None and allowed.view.decided_via == "grant"
     assert _used_the_driver(grants._CANDIDATES, service.db)
+
+
+def _status_of(conn: sa.Connection) -> str:
+    """PostgreSQL: whether the connection is inside a transaction now."""
+    driver = conn.connection.driver_connection
+    assert driver is not None
+    return str(driver.info.transaction_status.name)
+
+
+def test_the_only_statement_of_a_transaction_commits_by_itself(service: GateService) -> None:
+    if service.db.sqlite:
+        pytest.skip("SQLite's transaction began with BEGIN IMMEDIATE already")
+    request_id = ask(service, tool_name="refund", tool_args={"amount": 1})
+    params = {"req_id": request_id, "reason": "nudged"}
+    set_reason = sa.update(rows.REQUEST).where(rows.REQUEST.c.id == sa.bindparam("req_id"))
+    with service.db.write_conn() as conn:
+        assert direct.execute(conn, set_reason, params, last=True).rowcount == 1
+        # sent in autocommit: no transaction is open after it, and autocommit is off again
+        assert _status_of(conn) == "IDLE"
+        assert conn.connection.driver_connection.autocommit is False  # type: ignore[union-attr]
+    # a transaction that ran a statement before keeps the last one inside it: both go
+    with pytest.raises(LookupError), service.db.write_conn() as conn:
+        direct.execute(conn, set_reason, {**params, "reason": "first"})
+        direct.execute(conn, set_reason, {**params, "reason": "second"}, last=True)
+        assert _status_of(conn) == "INTRANS"
+        raise LookupError("the caller changed its mind")
+    assert service.view(request_id).reason == "nudged"  # type: ignore[union-attr]
+
+
+def test_an_ask_sends_its_one_statement_without_begin_or_commit(
+    service: GateService, tmp_path: Path
+) -> None:
+    if service.db.sqlite:
+        pytest.skip("SQLite's transaction began with BEGIN IMMEDIATE already")
+    with service.db.write_conn() as conn:  # the connection kept for the next writer
+        driver = conn.connection.driver_connection
+    assert driver is not None
+    trace = tmp_path / "libpq.trace"
+    with trace.open("w") as out:
+        driver.pgconn.trace(out.fileno())  # libpq's own log of what goes over the wire
+        try:  # a rule that offers no grant: nothing to look up before the write
+            request_id = ask(service, tool_name="wire", tool_args={"amount": 1})
+        finally:
+            driver.pgconn.untrace()
+    sent = trace.read_text()
+    assert "INSERT INTO confirmation_request" in sent  # the ask ran on this connection
+    assert "BEGIN" not in sent and "COMMIT" not in sent, sent[:2000]
+    assert service.view(request_id) is not None
