@@ -14,6 +14,7 @@ import enum
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from gate import machine, untrusted
@@ -246,6 +247,7 @@ def _folded(ids: set[str]) -> set[str]:
     return {_fold(i) for i in ids}
 
 
+@lru_cache(maxsize=1024)  # a handful of people and agents, folded on every decision
 def _fold(identity: str) -> str:
     plain = unicodedata.normalize("NFKC", untrusted.strip_invisible(identity))
     return unicodedata.normalize("NFKC", plain.casefold()).strip()

@@ -104,9 +104,9 @@ class _Compiled:
     keys: tuple[str, ...]
     types: tuple[Any, ...]
     row: type[Any] | None
-    #: per result column, its processor (None: as the driver returns it); read at the first
+    #: (column index, processor) of the result columns that have one; read at the first
     #: execution, from the driver's description of the columns
-    results: list[Callable[[Any], Any] | None] | None = field(default=None)
+    results: list[tuple[int, Callable[[Any], Any]]] | None = field(default=None)
 
 
 #: a statement the driver path cannot run exactly as SQLAlchemy would
@@ -254,18 +254,19 @@ def _processed(
     processors = compiled.results
     if processors is None:
         processors = [
-            type_._cached_result_processor(dialect, column[1])
-            for type_, column in zip(compiled.types, description, strict=True)
+            (i, process)
+            for i, (type_, column) in enumerate(zip(compiled.types, description, strict=True))
+            if (process := type_._cached_result_processor(dialect, column[1])) is not None
         ]
         compiled.results = processors
     assert compiled.row is not None
     make = compiled.row._make
-    if not any(processors):
+    if not processors:
         return [make(values) for values in found]
-    return [
-        make(
-            value if process is None else process(value)
-            for process, value in zip(processors, values, strict=True)
-        )
-        for values in found
-    ]
+    rows = []
+    for values in found:
+        processed = list(values)
+        for i, process in processors:
+            processed[i] = process(processed[i])
+        rows.append(make(processed))
+    return rows
