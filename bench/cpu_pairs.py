@@ -1,7 +1,7 @@
 """Server CPU per call of this checkout and another, measured in alternation.
 
     .venv/bin/python -m bench.cpu_pairs --before /tmp/base [--db sqlite|postgres]
-        [--pairs 5] [--calls 600]
+        [--pairs 5] [--calls 1000]
 
 On a noisy machine one run of `bench.call_cost` can move by a third from one minute to the
 next, so "is this change cheaper?" is answered here by pairs: a server of this checkout,
@@ -56,7 +56,7 @@ def main() -> None:
     parser.add_argument("--before", type=Path, required=True, help="the other checkout")
     parser.add_argument("--db", choices=["sqlite", "postgres"], default="sqlite")
     parser.add_argument("--pairs", type=int, default=5)
-    parser.add_argument("--calls", type=int, default=600)
+    parser.add_argument("--calls", type=int, default=1000)
     args = parser.parse_args()
     print(machine())
     sides = {"now": HERE, "before": args.before.resolve()}
