@@ -8,11 +8,12 @@ from typing import Any
 
 import pytest
 
+from gate import deciding
 from gate.acting import Actor
 from gate.auth import Principal
 from gate.config import Settings
 from gate.db import Database, upgrade
-from gate.models import utcnow
+from gate.models import Verdict, utcnow
 from gate.notify import Notifier
 from gate.policy import Policy
 from gate.schemas import GateCall
@@ -77,6 +78,16 @@ def approver(service: GateService, name: str) -> Actor:
     found = service.settings.approver(name)
     assert found is not None
     return Actor.of_approver(found, "api")
+
+
+def granted_refund(service: GateService, agent_id: str = "bot") -> str:
+    """A refund `agent_id` asked for, approved by alice with a 30-minute agent-scope grant."""
+    request_id = ask(service, tool_name="refund", tool_args={"amount": 1}, agent_id=agent_id)
+    result = deciding.decide(
+        service, request_id, approver(service, "alice"), Verdict.approve, grant=("agent", "30m")
+    )
+    assert result.changed
+    return request_id
 
 
 def ask(service: GateService, principal: Principal = AGENT, **call: Any) -> str:

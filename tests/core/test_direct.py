@@ -21,7 +21,7 @@ from gate.models import Verdict
 from gate.notify_pg import libpq_url
 from gate.schemas import GateCall
 from gate.service import GateService
-from tests.core.conftest import AGENT, Clock, approver, ask
+from tests.core.conftest import AGENT, Clock, approver, ask, granted_refund
 from tests.support.sql_counter import counting
 
 
@@ -171,11 +171,7 @@ def test_expanding_parameters_take_sqlalchemys_path(service: GateService) -> Non
 
 def test_grant_lookups_read_through_the_driver(service: GateService) -> None:
     # an agent-scope grant, then a call it covers: allowed by the grant, read on the driver
-    request_id = ask(service, tool_name="refund", tool_args={"amount": 1}, agent_id="bot")
-    result = deciding.decide(
-        service, request_id, approver(service, "alice"), Verdict.approve, grant=("agent", "30m")
-    )
-    assert result.changed
+    granted_refund(service, agent_id="bot")
     allowed = service.submit(
         GateCall(tool_name="refund", tool_args={"amount": 2}, agent_id="bot"), AGENT
     )

@@ -19,7 +19,16 @@ from gate.notify import Notifier
 from gate.policy import Policy
 from gate.schemas import GateCall
 from gate.service import GateService
-from tests.core.conftest import AGENT, OTHER_AGENT, RULES, Clock, approver, ask, service_of
+from tests.core.conftest import (
+    AGENT,
+    OTHER_AGENT,
+    RULES,
+    Clock,
+    approver,
+    ask,
+    granted_refund,
+    service_of,
+)
 from tests.support import config as cfg
 
 
@@ -84,11 +93,7 @@ def test_a_quorum_counts_people_and_a_grant_needs_every_vote(service: GateServic
 def test_grants_ride_only_with_the_principal_and_rule_that_earned_them(
     service: GateService, clock: Clock
 ) -> None:
-    rid = ask(service, tool_name="refund", tool_args={"amount": 1}, agent_id="bot")
-    result = deciding.decide(
-        service, rid, approver(service, "alice"), Verdict.approve, grant=("agent", "30m")
-    )
-    assert result.changed
+    granted_refund(service, agent_id="bot")
     mine = service.submit(
         GateCall(tool_name="refund", tool_args={"amount": 2}, agent_id="bot"), AGENT
     )
