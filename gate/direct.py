@@ -101,7 +101,6 @@ class _Compiled:
     #: for a positional paramstyle (SQLite's `?`), the parameters in order; else None
     order: tuple[str, ...] | None
     binds: dict[str, Callable[[Any], Any]]
-    keys: tuple[str, ...]
     types: tuple[Any, ...]
     row: type[Any] | None
     #: (column index, processor) of the result columns that have one; read at the first
@@ -242,7 +241,6 @@ def _compile(statement: sa.Executable, dialect: Dialect, keys: frozenset[str] | 
         required=required,
         order=tuple(positional) if positional is not None else None,
         binds=dict(compiled._bind_processors),
-        keys=result_keys,
         types=tuple(column.type for column in compiled._result_columns),
         row=row,
     )
