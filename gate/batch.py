@@ -21,7 +21,12 @@ code inside a batch are:
 * a write that reads a table (`INSERT ... SELECT`) names it (`reads=`): parts still held that
   write that table are sent first, so it sees them as it would one by one; a read of a
   table through the connection does the same with `before_reading`;
-* at most one part of a statement returns rows (a second one sends the first).
+* at most one part of a statement returns rows (a second one sends the first);
+* at most one part of a statement writes a table (a second one sends the first): PostgreSQL
+  runs a statement's parts in no set order, so two inserts into one table could take their
+  ids in the other order, and the audit chain is ordered by id (a decision that made a
+  grant wrote its `grant_created` event before its `approved` one, and `gate audit verify`
+  reported the chain broken).
 
 A database error in the statement (a unique key two asks raced for) is raised by `send`,
 inside the transaction, and rolls all of it back: as one by one, nothing of it is kept.
@@ -87,9 +92,12 @@ def write(
         return
     if reads is not None:
         before_reading(session, reads)
-    if returned is not None and any(p.returned is not None for p in held.parts):
+    writes = _written(statement)
+    if (returned is not None and any(p.returned is not None for p in held.parts)) or (
+        writes is not None and any(p.writes is writes for p in held.parts)
+    ):
         send(session)
-    held.parts.append(_Part(statement, params, returned, _written(statement)))
+    held.parts.append(_Part(statement, params, returned, writes))
 
 
 def before_reading(session: Session, table: sa.Table) -> None:

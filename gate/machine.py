@@ -431,6 +431,10 @@ def end_grant(
         return False
     grant = session.get(Grant, grant_id)
     if grant is not None:
+        # The event joins the approving request's chain: under that request's lock, as
+        # every event of a request is, or an outcome reported at the same instant would
+        # read the same head and fork the chain.
+        rows.read(session, grant.request_id, lock=True)
         audit.append(
             session, grant.request_id, f"grant_{to.value}", actor, None, now, {"grant": grant_id}
         )

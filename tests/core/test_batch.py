@@ -17,11 +17,11 @@ import pytest
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
 
-from gate import audit, deciding, outbox, rows
-from gate.models import Verdict, new_id
+from gate import audit, deciding, grants, machine, outbox, rows
+from gate.models import GrantStatus, Verdict, new_id
 from gate.notify_pg import CHANNEL, PostgresNotifier, libpq_url
 from gate.service import GateService
-from tests.core.conftest import Clock, approver, ask
+from tests.core.conftest import Clock, approver, ask, granted_refund
 from tests.support.sql_counter import counting, per_database
 
 
@@ -194,4 +194,52 @@ def test_an_event_written_while_a_decision_waited_for_the_lock_is_its_events_pre
     events = audit.trail(service.db, rid)
     assert [e.kind for e in events] == ["created", "reminded", "approved"]
     assert events[2].prev_hash == events[1].chain_hash
+    assert audit.verify(service.db) == []
+
+
+def test_a_grant_ended_while_an_outcome_is_recorded_extends_the_chain_after_it(
+    service: GateService, clock: Clock
+) -> None:
+    # Both append to the approving request's chain: ending the grant waits for the request's
+    # lock, so its event follows the outcome's instead of forking the chain beside it.
+    request_id = granted_refund(service)
+    with service.db.read() as session:
+        (grant,) = [g.id for g in grants.list_grants(session, active_only=True, now=clock.now)]
+    locked, ended = threading.Event(), threading.Event()
+
+    def report() -> None:
+        with service.changing() as change:
+            assert machine.record_outcome(
+                change.session,
+                request_id=request_id,
+                outcome="ran",
+                summary=None,
+                actor="billing-agent",
+                now=clock.now,
+            )
+            locked.set()
+            assert not ended.wait(0.5)  # PostgreSQL: ending the grant waits for this lock
+
+    holder = threading.Thread(target=report)
+    holder.start()
+    assert locked.wait(10)
+    with service.db.write() as session:
+        assert machine.end_grant(
+            session, grant_id=grant, to=GrantStatus.revoked, actor="alice", now=clock.now
+        )
+    ended.set()
+    holder.join(10)
+    kinds = [e.kind for e in audit.trail(service.db, request_id)]
+    assert kinds[-2:] == ["ran", "grant_revoked"]
+    assert audit.verify(service.db) == []
+
+
+def test_a_decision_that_makes_a_grant_keeps_its_chain_in_order(service: GateService) -> None:
+    # Its `approved` and `grant_created` events both go to the audit table: as parts of one
+    # statement PostgreSQL could give them their ids in the other order, and the chain is
+    # read in id order. A second write to a table sends the first.
+    request_id = granted_refund(service)
+    events = audit.trail(service.db, request_id)
+    assert [e.kind for e in events] == ["created", "approved", "grant_created"]
+    assert [e.prev_hash for e in events[1:]] == [e.chain_hash for e in events[:-1]]
     assert audit.verify(service.db) == []
