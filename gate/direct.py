@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import threading
 from collections import namedtuple
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from keyword import iskeyword
 from typing import Any, cast
@@ -72,9 +72,6 @@ class Rows:
     def scalars(self) -> list[Any]:
         """The first column of every row."""
         return [row[0] for row in self._rows]
-
-    def __iter__(self) -> Iterator[Any]:
-        return iter(self._rows)
 
 
 class _RowBase(tuple):  # type: ignore[type-arg]
