@@ -185,6 +185,17 @@ class Delivery(SQLModel, table=True):
         default_factory=utcnow, sa_column=Column(UTCDateTime, nullable=False)
     )
     sent_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime, nullable=True))
+    # On a card's post row, kept by PostgreSQL's marks of the card's updates (see
+    # `gate.sending.mark_sent`): the newest update marked sent, and the latest time one was
+    # marked, before and after the last mark. Each mark moves them in its own statement,
+    # after waiting for this row, so it sees every mark made before it, on any replica.
+    newest_update_sent: int | None = Field(default=None)
+    update_marked_at: datetime | None = Field(
+        default=None, sa_column=Column(UTCDateTime, nullable=True)
+    )
+    update_marked_before: datetime | None = Field(
+        default=None, sa_column=Column(UTCDateTime, nullable=True)
+    )
 
 
 class AuditEvent(SQLModel, table=True):

@@ -44,12 +44,12 @@ _SAME_CARD = (  # bind names apart from the columns': an UPDATE's SET takes thos
 )
 
 
+#: `_SAME_CARD`'s parameters
+_CARD_KEYS = ("card_request", "card_channel", "card_target")
+
+
 def _card(claim: Claimed) -> dict[str, str]:
-    return {
-        "card_request": claim.request_id,
-        "card_channel": claim.channel,
-        "card_target": claim.target,
-    }
+    return dict(zip(_CARD_KEYS, (claim.request_id, claim.channel, claim.target), strict=True))
 
 
 _POST_REF = (
@@ -115,12 +115,6 @@ _OTHER_SENT = (
 #: may have landed after it: a newer one was sent already, or one was sent while this one
 #: was on its way (possibly by another replica)
 _UPDATE_SENT_CHECKED = _UPDATE_SENT.returning(DELIVERY.c.id, _OTHER_SENT.label("overtaken"))
-#: the card's post row, locked: what the marks of its updates take turns on
-_LOCK_CARD = (
-    sa.select(DELIVERY.c.id)
-    .where(*_SAME_CARD, DELIVERY.c.kind == DeliveryKind.post.value)
-    .with_for_update()
-)
 #: one more refresh of the card, due now (read back just before it is sent)
 _OWE_REFRESH = (
     sa.insert(DELIVERY)
@@ -136,6 +130,60 @@ _OWE_REFRESH = (
     )
     .inline()
 )
+
+
+def _marked_on_card() -> sa.Select[Any]:
+    """PostgreSQL's mark of a sent update, in one statement: (id, overtaken) per row marked.
+
+    Marks of one card's updates may run at once on two replicas, and each must see the
+    other: checked against the same snapshot, neither would. So the statement first moves
+    the card's post row (`card`), waiting for it while another mark holds it, and
+    PostgreSQL hands a statement that waited the row as the other mark left it. Its
+    bookkeeping (the newest update marked sent, when the last one was marked) answers "was
+    another update sent that may have landed after this one?" from that row alone. Only
+    then are this row and the older refreshes it makes redundant marked (they join `card`),
+    and the refresh owed, if any, is inserted by the same statement.
+    """
+    post = DELIVERY.c
+    row_id = sa.bindparam("row_id", type_=sa.Integer())
+    greatest, coalesce = sa.func.greatest, sa.func.coalesce
+    card = (
+        sa.update(DELIVERY)
+        .where(*_SAME_CARD, post.kind == DeliveryKind.post.value)
+        .values(
+            newest_update_sent=greatest(coalesce(post.newest_update_sent, 0), row_id),
+            update_marked_before=post.update_marked_at,
+            update_marked_at=greatest(coalesce(post.update_marked_at, _NOW), _NOW),
+        )
+        .returning(post.request_id, post.newest_update_sent, post.update_marked_before)
+        .cte("card")
+    )
+    started = sa.bindparam("started", type_=UTCDateTime())
+    later = sa.func.coalesce(card.c.update_marked_before > started, False)
+    overtaken = sa.or_(card.c.newest_update_sent > row_id, later)
+    marked = (
+        _UPDATE_SENT.where(card.c.request_id == post.request_id)  # after the card's row
+        .returning(post.id, overtaken.label("overtaken"))
+        .cte("marked")
+    )
+    refresh = sa.select(
+        sa.literal(DeliveryKind.update.value),
+        sa.literal(DeliveryStatus.pending.value),
+        sa.literal(0),
+        _NOW,
+        _NOW,
+        *(sa.cast(sa.bindparam(key), sa.String()) for key in _CARD_KEYS),
+    ).where(marked.c.id == row_id, marked.c.overtaken)
+    columns = ["kind", "status", "attempts", "next_attempt_at", "created_at"]
+    owed = (
+        sa.insert(DELIVERY)
+        .from_select([*columns, "request_id", "channel", "target"], refresh)
+        .cte("owed")
+    )
+    return sa.select(marked.c.id, marked.c.overtaken).add_cte(owed)
+
+
+_MARKED_ON_CARD = _marked_on_card()
 
 
 _POSTPONE = (
@@ -163,16 +211,18 @@ def mark_sent(
         _write_one(db, _SET_ROW, _sent(claim, now) | {"message_ref": ref, "last_error": None})
         return False
     params = {**_card(claim), "row_id": claim.id, "now": now, "ref": ref}
+    params["started"] = started or now
+    if not db.sqlite:
+        with db.write_conn() as conn:
+            marked = direct.execute(conn, _MARKED_ON_CARD, params, last=True).all()
+        if marked:
+            return any(row.overtaken for row in marked if row.id == claim.id)
+        # no post row to take turns on (gone with its request, say): nothing to refresh
+        _write_one(db, _SET_ROW, _sent(claim, now) | {"message_ref": ref, "last_error": None})
+        return False
     with db.write_conn() as conn:
-        if not db.sqlite:
-            # The marks of one card's updates take turns: each waits for the card's post row
-            # first, so its check below (a statement of its own, seeing what committed
-            # before it began) sees a mark another replica made meanwhile. Checked at the
-            # same instant, neither would. SQLite has one writer at a time already.
-            direct.execute(conn, _LOCK_CARD, _card(claim)).all()
-        marked = direct.execute(
-            conn, _UPDATE_SENT_CHECKED, {**params, "started": started or now}
-        ).all()
+        # SQLite has one writer at a time: no other mark can run between the check and this
+        marked = direct.execute(conn, _UPDATE_SENT_CHECKED, params).all()
         overtaken = any(row.overtaken for row in marked if row.id == claim.id)
         if overtaken:
             direct.execute(conn, _OWE_REFRESH, params)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlmodel import SQLModel
+from sqlmodel import Session, SQLModel
 
 import gate.models  # noqa: F401  (registers the tables)
 from gate.db import Database, normalise_url, upgrade
@@ -32,6 +33,55 @@ def test_migrated_schema_equals_models(db_url: str) -> None:
 def test_upgrade_twice_is_a_no_op(db_url: str) -> None:
     upgrade(db_url)
     upgrade(db_url)
+
+
+def test_upgrading_teaches_each_cards_post_row_the_updates_already_sent(db_url: str) -> None:
+    # PostgreSQL's mark of an update reads what the card's post row records of the marks
+    # before it; cards updated before the upgrade must not look as if none was ever sent.
+    upgrade(db_url, "0005")
+    engine = sa.create_engine(normalise_url(db_url))
+    now = utcnow()
+    row = {"channel": "log", "target": "log", "attempts": 1, "next_attempt_at": now}
+    try:
+        with Session(engine) as session:  # the requests table is the same before and after
+            session.add(ConfirmationRequest(id="01OLD", tool_name="t", expires_at=now))
+            session.commit()
+        with engine.begin() as conn:
+            insert = sa.text(
+                "INSERT INTO delivery (id, request_id, channel, target, kind, status, attempts, "
+                "next_attempt_at, created_at, sent_at, last_error) VALUES (:id, '01OLD', "
+                ":channel, :target, :kind, :status, :attempts, :next_attempt_at, :at, :at, :error)"
+            )
+            earlier = now - timedelta(minutes=5)
+            for id_, kind, at, error in [
+                (1, "post", earlier, None),
+                (2, "update", earlier, None),
+                (3, "update", now, None),  # the newest really sent
+                (4, "update", now + timedelta(seconds=1), "superseded by a later update"),
+            ]:
+                status = {"kind": kind, "status": "sent", "at": at, "error": error}
+                conn.execute(insert, {**row, "id": id_, **status})
+        upgrade(db_url)
+        with engine.connect() as conn:
+            marks = conn.execute(
+                sa.text(
+                    "SELECT kind, newest_update_sent, update_marked_at, update_marked_before "
+                    "FROM delivery ORDER BY id"
+                )
+            ).all()
+    finally:
+        engine.dispose()
+    post, *updates = marks
+    assert post[:2] == ("post", 3) and post[3] is None
+    assert _utc(post[2]) == now
+    assert all(update[1:] == (None, None, None) for update in updates)
+
+
+def _utc(value: datetime | str) -> datetime:
+    """A time as a raw connection returns it (SQLite: text) as an aware datetime."""
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
 def test_times_come_back_utc_aware(db_url: str) -> None:

@@ -82,8 +82,6 @@ def test_writes_report_sqlalchemys_row_count_and_returning_rows(
         sent = {"row_id": post_id, "status": "sent", "sent_at": clock.now, "claimed_until": None}
         assert direct.execute(conn, sending._SET_ROW, sent).rowcount == 1
         assert direct.execute(conn, sending._SET_ROW, {**sent, "row_id": -1}).rowcount == 0
-        locked = direct.execute(conn, sending._LOCK_CARD, card).all()
-        assert [r.id for r in locked] == [post_id]
         ref, status = conn.execute(sending._POST_REF, card).one()
     assert status == "sent" and ref is None
 
@@ -109,7 +107,10 @@ def test_an_update_with_returning_gives_its_computed_columns(
             "ref": "log:x",
             "started": clock.now,
         }
-        marked = direct.execute(conn, sending._UPDATE_SENT_CHECKED, params).all()
+        statement = sending._UPDATE_SENT_CHECKED
+        if not service.db.sqlite:  # the same, after taking its turn on the card's post row
+            statement = sending._MARKED_ON_CARD
+        marked = direct.execute(conn, statement, params).all()
     assert [(r.id, r.overtaken) for r in marked] == [(update_id, False)]
     assert isinstance(marked[0].overtaken, bool)
 
