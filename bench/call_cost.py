@@ -4,8 +4,9 @@
     [--seconds 5] [--clients 32]
 
 For each database, against one real `gate serve` (calls one at a time on a kept-alive
-connection, the server's CPU read from /proc before and after), it prints each row of the
-table in issue 17 next to its goal:
+connection, in blocks that take turns with the other rows' blocks, the server's CPU read
+from /proc before and after each block), it prints each row of the table in issue 17 next
+to its goal:
 
 * server CPU per call as a ratio to `GET /healthz` on the same server in the same run;
 * SQL statements and transactions per call (counted with `tests.support.sql_counter` on the
@@ -50,23 +51,37 @@ KB_PER_WAITER_GOAL = 12.0
 THROUGHPUT_GOAL = 0.60
 
 
+#: the calls of each row are made in this many blocks, interleaved with the other rows
+ROUNDS = 10
+
+
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU of a process so far (all its threads)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
+    """CPU time of a process so far (all its threads): from each thread's schedstat in
+    nanoseconds where the kernel keeps it, else from /proc/<pid>/stat in clock ticks."""
+    tasks = Path(f"/proc/{pid}/task")
+    try:
+        return sum(int((t / "schedstat").read_text().split()[0]) for t in tasks.iterdir()) / 1e9
+    except (FileNotFoundError, ProcessLookupError):
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / TICKS
 
 
-def cpu_per_call(pid: int, calls: int, one: Callable[[int], None]) -> float:
-    """Server CPU milliseconds per call of `one(i)`, over `calls` calls."""
-    one(-1)  # warm the route
+def cpu_of_block(pid: int, calls: range, one: Callable[[int], None]) -> float:
+    """Server CPU seconds spent on `one(i)` for each i in `calls`."""
     before = cpu_seconds(pid)
-    for i in range(calls):
+    for i in calls:
         one(i)
-    return (cpu_seconds(pid) - before) * 1000 / calls
+    time.sleep(0.02)  # a card sent after the last answer belongs to this block
+    return cpu_seconds(pid) - before
 
 
 def measure_cpu(url: str, pid: int, calls: int) -> dict[str, float]:
-    """ms of server CPU per call for each row."""
+    """ms of server CPU per call for each row.
+
+    The rows take turns: `ROUNDS` rounds, each a block of every row's calls, so a machine
+    that drifts during the run (another tenant, a frequency change) moves /healthz with the
+    calls it divides instead of favouring whichever row ran in a quiet minute.
+    """
     with httpx.Client(base_url=url, timeout=30) as c:
 
         def healthz(_: int) -> None:
@@ -93,16 +108,21 @@ def measure_cpu(url: str, pid: int, calls: int) -> dict[str, float]:
             )
             assert r.status_code == 200, r.text
 
-        # /proc counts CPU in 10 ms ticks: 1,000 calls of /healthz (~0.35 s of CPU) read it
-        # within ~3%; it is measured before and after the other rows, and averaged, so a
-        # drift of the machine during the run moves the baseline with the calls it divides.
-        first = cpu_per_call(pid, calls, healthz)
-        rows = {
-            "POST /v1/gate, no rule": cpu_per_call(pid, calls, ungated),
-            "POST /v1/gate that asks": cpu_per_call(pid, calls, asking),
-            "POST .../decision": cpu_per_call(pid, calls, decide),
+        rows: dict[str, Callable[[int], None]] = {
+            "GET /healthz": healthz,
+            "POST /v1/gate, no rule": ungated,
+            "POST /v1/gate that asks": asking,
+            "POST .../decision": decide,
         }
-        return {"GET /healthz": (first + cpu_per_call(pid, calls, healthz)) / 2, **rows}
+        for one in rows.values():  # warm each route
+            one(calls)
+        spent = dict.fromkeys(rows, 0.0)
+        per_round = max(1, calls // ROUNDS)
+        for n in range(ROUNDS):
+            block = range(n * per_round, (n + 1) * per_round)
+            for row, one in rows.items():
+                spent[row] += cpu_of_block(pid, block, one)
+        return {row: seconds * 1000 / (per_round * ROUNDS) for row, seconds in spent.items()}
 
 
 def measure_sql(db_url: str) -> dict[str, tuple[int, int]]:
