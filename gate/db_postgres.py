@@ -72,6 +72,12 @@ class Cursor(psycopg.Cursor[TupleRow]):
         return Description(self, result)
 
 
+class RawCursor(psycopg.RawCursor[TupleRow]):
+    """psycopg's cursor for `$1`-style SQL (`gate.direct`), with the same `Description`."""
+
+    description = Cursor.description  # type: ignore[assignment]
+
+
 def connect_args() -> dict[str, Any]:
     """psycopg connection arguments for gate's engine."""
     return {"cursor_factory": Cursor}

@@ -18,6 +18,10 @@ What stays SQLAlchemy's:
   statement counter), the statement takes SQLAlchemy's own path, so every listener sees what
   it expects. The statements sent are the same either way.
 
+On PostgreSQL the compiled SQL's `%(name)s` placeholders become `$1`, `$2`... once, and the
+statement runs on psycopg's raw cursor with the values in that order: psycopg then neither
+parses the query for placeholders nor reorders a mapping on every execution (~10 us each).
+
 A statement this module cannot run exactly as SQLAlchemy would (expanding `IN` parameters,
 escaped bind names, a result column whose key is not an identifier) also takes SQLAlchemy's
 path, decided once per statement.
@@ -25,6 +29,7 @@ path, decided once per statement.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections import namedtuple
 from collections.abc import Callable, Mapping, Sequence
@@ -95,7 +100,7 @@ class _Compiled:
     defaults: dict[str, Any]
     #: the parameters every execution must give
     required: frozenset[str]
-    #: for a positional paramstyle (SQLite's `?`), the parameters in order; else None
+    #: the parameters in the order the SQL takes them (SQLite's `?`, PostgreSQL's `$n`)
     order: tuple[str, ...] | None
     binds: dict[str, Callable[[Any], Any]]
     types: tuple[Any, ...]
@@ -173,7 +178,12 @@ def _cursor(conn: sa.Connection) -> Any:
     if kept is not None and kept[0] is driver:
         return kept[1]
     assert driver is not None
-    cursor = driver.cursor()
+    if conn.dialect.name == "postgresql":
+        from gate.db_postgres import RawCursor  # psycopg is there with PostgreSQL only
+
+        cursor: Any = RawCursor(driver)
+    else:
+        cursor = driver.cursor()
     pooled.info[_CURSOR] = (driver, cursor)
     return cursor
 
@@ -228,8 +238,11 @@ def _compile(statement: sa.Executable, dialect: Dialect, keys: frozenset[str] | 
         else None
     )
     positional = compiled.positiontup
+    sql = compiled.string
+    if dialect.name == "postgresql" and positional is None:
+        sql, positional = numbered(sql)
     return _Compiled(
-        sql=compiled.string,
+        sql=sql,
         defaults={
             name: value
             for name, value in compiled.construct_params(_check=False).items()
@@ -241,6 +254,24 @@ def _compile(statement: sa.Executable, dialect: Dialect, keys: frozenset[str] | 
         types=tuple(column.type for column in compiled._result_columns),
         row=row,
     )
+
+
+#: a named placeholder of psycopg's paramstyle, or an escaped percent sign
+_PYFORMAT = re.compile(r"%\((\w+)\)s|%%")
+
+
+def numbered(sql: str) -> tuple[str, tuple[str, ...]]:
+    """`sql` in psycopg's `%(name)s` style as PostgreSQL's own `$1, $2...` (a name used
+    twice is one number), with the names in number order; `%%` becomes `%`."""
+    numbers: dict[str, int] = {}
+
+    def number(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name is None:
+            return "%"
+        return f"${numbers.setdefault(name, len(numbers) + 1)}"
+
+    return _PYFORMAT.sub(number, sql), tuple(numbers)
 
 
 def _processed(

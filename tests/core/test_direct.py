@@ -115,6 +115,29 @@ def test_an_update_with_returning_gives_its_computed_columns(
     assert isinstance(marked[0].overtaken, bool)
 
 
+def test_postgresql_gets_numbered_placeholders_once_per_statement() -> None:
+    # a name used twice is one number; an escaped percent sign is a percent sign again
+    sql = "SELECT %(a)s, %(b)s, %(a)s WHERE x LIKE 'a%%' AND y = %(c_1)s"
+    assert direct.numbered(sql) == (
+        "SELECT $1, $2, $1 WHERE x LIKE 'a%' AND y = $3",
+        ("a", "b", "c_1"),
+    )
+
+
+def test_a_statement_with_repeated_parameters_and_a_percent_sign_reads_as_sqlalchemys(
+    service: GateService,
+) -> None:
+    statement = sa.select(
+        sa.bindparam("n", type_=sa.Integer()) + 1,
+        sa.literal_column("'50%'").label("share"),
+        sa.bindparam("n", type_=sa.Integer()).label("again"),
+    ).where(sa.bindparam("flag", type_=sa.Boolean()))
+    with service.db.write_conn() as conn:
+        mine, theirs = _both(conn, statement, {"n": 41, "flag": True})
+        assert _used_the_driver(statement, service.db)
+    assert [tuple(r) for r in mine] == [tuple(r) for r in theirs] == [(42, "50%", 41)]
+
+
 def test_a_driver_error_is_sqlalchemys_and_the_connection_stays_usable(
     service: GateService, clock: Clock
 ) -> None:
