@@ -240,15 +240,21 @@ def test_the_lease_on_handed_rows_is_the_pumps(service: GateService, jobs: Jobs)
     assert outbox.LEASE >= timedelta(seconds=30)
 
 
+def posted_card(service: GateService, clock: Clock, tool_name: str) -> str:
+    """A request whose one card (the log channel's) was posted as "card-1"; no pump here:
+    rows are claimed from the database, as another replica's would be."""
+    service.configured_channels = service.settings.channels.configured()
+    rid = ask(service, tool_name=tool_name, tool_args={"amount": 1})
+    [post] = outbox.claim_due(service.db, clock())
+    sending.mark_sent(service.db, post, clock(), "card-1")
+    return rid
+
+
 @pytest.mark.parametrize(("older_sent_after_start", "owed"), [(True, True), (False, False)])
 def test_an_older_refresh_sent_while_a_newer_one_was_on_its_way_owes_a_read_back(
     service: GateService, clock: Clock, older_sent_after_start: bool, owed: bool
 ) -> None:
-    service.configured_channels = service.settings.channels.configured()  # log: one card
-    # no pump here: rows are claimed from the database, as another replica's would be
-    rid = ask(service, tool_name="wire", tool_args={"amount": 1})
-    [post] = outbox.claim_due(service.db, clock())
-    sending.mark_sent(service.db, post, clock(), "card-1")
+    rid = posted_card(service, clock, "wire")
     deciding.decide(service, rid, approver(service, "alice"), Verdict.approve)
     deciding.decide(service, rid, approver(service, "bob"), Verdict.approve)
     older, newer = outbox.claim_due(service.db, clock())
@@ -322,13 +328,10 @@ def test_an_update_whose_cards_post_row_is_gone_is_still_marked_sent(
 ) -> None:
     # PostgreSQL's mark takes its turn on the card's post row; with none to take, the
     # update is marked on its own (nothing can have landed after it on a card not there).
-    service.configured_channels = service.settings.channels.configured()  # log: one card
-    rid = ask(service, tool_name="refund", tool_args={"amount": 1})
-    [post] = outbox.claim_due(service.db, clock())
-    sending.mark_sent(service.db, post, clock(), "card-1")
+    rid = posted_card(service, clock, "refund")
     deciding.decide(service, rid, approver(service, "alice"), Verdict.approve)
     [update] = outbox.claim_due(service.db, clock())
     with service.db.write() as session:
-        session.execute(sa.delete(Delivery).where(Delivery.id == post.id))  # type: ignore[arg-type]
+        session.execute(sa.delete(Delivery).where(Delivery.kind == "post"))  # type: ignore[arg-type]
     assert sending.mark_sent(service.db, update, clock(), "card-1") is False
     assert rows(service) == [("update", "sent", 1, False, None)]
