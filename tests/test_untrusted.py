@@ -296,6 +296,8 @@ LINEAR_OR_TRUSTED = {
     r"(?:^|[\s\"'/\\])gate(?:\.exe)?[\"']?\s+hook\b|-m\s+gate\.(?:hook|cli\s+hook)\b": (
         "the operator's own agent settings files (gate init)"
     ),
+    # gate's own SQL, compiled by SQLAlchemy once per statement (gate.direct)
+    r"%\((\w+)\)s|%%": "placeholders in compiled SQL; literal prefixes, one class",
 }
 _RE_CALLS = {"compile", "search", "match", "fullmatch", "finditer", "findall", "sub", "split"}
 
