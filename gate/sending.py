@@ -44,8 +44,9 @@ _SAME_CARD = (  # bind names apart from the columns': an UPDATE's SET takes thos
 )
 
 
-#: `_SAME_CARD`'s parameters
+#: `_SAME_CARD`'s parameters, and the columns they stand for
 _CARD_KEYS = ("card_request", "card_channel", "card_target")
+_CARD_COLUMNS = ("request_id", "channel", "target")
 
 
 def _card(claim: Claimed) -> dict[str, str]:
@@ -116,20 +117,16 @@ _OTHER_SENT = (
 #: was on its way (possibly by another replica)
 _UPDATE_SENT_CHECKED = _UPDATE_SENT.returning(DELIVERY.c.id, _OTHER_SENT.label("overtaken"))
 #: one more refresh of the card, due now (read back just before it is sent)
-_OWE_REFRESH = (
-    sa.insert(DELIVERY)
-    .values(
-        kind=DeliveryKind.update.value,
-        status=DeliveryStatus.pending.value,
-        attempts=0,
-        next_attempt_at=_NOW,
-        created_at=_NOW,
-        request_id=sa.bindparam("card_request"),
-        channel=sa.bindparam("card_channel"),
-        target=sa.bindparam("card_target"),
-    )
-    .inline()
+_REFRESH_COLUMNS = ("kind", "status", "attempts", "next_attempt_at", "created_at", *_CARD_COLUMNS)
+_REFRESH_ROW = sa.select(
+    sa.literal(DeliveryKind.update.value),
+    sa.literal(DeliveryStatus.pending.value),
+    sa.literal(0),
+    _NOW,
+    _NOW,
+    *(sa.cast(sa.bindparam(key), sa.String()) for key in _CARD_KEYS),
 )
+_OWE_REFRESH = sa.insert(DELIVERY).from_select(_REFRESH_COLUMNS, _REFRESH_ROW)
 
 
 def _marked_on_card() -> sa.Select[Any]:
@@ -166,20 +163,8 @@ def _marked_on_card() -> sa.Select[Any]:
         .returning(post.id, overtaken.label("overtaken"))
         .cte("marked")
     )
-    refresh = sa.select(
-        sa.literal(DeliveryKind.update.value),
-        sa.literal(DeliveryStatus.pending.value),
-        sa.literal(0),
-        _NOW,
-        _NOW,
-        *(sa.cast(sa.bindparam(key), sa.String()) for key in _CARD_KEYS),
-    ).where(marked.c.id == row_id, marked.c.overtaken)
-    columns = ["kind", "status", "attempts", "next_attempt_at", "created_at"]
-    owed = (
-        sa.insert(DELIVERY)
-        .from_select([*columns, "request_id", "channel", "target"], refresh)
-        .cte("owed")
-    )
+    refresh = _REFRESH_ROW.where(marked.c.id == row_id, marked.c.overtaken)
+    owed = sa.insert(DELIVERY).from_select(_REFRESH_COLUMNS, refresh).cte("owed")
     return sa.select(marked.c.id, marked.c.overtaken).add_cte(owed)
 
 
@@ -208,8 +193,7 @@ def mark_sent(
     read just before it is sent. Returns True when that refresh was added.
     """
     if claim.kind != DeliveryKind.update:
-        _write_one(db, _SET_ROW, _sent(claim, now) | {"message_ref": ref, "last_error": None})
-        return False
+        return _marked_alone(db, claim, now, ref)
     params = {**_card(claim), "row_id": claim.id, "now": now, "ref": ref}
     params["started"] = started or now
     if not db.sqlite:
@@ -218,8 +202,7 @@ def mark_sent(
         if marked:
             return any(row.overtaken for row in marked if row.id == claim.id)
         # no post row to take turns on (gone with its request, say): nothing to refresh
-        _write_one(db, _SET_ROW, _sent(claim, now) | {"message_ref": ref, "last_error": None})
-        return False
+        return _marked_alone(db, claim, now, ref)
     with db.write_conn() as conn:
         # SQLite has one writer at a time: no other mark can run between the check and this
         marked = direct.execute(conn, _UPDATE_SENT_CHECKED, params).all()
@@ -227,6 +210,12 @@ def mark_sent(
         if overtaken:
             direct.execute(conn, _OWE_REFRESH, params)
     return overtaken
+
+
+def _marked_alone(db: Database, claim: Claimed, now: datetime, ref: str | None) -> bool:
+    """Mark one row sent by itself (no other row of its card to check); nothing is owed."""
+    _write_one(db, _SET_ROW, _sent(claim, now) | {"message_ref": ref, "last_error": None})
+    return False
 
 
 def mark_superseded(db: Database, claim: Claimed, now: datetime) -> None:
