@@ -222,15 +222,21 @@ def list_grants(session: Session, *, active_only: bool, now: datetime) -> list[G
     return list(session.exec(stmt).all())
 
 
-def due(session: Session, now: datetime) -> list[str]:
-    """Ids of active grants whose time is up (the expiry sweep ends them)."""
-    return list(
-        session.exec(
-            select(Grant.id)
-            .where(col(Grant.status) == GrantStatus.active, col(Grant.expires_at) <= now)
-            .limit(500)
-        ).all()
+#: active grants whose time is up, at most `limit` (the expiry sweep ends them)
+DUE = (
+    sa.select(GRANT.c.id)
+    .where(
+        GRANT.c.status == GrantStatus.active.value,
+        GRANT.c.expires_at <= sa.bindparam("now", type_=UTCDateTime()),
     )
+    .limit(sa.bindparam("limit"))
+)
+
+
+def due(session: Session, now: datetime, limit: int = 500) -> list[str]:
+    """Ids of active grants whose time is up (the expiry sweep ends them)."""
+    found = direct.execute(session.connection(), DUE, {"now": now, "limit": limit})
+    return list(found.scalars())
 
 
 def count_active(session: Session, now: datetime) -> int:

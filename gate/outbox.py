@@ -237,15 +237,18 @@ _CLAIM = (
 
 def claim_due(db: Database, now: datetime, limit: int = BATCH) -> list[Claimed]:
     """Take a lease on up to `limit` due rows and return them; an update comes with its
-    card's post (`post_ref`, `post_status`), read in the same transaction."""
+    card's post (`post_ref`, `post_status`), read right after the claim."""
+    # The claim is its transaction's one statement (PostgreSQL sends it in autocommit, see
+    # `direct.execute`): the pump runs it every interval on every replica, mostly to find
+    # nothing. The posts are read after it, which can only find them newer.
     with db.write_conn() as conn:
-        rows = direct.execute(
-            conn, _CLAIM, {"now": now, "until": now + LEASE, "limit": limit}
-        ).all()
-        claims = sorted((Claimed(*row) for row in rows), key=lambda c: c.id)
-        updated = list({c.request_id for c in claims if c.kind == DeliveryKind.update})
-        posts: dict[tuple[str, str, str], tuple[str | None, str]] = {}
-        if updated:  # (SQLite cannot correlate a subquery in RETURNING with the row)
+        params = {"now": now, "until": now + LEASE, "limit": limit}
+        rows = direct.execute(conn, _CLAIM, params, last=True).all()
+    claims = sorted((Claimed(*row) for row in rows), key=lambda c: c.id)
+    updated = list({c.request_id for c in claims if c.kind == DeliveryKind.update})
+    posts: dict[tuple[str, str, str], tuple[str | None, str]] = {}
+    if updated:  # (SQLite cannot correlate a subquery in RETURNING with the row)
+        with db.read_conn() as conn:
             for post in conn.execute(_POSTS, {"ids": updated}):
                 card = (post.request_id, post.channel, post.target)
                 posts.setdefault(card, (post.message_ref, post.status))

@@ -92,9 +92,12 @@ def test_grants_expire_with_the_sweep(ruled: Gate, clock: Clock) -> None:
         {"verdict": "approve", "grant": {"scope": "agent", "duration": "15m"}},
     )
     assert ruled.submit(**call)["decision"] == "allow"
+    waiting = ruled.submit(tool_name="pay_vendor", tool_args={"amount": 60000})["request"]
     clock.now += timedelta(minutes=16)
-    ruled.state.service.expire_due()
+    # one sweep ends the grant and expires the request, both found by one statement
+    assert ruled.state.service.expire_due() == 1
     with ruled.client(cfg.ADMIN) as c:
         ended = c.get("/v1/grants", params={"active": "false"}).json()
+        assert c.get(f"/v1/requests/{waiting['id']}").json()["status"] == "expired"
     assert [g["status"] for g in ended] == ["expired"]
     assert ruled.submit(**call)["decision"] == "ask"

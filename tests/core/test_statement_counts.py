@@ -132,17 +132,31 @@ def test_the_outbox_claims_and_marks_in_one_transaction_each(service: GateServic
     assert [c.kind for c in posted] == ["post"]
     sending.mark_sent(service.db, posted[0], service.clock(), "msg-1")
     deciding.decide(service, rid, approver(service, "alice"), Verdict.approve)
-    # the claim, and the posts of the cards its updates refresh, in one transaction
+    # the claim alone, then one read of the posts of the cards its updates refresh
     with counting(service.db.engine) as tally:
         updates = outbox.claim_due(service.db, service.clock())
     assert [(c.kind, c.post_ref, c.post_status) for c in updates] == [("update", "msg-1", "sent")]
-    check(tally, statements=2, transactions=1)
+    check(tally, statements=2, transactions=2)
     # sent, older pending refreshes of the same card superseded, and whether another
     # update of the card was sent after it began, in one statement (on PostgreSQL it
     # takes its turn on the card's post row first, in the same statement: marks of one
     # card must not overlap)
     with counting(service.db.engine) as tally:
         sending.mark_sent(service.db, updates[0], service.clock(), "msg-1")
+    check(tally, statements=1, transactions=1)
+
+
+def test_the_background_jobs_finding_nothing_run_one_statement_each(
+    service: GateService,
+) -> None:
+    # Every replica runs both every second, mostly to find nothing
+    ask(service, tool_name="refund", tool_args={"amount": 1})  # pending, not due yet
+    with counting(service.db.engine) as tally:
+        assert outbox.claim_due(service.db, service.clock()) != []  # its card's post
+        assert outbox.claim_due(service.db, service.clock()) == []
+    check(tally, statements=2, transactions=2)
+    with counting(service.db.engine) as tally:
+        assert service.expire_due() == 0  # due requests and due grants, in one statement
     check(tally, statements=1, transactions=1)
 
 
