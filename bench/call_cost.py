@@ -16,7 +16,9 @@ to its goal:
 * resident memory per parked `GET .../wait`, from /proc with that many long-polls open;
 * for context, ask and decision CPU on a second server with no channel configured (a new
   user's default, cards on the web page only): the goal rows above include the log
-  channel's card for every change.
+  channel's card for every change;
+* for context, what a server with the default settings costs doing nothing (its expiry
+  sweep and outbox pump each run every second, on every replica), in ms of CPU per second.
 
 Figures, not pass/fail: the test suite counts statements; timings and memory belong here.
 """
@@ -197,6 +199,20 @@ def throughput(url: str, seconds: float, clients: int) -> tuple[float, float]:
     return health / windows, asks / windows
 
 
+#: how long `idle_cpu` watches a server doing nothing, after it settles for a second
+IDLE_SECONDS = 5.0
+
+
+def idle_cpu(db_url: str) -> float:
+    """ms of CPU per second a server with the default settings spends with no calls."""
+    with server(db_url, channels={}) as proc:
+        assert proc.proc is not None
+        time.sleep(1.0)
+        before = cpu_seconds(proc.proc.pid)
+        time.sleep(IDLE_SECONDS)
+        return (cpu_seconds(proc.proc.pid) - before) * 1000 / IDLE_SECONDS
+
+
 def run(kind: str, calls: int, waiters: int, seconds: float, clients: int) -> None:
     """Print every row for one database."""
     with database(kind) as db_url:
@@ -214,6 +230,7 @@ def run(kind: str, calls: int, waiters: int, seconds: float, clients: int) -> No
         with server(db_url, channels={}, max_wait_seconds=60, sweep_interval_seconds=5) as bare:
             assert bare.proc is not None
             quiet = measure_cpu(bare.url, bare.proc.pid, calls)
+        idle = idle_cpu(db_url)
     base = cpu["GET /healthz"]
     print(f"\n[{kind}] {calls} calls each, one at a time; server CPU per call")
     print(f"  {'call':<26} {'CPU ms':>7} {'x healthz':>10} {'goal':>6} {'SQL':>5} {'txn':>4}")
@@ -234,6 +251,7 @@ def run(kind: str, calls: int, waiters: int, seconds: float, clients: int) -> No
             for row in ("POST /v1/gate that asks", "POST .../decision")
         )
     )
+    print(f"  idle, default settings: {idle:.1f} ms of CPU per second ({idle / 10:.1f}% of a core)")
     share = ask_rate / health_rate if health_rate else float("nan")
     verdict = "ok" if share >= THROUGHPUT_GOAL else "MISS"
     print(

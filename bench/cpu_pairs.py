@@ -1,7 +1,7 @@
 """Server CPU per call of this checkout and another, measured in alternation.
 
     .venv/bin/python -m bench.cpu_pairs --before /tmp/base [--db sqlite|postgres]
-        [--pairs 5] [--calls 1000]
+        [--pairs 5] [--calls 1000] [--idle]
 
 On a noisy machine one run of `bench.call_cost` can move by a third from one minute to the
 next, so "is this change cheaper?" is answered here by pairs: a server of this checkout,
@@ -20,7 +20,7 @@ import statistics
 from pathlib import Path
 
 from bench._common import database, machine, server
-from bench.call_cost import measure_cpu
+from bench.call_cost import idle_cpu, measure_cpu
 
 ROWS = ("POST /v1/gate that asks", "POST .../decision")
 HERE = Path(__file__).resolve().parent.parent
@@ -36,6 +36,29 @@ def one(checkout: Path, kind: str, calls: int) -> dict[str, float]:
             return measure_cpu(proc.url, proc.proc.pid, calls)
     finally:
         os.chdir(started_in)
+
+
+def idle(checkout: Path, kind: str) -> float:
+    """ms of CPU per second an idle server of `checkout` spends, on a fresh database."""
+    started_in = Path.cwd()
+    os.chdir(checkout)
+    try:
+        with database(kind, migrate=False) as url:
+            return idle_cpu(url)
+    finally:
+        os.chdir(started_in)
+
+
+def idle_pairs(sides: dict[str, Path], kind: str, pairs: int) -> None:
+    """Print the idle CPU of each side, `pairs` times in alternation, then the medians."""
+    runs: dict[str, list[float]] = {name: [] for name in sides}
+    for n in range(pairs):
+        for name, checkout in sides.items():
+            runs[name].append(idle(checkout, kind))
+            print(f"  pair {n + 1} {name:<7} idle {runs[name][-1]:.1f} ms/s", flush=True)
+    print(f"[{kind}] idle CPU, medians of {pairs} pairs:")
+    for name, side in runs.items():
+        print(f"  {name:<7} {statistics.median(side):.1f} ms/s ({min(side):.1f}-{max(side):.1f})")
 
 
 def summary(name: str, runs: list[dict[str, float]]) -> str:
@@ -57,9 +80,13 @@ def main() -> None:
     parser.add_argument("--db", choices=["sqlite", "postgres"], default="sqlite")
     parser.add_argument("--pairs", type=int, default=5)
     parser.add_argument("--calls", type=int, default=1000)
+    parser.add_argument("--idle", action="store_true", help="idle CPU per second instead")
     args = parser.parse_args()
     print(machine())
     sides = {"now": HERE, "before": args.before.resolve()}
+    if args.idle:
+        idle_pairs(sides, args.db, args.pairs)
+        return
     runs: dict[str, list[dict[str, float]]] = {name: [] for name in sides}
     for n in range(args.pairs):
         for name, checkout in sides.items():
