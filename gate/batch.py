@@ -100,6 +100,11 @@ def write(
     held.parts.append(_Part(statement, params, returned, writes))
 
 
+def holding(session: Session) -> bool:
+    """True while `session`'s transaction has a batch open (its writes wait for `send`)."""
+    return _KEY in session.info
+
+
 def before_reading(session: Session, table: sa.Table) -> None:
     """Send the held writes first if any of them writes `table` (the caller reads it)."""
     held: _Held | None = session.info.get(_KEY)

@@ -6,10 +6,10 @@
             --cancel--------------------> cancelled
 
 Every transition is one compare-and-set UPDATE (`... WHERE id = :id AND status = 'pending'`)
-whose row count is checked, so double clicks, retries, a second replica and the expiry sweep
-can race freely: exactly one wins, the others get `AlreadyFinal`. The audit row and the
-outbox rows that refresh posted cards are written in the same transaction, which the
-caller (a use case in gate.service) owns: these functions add and flush, never commit.
+whose row count is checked (or made sure by a row lock the transaction holds), so double
+clicks, retries, a second replica and the sweep race freely: exactly one wins, the others get
+`AlreadyFinal`. The audit row and the outbox rows that refresh posted cards are written in
+the same transaction, which the caller (a use case in gate.service) owns: never committed here.
 
 Votes for quorum first lock the request row (`SELECT ... FOR UPDATE` on PostgreSQL; on
 SQLite the writer's `BEGIN IMMEDIATE` already serialises writers), so two approvers voting at
@@ -27,13 +27,7 @@ from sqlmodel import Session, col
 from gate import audit, batch, direct, outbox, rows
 from gate.binding import argument_diff, canonical_json
 from gate.channel import surface_name
-from gate.models import (
-    ConfirmationRequest,
-    Grant,
-    GrantStatus,
-    RequestStatus,
-    Verdict,
-)
+from gate.models import ConfirmationRequest, Grant, GrantStatus, RequestStatus, Verdict
 
 # re-exported: callers write machine.Changed, machine.AlreadyFinal, ...
 from gate.outcomes import AlreadyFinal, AlreadyVoted, Changed, Extended, Missing, Outcome, Voted
@@ -269,17 +263,7 @@ def _transition(
     params = {**written, "req_id": req.id}
     if before is not None:
         params["before"] = before
-    conn = session.connection()
-    if req.audit_head is UNREAD:  # the head comes back with the change (see `lock`)
-        batch.before_reading(session, AUDIT)
-        # the rows returned are the rows changed (SQLite's row count is not, with RETURNING)
-        changed = direct.execute(conn, rows.CAS_HEAD[before is not None], params)
-        updated = len(changed.all())
-        if updated:
-            req.audit_head = changed.first().head
-    else:
-        updated = direct.execute(conn, rows.CAS[before is not None], params).rowcount
-    if updated != 1:
+    if _compare_and_set(session, req, params, tuple(written), before) != 1:
         rows.refresh(session, req)
         if req.status == RequestStatus.pending:  # only the deadline guard stopped it
             expire(session, request_id=req.id, now=req.expires_at, req=req)
@@ -291,6 +275,31 @@ def _transition(
     # The answer is built from what the UPDATE wrote: nothing is read back.
     req.__dict__.update(written)
     return Changed(req.id, to)
+
+
+def _compare_and_set(
+    session: Session,
+    req: RequestRow,
+    params: dict[str, Any],
+    written: tuple[str, ...],
+    before: datetime | None,
+) -> int:
+    """`_transition`'s compare-and-set; returns the rows it changed (1 or 0). A row this
+    transaction locked (PostgreSQL, `rows.read`) cannot change before it ends: pending and
+    in time, the change is sure, so it rides with the trailing writes (`gate.batch`)."""
+    guarded = before is not None
+    sure = req.locked and req.status == RequestStatus.pending and req.audit_head is not UNREAD
+    if sure and (before is None or req.expires_at > before) and batch.holding(session):
+        batch.write(session, rows.cas_of(written, guarded), params)
+        return 1
+    conn = session.connection()
+    if req.audit_head is not UNREAD:
+        return int(direct.execute(conn, rows.CAS[guarded], params).rowcount)
+    batch.before_reading(session, AUDIT)  # the head comes back with the change (see `lock`)
+    # the rows returned are the rows changed (SQLite's row count is not, with RETURNING)
+    changed = direct.execute(conn, rows.CAS_HEAD[guarded], params).all()
+    req.audit_head = changed[0].head if changed else req.audit_head
+    return len(changed)
 
 
 def _already_final(req: RequestRow) -> AlreadyFinal:

@@ -12,6 +12,7 @@ Everything runs on the caller's connection, in the caller's transaction.
 
 from __future__ import annotations
 
+import functools
 from types import SimpleNamespace
 from typing import Any
 
@@ -37,6 +38,14 @@ SELECT_REQUEST = sa.select(REQUEST).where(REQUEST.c.id == _ID)
 #: PostgreSQL locks the row (`FOR UPDATE`); SQLite renders no lock clause, since its
 #: writer's `BEGIN IMMEDIATE` already serialises writers
 LOCK_REQUEST = SELECT_REQUEST.with_for_update()
+#: PostgreSQL: the row locked, with its audit chain's head as of after the lock is held. A
+#: statement's snapshot predates its wait for the lock, so a plain subquery could miss an
+#: event the lock's holder wrote; `gate_audit_head` (migration 0007) is VOLATILE, so its
+#: query takes a snapshot of its own, and it runs on the row the materialised CTE locked.
+_LOCKED = LOCK_REQUEST.cte("locked").prefix_with("MATERIALIZED")
+LOCK_WITH_HEAD = sa.select(
+    _LOCKED, sa.func.gate_audit_head(_LOCKED.c.id, type_=sa.String).label("audit_head")
+)
 
 _HEAD = (
     sa.select(AUDIT.c.chain_hash)
@@ -102,6 +111,14 @@ CAS_HEAD = {
 }
 
 
+@functools.cache
+def cas_of(written: tuple[str, ...], before: bool) -> sa.Update:
+    """`CAS[before]` setting exactly the columns `written`, each a bind parameter of its
+    name (what a batch's parts need, see `gate.batch`); one statement per shape."""
+    values = {name: sa.bindparam(name, type_=REQUEST.c[name].type) for name in written}
+    return _cas(before).values(values)
+
+
 class RequestRow(SimpleNamespace):
     """A request's columns as attributes (plus `audit_head` once known): what the hot paths
     read, change and build their answer from."""
@@ -119,12 +136,26 @@ def request_row(mapping: Any, *, head: Any = UNREAD) -> RequestRow:
     """A `RequestRow` from a result row's mapping."""
     row = RequestRow(**mapping)
     row.audit_head = head
+    row.locked = False  # see `read`
     return row
 
 
 def read(session: Session, request_id: str, *, lock: bool = False) -> RequestRow | None:
-    """The request's row (locked for this transaction with `lock`), or None."""
+    """The request's row (locked for this transaction with `lock`), or None.
+
+    Locked on PostgreSQL, the row comes with its audit chain's head read after the lock
+    (`audit_head`) and `locked` set: no other transaction can change it before this one
+    ends, so its status and deadline are the ones a compare-and-set will find.
+    """
     conn = session.connection()
+    if lock and conn.dialect.name == "postgresql":
+        found = direct.execute(conn, LOCK_WITH_HEAD, {"id": request_id}).first()
+        if found is None:
+            return None
+        mapping = found._mapping
+        row = request_row({name: mapping[name] for name in REQUEST_COLUMNS})
+        row.audit_head, row.locked = mapping["audit_head"], True
+        return row
     found = direct.execute(
         conn, LOCK_REQUEST if lock else SELECT_REQUEST, {"id": request_id}
     ).first()
@@ -183,4 +214,5 @@ def new_request(**values: Any) -> RequestRow:
     row.__dict__.update(approvers=[], context={}, options={}, tool_args={})
     row.__dict__.update(values)
     row.audit_head = None  # nothing written yet: the first event has no predecessor
+    row.locked = False
     return row
