@@ -86,10 +86,8 @@ def check_database_url(url: str) -> str:
     if scheme not in DATABASE_SCHEMES:
         # Only the scheme is quoted back: the rest of a URL may hold a password.
         what = f"scheme {scheme[:30]!r}" if scheme else "URL (no scheme://)"
-        raise ValueError(
-            f"unsupported database {what}: use sqlite:///path/to/gate.db or "
-            "postgresql://user:password@host/dbname"
-        )
+        hint = "use sqlite:///path/to/gate.db or postgresql://user:password@host/dbname"
+        raise ValueError(f"unsupported database {what}: {hint}")
     return url
 
 
@@ -113,9 +111,8 @@ class ServerSettings(_Strict):
     #: channels (`name:target`) for those requests; empty means every configured channel
     default_channels: list[str] | None = None
     max_body_bytes: int = 256 * 1024
-    #: deepest nesting of any JSON value a request stores (tool_args, metadata, context,
-    #: edited args); real tool inputs are a few levels deep, and every surface that shows a
-    #: request walks it recursively
+    #: deepest nesting of any JSON value a request stores (tool_args, metadata, context, edited
+    #: args): real tool inputs are a few levels deep; every surface walks it recursively
     json_max_depth: int = Field(default=32, ge=1, le=200)
     #: most values (objects, arrays, scalars) in one stored JSON value: a page of 50
     #: requests stays quick to serialise and CEL rules stay quick to evaluate
@@ -131,10 +128,9 @@ class ServerSettings(_Strict):
     #: PostgreSQL connections per replica, opened as needed and kept; two cores rarely keep
     #: more than a handful busy, and a call that finds none free waits for one
     db_pool_size: int = Field(default=8, ge=1)
-    #: extra PostgreSQL connections a burst may open beyond `db_pool_size`, each closed again
-    #: when returned: every one is a new server process (ms of CPU on both sides, prepared
-    #: statements lost), so the default is none (asks at concurrency 32: 49-54% of /healthz's
-    #: rate with 16, 55-71% with 0, on 2 cores)
+    #: extra PostgreSQL connections a burst may open, each closed when returned: a new server
+    #: process each time, so none by default (asks at concurrency 32, 2 cores: 49-54% of
+    #: /healthz's rate with 16, 55-71% with 0)
     db_pool_overflow: int = Field(default=0, ge=0)
     log_json: bool = False
     log_level: str = "INFO"
@@ -144,6 +140,8 @@ class ServerSettings(_Strict):
     session_secret: SecretStr | None = None
     #: trusted reverse-proxy header carrying the signed-in approver's name (off when unset)
     trusted_user_header: str | None = None
+    #: what that proxy also sends as `X-Gate-Proxy-Secret`; the header counts only with it
+    trusted_proxy_secret: SecretStr | None = None
     #: how long a web sign-in lasts (seconds); 12 h covers a working day
     session_max_age_seconds: int = Field(default=12 * 3600, ge=60)
     #: a request's headers and body must arrive within this of the connection opening (or of
@@ -153,6 +151,17 @@ class ServerSettings(_Strict):
     keep_alive_timeout_seconds: int = Field(default=5, ge=1, le=300)
     #: open sockets held at once (long-polls included), lowered to fit under `ulimit -n`
     max_connections: int = Field(default=4096, ge=16)
+
+    @model_validator(mode="after")
+    def _proxy_proves_itself(self) -> ServerSettings:
+        secret = self.trusted_proxy_secret.get_secret_value() if self.trusted_proxy_secret else ""
+        if self.trusted_user_header and len(secret) < 16:
+            raise ValueError(
+                "trusted_user_header needs trusted_proxy_secret (16 characters or more), sent by "
+                "the proxy as X-Gate-Proxy-Secret: without it any process that can reach gate "
+                "could send the header and act as any approver"
+            )
+        return self
 
     _parse_durations = field_validator("default_timeout", "max_timeout", mode="before")(
         lambda v: parse_duration(v)

@@ -181,3 +181,14 @@ def test_two_approvers_with_one_email_in_different_letter_case_stop_serve(tmp_pa
         .splitlines()[-1]
         .endswith("approver emails must be unique (in any letter case)")
     )
+
+
+@pytest.mark.parametrize("secret", ["", 'trusted_proxy_secret = "short"\n'])
+def test_a_trusted_user_header_without_the_proxys_secret_stops_serve(
+    tmp_path: Path, secret: str
+) -> None:
+    # Trusting the header alone lets anything that reaches gate name itself an approver
+    toml = f'[server]\ntrusted_user_header = "X-Forwarded-User"\n{secret}'
+    r, path = _gate(tmp_path, toml, "serve")
+    line = _config_error(r, path, "server", "trusted_user_header needs trusted_proxy_secret")
+    assert "act as any approver" in line and "short" not in line  # the secret is not echoed

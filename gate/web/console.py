@@ -31,7 +31,16 @@ from gate.readmodel import RequestView
 from gate.resources import resource_path
 from gate.state import AppState
 from gate.web.forms import field_of
-from gate.web.session import CSRF_FIELD, Flash, SessionCodec, WebSession, signed_in
+from gate.web.session import (
+    CSRF_FIELD,
+    PROXY_SECRET_HEADER,
+    Flash,
+    SessionCodec,
+    WebSession,
+    proxy_user,
+    signed_in,
+    unproven_proxy_user,
+)
 from gate.web.signin import SignIns
 
 log = logging.getLogger("gate.web")
@@ -200,7 +209,19 @@ class Console:
 
     def to_login(self, request: Request) -> Response:
         """Send a signed-out visitor to the sign-in page, coming back here afterwards."""
-        if self.proxy_mode and request.headers.get(self.settings.server.trusted_user_header or ""):
+        if unproven_proxy_user(self.settings, request):
+            return self.render(
+                request,
+                self.codec.load(request),
+                "error.html",
+                me=None,
+                status=403,
+                title="Sign-in not trusted",
+                message=f"This request names its user in {self.settings.server.trusted_user_header}"
+                f" without gate's proxy secret ({PROXY_SECRET_HEADER}): only the sign-in proxy"
+                " may name who is signed in.",
+            )
+        if proxy_user(self.settings, request):
             session = self.codec.load(request)
             return self.render(
                 request,

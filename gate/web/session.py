@@ -8,6 +8,7 @@ random tokens and a sentence gate wrote. Who is signed in lives in the database
 
 from __future__ import annotations
 
+import hmac
 import logging
 import secrets
 from collections.abc import Callable
@@ -138,6 +139,31 @@ def _flash(value: Any) -> Flash | None:
     return None
 
 
+#: the header a sign-in proxy proves itself with: `[server].trusted_proxy_secret`
+PROXY_SECRET_HEADER = "X-Gate-Proxy-Secret"
+
+
+def proxy_user(settings: Settings, request: Request) -> str | None:
+    """The user `trusted_user_header` names, or None. It counts only on a request that also
+    carries the proxy's secret: any process that can reach gate (an agent on the same host,
+    say) can send any header, and gate cannot tell the proxy by its address."""
+    server = settings.server
+    header, secret = server.trusted_user_header, server.trusted_proxy_secret
+    if not header or secret is None:
+        return None
+    value = request.headers.get(header, "").strip()
+    sent = request.headers.get(PROXY_SECRET_HEADER, "").encode()
+    if not value or not hmac.compare_digest(sent, secret.get_secret_value().encode()):
+        return None
+    return value
+
+
+def unproven_proxy_user(settings: Settings, request: Request) -> bool:
+    """True when a request names a user in `trusted_user_header` without the proxy's secret."""
+    header = settings.server.trusted_user_header
+    return bool(header and request.headers.get(header)) and proxy_user(settings, request) is None
+
+
 def signed_in(
     settings: Settings,
     request: Request,
@@ -148,12 +174,9 @@ def signed_in(
 
     `approver_of` looks the sign-in up in the database (None once signed out).
     """
-    header = settings.server.trusted_user_header
-    if header:
-        value = request.headers.get(header)
-        if value:
-            value = value.strip()
-            return settings.approver(value) or settings.approver_by_email(value)
+    value = proxy_user(settings, request)
+    if value:
+        return settings.approver(value) or settings.approver_by_email(value)
     if session.sign_in:
         name = approver_of(session.sign_in)
         if name is not None:

@@ -10,12 +10,23 @@ import sys
 import threading
 from typing import Any
 
+import pytest
 from argon2 import PasswordHasher
 
 from gate.web.console import CSRF_MESSAGE
 from tests.conftest import Gate
 from tests.support import config as cfg
-from tests.web.conftest import PASSWORDS, WebGateFactory, browser, csrf_of, landed, sign_in
+from tests.web.conftest import (
+    CSRF_RE,
+    PASSWORDS,
+    WebGateFactory,
+    api_view,
+    browser,
+    csrf_of,
+    landed,
+    sign_in,
+    submit_refund,
+)
 
 
 def _pay(gate: Gate, **extra: Any) -> str:
@@ -145,24 +156,54 @@ def test_trusted_header_is_off_by_default(web_gate: Gate) -> None:
         assert c.get("/").status_code == 303
 
 
+PROXY_SECRET = "a-secret-only-the-proxy-knows-0123"
+#: what the sign-in proxy adds to every request it forwards, besides the user
+FROM_PROXY = {"X-Gate-Proxy-Secret": PROXY_SECRET}
+
+
 def test_trusted_header_mode(make_web_gate: WebGateFactory) -> None:
-    gate = make_web_gate(trusted_user_header="X-Forwarded-User")
+    gate = make_web_gate(trusted_user_header="X-Forwarded-User", trusted_proxy_secret=PROXY_SECRET)
     with browser(gate) as c:
-        c.headers.update({"X-Forwarded-User": "carol"})
+        c.headers.update({"X-Forwarded-User": "carol", **FROM_PROXY})
         r = c.get("/")
         assert r.status_code == 200
         assert "Signed in as <strong>carol</strong>" in r.text
         assert "Sign out" not in r.text  # the proxy owns the sign-in
     with browser(gate) as c:  # a proxy that sends the email, in its own letter case
-        c.headers.update({"X-Forwarded-User": "Alice@EXAMPLE.com"})
+        c.headers.update({"X-Forwarded-User": "Alice@EXAMPLE.com", **FROM_PROXY})
         assert "Signed in as <strong>alice</strong>" in c.get("/").text
     with browser(gate) as c:
-        c.headers.update({"X-Forwarded-User": "eve"})
+        c.headers.update({"X-Forwarded-User": "eve", **FROM_PROXY})
         r = c.get("/")
         assert r.status_code == 403
         assert "does not match any [[approvers]]" in r.text
     with browser(gate) as c:
         assert c.get("/").status_code == 303
+
+
+@pytest.mark.parametrize("secret", [None, "", "a-secret-only-the-proxy-knows-012", "wrong"])
+def test_the_trusted_header_counts_only_from_the_proxy(
+    make_web_gate: WebGateFactory, secret: str | None
+) -> None:
+    # Anything that can reach gate can send any header: an agent on the proxy's host could
+    # name an approver and decide its own request. Without the proxy's secret the header
+    # signs nobody in, and no decision can be made under it.
+    gate = make_web_gate(trusted_user_header="X-Forwarded-User", trusted_proxy_secret=PROXY_SECRET)
+    rid = submit_refund(gate)
+    with browser(gate) as c:
+        c.headers.update({"X-Forwarded-User": "alice"})
+        if secret is not None:
+            c.headers.update({"X-Gate-Proxy-Secret": secret})
+        r = c.get("/")
+        assert r.status_code == 403
+        assert "proxy secret (X-Gate-Proxy-Secret): only the sign-in proxy" in r.text
+        assert "Signed in as" not in r.text
+        page = c.get(f"/requests/{rid}")
+        assert page.status_code == 403 and "Signed in as" not in page.text
+        found = CSRF_RE.search(c.get("/login").text)
+        form = {"csrf_token": found.group(1) if found else "", "verdict": "approve"}
+        assert c.post(f"/requests/{rid}/decide", data=form).status_code in (303, 403)
+    assert api_view(gate, rid)["status"] == "pending"
 
 
 def test_hash_password_command_prints_a_verifiable_hash() -> None:
