@@ -222,7 +222,8 @@ def list_grants(session: Session, *, active_only: bool, now: datetime) -> list[G
     return list(session.exec(stmt).all())
 
 
-#: active grants whose time is up, at most `limit` (the expiry sweep ends them)
+#: active grants whose time is up, at most `limit` (the expiry sweep ends them, see
+#: `GateService.expire_due`)
 DUE = (
     sa.select(GRANT.c.id)
     .where(
@@ -231,12 +232,6 @@ DUE = (
     )
     .limit(sa.bindparam("limit"))
 )
-
-
-def due(session: Session, now: datetime, limit: int = 500) -> list[str]:
-    """Ids of active grants whose time is up (the expiry sweep ends them)."""
-    found = direct.execute(session.connection(), DUE, {"now": now, "limit": limit})
-    return list(found.scalars())
 
 
 def count_active(session: Session, now: datetime) -> int:

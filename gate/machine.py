@@ -288,7 +288,7 @@ def _compare_and_set(
     transaction locked (PostgreSQL, `rows.read`) cannot change before it ends: pending and
     in time, the change is sure, so it rides with the trailing writes (`gate.batch`)."""
     guarded = before is not None
-    sure = req.locked and req.status == RequestStatus.pending and req.audit_head is not UNREAD
+    sure = req.locked and req.status == RequestStatus.pending  # locked: its head was read
     if sure and (before is None or req.expires_at > before) and batch.holding(session):
         batch.write(session, rows.cas_of(written, guarded), params)
         return 1

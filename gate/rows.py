@@ -153,8 +153,10 @@ def read(session: Session, request_id: str, *, lock: bool = False) -> RequestRow
         if found is None:
             return None
         mapping = found._mapping
-        row = request_row({name: mapping[name] for name in REQUEST_COLUMNS})
-        row.audit_head, row.locked = mapping["audit_head"], True
+        row = request_row(
+            {name: mapping[name] for name in REQUEST_COLUMNS}, head=mapping["audit_head"]
+        )
+        row.locked = True
         return row
     found = direct.execute(
         conn, LOCK_REQUEST if lock else SELECT_REQUEST, {"id": request_id}

@@ -39,7 +39,6 @@ from gate.web.session import (
     WebSession,
     proxy_user,
     signed_in,
-    unproven_proxy_user,
 )
 from gate.web.signin import SignIns
 
@@ -209,7 +208,9 @@ class Console:
 
     def to_login(self, request: Request) -> Response:
         """Send a signed-out visitor to the sign-in page, coming back here afterwards."""
-        if unproven_proxy_user(self.settings, request):
+        header = self.settings.server.trusted_user_header
+        named = proxy_user(self.settings, request)
+        if header and request.headers.get(header) and named is None:  # not from the proxy
             return self.render(
                 request,
                 self.codec.load(request),
@@ -217,11 +218,11 @@ class Console:
                 me=None,
                 status=403,
                 title="Sign-in not trusted",
-                message=f"This request names its user in {self.settings.server.trusted_user_header}"
+                message=f"This request names its user in {header}"
                 f" without gate's proxy secret ({PROXY_SECRET_HEADER}): only the sign-in proxy"
                 " may name who is signed in.",
             )
-        if proxy_user(self.settings, request):
+        if named:
             session = self.codec.load(request)
             return self.render(
                 request,

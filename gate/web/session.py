@@ -158,12 +158,6 @@ def proxy_user(settings: Settings, request: Request) -> str | None:
     return value
 
 
-def unproven_proxy_user(settings: Settings, request: Request) -> bool:
-    """True when a request names a user in `trusted_user_header` without the proxy's secret."""
-    header = settings.server.trusted_user_header
-    return bool(header and request.headers.get(header)) and proxy_user(settings, request) is None
-
-
 def signed_in(
     settings: Settings,
     request: Request,
