@@ -30,6 +30,12 @@ code inside a batch are:
 
 A database error in the statement (a unique key two asks raced for) is raised by `send`,
 inside the transaction, and rolls all of it back: as one by one, nothing of it is kept.
+
+A part can be `required`: an UPDATE returning one boolean column `ok` that must change a row
+and return true, or the whole statement fails (`gate_require`, migration 0008) and `send`
+raises `Unmet`. A decision made on a row read without its lock ends this way when another
+change of the request got in first (`gate.rows.checked_cas_of`): none of its writes are kept,
+and the decision is made again under the lock.
 """
 
 from __future__ import annotations
@@ -47,6 +53,13 @@ from gate import direct
 
 #: in `Session.info` while a batch is open: the parts held so far
 _KEY = "gate_batch"
+#: the SQLSTATE `gate_require` raises (migration 0008)
+_UNMET = "GTCAS"
+
+
+class Unmet(Exception):
+    """A `required` part found the row changed: nothing the statement wrote was kept."""
+
 
 #: told the rows a part returns, once they are known
 Returned = Callable[[Sequence[Any]], None]
@@ -59,6 +72,7 @@ class _Part:
     returned: Returned | None
     #: the table this part writes (None for a SELECT, e.g. NOTIFY)
     writes: sa.Table | None
+    required: bool = False
 
 
 @dataclass
@@ -78,13 +92,17 @@ def write(
     *,
     returned: Returned | None = None,
     reads: sa.Table | None = None,
+    required: bool = False,
 ) -> None:
     """Execute `statement` with `params` in `session`'s transaction: now, or with the batch.
 
     `returned` is told the rows the statement returns; `reads` names a table the statement
-    reads, so that writes to it held by the batch are sent first.
+    reads, so that writes to it held by the batch are sent first. `required`: see the
+    module's docstring (only inside a batch).
     """
     held: _Held | None = session.info.get(_KEY)
+    if required and held is None:
+        raise TypeError("a required part needs a batch: gate_require runs in its statement")
     if held is None:
         result = direct.execute(session.connection(), statement, params)
         if returned is not None:
@@ -97,7 +115,7 @@ def write(
         writes is not None and any(p.writes is writes for p in held.parts)
     ):
         send(session)
-    held.parts.append(_Part(statement, params, returned, writes))
+    held.parts.append(_Part(statement, params, returned, writes, required))
 
 
 def holding(session: Session) -> bool:
@@ -122,15 +140,20 @@ def send(session: Session, *, last: bool = False) -> None:
     if held is None or not held.parts:
         return
     parts, held.parts = held.parts, []
-    if len(parts) == 1:
+    if len(parts) == 1 and not parts[0].required:
         (part,) = parts
         statement, params = part.statement, part.params
     else:
-        statement = _fused(tuple(p.statement for p in parts))
+        statement = _fused(tuple((p.statement, p.required) for p in parts))
         params = {f"p{i}_{key}": v for i, p in enumerate(parts) for key, v in p.params.items()}
     # the ORM's own pending rows would be flushed after it, so they rule that out
     last = last and not (session.new or session.dirty or session.deleted)
-    found = direct.execute(session.connection(), statement, params, last=last).all()
+    try:
+        found = direct.execute(session.connection(), statement, params, last=last).all()
+    except sa.exc.DBAPIError as exc:
+        if getattr(exc.orig, "sqlstate", None) == _UNMET:
+            raise Unmet(str(exc.orig)) from exc
+        raise
     for part in parts:
         if part.returned is not None:
             # the fused statement's outer join gives one row of NULLs when nothing was written
@@ -155,28 +178,37 @@ def _written(statement: sa.Executable) -> sa.Table | None:
 
 #: fused statements built so far, by the identity of their parts (a handful of shapes; two
 #: threads building the same one at once store equal statements, either serves)
-_FUSED: dict[tuple[int, ...], tuple[tuple[sa.Executable, ...], sa.Select[Any]]] = {}
+_FUSED: dict[tuple[tuple[int, bool], ...], tuple[Any, sa.Select[Any]]] = {}
 
 
-def _fused(statements: tuple[sa.Executable, ...]) -> sa.Select[Any]:
-    """One statement running `statements` (each as CTE `w<i>` with parameters `p<i>_...`).
+def _fused(shape: tuple[tuple[sa.Executable, bool], ...]) -> sa.Select[Any]:
+    """One statement running each (statement, required) of `shape` (each as CTE `w<i>` with
+    parameters `p<i>_...`).
 
     Built once per shape, so SQLAlchemy compiles it once and finds it in its cache after.
     """
-    key = tuple(id(s) for s in statements)
+    key = tuple((id(s), required) for s, required in shape)
     found = _FUSED.get(key)
     if found is not None:
         return found[1]
+    statements = tuple(s for s, _ in shape)
     ctes = [_renamed(s, f"p{i}_").cte(f"w{i}") for i, s in enumerate(statements)]
     # SELECT parts (NOTIFY) run only when read: the anchor row reads each of them once
     selects = [c for c, s in zip(ctes, statements, strict=True) if isinstance(s, sa.Select)]
     modifying = [c for c, s in zip(ctes, statements, strict=True) if not isinstance(s, sa.Select)]
+    # each required part is read by the anchor too, through gate_require: VOLATILE, so
+    # PostgreSQL neither skips it nor pulls the anchor into the outer query
+    checks = [
+        sa.func.gate_require(sa.select(c.c.ok).scalar_subquery()).label(f"required{i}")
+        for i, (c, (_, required)) in enumerate(zip(ctes, shape, strict=True))
+        if required
+    ]
     returning = [
         c
-        for c, s in zip(ctes, statements, strict=True)
-        if isinstance(s, UpdateBase) and s._returning
+        for c, (s, required) in zip(ctes, shape, strict=True)
+        if isinstance(s, UpdateBase) and s._returning and not required
     ]
-    anchor = sa.select(*(c.c[0] for c in selects), sa.literal(1).label("anchor"))
+    anchor = sa.select(*(c.c[0] for c in selects), *checks, sa.literal(1).label("anchor"))
     if selects:
         anchor = anchor.select_from(*selects)
     if returning:
@@ -193,7 +225,7 @@ def _fused(statements: tuple[sa.Executable, ...]) -> sa.Select[Any]:
             + ", ".join(type(s).__name__ for s in statements)
         )
     # kept with the statements, so their ids cannot be reused by other objects
-    _FUSED[key] = (statements, fused)
+    _FUSED[key] = (shape, fused)
     return fused
 
 

@@ -90,7 +90,8 @@ def autocommitted(driver: psycopg.Connection[Any]) -> Iterator[None]:
     before it and no COMMIT after it (its `commit` of an idle connection sends nothing):
     two round trips fewer, ~30 us of gate's CPU each time. A statement that is one
     statement is atomic by itself; anything sent after it would be a transaction of its
-    own, so callers use this only for the last statement before the commit."""
+    own, so callers use this only for the last statement before the commit, or for a read
+    whose every use a later statement confirms (a decision's unlocked read)."""
     if driver.info.transaction_status != pq.TransactionStatus.IDLE:
         yield
         return

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from gate import grants, machine, offers
+from gate import batch, grants, machine, offers
 from gate.acting import (
     Actor,
     Refusal,
@@ -55,11 +55,35 @@ def decide(
     attach to an approval; each is checked against what the rule offers. The
     request and its votes are read once, locked, inside the write; the answer is built from
     what was written, never read back.
+
+    On PostgreSQL the request is read first without its lock (`machine.lock`, optimistic):
+    one autocommitted read and one autocommitted write when nothing else changes it
+    meanwhile; when something did, nothing was written and it is decided again, locked.
     """
+    asked = (service, request_id, actor, verdict, comment, edited_args, edits, reasons, grant)
+    try:
+        return _decide(*asked, optimistic=True)
+    except batch.Unmet:  # another change of the request committed after the read
+        return _decide(*asked, optimistic=False)
+
+
+def _decide(
+    service: GateService,
+    request_id: str,
+    actor: Actor,
+    verdict: Verdict,
+    comment: str | None,
+    edited_args: dict[str, Any] | None,
+    edits: dict[str, Any] | None,
+    reasons: Sequence[str],
+    grant: tuple[str, str] | None,
+    *,
+    optimistic: bool,
+) -> Result:
     now = service.clock()
     public_url = service.settings.server.base_url
     with service.changing() as change:
-        loaded = machine.lock(change.session, request_id)
+        loaded = machine.lock(change.session, request_id, optimistic=optimistic)
         if loaded is None:
             return Result(machine.Missing(request_id), None)
         req, votes = loaded

@@ -127,13 +127,15 @@ def execute(
     params: Mapping[str, Any],
     *,
     last: bool = False,
+    outside: bool = False,
 ) -> Rows:
     """Run `statement` with `params` in `conn`'s transaction and return its rows, as
     `conn.execute` would (see the module's docstring for when it is SQLAlchemy's path).
 
-    `last` says nothing runs after it before the commit: on PostgreSQL, when it is also the
-    first, the transaction's only statement goes in autocommit
-    (`gate.db_postgres.autocommitted`).
+    `last` says nothing runs after it before the commit; `outside` says it need not run in
+    the transaction at all (a read whose every use a later write confirms). On PostgreSQL
+    either, when nothing ran in the transaction yet, goes in autocommit
+    (`gate.db_postgres.autocommitted`): no `BEGIN` before it, and for `last` no `COMMIT`.
     """
     if conn._has_events or conn.engine._has_events or not conn.in_transaction():
         return _through_sqlalchemy(conn, statement, params)
@@ -152,7 +154,7 @@ def execute(
     )
     cursor = _cursor(conn)
     try:
-        if last and dialect.name == "postgresql":
+        if (last or outside) and dialect.name == "postgresql":
             from gate.db_postgres import autocommitted  # psycopg is there with PostgreSQL only
 
             with autocommitted(cursor.connection):

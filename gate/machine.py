@@ -18,15 +18,14 @@ the same instant are counted one after the other and the second sees the first's
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
 from sqlmodel import Session, col
 
-from gate import audit, batch, direct, outbox, rows
+from gate import audit, batch, direct, outbox, reasons, rows
 from gate.binding import argument_diff, canonical_json
-from gate.channel import surface_name
 from gate.models import ConfirmationRequest, Grant, GrantStatus, RequestStatus, Verdict
 
 # re-exported: callers write machine.Changed, machine.AlreadyFinal, ...
@@ -38,7 +37,9 @@ __all__ += ["lock", "record_vote", "expire", "cancel", "extend", "record_outcome
 __all__ += ["allow_by_grant", "end_grant"]
 
 
-def lock(session: Session, request_id: str) -> tuple[RequestRow, list[VoteRow]] | None:
+def lock(
+    session: Session, request_id: str, *, optimistic: bool = False
+) -> tuple[RequestRow, list[VoteRow]] | None:
     """The request, locked for this transaction, and its votes: all a decision reads.
 
     PostgreSQL takes the row lock (`FOR UPDATE`) first; the votes and the audit chain's head
@@ -51,13 +52,21 @@ def lock(session: Session, request_id: str) -> tuple[RequestRow, list[VoteRow]] 
     ends it (`_transition`): every event of a pending request is written under its lock,
     so that statement, which begins after the lock was taken, sees the newest. Otherwise
     the votes and the head are read at once (`audit_head` on the row).
+
+    `optimistic` (PostgreSQL): the row is read without its lock, outside the transaction.
+    A finished request cannot change any more, and a pending one that one approval decides
+    is changed only if its compare-and-set finds it as read (`rows.checked_cas_of`; the
+    caller decides again with the lock when it does not, `batch.Unmet`). A quorum's votes
+    are counted under the lock, so that row is read again with it.
     """
-    req = rows.read(session, request_id, lock=True)
+    req = rows.read(session, request_id, lock=True, optimistic=optimistic)
     if req is None:
         return None
     if req.status == RequestStatus.pending and req.approvals_required == 1:
         return req, []
-    votes, req.audit_head = rows.votes_and_head(session, request_id)
+    if req.optimistic and req.status == RequestStatus.pending:
+        return lock(session, request_id)
+    votes, req.audit_head = rows.votes_and_head(session, request_id, outside=req.optimistic)
     return req, votes
 
 
@@ -100,7 +109,7 @@ def record_vote(
     if not _cast(session, votes, vote):
         return AlreadyVoted(req.id, approver, verdict)
     if verdict == Verdict.reject:
-        reason = _decision_reason("Rejected", approver, via, comment)
+        reason = reasons.decision("Rejected", approver, via, comment)
         return _transition(
             session,
             req,
@@ -157,7 +166,7 @@ def _approve(
     """The vote that reached quorum approves the request (with its edits, if any)."""
     edits = argument_diff(req.tool_args, edited_args) if edited_args is not None else {}
     verb = "Approved with edits" if edits else "Approved"
-    reason = _decision_reason(verb, vote.approver, vote.via, vote.comment)
+    reason = reasons.decision(verb, vote.approver, vote.via, vote.comment)
     if edits:
         reason += " Changed: " + "; ".join(
             f"{key} {canonical_json(d['from'])} -> {canonical_json(d['to'])}"
@@ -188,7 +197,7 @@ def expire(
         return Missing(request_id)
     if req.status != RequestStatus.pending:
         return _already_final(req)
-    waited = _humanise(req.expires_at - req.created_at)
+    waited = reasons.humanise(req.expires_at - req.created_at)
     rule = f" (rule {req.rule!r})" if req.rule else ""
     if req.on_timeout == "approve":
         reason = (
@@ -286,11 +295,17 @@ def _compare_and_set(
 ) -> int:
     """`_transition`'s compare-and-set; returns the rows it changed (1 or 0). A row this
     transaction locked (PostgreSQL, `rows.read`) cannot change before it ends: pending and
-    in time, the change is sure, so it rides with the trailing writes (`gate.batch`)."""
+    in time, the change is sure, so it rides with the trailing writes (`gate.batch`). So
+    does one read optimistically, whose statement fails instead when it is not sure."""
     guarded = before is not None
     sure = req.locked and req.status == RequestStatus.pending  # locked: its head was read
-    if sure and (before is None or req.expires_at > before) and batch.holding(session):
-        batch.write(session, rows.cas_of(written, guarded), params)
+    in_time = before is None or req.expires_at > before
+    if (sure or req.optimistic) and in_time and batch.holding(session):
+        if sure:
+            batch.write(session, rows.cas_of(written, guarded), params)
+        else:  # the statement fails unless the row and its head are as read (see `lock`)
+            checked = rows.checked_cas_of(written, guarded)
+            batch.write(session, checked, {**params, "head": req.audit_head}, required=True)
         return 1
     conn = session.connection()
     if req.audit_head is not UNREAD:
@@ -306,23 +321,6 @@ def _already_final(req: RequestRow) -> AlreadyFinal:
     return AlreadyFinal(
         req.id, RequestStatus(req.status), req.decided_by, req.decided_at, req.decided_via
     )
-
-
-def _decision_reason(verb: str, approver: str, via: str, comment: str | None) -> str:
-    surface = surface_name(via)
-    text = f"{verb} by {approver} in {surface}"
-    if comment:
-        return f"{text}: {comment}"
-    return text + (" (no reason given)" if verb == "Rejected" else "")
-
-
-def _humanise(delta: timedelta) -> str:
-    """ "9m", "1h 30m", "8m 58s": how long a request waited (at least "1s")."""
-    seconds = max(1, round(delta.total_seconds()))
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    parts = [f"{n}{unit}" for n, unit in ((hours, "h"), (minutes, "m"), (secs, "s")) if n]
-    return " ".join(parts)
 
 
 def extend(

@@ -46,6 +46,11 @@ _LOCKED = LOCK_REQUEST.cte("locked").prefix_with("MATERIALIZED")
 LOCK_WITH_HEAD = sa.select(
     _LOCKED, sa.func.gate_audit_head(_LOCKED.c.id, type_=sa.String).label("audit_head")
 )
+#: PostgreSQL: the row and its audit chain's head, unlocked (a decision's first read). What it
+#: says is not trusted: the write's compare-and-set confirms it (`checked_cas_of`)
+READ_WITH_HEAD = sa.select(
+    REQUEST, sa.func.gate_audit_head(REQUEST.c.id, type_=sa.String).label("audit_head")
+).where(REQUEST.c.id == _ID)
 
 _HEAD = (
     sa.select(AUDIT.c.chain_hash)
@@ -119,6 +124,19 @@ def cas_of(written: tuple[str, ...], before: bool) -> sa.Update:
     return _cas(before).values(values)
 
 
+@functools.cache
+def checked_cas_of(written: tuple[str, ...], before: bool) -> sa.Update:
+    """`cas_of` for a row read without its lock (PostgreSQL, `read(optimistic=True)`),
+    returning `ok`: whether the audit chain's head, read once the UPDATE holds the row's
+    lock, is still `:head`. `gate_audit_head` takes a snapshot of its own (migration 0007),
+    so it sees an event the lock's last holder committed even when that holder left the row
+    as it was (the UPDATE then finds nothing to re-check). A batch part `required`: with no
+    row or `ok` false the whole statement fails (`gate.batch`)."""
+    head = sa.func.gate_audit_head(REQUEST.c.id, type_=sa.String)
+    expected = sa.bindparam("head", type_=sa.String)
+    return cas_of(written, before).returning(head.is_not_distinct_from(expected).label("ok"))
+
+
 class RequestRow(SimpleNamespace):
     """A request's columns as attributes (plus `audit_head` once known): what the hot paths
     read, change and build their answer from."""
@@ -136,18 +154,35 @@ def request_row(mapping: Any, *, head: Any = UNREAD) -> RequestRow:
     """A `RequestRow` from a result row's mapping."""
     row = RequestRow(**mapping)
     row.audit_head = head
-    row.locked = False  # see `read`
+    row.locked = row.optimistic = False  # see `read`
     return row
 
 
-def read(session: Session, request_id: str, *, lock: bool = False) -> RequestRow | None:
+def read(
+    session: Session, request_id: str, *, lock: bool = False, optimistic: bool = False
+) -> RequestRow | None:
     """The request's row (locked for this transaction with `lock`), or None.
 
     Locked on PostgreSQL, the row comes with its audit chain's head read after the lock
     (`audit_head`) and `locked` set: no other transaction can change it before this one
     ends, so its status and deadline are the ones a compare-and-set will find.
+
+    `optimistic` (PostgreSQL, with `lock`): the row and its head are read without the lock
+    and outside the transaction (no `BEGIN`), with `optimistic` set: a change built on them
+    is made only if the compare-and-set finds both unchanged (`checked_cas_of`). SQLite's
+    writer already holds its lock (`BEGIN IMMEDIATE`), so there it is a plain locked read.
     """
     conn = session.connection()
+    if lock and optimistic and conn.dialect.name == "postgresql":
+        found = direct.execute(conn, READ_WITH_HEAD, {"id": request_id}, outside=True).first()
+        if found is None:
+            return None
+        mapping = found._mapping
+        row = request_row(
+            {name: mapping[name] for name in REQUEST_COLUMNS}, head=mapping["audit_head"]
+        )
+        row.optimistic = True
+        return row
     if lock and conn.dialect.name == "postgresql":
         found = direct.execute(conn, LOCK_WITH_HEAD, {"id": request_id}).first()
         if found is None:
@@ -169,11 +204,16 @@ def refresh(session: Session, req: RequestRow) -> None:
     found = direct.execute(session.connection(), SELECT_REQUEST, {"id": req.id}).one()
     req.__dict__.update(found._mapping)
     req.audit_head = UNREAD
+    req.optimistic = False
 
 
-def votes_and_head(session: Session, request_id: str) -> tuple[list[VoteRow], str | None]:
-    """The request's votes, oldest first, and its audit chain's head, in one statement."""
-    rows = direct.execute(session.connection(), VOTES_AND_HEAD, {"id": request_id}).all()
+def votes_and_head(
+    session: Session, request_id: str, *, outside: bool = False
+) -> tuple[list[VoteRow], str | None]:
+    """The request's votes, oldest first, and its audit chain's head, in one statement
+    (`outside` the transaction when it may be, see `direct.execute`)."""
+    conn = session.connection()
+    rows = direct.execute(conn, VOTES_AND_HEAD, {"id": request_id}, outside=outside).all()
     head = rows[0].head if rows else None
     votes = [VoteRow(**_vote_fields(r._mapping)) for r in rows if r.id is not None]
     return votes, head

@@ -18,7 +18,7 @@ import pytest
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
 
-from gate import audit, deciding, grants, machine, outbox, rows
+from gate import audit, batch, deciding, grants, machine, outbox, rows
 from gate.models import GrantStatus, Verdict, new_id
 from gate.notify_pg import CHANNEL, PostgresNotifier, libpq_url
 from gate.service import GateService
@@ -261,3 +261,73 @@ def test_a_decision_that_makes_a_grant_keeps_its_chain_in_order(service: GateSer
     assert [e.kind for e in events] == ["created", "approved", "grant_created"]
     assert [e.prev_hash for e in events[1:]] == [e.chain_hash for e in events[:-1]]
     assert audit.verify(service.db) == []
+
+
+@pytest.mark.parametrize("handed", [False, True], ids=["owed", "handed-to-the-pump"])
+@pytest.mark.parametrize("row_changed", [False, True], ids=["row-untouched", "row-changed"])
+def test_a_decision_on_a_row_changed_after_its_unlocked_read_keeps_nothing(
+    service: GateService, clock: Clock, row_changed: bool, handed: bool
+) -> None:
+    # PostgreSQL reads a decision's row without its lock (machine.lock, optimistic); an
+    # event committed between that read and the write (with the row changed or only
+    # locked) makes the write's one statement fail whole, whether or not a part of it
+    # returns rows (card refreshes claimed for the pump), and deciding again succeeds
+    if service.db.sqlite:
+        pytest.skip("SQLite reads under its writer's lock (BEGIN IMMEDIATE)")
+    service.configured_channels = service.settings.channels.configured()
+    rid = ask(service, tool_name="refund", tool_args={"amount": 1})
+    kind = "extended" if row_changed else "reminded"
+
+    def intervene() -> None:
+        with service.changing() as change:
+            rows.read(change.session, rid, lock=True)
+            if row_changed:
+                until = clock.now + timedelta(hours=1)
+                machine.extend(
+                    change.session,
+                    request_id=rid,
+                    until=until,
+                    actor="bob",
+                    via="web",
+                    now=clock.now,
+                )
+            else:
+                audit.record(
+                    change.session, request_id=rid, kind=kind, actor=None, via=None, now=clock.now
+                )
+
+    with pytest.raises(batch.Unmet), service.changing() as change:
+        if handed:
+            outbox.hand_to_pump(change.session, clock.now + outbox.LEASE)
+        loaded = machine.lock(change.session, rid, optimistic=True)
+        assert loaded is not None
+        req, votes = loaded
+        assert req.optimistic and votes == []
+        other = threading.Thread(target=intervene)
+        other.start()
+        other.join(10)
+        outcome = machine.record_vote(
+            change.session,
+            req,
+            votes,
+            approver="alice",
+            verdict=Verdict.approve,
+            comment=None,
+            via="api",
+            now=clock.now,
+        )
+        assert isinstance(outcome, machine.Changed)  # as far as it knew
+    view = service.view(rid)
+    assert view is not None and view.status == "pending" and view.votes == []
+    assert [e.kind for e in audit.trail(service.db, rid)] == ["created", kind]
+    refreshed = [("update", "log")] if row_changed else []  # the extension's own
+    assert _deliveries(service, rid) == [("post", "log"), *refreshed]
+    result = deciding.decide(service, rid, approver(service, "alice"), Verdict.approve)
+    assert result.changed
+    assert [e.kind for e in audit.trail(service.db, rid)] == ["created", kind, "approved"]
+    assert audit.verify(service.db) == []
+
+
+def test_a_required_part_outside_a_batch_is_refused(service: GateService) -> None:
+    with pytest.raises(TypeError, match="needs a batch"), service.db.write() as session:
+        batch.write(session, rows.checked_cas_of(("reason",), False), {}, required=True)

@@ -250,3 +250,29 @@ def test_an_ask_sends_its_one_statement_without_begin_or_commit(
     assert "INSERT INTO confirmation_request" in sent  # the ask ran on this connection
     assert "BEGIN" not in sent and "COMMIT" not in sent, sent[:2000]
     assert service.view(request_id) is not None
+
+
+def test_a_decision_sends_its_read_and_its_write_without_begin_or_commit(
+    service: GateService, tmp_path: Path
+) -> None:
+    # PostgreSQL: the row is read without its lock and the change is one statement that
+    # checks it under the lock (gate.machine.lock, optimistic), each in autocommit
+    if service.db.sqlite:
+        pytest.skip("SQLite's transaction began with BEGIN IMMEDIATE already")
+    request_id = ask(service, tool_name="refund", tool_args={"amount": 1})
+    with service.db.write_conn() as conn:
+        driver = conn.connection.driver_connection
+    assert driver is not None
+    trace = tmp_path / "libpq.trace"
+    with trace.open("w") as out:
+        driver.pgconn.trace(out.fileno())
+        try:
+            result = deciding.decide(
+                service, request_id, approver(service, "alice"), Verdict.approve
+            )
+        finally:
+            driver.pgconn.untrace()
+    sent = trace.read_text()
+    assert result.changed
+    assert "gate_require" in sent  # the decision ran on this connection, checked
+    assert "BEGIN" not in sent and "COMMIT" not in sent, sent[:2000]

@@ -67,8 +67,9 @@ def test_a_decision_is_one_transaction(service: GateService) -> None:
     rid = ask(service, tool_name="refund", tool_args={"amount": 1})
     # SQLite: the lock, the transition (returning the audit chain's head: a pending request
     # one approval decides has no votes to read), the vote, the audit event and the card
-    # refresh. PostgreSQL: the lock returning the head read after it, then the transition
-    # (sure under the lock) with the rest, as one statement
+    # refresh. PostgreSQL: the row with its head, unlocked and autocommitted, then the
+    # transition checking both under the lock with the rest, as one autocommitted statement
+    # (tests/core/test_direct.py checks that no BEGIN or COMMIT is sent)
     with counting(service.db.engine) as tally:
         result = deciding.decide(service, rid, approver(service, "alice"), Verdict.approve)
     assert result.changed
@@ -78,15 +79,16 @@ def test_a_decision_is_one_transaction(service: GateService) -> None:
 def test_a_vote_on_a_request_needing_two_reads_its_votes(service: GateService) -> None:
     rid = ask(service, tool_name="wire", tool_args={"amount": 1})
     # the lock, the votes with the chain's head; then the vote, its event and the card refresh
+    # (PostgreSQL: after a first read without the lock, which finds a quorum to count)
     with counting(service.db.engine) as tally:
         first = deciding.decide(service, rid, approver(service, "alice"), Verdict.approve)
     assert isinstance(first.outcome, machine.Voted)
-    check(tally, statements=writes(service, sqlite=5, postgres=3), transactions=1)
+    check(tally, statements=writes(service, sqlite=5, postgres=4), transactions=1)
     # the second approval also reads the first, and ends the request
     with counting(service.db.engine) as tally:
         second = deciding.decide(service, rid, approver(service, "bob"), Verdict.approve)
     assert isinstance(second.outcome, machine.Changed)
-    check(tally, statements=writes(service, sqlite=6, postgres=3), transactions=1)
+    check(tally, statements=writes(service, sqlite=6, postgres=4), transactions=1)
 
 
 def test_a_decision_on_a_decided_request_is_one_read(service: GateService) -> None:
