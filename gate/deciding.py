@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+import sqlalchemy as sa
+
 from gate import batch, grants, machine, offers
 from gate.acting import (
     Actor,
@@ -63,7 +65,10 @@ def decide(
     asked = (service, request_id, actor, verdict, comment, edited_args, edits, reasons, grant)
     try:
         return _decide(*asked, optimistic=True)
-    except batch.Unmet:  # another change of the request committed after the read
+    # Another change of the request committed after the read. `gate_require` says so; a
+    # vote that collides with one committed meanwhile (PostgreSQL runs a statement's parts
+    # in no set order, so the vote may be written before the check fails) says so too.
+    except (batch.Unmet, sa.exc.IntegrityError):
         return _decide(*asked, optimistic=False)
 
 

@@ -331,3 +331,49 @@ def test_a_decision_on_a_row_changed_after_its_unlocked_read_keeps_nothing(
 def test_a_required_part_outside_a_batch_is_refused(service: GateService) -> None:
     with pytest.raises(TypeError, match="needs a batch"), service.db.write() as session:
         batch.write(session, rows.checked_cas_of(("reason",), False), {}, required=True)
+
+
+@pytest.mark.parametrize("handed", [False, True], ids=["owed", "handed-to-the-pump"])
+@pytest.mark.parametrize("same_approver", [True, False], ids=["same-approver", "other-approver"])
+def test_a_decision_made_between_anothers_unlocked_read_and_write_wins_alone(
+    service: GateService, clock: Clock, same_approver: bool, handed: bool
+) -> None:
+    # Two clicks (one person's double click, delivered twice, or two approvers) on a request
+    # one approval decides. The first commits between the second's unlocked read and its
+    # write: the second keeps nothing and, decided again under the lock, is told it is
+    # already decided. Its vote must not collide with the first one's (the same approver's
+    # second vote would break the one-vote-per-approver key) before the check says why.
+    if service.db.sqlite:
+        pytest.skip("SQLite reads under its writer's lock (BEGIN IMMEDIATE)")
+    service.configured_channels = service.settings.channels.configured()
+    rid = ask(service, tool_name="refund", tool_args={"amount": 1})
+    second = "alice" if same_approver else "bob"
+    with pytest.raises(batch.Unmet), service.changing() as change:
+        if handed:
+            outbox.hand_to_pump(change.session, clock.now + outbox.LEASE)
+        loaded = machine.lock(change.session, rid, optimistic=True)
+        assert loaded is not None
+        req, votes = loaded
+        first = threading.Thread(
+            target=deciding.decide,
+            args=(service, rid, approver(service, "alice"), Verdict.approve),
+        )
+        first.start()
+        first.join(10)
+        machine.record_vote(
+            change.session,
+            req,
+            votes,
+            approver=second,
+            verdict=Verdict.reject,
+            comment=None,
+            via="api",
+            now=clock.now,
+        )
+    again = deciding.decide(service, rid, approver(service, second), Verdict.reject)
+    assert isinstance(again.outcome, machine.AlreadyFinal)
+    view = service.view(rid)
+    assert view is not None and view.status == "approved"
+    assert [(v.approver, v.verdict) for v in view.votes] == [("alice", "approve")]
+    assert [e.kind for e in audit.trail(service.db, rid)] == ["created", "approved"]
+    assert audit.verify(service.db) == []
