@@ -312,7 +312,7 @@ def _compare_and_set(
         return int(direct.execute(conn, rows.CAS[guarded], params).rowcount)
     batch.before_reading(session, AUDIT)  # the head comes back with the change (see `lock`)
     # the rows returned are the rows changed (SQLite's row count is not, with RETURNING)
-    changed = direct.execute(conn, rows.CAS_HEAD[guarded], params).all()
+    changed = direct.execute(conn, rows.CAS_HEAD[conn.dialect.name, guarded], params).all()
     req.audit_head = changed[0].head if changed else req.audit_head
     return len(changed)
 

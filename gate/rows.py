@@ -102,15 +102,25 @@ def _cas(before: bool) -> sa.Update:
 #: every transition's compare-and-set (run by `gate.machine` alone, the only code that changes
 #: a status), built once: with the deadline guard or without
 CAS = {b: _cas(b) for b in (False, True)}
-#: the same, returning the request's audit chain head (read by the UPDATE's own snapshot)
+#: the same, returning the request's audit chain head as of after the UPDATE holds the row,
+#: by database and deadline guard. SQLite: read by the UPDATE's own snapshot (its writer has
+#: held the database since `BEGIN IMMEDIATE`). PostgreSQL: by `gate_audit_head`, whose
+#: snapshot is its own, since the UPDATE's predates any wait for the row: a cancel or an
+#: expiry that waited for a reminder or an extension to commit must chain after its event.
 CAS_HEAD = {
-    b: _cas(b).returning(
+    ("sqlite", b): _cas(b).returning(
         sa.select(AUDIT.c.chain_hash)
         .where(AUDIT.c.request_id == sa.bindparam("req_id"))
         .order_by(AUDIT.c.id.desc())
         .limit(1)
         .scalar_subquery()
         .label("head")
+    )
+    for b in (False, True)
+}
+CAS_HEAD |= {
+    ("postgresql", b): _cas(b).returning(
+        sa.func.gate_audit_head(REQUEST.c.id, type_=sa.String).label("head")
     )
     for b in (False, True)
 }

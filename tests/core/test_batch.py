@@ -377,3 +377,53 @@ def test_a_decision_made_between_anothers_unlocked_read_and_write_wins_alone(
     assert [(v.approver, v.verdict) for v in view.votes] == [("alice", "approve")]
     assert [e.kind for e in audit.trail(service.db, rid)] == ["created", "approved"]
     assert audit.verify(service.db) == []
+
+
+@pytest.mark.parametrize("row_changed", [False, True], ids=["row-untouched", "row-changed"])
+@pytest.mark.parametrize("ending", ["cancel", "expire"])
+def test_an_event_written_while_a_cancel_or_expiry_waited_for_the_row_is_its_events_prev(
+    service: GateService, clock: Clock, row_changed: bool, ending: str
+) -> None:
+    # A cancel or an expiry reads the row without its lock and ends it with a compare-and-set
+    # that returns the chain's head: read after the UPDATE holds the row, so an event the
+    # lock's holder committed meanwhile (an extension, or a reminder that leaves the row as
+    # it was) is the new event's prev, not a sibling of it
+    rid = ask(service, tool_name="refund", tool_args={"amount": 1})
+    locked, ended = threading.Event(), threading.Event()
+    kind = "extended" if row_changed else "reminded"
+
+    def remind() -> None:
+        with service.changing() as change:
+            rows.read(change.session, rid, lock=True)
+            if row_changed:
+                until = clock.now + timedelta(hours=1)
+                machine.extend(
+                    change.session,
+                    request_id=rid,
+                    until=until,
+                    actor="bob",
+                    via="web",
+                    now=clock.now,
+                )
+            else:
+                audit.record(
+                    change.session, request_id=rid, kind=kind, actor=None, via=None, now=clock.now
+                )
+            locked.set()
+            assert not ended.wait(0.5)  # the cancel or expiry waits for this lock meanwhile
+
+    holder = threading.Thread(target=remind)
+    holder.start()
+    assert locked.wait(10)
+    if ending == "cancel":
+        outcome = service.withdraw(rid, actor="billing-agent", via="agent", why="done")
+    else:
+        with service.changing() as change:
+            outcome = machine.expire(change.session, request_id=rid, now=clock.now)
+    ended.set()
+    holder.join(10)
+    assert isinstance(outcome, machine.Changed)
+    events = audit.trail(service.db, rid)
+    assert [e.kind for e in events][:2] == ["created", kind]
+    assert events[2].prev_hash == events[1].chain_hash
+    assert audit.verify(service.db) == []
