@@ -57,8 +57,7 @@ def lock(
     A finished request cannot change any more, and a pending one that one approval decides
     is changed only if its compare-and-set finds it as read (`rows.checked_cas_of`; the
     caller decides again with the lock when it does not, `batch.Unmet`). A quorum's votes
-    are counted under the lock, so that row is read again with it.
-    """
+    are counted under the lock, so that row is read again with it."""
     req = rows.read(session, request_id, lock=True, optimistic=optimistic)
     if req is None:
         return None
@@ -191,12 +190,15 @@ def expire(
 ) -> Outcome:
     """Apply the request's deadline: expire it, or approve it when on_timeout says so.
 
-    `req` is the row when the caller has it already (it is updated in place)."""
+    `req` is the row when the caller has it already (it is updated in place). A deadline
+    moved past `now` since the caller found it due (an approver extended it) stands."""
     req = req or rows.read(session, request_id)
     if req is None:
         return Missing(request_id)
     if req.status != RequestStatus.pending:
         return _already_final(req)
+    if req.expires_at > now:
+        return Extended(req.id, req.expires_at)
     waited = reasons.humanise(req.expires_at - req.created_at)
     rule = f" (rule {req.rule!r})" if req.rule else ""
     if req.on_timeout == "approve":

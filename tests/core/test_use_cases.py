@@ -205,3 +205,20 @@ def test_an_extension_from_a_deadline_already_moved_moves_nothing(
     assert again.outcome.until == first.outcome.until == shown + timedelta(minutes=15)
     trail = service.view(rid, full=True)
     assert trail is not None and [a.kind for a in trail.audit].count("extended") == 1
+
+
+def test_an_expiry_finding_the_deadline_moved_since_the_sweep_read_it_leaves_the_request(
+    service: GateService, clock: Clock
+) -> None:
+    # the sweep reads what is due, then expires each in a transaction of its own: an
+    # approver's extension that committed in between stands (the request stays pending)
+    rid = ask(service, tool_name="refund", tool_args={"amount": 1})
+    clock.advance(minutes=10, seconds=-1)
+    assert deciding.extend(service, rid, approver(service, "alice"), "1h").changed
+    clock.advance(seconds=1)  # the old deadline, as the sweep found it
+    with service.changing() as change:
+        outcome = machine.expire(change.session, request_id=rid, now=clock.now)
+    assert isinstance(outcome, machine.Extended) and outcome.until > clock.now
+    view = service.view(rid, full=True)
+    assert view is not None and view.status == RequestStatus.pending
+    assert [a.kind for a in view.audit] == ["created", "extended"]
