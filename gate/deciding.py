@@ -52,10 +52,10 @@ def decide(
     """Record `actor`'s verdict, if they may decide this request. One write transaction.
 
     `edited_args` approves with changed arguments (the full object); `edits` gives only the
-    changed ones by name (a chat form), merged over the arguments read under the lock.
-    `reasons` are the rule's preset reject reasons, and `grant` is a (scope, duration) pair to
-    attach to an approval; each is checked against what the rule offers. The
-    request and its votes are read once, locked, inside the write; the answer is built from
+    changed ones by name (a chat form), merged over the request's arguments. `reasons` are
+    the rule's preset reject reasons, and `grant` is a (scope, duration) pair to attach to an
+    approval; each is checked against what the rule offers. The request and its votes are
+    read once, inside the write (SQLite: under its writer's lock); the answer is built from
     what was written, never read back.
 
     On PostgreSQL the request is read first without its lock (`machine.lock`, optimistic):
