@@ -232,11 +232,13 @@ def _serve(ns: argparse.Namespace) -> int:
 
 def _audit_verify(ns: argparse.Namespace) -> int:
     from gate import audit
-    from gate.db import Database
+    from gate.db import Database, existing_schema
     from gate.errors import ConfigError
 
     settings = _load(ns)
     try:
+        # checked before it is opened: opening a SQLite file that is not there creates it
+        existing_schema(settings.server.database_url)
         db = Database(settings.server.database_url)
     except ConfigError as exc:
         return _config_failure(exc, settings.source)

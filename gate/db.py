@@ -377,6 +377,35 @@ def check_openable(url: str) -> None:
         )
 
 
+def existing_schema(url: str) -> None:
+    """ConfigError unless `url` is a database gate's migrations made, opened without
+    changing anything (a command that only reads, `gate audit verify`): a SQLite file that is
+    not there (opening it would create an empty one), an unreachable server, or a database
+    with no gate tables (the wrong one, or never served) is named instead."""
+    check_openable(url)
+    path = sqlite_path(url)
+    if path is not None and not path.exists():
+        raise ConfigError(
+            f"no SQLite file at {str(path.absolute())!r}: point database_url at the one "
+            "`gate serve` uses",
+            key=DATABASE_KEY,
+        )
+    engine = sa.create_engine(normalise_url(url), poolclass=sa.pool.NullPool)
+    try:
+        with engine.connect() as conn:
+            present = sa.inspect(conn).has_table("alembic_version")
+    except (sa.exc.OperationalError, sa.exc.InterfaceError) as exc:
+        raise _unopenable(exc) from None
+    finally:
+        engine.dispose()
+    if not present:
+        raise ConfigError(
+            "the database holds no gate tables: `gate serve` (or `gate db upgrade`) creates "
+            "them; is database_url the database gate uses?",
+            key=DATABASE_KEY,
+        )
+
+
 def sqlite_path(url: str) -> Path | None:
     """The file behind a SQLite URL (None for in-memory)."""
     if not is_sqlite(url):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import os
+import sqlite3
 import subprocess
 import sys
 from datetime import timedelta
@@ -117,8 +118,13 @@ def test_a_sqlite_file_in_a_missing_folder_is_named(tmp_path: Path, command: lis
 
 @pytest.mark.parametrize(
     ("command", "server"),
-    [(["serve"], ""), (["serve"], "migrate_on_start = false\n"), (["db", "upgrade"], "")],
-    ids=["serve", "serve without migrating", "db upgrade"],
+    [
+        (["serve"], ""),
+        (["serve"], "migrate_on_start = false\n"),
+        (["db", "upgrade"], ""),
+        (["audit", "verify"], ""),
+    ],
+    ids=["serve", "serve without migrating", "db upgrade", "audit verify"],
 )
 def test_an_unreachable_postgresql_is_named(
     tmp_path: Path, command: list[str], server: str
@@ -128,6 +134,18 @@ def test_an_unreachable_postgresql_is_named(
     r, path = _gate(tmp_path, f'[server]\n{server}database_url = "{url}"\n', *command)
     _config_error(r, path, "server.database_url", "cannot open the database", "refused")
     assert "s3cret-pw" not in r.stderr + r.stdout
+
+
+def test_verifying_the_audit_of_a_database_gate_never_made_names_it(tmp_path: Path) -> None:
+    # a read-only command: it neither creates a SQLite file nor reads a database with no
+    # gate tables as an empty chain ("intact")
+    r, path = _gate(tmp_path, '[server]\ndatabase_url = "sqlite:///./gate.db"\n', "audit", "verify")
+    _config_error(r, path, "server.database_url", "no SQLite file at", "gate.db")
+    assert not (tmp_path / "gate.db").exists()
+    sqlite3.connect(tmp_path / "other.db").execute("CREATE TABLE notes (x)").connection.commit()
+    toml = '[server]\ndatabase_url = "sqlite:///./other.db"\n'
+    r, path = _gate(tmp_path, toml, "audit", "verify")
+    _config_error(r, path, "server.database_url", "holds no gate tables")
 
 
 # -- the file itself ----------------------------------------------------------------------------
