@@ -1,9 +1,12 @@
 """Making gate slow for real: another connection holds the lock a decision waits for.
 
-A decision locks its request in a write transaction (SQLite: `BEGIN IMMEDIATE`, the
-database's one write lock; PostgreSQL: the request's row, `FOR UPDATE`). Holding that lock
-from another connection makes the decision wait as it would behind a busy writer, with no
-part of gate replaced.
+A decision reads and writes its request in a write transaction (SQLite: `BEGIN IMMEDIATE`,
+the database's one write lock). On PostgreSQL it first reads the row without locking it and
+writes with a check (`gate.machine.lock`, optimistic), so a row lock would hold up only its
+write, and a refusal, which writes nothing, not at all: the requests table is locked whole
+(`ACCESS EXCLUSIVE`, which even a plain read waits for). Holding that lock from another
+connection makes the decision wait as it would behind a busy database, with no part of gate
+replaced.
 """
 
 from __future__ import annotations
@@ -20,8 +23,9 @@ from gate.db import is_sqlite, normalise_url
 
 @contextmanager
 def request_locked(database_url: str, request_id: str, seconds: float) -> Iterator[None]:
-    """Inside the block, a decision on `request_id` waits until `seconds` after it began;
-    the block's end waits for the lock to be let go."""
+    """Inside the block, a decision on `request_id` waits until `seconds` after it began
+    (on PostgreSQL so does every other read of a request); the block's end waits for the
+    lock to be let go."""
     engine = sa.create_engine(normalise_url(database_url))
     locked = threading.Event()
 
@@ -30,10 +34,7 @@ def request_locked(database_url: str, request_id: str, seconds: float) -> Iterat
             if is_sqlite(database_url):
                 conn.exec_driver_sql("BEGIN IMMEDIATE")
             else:
-                conn.execute(
-                    sa.text("SELECT id FROM confirmation_request WHERE id = :id FOR UPDATE"),
-                    {"id": request_id},
-                )
+                conn.exec_driver_sql("LOCK TABLE confirmation_request IN ACCESS EXCLUSIVE MODE")
             locked.set()
             time.sleep(seconds)
             conn.rollback()
