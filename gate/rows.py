@@ -183,25 +183,16 @@ def read(
     writer already holds its lock (`BEGIN IMMEDIATE`), so there it is a plain locked read.
     """
     conn = session.connection()
-    if lock and optimistic and conn.dialect.name == "postgresql":
-        found = direct.execute(conn, READ_WITH_HEAD, {"id": request_id}, outside=True).first()
-        if found is None:
-            return None
-        mapping = found._mapping
-        row = request_row(
-            {name: mapping[name] for name in REQUEST_COLUMNS}, head=mapping["audit_head"]
-        )
-        row.optimistic = True
-        return row
     if lock and conn.dialect.name == "postgresql":
-        found = direct.execute(conn, LOCK_WITH_HEAD, {"id": request_id}).first()
+        statement = READ_WITH_HEAD if optimistic else LOCK_WITH_HEAD
+        found = direct.execute(conn, statement, {"id": request_id}, outside=optimistic).first()
         if found is None:
             return None
         mapping = found._mapping
         row = request_row(
             {name: mapping[name] for name in REQUEST_COLUMNS}, head=mapping["audit_head"]
         )
-        row.locked = True
+        row.locked, row.optimistic = not optimistic, optimistic
         return row
     found = direct.execute(
         conn, LOCK_REQUEST if lock else SELECT_REQUEST, {"id": request_id}

@@ -11,7 +11,9 @@ from __future__ import annotations
 import select
 import threading
 import time
+from collections.abc import Callable
 from datetime import timedelta
+from functools import partial
 
 import psycopg
 import pytest
@@ -167,6 +169,33 @@ def test_the_notify_rides_in_the_changes_statement_and_only_a_commit_sends_it(
         listener.close()
 
 
+def _event_under_lock(
+    service: GateService,
+    clock: Clock,
+    rid: str,
+    *,
+    row_changed: bool,
+    held: Callable[[], None] | None = None,
+) -> None:
+    """Lock the request's row and write an event for it in one transaction: an extension,
+    which changes the row, or a reminder, which leaves it as it was. `held` runs before the
+    commit, with the lock still held."""
+    with service.changing() as change:
+        rows.read(change.session, rid, lock=True)
+        if row_changed:
+            until = clock.now + timedelta(hours=1)
+            extended = machine.extend(
+                change.session, request_id=rid, until=until, actor="bob", via="web", now=clock.now
+            )
+            assert isinstance(extended, machine.Extended)
+        else:
+            audit.record(
+                change.session, request_id=rid, kind="reminded", actor=None, via=None, now=clock.now
+            )
+        if held is not None:
+            held()
+
+
 @pytest.mark.parametrize("row_changed", [False, True], ids=["row-untouched", "row-changed"])
 def test_an_event_written_while_a_decision_waited_for_the_lock_is_its_events_prev(
     service: GateService, clock: Clock, row_changed: bool
@@ -181,26 +210,12 @@ def test_an_event_written_while_a_decision_waited_for_the_lock_is_its_events_pre
     kind = "extended" if row_changed else "reminded"
 
     def remind() -> None:
-        with service.changing() as change:
-            rows.read(change.session, rid, lock=True)
-            if row_changed:
-                until = clock.now + timedelta(hours=1)
-                extended = machine.extend(
-                    change.session,
-                    request_id=rid,
-                    until=until,
-                    actor="bob",
-                    via="web",
-                    now=clock.now,
-                )
-                assert isinstance(extended, machine.Extended)
-            else:
-                audit.record(
-                    change.session, request_id=rid, kind=kind, actor=None, via=None, now=clock.now
-                )
-            locked.set()
-            # the decision is waiting for this lock (SQLite: for the one writer) meanwhile
-            assert not decided.wait(0.5)
+        # the decision is waiting for this lock (SQLite: for the one writer) meanwhile
+        _event_under_lock(service, clock, rid, row_changed=row_changed, held=waited)
+
+    def waited() -> None:
+        locked.set()
+        assert not decided.wait(0.5)
 
     holder = threading.Thread(target=remind)
     holder.start()
@@ -263,6 +278,42 @@ def test_a_decision_that_makes_a_grant_keeps_its_chain_in_order(service: GateSer
     assert audit.verify(service.db) == []
 
 
+def _decision_raced_by(
+    service: GateService,
+    clock: Clock,
+    rid: str,
+    between: Callable[[], object],
+    *,
+    handed: bool,
+    by: str = "alice",
+    verdict: Verdict = Verdict.approve,
+) -> None:
+    """`by`'s decision on `rid`, its row read without the lock (PostgreSQL), with `between`
+    run to its end in another thread before it writes: its one statement must fail whole.
+    `handed`: its card rows are claimed for the pump (a part of the statement returns rows)."""
+    with pytest.raises(batch.Unmet), service.changing() as change:
+        if handed:
+            outbox.hand_to_pump(change.session, clock.now + outbox.LEASE)
+        loaded = machine.lock(change.session, rid, optimistic=True)
+        assert loaded is not None
+        req, votes = loaded
+        assert req.optimistic and votes == []
+        other = threading.Thread(target=between)
+        other.start()
+        other.join(10)
+        outcome = machine.record_vote(
+            change.session,
+            req,
+            votes,
+            approver=by,
+            verdict=verdict,
+            comment=None,
+            via="api",
+            now=clock.now,
+        )
+        assert isinstance(outcome, machine.Changed)  # as far as it knew
+
+
 @pytest.mark.parametrize("handed", [False, True], ids=["owed", "handed-to-the-pump"])
 @pytest.mark.parametrize("row_changed", [False, True], ids=["row-untouched", "row-changed"])
 def test_a_decision_on_a_row_changed_after_its_unlocked_read_keeps_nothing(
@@ -279,44 +330,9 @@ def test_a_decision_on_a_row_changed_after_its_unlocked_read_keeps_nothing(
     kind = "extended" if row_changed else "reminded"
 
     def intervene() -> None:
-        with service.changing() as change:
-            rows.read(change.session, rid, lock=True)
-            if row_changed:
-                until = clock.now + timedelta(hours=1)
-                machine.extend(
-                    change.session,
-                    request_id=rid,
-                    until=until,
-                    actor="bob",
-                    via="web",
-                    now=clock.now,
-                )
-            else:
-                audit.record(
-                    change.session, request_id=rid, kind=kind, actor=None, via=None, now=clock.now
-                )
+        _event_under_lock(service, clock, rid, row_changed=row_changed)
 
-    with pytest.raises(batch.Unmet), service.changing() as change:
-        if handed:
-            outbox.hand_to_pump(change.session, clock.now + outbox.LEASE)
-        loaded = machine.lock(change.session, rid, optimistic=True)
-        assert loaded is not None
-        req, votes = loaded
-        assert req.optimistic and votes == []
-        other = threading.Thread(target=intervene)
-        other.start()
-        other.join(10)
-        outcome = machine.record_vote(
-            change.session,
-            req,
-            votes,
-            approver="alice",
-            verdict=Verdict.approve,
-            comment=None,
-            via="api",
-            now=clock.now,
-        )
-        assert isinstance(outcome, machine.Changed)  # as far as it knew
+    _decision_raced_by(service, clock, rid, intervene, handed=handed)
     view = service.view(rid)
     assert view is not None and view.status == "pending" and view.votes == []
     assert [e.kind for e in audit.trail(service.db, rid)] == ["created", kind]
@@ -348,28 +364,8 @@ def test_a_decision_made_between_anothers_unlocked_read_and_write_wins_alone(
     service.configured_channels = service.settings.channels.configured()
     rid = ask(service, tool_name="refund", tool_args={"amount": 1})
     second = "alice" if same_approver else "bob"
-    with pytest.raises(batch.Unmet), service.changing() as change:
-        if handed:
-            outbox.hand_to_pump(change.session, clock.now + outbox.LEASE)
-        loaded = machine.lock(change.session, rid, optimistic=True)
-        assert loaded is not None
-        req, votes = loaded
-        first = threading.Thread(
-            target=deciding.decide,
-            args=(service, rid, approver(service, "alice"), Verdict.approve),
-        )
-        first.start()
-        first.join(10)
-        machine.record_vote(
-            change.session,
-            req,
-            votes,
-            approver=second,
-            verdict=Verdict.reject,
-            comment=None,
-            via="api",
-            now=clock.now,
-        )
+    first = partial(deciding.decide, service, rid, approver(service, "alice"), Verdict.approve)
+    _decision_raced_by(service, clock, rid, first, handed=handed, by=second, verdict=Verdict.reject)
     again = deciding.decide(service, rid, approver(service, second), Verdict.reject)
     assert isinstance(again.outcome, machine.AlreadyFinal)
     view = service.view(rid)
@@ -398,24 +394,11 @@ def test_an_event_written_while_a_cancel_or_expiry_waited_for_the_row_is_its_eve
     kind = "extended" if row_changed else "reminded"
 
     def remind() -> None:
-        with service.changing() as change:
-            rows.read(change.session, rid, lock=True)
-            if row_changed:
-                until = clock.now + timedelta(hours=1)
-                machine.extend(
-                    change.session,
-                    request_id=rid,
-                    until=until,
-                    actor="bob",
-                    via="web",
-                    now=clock.now,
-                )
-            else:
-                audit.record(
-                    change.session, request_id=rid, kind=kind, actor=None, via=None, now=clock.now
-                )
-            locked.set()
-            assert not ended.wait(0.5)  # the cancel or expiry waits for this lock meanwhile
+        _event_under_lock(service, clock, rid, row_changed=row_changed, held=waited)
+
+    def waited() -> None:
+        locked.set()
+        assert not ended.wait(0.5)  # the cancel or expiry waits for this lock meanwhile
 
     holder = threading.Thread(target=remind)
     holder.start()
