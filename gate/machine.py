@@ -6,10 +6,10 @@
             --cancel--------------------> cancelled
 
 Every transition is one compare-and-set UPDATE (`... WHERE id = :id AND status = 'pending'`)
-whose row count is checked (or made sure by a row lock the transaction holds), so double
-clicks, retries, a second replica and the sweep race freely: exactly one wins, the others get
-`AlreadyFinal`. The audit row and the outbox rows that refresh posted cards are written in
-the same transaction, which the caller (a use case in gate.service) owns: never committed here.
+whose row count is checked (made sure by a row lock, or by `gate_require` in its statement),
+so double clicks, retries, a second replica and the sweep race freely: exactly one wins, the
+others get `AlreadyFinal`. The audit row and the outbox rows that refresh posted cards are
+written in the same transaction, which the caller (a use case in gate.service) owns.
 
 Votes for quorum first lock the request row (`SELECT ... FOR UPDATE` on PostgreSQL; on
 SQLite the writer's `BEGIN IMMEDIATE` already serialises writers), so two approvers voting at
@@ -310,7 +310,7 @@ def _compare_and_set(
             batch.write(session, checked, {**params, "head": req.audit_head}, required=True)
         return 1
     conn = session.connection()
-    if req.audit_head is not UNREAD:
+    if req.audit_head is not UNREAD and not req.optimistic:  # its head was read under a lock
         return int(direct.execute(conn, rows.CAS[guarded], params).rowcount)
     batch.before_reading(session, AUDIT)  # the head comes back with the change (see `lock`)
     # the rows returned are the rows changed (SQLite's row count is not, with RETURNING)
