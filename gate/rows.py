@@ -34,6 +34,14 @@ _VOTE_COLUMNS: tuple[str, ...] = ("id", "approver", "verdict", "comment", "via",
 _VOTE_COLUMNS += ("grant_scope", "grant_seconds")
 
 _ID: sa.BindParameter[str] = sa.bindparam("id")
+
+
+def _audit_head(request_id: Any) -> Any:
+    """PostgreSQL: the request's audit chain head as of the moment it is evaluated
+    (`gate_audit_head`, migration 0007: VOLATILE, so its query takes a snapshot of its own)."""
+    return sa.func.gate_audit_head(request_id, type_=sa.String)
+
+
 SELECT_REQUEST = sa.select(REQUEST).where(REQUEST.c.id == _ID)
 #: PostgreSQL locks the row (`FOR UPDATE`); SQLite renders no lock clause, since its
 #: writer's `BEGIN IMMEDIATE` already serialises writers
@@ -43,14 +51,12 @@ LOCK_REQUEST = SELECT_REQUEST.with_for_update()
 #: event the lock's holder wrote; `gate_audit_head` (migration 0007) is VOLATILE, so its
 #: query takes a snapshot of its own, and it runs on the row the materialised CTE locked.
 _LOCKED = LOCK_REQUEST.cte("locked").prefix_with("MATERIALIZED")
-LOCK_WITH_HEAD = sa.select(
-    _LOCKED, sa.func.gate_audit_head(_LOCKED.c.id, type_=sa.String).label("audit_head")
-)
+LOCK_WITH_HEAD = sa.select(_LOCKED, _audit_head(_LOCKED.c.id).label("audit_head"))
 #: PostgreSQL: the row and its audit chain's head, unlocked (a decision's first read). What it
 #: says is not trusted: the write's compare-and-set confirms it (`checked_cas_of`)
-READ_WITH_HEAD = sa.select(
-    REQUEST, sa.func.gate_audit_head(REQUEST.c.id, type_=sa.String).label("audit_head")
-).where(REQUEST.c.id == _ID)
+READ_WITH_HEAD = sa.select(REQUEST, _audit_head(REQUEST.c.id).label("audit_head")).where(
+    REQUEST.c.id == _ID
+)
 
 _HEAD = (
     sa.select(AUDIT.c.chain_hash)
@@ -119,9 +125,7 @@ CAS_HEAD = {
     for b in (False, True)
 }
 CAS_HEAD |= {
-    ("postgresql", b): _cas(b).returning(
-        sa.func.gate_audit_head(REQUEST.c.id, type_=sa.String).label("head")
-    )
+    ("postgresql", b): _cas(b).returning(_audit_head(REQUEST.c.id).label("head"))
     for b in (False, True)
 }
 
@@ -142,7 +146,7 @@ def checked_cas_of(written: tuple[str, ...], before: bool) -> sa.Update:
     so it sees an event the lock's last holder committed even when that holder left the row
     as it was (the UPDATE then finds nothing to re-check). A batch part `required`: with no
     row or `ok` false the whole statement fails (`gate.batch`)."""
-    head = sa.func.gate_audit_head(REQUEST.c.id, type_=sa.String)
+    head = _audit_head(REQUEST.c.id)
     expected = sa.bindparam("head", type_=sa.String)
     return cas_of(written, before).returning(head.is_not_distinct_from(expected).label("ok"))
 

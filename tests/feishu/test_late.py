@@ -16,7 +16,7 @@ from tests.feishu.conftest import CHAT, send_callback
 from tests.feishu.test_callbacks import click, state
 from tests.feishu.test_delivery import standalone
 from tests.support.fake_feishu import FakeFeishu, Message, check_card
-from tests.support.held import request_locked
+from tests.support.held import requests_locked
 from tests.support.servers import wait_until
 
 # Feishu facts these tests rely on:
@@ -51,7 +51,7 @@ def _ask(gate: Gate, fake: FakeFeishu, user_id: str = "dave") -> tuple[str, Mess
 
 def _held_click(gate: Gate, payload: dict[str, Any], request_id: str) -> None:
     """A click whose decision waits behind another writer past the 2.5 s answer."""
-    with request_locked(gate.settings.server.database_url, request_id, 3.5):
+    with requests_locked(gate.settings.server.database_url, 3.5):
         r = send_callback(gate, payload)
         assert r.status_code == 200, r.text
         assert r.json() == {"toast": {"type": "info", "content": RECORDING}}

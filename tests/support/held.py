@@ -22,10 +22,9 @@ from gate.db import is_sqlite, normalise_url
 
 
 @contextmanager
-def request_locked(database_url: str, request_id: str, seconds: float) -> Iterator[None]:
-    """Inside the block, a decision on `request_id` waits until `seconds` after it began
-    (on PostgreSQL so does every other read of a request); the block's end waits for the
-    lock to be let go."""
+def requests_locked(database_url: str, seconds: float) -> Iterator[None]:
+    """Inside the block, a decision waits until `seconds` after it began (on PostgreSQL so
+    does every other read of a request); the block's end waits for the lock to be let go."""
     engine = sa.create_engine(normalise_url(database_url))
     locked = threading.Event()
 

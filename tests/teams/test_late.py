@@ -14,7 +14,7 @@ from channels.teams.answers import MESSAGE_TYPE, late_reply
 from channels.teams.channel import RECORDING
 from tests.conftest import Gate, GateFactory
 from tests.support.fake_teams import CONVERSATION, FakeTeams, Message, Reply, check_card
-from tests.support.held import request_locked
+from tests.support.held import requests_locked
 from tests.support.servers import wait_until
 from tests.teams.conftest import ask, object_id, send, teams_settings, walk
 from tests.teams.test_clicks import state
@@ -69,7 +69,7 @@ def _held_press(gate: Gate, fake: FakeTeams, person: str, request_id: str, card:
         verb="approve", data={"request_id": request_id}, object_id=object_id(person),
         service_url=fake.url + "/", reply_to=card.activity_id,
     )  # fmt: skip
-    with request_locked(gate.settings.server.database_url, request_id, 8.0):
+    with requests_locked(gate.settings.server.database_url, 8.0):
         r = send(gate, fake, activity)
         assert r.status_code == 200, r.text
         assert r.json() == {"statusCode": 200, "type": MESSAGE_TYPE, "value": RECORDING}
