@@ -444,9 +444,17 @@ def test_an_outage_is_retried_while_the_request_stays_decidable(driver: Driver, 
     if driver.no_outage:
         pytest.skip(driver.no_outage)
     calls = driver.platform_calls()
+
+    def post_row() -> Any:
+        view = gate.state.service.view(request_id, full=True)
+        assert view is not None
+        return next(d for d in view.deliveries if d.kind == "post")
+
     with driver.outage():
         request_id = ask(gate)
         wait_until(lambda: driver.platform_calls() > calls)  # the post was tried, and failed
+        # as gate recorded it: a platform call an earlier case left in flight counts above
+        wait_until(lambda: post_row().last_error is not None)
         _approve(gate, request_id)  # the API decides while the platform is down
         assert state(gate, request_id)["status"] == "approved"
     # The post that finally lands already shows the approval.
@@ -455,9 +463,7 @@ def test_an_outage_is_retried_while_the_request_stays_decidable(driver: Driver, 
 
     def sent_post() -> Any:
         # the platform has the card a moment before gate records the post as sent
-        view = gate.state.service.view(request_id, full=True)
-        assert view is not None
-        post = next(d for d in view.deliveries if d.kind == "post")
+        post = post_row()
         return post if post.status == "sent" else None
 
     post = wait_until(sent_post)
