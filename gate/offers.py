@@ -40,6 +40,12 @@ class Offers:
     escalate_to: tuple[str, ...] = ()
     #: approvers (names or "group:x") added when the request escalates
     escalate_approvers: tuple[str, ...] = field(default_factory=tuple)
+    #: the top-level arguments the rule's `when` reads (`args.amount` -> "amount"): every
+    #: surface marks them, so an approver sees what made the rule fire
+    watched_args: tuple[str, ...] = ()
+    #: set when the rule's `when` failed on this call and gate asked to be safe: what failed,
+    #: in words every surface shows beside the call
+    condition_error: str | None = None
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> Offers:
@@ -60,6 +66,8 @@ class Offers:
             escalate_after=span("escalate_after_seconds"),
             escalate_to=tuple(options.get("escalate_to") or ()),
             escalate_approvers=tuple(options.get("escalate_approvers") or ()),
+            watched_args=tuple(options.get("watched_args") or ()),
+            condition_error=options.get("condition_error") or None,
         )
 
     def next_nudge(
@@ -92,6 +100,8 @@ class Offers:
             "escalate_after_seconds": seconds(self.escalate_after),
             "escalate_to": list(self.escalate_to),
             "escalate_approvers": list(self.escalate_approvers),
+            "watched_args": list(self.watched_args),
+            "condition_error": self.condition_error,
         }
 
 
