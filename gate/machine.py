@@ -142,15 +142,9 @@ def _cast(session: Session, votes: list[VoteRow], vote: VoteRow) -> bool:
         batch.write(session, rows.INSERT_VOTE, {k: v for k, v in vars(vote).items() if k != "id"})
         votes.append(vote)
         return True
-    existing.verdict, existing.comment, existing.via, existing.at = (
-        vote.verdict,
-        vote.comment,
-        vote.via,
-        vote.at,
-    )
-    existing.grant_scope = existing.grant_seconds = None
     changed = {"verdict": vote.verdict, "comment": vote.comment, "via": vote.via, "at": vote.at}
     changed |= {"grant_scope": None, "grant_seconds": None}
+    existing.__dict__.update(changed)
     batch.write(session, rows.UPDATE_VOTE, {"vote_id": existing.id, **changed})
     return True
 
@@ -191,7 +185,9 @@ def expire(
     """Apply the request's deadline: expire it, or approve it when on_timeout says so.
 
     `req` is the row when the caller has it already (it is updated in place). A deadline
-    moved past `now` since the caller found it due (an approver extended it) stands."""
+    moved past `now` since the caller found it due (an approver extended it) stands, and so
+    does one moved between this read and the write: the compare-and-set ends the request
+    only while its deadline is the one read here (`deadline`)."""
     req = req or rows.read(session, request_id)
     if req is None:
         return Missing(request_id)
@@ -215,6 +211,7 @@ def expire(
             via="timeout",
             reason=reason,
             detail={"on_timeout": "approve"},
+            deadline=req.expires_at,
         )
     reason = (
         f"Nobody answered within {waited}{rule}, so the call was not run. "
@@ -229,6 +226,7 @@ def expire(
         via="timeout",
         reason=reason,
         detail={"on_timeout": "reject"},
+        deadline=req.expires_at,
     )
 
 
@@ -266,16 +264,25 @@ def _transition(
     detail: dict[str, object],
     values: dict[str, Any] | None = None,
     before: datetime | None = None,
+    deadline: datetime | None = None,
 ) -> Outcome:
     """Compare-and-set `req` from pending to `to`; with `before`, only while its deadline is
-    still after that instant (a person's approval never lands on an expired request)."""
+    still after that instant (a person's approval never lands on an expired request); with
+    `deadline` (an expiry), only while the deadline is still that one."""
     written = {"status": to.value, "decided_at": now, "decided_by": by, "decided_via": via}
     written |= {"reason": reason, **(values or {})}
     params = {**written, "req_id": req.id}
+    guard: rows.Guard = ""
     if before is not None:
-        params["before"] = before
-    if _compare_and_set(session, req, params, tuple(written), before) != 1:
+        params["before"], guard = before, "before"
+    elif deadline is not None:
+        params["deadline"], guard = deadline, "deadline"
+    if _compare_and_set(session, req, params, tuple(written), guard) != 1:
         rows.refresh(session, req)
+        if req.status == RequestStatus.pending and guard == "deadline":
+            # an extension committed between the expiry's read and its write: decided again
+            # on the row as it is now (it stands unless that deadline passed too)
+            return expire(session, request_id=req.id, now=now, req=req)
         if req.status == RequestStatus.pending:  # only the deadline guard stopped it
             expire(session, request_id=req.id, now=req.expires_at, req=req)
         return _already_final(req)
@@ -293,28 +300,28 @@ def _compare_and_set(
     req: RequestRow,
     params: dict[str, Any],
     written: tuple[str, ...],
-    before: datetime | None,
+    guard: rows.Guard,
 ) -> int:
     """`_transition`'s compare-and-set; returns the rows it changed (1 or 0). A row this
     transaction locked (PostgreSQL, `rows.read`) cannot change before it ends: pending and
     in time, the change is sure, so it rides with the trailing writes (`gate.batch`). So
     does one read optimistically, whose statement fails instead when it is not sure."""
-    guarded = before is not None
     sure = req.locked and req.status == RequestStatus.pending  # locked: its head was read
-    in_time = before is None or req.expires_at > before
+    in_time = guard != "before" or req.expires_at > params["before"]
+    in_time &= guard != "deadline" or req.expires_at == params["deadline"]
     if (sure or req.optimistic) and in_time and batch.holding(session):
         if sure:
-            batch.write(session, rows.cas_of(written, guarded), params)
+            batch.write(session, rows.cas_of(written, guard), params)
         else:  # the statement fails unless the row and its head are as read (see `lock`)
-            checked = rows.checked_cas_of(written, guarded)
+            checked = rows.checked_cas_of(written, guard)
             batch.write(session, checked, {**params, "head": req.audit_head}, required=True)
         return 1
     conn = session.connection()
     if req.audit_head is not UNREAD and not req.optimistic:  # its head was read under a lock
-        return int(direct.execute(conn, rows.CAS[guarded], params).rowcount)
+        return int(direct.execute(conn, rows.CAS[guard], params).rowcount)
     batch.before_reading(session, AUDIT)  # the head comes back with the change (see `lock`)
     # the rows returned are the rows changed (SQLite's row count is not, with RETURNING)
-    changed = direct.execute(conn, rows.CAS_HEAD[conn.dialect.name, guarded], params).all()
+    changed = direct.execute(conn, rows.CAS_HEAD[conn.dialect.name, guard], params).all()
     req.audit_head = changed[0].head if changed else req.audit_head
     return len(changed)
 
@@ -407,7 +414,7 @@ def allow_by_grant(session: Session, *, req: RequestRow, grant: Any, now: dateti
         f"{until}), made when approving request {grant.request_id}."
     )
     rows.insert_request(session, req)
-    batch.write(session, _USE_GRANT, {"grant_id": grant.id})
+    batch.write(session, rows.USE_GRANT, {"grant_id": grant.id})
     req.audit_head = audit.append(
         session,
         req.id,
@@ -418,13 +425,6 @@ def allow_by_grant(session: Session, *, req: RequestRow, grant: Any, now: dateti
         {"grant": grant.id, "approval": grant.request_id, "scope": grant.scope},
         first=True,
     )
-
-
-_USE_GRANT = (
-    sa.update(rows.GRANT)
-    .where(rows.GRANT.c.id == sa.bindparam("grant_id"))
-    .values(uses=rows.GRANT.c.uses + 1)
-)
 
 
 def end_grant(

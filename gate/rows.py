@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, Literal
 
 import sqlalchemy as sa
 from sqlmodel import Session
@@ -96,25 +96,39 @@ UPDATE_VOTE = (
 )
 
 
-def _cas(before: bool) -> sa.Update:
-    """`UPDATE ... WHERE id = :req_id AND status = 'pending' [AND expires_at > :before]`; the
+#: a compare-and-set's guard on the deadline: none, `expires_at > :before` (a person's
+#: decision lands only in time) or `expires_at = :deadline` (an expiry ends the request only
+#: while its deadline is the one it read: an extension committed meanwhile wins)
+Guard = Literal["", "before", "deadline"]
+GUARDS: tuple[Guard, ...] = ("", "before", "deadline")
+
+#: a grant let one more call through
+USE_GRANT = (
+    sa.update(GRANT).where(GRANT.c.id == sa.bindparam("grant_id")).values(uses=GRANT.c.uses + 1)
+)
+
+
+def _cas(guard: Guard) -> sa.Update:
+    """`UPDATE ... WHERE id = :req_id AND status = 'pending'` plus the deadline `guard`; the
     columns set are the parameters' keys."""
     guards = [REQUEST.c.id == sa.bindparam("req_id"), REQUEST.c.status == "pending"]
-    if before:
+    if guard == "before":
         guards.append(REQUEST.c.expires_at > sa.bindparam("before", type_=UTCDateTime()))
+    elif guard == "deadline":
+        guards.append(REQUEST.c.expires_at == sa.bindparam("deadline", type_=UTCDateTime()))
     return sa.update(REQUEST).where(*guards)
 
 
 #: every transition's compare-and-set (run by `gate.machine` alone, the only code that changes
-#: a status), built once: with the deadline guard or without
-CAS = {b: _cas(b) for b in (False, True)}
+#: a status), built once per deadline guard
+CAS = {g: _cas(g) for g in GUARDS}
 #: the same, returning the request's audit chain head as of after the UPDATE holds the row,
 #: by database and deadline guard. SQLite: read by the UPDATE's own snapshot (its writer has
 #: held the database since `BEGIN IMMEDIATE`). PostgreSQL: by `gate_audit_head`, whose
 #: snapshot is its own, since the UPDATE's predates any wait for the row: a cancel or an
 #: expiry that waited for a reminder or an extension to commit must chain after its event.
 CAS_HEAD = {
-    ("sqlite", b): _cas(b).returning(
+    ("sqlite", g): _cas(g).returning(
         sa.select(AUDIT.c.chain_hash)
         .where(AUDIT.c.request_id == sa.bindparam("req_id"))
         .order_by(AUDIT.c.id.desc())
@@ -122,24 +136,23 @@ CAS_HEAD = {
         .scalar_subquery()
         .label("head")
     )
-    for b in (False, True)
+    for g in GUARDS
 }
 CAS_HEAD |= {
-    ("postgresql", b): _cas(b).returning(_audit_head(REQUEST.c.id).label("head"))
-    for b in (False, True)
+    ("postgresql", g): _cas(g).returning(_audit_head(REQUEST.c.id).label("head")) for g in GUARDS
 }
 
 
 @functools.cache
-def cas_of(written: tuple[str, ...], before: bool) -> sa.Update:
-    """`CAS[before]` setting exactly the columns `written`, each a bind parameter of its
+def cas_of(written: tuple[str, ...], guard: Guard) -> sa.Update:
+    """`CAS[guard]` setting exactly the columns `written`, each a bind parameter of its
     name (what a batch's parts need, see `gate.batch`); one statement per shape."""
     values = {name: sa.bindparam(name, type_=REQUEST.c[name].type) for name in written}
-    return _cas(before).values(values)
+    return _cas(guard).values(values)
 
 
 @functools.cache
-def checked_cas_of(written: tuple[str, ...], before: bool) -> sa.Update:
+def checked_cas_of(written: tuple[str, ...], guard: Guard) -> sa.Update:
     """`cas_of` for a row read without its lock (PostgreSQL, `read(optimistic=True)`),
     returning `ok`: whether the audit chain's head, read once the UPDATE holds the row's
     lock, is still `:head`. `gate_audit_head` takes a snapshot of its own (migration 0007),
@@ -148,7 +161,7 @@ def checked_cas_of(written: tuple[str, ...], before: bool) -> sa.Update:
     row or `ok` false the whole statement fails (`gate.batch`)."""
     head = _audit_head(REQUEST.c.id)
     expected = sa.bindparam("head", type_=sa.String)
-    return cas_of(written, before).returning(head.is_not_distinct_from(expected).label("ok"))
+    return cas_of(written, guard).returning(head.is_not_distinct_from(expected).label("ok"))
 
 
 class RequestRow(SimpleNamespace):
