@@ -150,6 +150,13 @@ def _submit(
             send_deadline = False
             continue
         answer = _answer(reply, asking)
+        if isinstance(answer, str) and call.derived_key and bumps < MAX_KEY_BUMPS:
+            # an earlier, identical call ran on its approval: this one is asked afresh
+            bumps += 1
+            asking.key = f"{call.idempotency_key}#{bumps + 1}"
+            continue
+        if isinstance(answer, str):  # `_SPENT`
+            return Verdict("spent", asking.words.spent(asking.key))
         if isinstance(answer, Verdict):
             return answer
         request, _ = answer
@@ -164,11 +171,18 @@ def _submit(
         return answer
 
 
-def _answer(reply: Reply, asking: _Asking) -> Verdict | tuple[dict[str, Any], str | None]:
-    """What a reply to the POST says: a verdict, or the request to wait for and its rule."""
+#: `_answer`'s word for a key whose approved call already ran (`approval_spent`)
+_SPENT = "spent"
+
+
+def _answer(reply: Reply, asking: _Asking) -> Verdict | str | tuple[dict[str, Any], str | None]:
+    """What a reply to the POST says: a verdict, `_SPENT`, or the request to wait for and
+    its rule."""
     words = asking.words
     if reply.status == 409 and _error_code(reply) == "idempotency_key_reused":
         return Verdict("reused", words.reused(asking.key))
+    if reply.status == 409 and _error_code(reply) == "approval_spent":
+        return _SPENT
     if reply.status != 200 or reply.problem is not None:
         return _failed(reply, words)
     answer = reply.body

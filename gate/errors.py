@@ -12,6 +12,8 @@ Exception tree::
     ├── MethodNotAllowed (405)
     ├── AlreadyDecided (409)       a decision on a finished request (says by whom, when)
     ├── Conflict (409)             any other state clash (e.g. the same approver voting twice)
+    │   ├── KeyReused              an idempotency key sent again with a different call
+    │   └── ApprovalSpent          an idempotency key sent again after its approved call ran
     ├── PayloadTooLarge (413)
     └── Unavailable (503)          the database is unreachable (readiness)
     ConfigError                    a bad gate.toml / policy / database URL: never an HTTP
@@ -74,6 +76,14 @@ class AlreadyDecided(GateError):
 
 class Conflict(GateError):
     status, code = 409, "conflict"
+
+
+class KeyReused(Conflict):
+    code = "idempotency_key_reused"
+
+
+class ApprovalSpent(Conflict):
+    code = "approval_spent"
 
 
 class PayloadTooLarge(GateError):

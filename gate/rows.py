@@ -85,6 +85,22 @@ WITH_VOTES = (
     .where(REQUEST.c.id == _ID)
     .order_by(VOTE.c.at, VOTE.c.id)
 )
+#: the request a principal made under an idempotency key
+BY_KEY = sa.select(REQUEST).where(
+    REQUEST.c.idempotency_key == sa.bindparam("key"),
+    REQUEST.c.submitted_by == sa.bindparam("submitted_by"),
+)
+#: pending requests whose deadline passed, oldest deadline first, at most `limit`
+DUE_REQUESTS = (
+    sa.select(REQUEST.c.id)
+    .where(
+        REQUEST.c.status == "pending",
+        REQUEST.c.expires_at <= sa.bindparam("now", type_=REQUEST.c.expires_at.type),
+    )
+    .order_by(REQUEST.c.expires_at)
+    .limit(sa.bindparam("limit"))
+    .subquery("due_requests")
+)
 INSERT_REQUEST = batch.insert(REQUEST, REQUEST_COLUMNS)
 #: nothing uses a new vote's id: no `RETURNING vote.id` (PostgreSQL) or lastrowid read
 INSERT_VOTE = batch.insert(VOTE, ("request_id", *_VOTE_COLUMNS[1:]))

@@ -26,7 +26,7 @@ from gate.changes import CardPump, Change
 from gate.config import Settings
 from gate.db import Database
 from gate.deciding import raise_for
-from gate.errors import Conflict, Forbidden, NotFound
+from gate.errors import ApprovalSpent, Forbidden, KeyReused, NotFound
 from gate.models import (
     AuditEvent,
     ConfirmationRequest,
@@ -45,6 +45,19 @@ from gate.schemas import GateCall
 log = logging.getLogger(__name__)
 
 
+#: what must match for a key to find its earlier request: the call (its hash covers the tool,
+#: the arguments and the key) and who it was made for
+_SAME_CALL = ("args_hash", "agent_id", "user_id", "session_id", "org_id")
+#: outcomes that spend an approval: the call was made (`not_run` leaves it unspent)
+SPENT = frozenset({"ran", "failed"})
+_REQUEST, _GRANT = "request", "grant"
+#: the sweep's work: due requests and due grants, each row tagged with its `kind`
+_DUE_WORK = sa.union_all(
+    sa.select(sa.literal(_REQUEST).label("kind"), rows.DUE_REQUESTS.c.id),
+    sa.select(sa.literal(_GRANT).label("kind"), grants.DUE.subquery("due_grants").c.id),
+)
+
+
 @dataclass(frozen=True)
 class Submitted:
     """Policy's decision for a call and, for `ask`, the request (new or found again)."""
@@ -52,31 +65,6 @@ class Submitted:
     decision: Decision
     view: RequestView | None
     created: bool
-
-
-_BY_KEY = sa.select(rows.REQUEST).where(
-    rows.REQUEST.c.idempotency_key == sa.bindparam("key"),
-    rows.REQUEST.c.submitted_by == sa.bindparam("submitted_by"),
-)
-
-
-_REQUEST, _GRANT = "request", "grant"
-#: pending requests whose deadline passed, oldest deadline first, at most `limit`
-_DUE_REQUESTS = (
-    sa.select(rows.REQUEST.c.id)
-    .where(
-        rows.REQUEST.c.status == RequestStatus.pending.value,
-        rows.REQUEST.c.expires_at <= sa.bindparam("now", type_=rows.REQUEST.c.expires_at.type),
-    )
-    .order_by(rows.REQUEST.c.expires_at)
-    .limit(sa.bindparam("limit"))
-    .subquery("due_requests")
-)
-#: the sweep's work: due requests and due grants, each row tagged with its `kind`
-_DUE_WORK = sa.union_all(
-    sa.select(sa.literal(_REQUEST).label("kind"), _DUE_REQUESTS.c.id),
-    sa.select(sa.literal(_GRANT).label("kind"), grants.DUE.subquery("due_grants").c.id),
-)
 
 
 class GateService:
@@ -257,22 +245,27 @@ class GateService:
 
     def _by_key(self, session: Session, req: RequestRow) -> RequestView | None:
         """The request made earlier by the same principal under `req`'s idempotency key;
-        409 if it was for a different call.
+        409 if it was for a different call, or approved and its call reported run (spent).
 
         Keys belong to the principal that sent them: another token's request under the same
         key is never found (nor its approval handed out)."""
         key = req.idempotency_key
         params = {"key": key, "submitted_by": req.submitted_by}
-        found = direct.execute(session.connection(), _BY_KEY, params).first()
+        found = direct.execute(session.connection(), rows.BY_KEY, params).first()
         if found is None:
             return None
         earlier = rows.request_row(found._mapping)
-        if earlier.args_hash and earlier.args_hash != req.args_hash:
-            raise Conflict(
-                f"idempotency key {key!r} was already used for a different call "
-                "(other tool or arguments); an approval never carries over to other "
-                "arguments",
-                code="idempotency_key_reused",
+        if any(getattr(earlier, name) != getattr(req, name) for name in _SAME_CALL):
+            raise KeyReused(
+                f"idempotency key {key!r} was already used for a different call (other "
+                "tool, arguments, agent, user or session); an approval never carries over "
+                "to another call"
+            )
+        if earlier.status == RequestStatus.approved and earlier.outcome in SPENT:
+            raise ApprovalSpent(
+                f"idempotency key {key!r} belongs to request {earlier.id}, whose approved "
+                f"call was already reported {earlier.outcome}: one approval runs a call "
+                "once. Ask again under a new key if the call should run again."
             )
         return self._view(session, earlier)
 

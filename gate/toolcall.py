@@ -26,10 +26,10 @@ class Verdict:
 
     Kinds: approved, rejected, expired, cancelled (a request's end); allowed, denied, no_rule
     (policy); granted (a time-boxed grant let it through); mismatch (the approval is not bound
-    to this call), reused (the call id was used for another call); unreachable (before anyone
-    was asked), lost (during the wait), server_error (5xx), garbled (not a gate answer), error
-    (another error reply), unauthorized, misconfigured, deadline, abandoned (the caller
-    stopped), bad_input.
+    to this call), reused (the call id was used for another call), spent (the approved call
+    already ran); unreachable (before anyone was asked), lost (during the wait), server_error
+    (5xx), garbled (not a gate answer), error (another error reply), unauthorized,
+    misconfigured, deadline, abandoned (the caller stopped), bad_input.
     """
 
     __slots__ = ("kind", "reason", "rule", "request")

@@ -89,6 +89,15 @@ class Words:
             "call id, or tell the user."
         )
 
+    def spent(self, key: str | None) -> str:
+        """The call id's approval was used up: the approved call already ran."""
+        return (
+            f"gate: The call id {key!r} was approved once and that call already ran; one "
+            f"approval runs a call once, so this {self.tool} call was blocked. Nobody "
+            "approved it again. Make the call with a fresh call id to ask for approval, or "
+            "tell the user."
+        )
+
     def rejected(self, reason: str) -> str:
         """A person said no: do not retry unchanged."""
         return (

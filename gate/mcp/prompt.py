@@ -54,6 +54,11 @@ def answer(verdict: Verdict, tool_input: dict[str, Any], on_no_rule: str) -> dic
 
 def build_server(opts: Options, asker: Asker) -> Server[Any]:
     """The MCP server: one tool, `approve`."""
+    # Every tool_use_id this server was asked about. Claude Code asks once per call; the
+    # same id asked again is a replay, and an approval found again by its key would let
+    # the call run twice on one person's yes (the hook's outcome report, which spends an
+    # approval on the server, never runs for a permission-prompt call).
+    asked: set[str] = set()
 
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -67,7 +72,7 @@ def build_server(opts: Options, asker: Asker) -> Server[Any]:
         if params.name != TOOL:
             return _text({"error": f"unknown tool {params.name!r}: this server has {TOOL!r}"}, True)
         try:
-            decision = await _decide(opts, asker, ctx, params.arguments or {})
+            decision = await _decide(opts, asker, ctx, params.arguments or {}, asked)
         except anyio.get_cancelled_exc_class():
             raise
         except Exception as exc:  # fail closed on our own bugs too, never a traceback
@@ -89,7 +94,11 @@ def build_server(opts: Options, asker: Asker) -> Server[Any]:
 
 
 async def _decide(
-    opts: Options, asker: Asker, ctx: ServerRequestContext[Any], arguments: dict[str, Any]
+    opts: Options,
+    asker: Asker,
+    ctx: ServerRequestContext[Any],
+    arguments: dict[str, Any],
+    asked: set[str],
 ) -> dict[str, Any]:
     tool_name = arguments.get("tool_name")
     tool_input = arguments.get("input")
@@ -108,7 +117,14 @@ async def _decide(
             "call was blocked to be safe. Nobody reviewed it.",
         }
     assert isinstance(tool_name, str) and isinstance(tool_input, dict)
+    if tool_use_id in asked:
+        return {
+            "behavior": "deny",
+            "message": f"gate: The tool call id {tool_use_id!r} was already asked about, so "
+            "this call was blocked: one approval runs a call once. Nobody approved it again.",
+        }
     if tool_use_id:
+        asked.add(tool_use_id)
         key, derived = tool_use_id, False
     else:
         # No call id: the same call asked again finds its earlier request; a finished one is
