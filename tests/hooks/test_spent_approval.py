@@ -31,8 +31,7 @@ def test_a_call_id_whose_approved_call_ran_is_refused(offering: Live) -> None:
     decision = out["hookSpecificOutput"]
     assert decision["permissionDecision"] == "deny"
     assert decision["permissionDecisionReason"].startswith(
-        f"gate: The call id {payload['tool_use_id']!r} was approved once and that call "
-        "already ran"
+        f"gate: The call id {payload['tool_use_id']!r} was approved once and that call already ran"
     )
 
 
