@@ -102,8 +102,7 @@ class ServerSettings(_Strict):
     #: base of links in cards; defaults to http://<host>:<port>
     public_url: str | None = None
     host: str = "127.0.0.1"
-    #: 0 lets the operating system pick a free port (tests do)
-    port: int = Field(default=8000, ge=0, le=65535)
+    port: int = Field(default=8000, ge=0, le=65535)  # 0: the OS picks a free one (tests do)
     default_timeout: timedelta = timedelta(minutes=15)
     max_timeout: timedelta = timedelta(days=7)
     #: approvers for requests forced by `metadata.requires_confirmation` with no rule matched
@@ -138,6 +137,7 @@ class ServerSettings(_Strict):
     allow_anonymous_on_loopback: bool = True
     #: signs web session cookies; generated per process when unset (sessions then end on restart)
     session_secret: SecretStr | None = None
+    trusted_proxies: list[str] = Field(default_factory=list)  # X-Forwarded-* count from these only
     #: trusted reverse-proxy header carrying the signed-in approver's name (off when unset)
     trusted_user_header: str | None = None
     #: what that proxy also sends as `X-Gate-Proxy-Secret`; the header counts only with it

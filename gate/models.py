@@ -271,3 +271,17 @@ class WebSignIn(SQLModel, table=True):
     )
     expires_at: datetime = Field(sa_column=Column(UTCDateTime, nullable=False, index=True))
     revoked_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime, nullable=True))
+
+
+class SignInBucket(SQLModel, table=True):
+    """A sign-in rate limit's token bucket (per client address, per user name), shared by
+    every replica on the database so that N replicas do not give a guesser N times the rate.
+
+    `tokens` as of `at`; one more accrues every refill interval up to the burst
+    (`gate.web.signin`). A bucket idle long enough to be full again is deleted."""
+
+    __tablename__ = "sign_in_bucket"
+
+    key: str = Field(primary_key=True, max_length=300)
+    tokens: float
+    at: datetime = Field(sa_column=Column(UTCDateTime, nullable=False, index=True))

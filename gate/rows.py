@@ -17,16 +17,26 @@ from types import SimpleNamespace
 from typing import Any, Literal
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import Session
 
 from gate import batch, direct
-from gate.models import AuditEvent, ConfirmationRequest, Delivery, Grant, UTCDateTime, Vote
+from gate.models import (
+    AuditEvent,
+    ConfirmationRequest,
+    Delivery,
+    Grant,
+    SignInBucket,
+    UTCDateTime,
+    Vote,
+)
 
 REQUEST: sa.Table = ConfirmationRequest.__table__  # type: ignore[attr-defined]
 VOTE: sa.Table = Vote.__table__  # type: ignore[attr-defined]
 AUDIT: sa.Table = AuditEvent.__table__  # type: ignore[attr-defined]
 DELIVERY: sa.Table = Delivery.__table__  # type: ignore[attr-defined]
 GRANT: sa.Table = Grant.__table__  # type: ignore[attr-defined]
+BUCKET: sa.Table = SignInBucket.__table__  # type: ignore[attr-defined]
 
 #: every column of a request, in table order (what a `RequestRow` carries)
 REQUEST_COLUMNS = tuple(c.name for c in REQUEST.columns)
@@ -292,3 +302,44 @@ def new_request(**values: Any) -> RequestRow:
     row.audit_head = None  # nothing written yet: the first event has no predecessor
     row.locked = False
     return row
+
+
+# -- sign-in rate limits (gate.web.signin) ---------------------------------------------------
+
+#: the buckets named, locked for the transaction (SQLite: its writer's lock serialises)
+_LOCK_BUCKETS = (
+    sa.select(BUCKET.c.key, BUCKET.c.tokens, BUCKET.c.at)
+    .where(BUCKET.c.key.in_(sa.bindparam("keys", expanding=True)))
+    .with_for_update()
+)
+_NEW_BUCKETS = {
+    "postgresql": postgresql.insert(BUCKET).on_conflict_do_nothing(index_elements=["key"]),
+    "sqlite": sqlite.insert(BUCKET).on_conflict_do_nothing(index_elements=["key"]),
+}
+_SET_BUCKET = (
+    sa.update(BUCKET)
+    .where(BUCKET.c.key == sa.bindparam("bucket"))
+    .values(tokens=sa.bindparam("tokens"), at=sa.bindparam("at", type_=UTCDateTime()))
+)
+_DROP_IDLE_BUCKETS = sa.delete(BUCKET).where(
+    BUCKET.c.at < sa.bindparam("idle_since", type_=UTCDateTime())
+)
+
+
+def lock_buckets(
+    conn: sa.Connection, fresh: dict[str, float], at: Any, idle_since: Any
+) -> dict[str, tuple[float, Any]]:
+    """Each bucket of `fresh` (key: its tokens when new) as (tokens, as of when), locked for
+    the transaction; buckets not kept yet are created full, and ones idle since before
+    `idle_since` (full again by then) are dropped first."""
+    conn.execute(_DROP_IDLE_BUCKETS, {"idle_since": idle_since})
+    new = [{"key": key, "tokens": tokens, "at": at} for key, tokens in fresh.items()]
+    # ON CONFLICT DO NOTHING: another replica may create the same bucket at the same time
+    conn.execute(_NEW_BUCKETS[conn.dialect.name], new)
+    found = conn.execute(_LOCK_BUCKETS, {"keys": list(fresh)}).all()
+    return {row.key: (row.tokens, row.at) for row in found}
+
+
+def set_buckets(conn: sa.Connection, tokens: dict[str, float], at: Any) -> None:
+    """Write each bucket's tokens as of `at` (locked by `lock_buckets` in this transaction)."""
+    conn.execute(_SET_BUCKET, [{"bucket": k, "tokens": t, "at": at} for k, t in tokens.items()])

@@ -273,6 +273,9 @@ def server_config(app: Any, settings: Settings, *, parser: str = "auto") -> Gate
         timeout_keep_alive=server.keep_alive_timeout_seconds,
         timeout_graceful_shutdown=5,
         backlog=LISTEN_BACKLOG,
+        # uvicorn believes X-Forwarded-For from 127.0.0.1 unless told otherwise
+        proxy_headers=bool(server.trusted_proxies),
+        forwarded_allow_ips=server.trusted_proxies or None,
     )
 
 

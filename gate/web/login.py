@@ -1,8 +1,8 @@
 """The sign-in and sign-out pages (password sign-in; behind a trusted proxy there is none).
 
-Attempts are rate-limited per client address and per name and checked on the sign-in
-threads, never the API's (`gate.web.signin`); a success is recorded as a `web_sign_in` row
-that sign-out revokes.
+Attempts are rate-limited per client address and per name, in buckets every replica shares,
+and checked on the sign-in threads, never the API's (`gate.web.signin`); a success is
+recorded as a `web_sign_in` row that sign-out revokes.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ class LoginPage:
 
     def __init__(self, console: Console) -> None:
         self.console = console
-        self.limiter = SignInLimiter()
+        self.limiter = SignInLimiter(console.sign_ins.db, console.sign_ins.clock)
         self.passwords = PasswordCheck(console.settings)
 
     def form(self, request: Request) -> Response:
@@ -104,7 +104,7 @@ class LoginPage:
             log.info("web sign-in failed for %r", username[:100])
             return Refused(401, "Wrong username or password.")
         client = request.client.host if request.client else "unknown"
-        wait = self.limiter.admit(client, username)
+        wait = await anyio.to_thread.run_sync(self.limiter.admit, client, username)
         if wait:
             log.warning("web sign-in rate-limited for %r from %s", username[:100], client)
             message = f"Too many sign-in attempts. Try again in {wait} seconds."
@@ -117,7 +117,7 @@ class LoginPage:
         if approver is None:
             log.info("web sign-in failed for %r", username[:100])
             return Refused(401, "Wrong username or password.")
-        self.limiter.succeeded(client, username)
+        await anyio.to_thread.run_sync(self.limiter.succeeded, client, username)
         return approver
 
     async def logout(self, request: Request) -> Response:

@@ -4,10 +4,11 @@
   at the default parameters), so attempts are limited per client address and per user
   name with token buckets: a client gets `CLIENT_BURST` tries, then one every
   `CLIENT_REFILL_SECONDS`; a name (whoever tries it) `NAME_BURST`, then one every
-  `NAME_REFILL_SECONDS`. A success gives both tokens back. The buckets are in-process (no
-  dependency, no shared store): with N replicas a guesser gets N times the rate, still a
-  few per minute per name. The `limits` library would add a storage layer gate does not
-  need for two dictionaries.
+  `NAME_REFILL_SECONDS`. A success gives both tokens back. The buckets are rows of the
+  database every replica shares (one write transaction per attempt, beside an argon2
+  hash that costs far more), so N replicas give a guesser the rate of one. The client is
+  the connection's address: `X-Forwarded-For` counts only from `[server].trusted_proxies`,
+  or a guesser on loopback would name a new client with each try.
 * **Own pool.** Checks run on `PASSWORD_THREADS` threads of their own (an anyio
   CapacityLimiter), so a burst of sign-ins never takes the threads the API decides on; at
   most `MAX_WAITING` more wait for one, and beyond that sign-in says "busy" at once.
@@ -22,7 +23,6 @@ from __future__ import annotations
 import hashlib
 import math
 import secrets
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -30,6 +30,7 @@ from datetime import datetime, timedelta
 import anyio
 import sqlalchemy as sa
 
+from gate import rows
 from gate.db import Database
 from gate.models import WebSignIn
 
@@ -39,8 +40,6 @@ CLIENT_REFILL_SECONDS = 6.0
 #: five tries per name, then one every thirty seconds: two a minute, whoever is guessing
 NAME_BURST = 5
 NAME_REFILL_SECONDS = 30.0
-#: buckets kept per table; full ones are dropped first (an idle bucket is a fresh one)
-MAX_TRACKED = 10_000
 #: argon2 is memory-hard (64 MiB each at the default parameters): two at once on two cores
 PASSWORD_THREADS = 2
 #: sign-ins queued for a thread beyond that are told to retry (each would wait ~100 ms more)
@@ -49,84 +48,60 @@ MAX_WAITING = 32
 MAX_PASSWORD = 1024
 
 
-@dataclass
-class _Bucket:
-    tokens: float
-    at: float
+@dataclass(frozen=True)
+class Limit:
+    """A token bucket's shape: `burst` tokens, one more every `refill_seconds`."""
+
+    burst: int
+    refill_seconds: float
+
+    def now(self, tokens: float, at: datetime, now: datetime) -> float:
+        """The tokens a bucket holding `tokens` at `at` holds at `now`."""
+        gained = max(0.0, (now - at).total_seconds()) / self.refill_seconds
+        return min(float(self.burst), tokens + gained)
+
+    def wait(self, tokens: float) -> float:
+        """Seconds until a bucket holding `tokens` has one."""
+        return 0.0 if tokens >= 1 else (1 - tokens) * self.refill_seconds
 
 
-class TokenBuckets:
-    """Token buckets by key: `burst` tokens, one more every `refill_seconds`."""
-
-    def __init__(self, burst: int, refill_seconds: float, clock: Callable[[], float]) -> None:
-        self.burst = burst
-        self.refill_seconds = refill_seconds
-        self.clock = clock
-        self._buckets: dict[str, _Bucket] = {}
-
-    def _current(self, key: str) -> _Bucket:
-        now = self.clock()
-        bucket = self._buckets.pop(key, None)  # re-inserted below: most recent last
-        if bucket is None:
-            bucket = _Bucket(float(self.burst), now)
-        else:
-            gained = (now - bucket.at) / self.refill_seconds
-            bucket = _Bucket(min(float(self.burst), bucket.tokens + gained), now)
-        self._buckets[key] = bucket
-        self._prune()
-        return bucket
-
-    def wait(self, key: str) -> float:
-        """Seconds until `key` has a token (0 when it has one now)."""
-        bucket = self._current(key)
-        return 0.0 if bucket.tokens >= 1 else (1 - bucket.tokens) * self.refill_seconds
-
-    def take(self, key: str) -> None:
-        """Spend one of `key`'s tokens (call after `wait` said 0)."""
-        self._current(key).tokens -= 1
-
-    def give_back(self, key: str) -> None:
-        """Return a token spent on an attempt that succeeded."""
-        bucket = self._current(key)
-        bucket.tokens = min(float(self.burst), bucket.tokens + 1)
-
-    def _prune(self) -> None:
-        if len(self._buckets) <= MAX_TRACKED:
-            return
-        now = self.clock()
-        full = [
-            key
-            for key, b in self._buckets.items()
-            if b.tokens + (now - b.at) / self.refill_seconds >= self.burst
-        ]
-        for key in full:
-            del self._buckets[key]
-        while len(self._buckets) > MAX_TRACKED:  # all busy: forget the least recently used
-            del self._buckets[next(iter(self._buckets))]
+CLIENT = Limit(CLIENT_BURST, CLIENT_REFILL_SECONDS)
+NAME = Limit(NAME_BURST, NAME_REFILL_SECONDS)
+#: a bucket untouched this long is full again, as good as new: its row is dropped
+IDLE = timedelta(seconds=max(b.burst * b.refill_seconds for b in (CLIENT, NAME)))
 
 
 class SignInLimiter:
-    """Sign-in attempts per client address and per user name."""
+    """Sign-in attempts per client address and per user name, counted in the database
+    (`sign_in_bucket`, SQL in `gate.rows`): every replica spends from the same buckets."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self.clients = TokenBuckets(CLIENT_BURST, CLIENT_REFILL_SECONDS, clock)
-        self.names = TokenBuckets(NAME_BURST, NAME_REFILL_SECONDS, clock)
+    def __init__(self, db: Database, clock: Callable[[], datetime]) -> None:
+        self.db = db
+        self.clock = clock
         self.pool = anyio.CapacityLimiter(PASSWORD_THREADS)
 
     def admit(self, client: str, name: str) -> int:
-        """0 and one token of each spent, or the whole seconds to wait before trying again."""
-        name = _name_key(name)
-        wait = max(self.clients.wait(client), self.names.wait(name))
-        if wait > 0:
-            return math.ceil(wait)
-        self.clients.take(client)
-        self.names.take(name)
-        return 0
+        """0 and one token of each spent, or the whole seconds to wait before trying again
+        (blocking: run it on a thread)."""
+        return self._spend(client, name, -1.0)
 
     def succeeded(self, client: str, name: str) -> None:
-        """The password was right: the attempt costs nothing."""
-        self.clients.give_back(client)
-        self.names.give_back(_name_key(name))
+        """The password was right: the attempt costs nothing (blocking)."""
+        self._spend(client, name, +1.0)
+
+    def _spend(self, client: str, name: str, change: float) -> int:
+        limits = {f"client:{client[:200]}": CLIENT, f"name:{_name_key(name)}": NAME}
+        with self.db.write_conn() as conn:
+            now = self.clock()
+            fresh = {key: float(limit.burst) for key, limit in limits.items()}
+            held = rows.lock_buckets(conn, fresh, now, now - IDLE)
+            tokens = {key: limits[key].now(*held[key], now) for key in limits}
+            wait = max(limits[key].wait(t) for key, t in tokens.items())
+            if change < 0 and wait > 0:
+                return math.ceil(wait)
+            caps = {key: float(limit.burst) for key, limit in limits.items()}
+            rows.set_buckets(conn, {k: min(caps[k], t + change) for k, t in tokens.items()}, now)
+        return 0
 
     @property
     def busy(self) -> bool:

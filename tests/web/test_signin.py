@@ -20,6 +20,8 @@ from pydantic import SecretStr
 
 from gate.auth import PasswordCheck
 from gate.config import Settings
+from gate.db import Database
+from gate.models import utcnow
 from gate.web.pages import SIGN_IN_RECHECK_SECONDS
 from gate.web.signin import (
     CLIENT_BURST,
@@ -147,7 +149,8 @@ def test_the_password_pool_has_two_threads_a_bounded_queue_and_spares_the_api() 
         release.wait(10)
 
     async def scenario() -> None:
-        limiter = SignInLimiter()
+        # its pool alone is used here: the database is never opened
+        limiter = SignInLimiter(Database("sqlite:///unused.db"), utcnow)
 
         async def sign_in_check() -> None:
             await anyio.to_thread.run_sync(check, limiter=limiter.pool)
