@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import logging
+import re
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -71,6 +73,7 @@ class Database:
             from gate import db_postgres  # psycopg is installed only with PostgreSQL
 
             kwargs["connect_args"] = db_postgres.connect_args()
+        kwargs["json_deserializer"] = stored_json
         self.engine: Engine = sa.create_engine(self.url, **kwargs)
         self._pinned: _Pinned | None = None
         self._spare: _Spare | None = None
@@ -308,6 +311,38 @@ class _Spare:
 def _clean(conn: sa.Connection) -> bool:
     """True when `conn` is open, valid and outside a transaction (safe to lend again)."""
     return not (conn.closed or conn.invalidated or conn.in_transaction())
+
+
+#: a JSON escape of a UTF-16 surrogate; a pair decodes to one character, a lone one does not
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE_ESCAPE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]")  # psycopg hands bytes over
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def stored_json(text: str | bytes) -> Any:
+    """A JSON column's value as read: lone surrogates (rows stored before input was checked,
+    or another writer's) become U+FFFD, which every surface can encode and hash; gate's own
+    writes hold none, and the search that finds none is all they cost."""
+    value = json.loads(text)
+    found = (
+        _SURROGATE_ESCAPE_BYTES.search(text)
+        if isinstance(text, bytes)
+        else _SURROGATE_ESCAPE.search(text)
+    )
+    if found is None:
+        return value
+    return _mend(value)
+
+
+def _mend(value: Any) -> Any:
+    """`value` with every lone surrogate, in keys and strings, made U+FFFD."""
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [_mend(v) for v in value]
+    if isinstance(value, dict):
+        return {_mend(k): _mend(v) for k, v in value.items()}
+    return value
 
 
 def _configure_sqlite(engine: Engine, writer: _Pinned) -> None:

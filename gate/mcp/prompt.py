@@ -118,11 +118,7 @@ async def _decide(
         }
     assert isinstance(tool_name, str) and isinstance(tool_input, dict)
     if tool_use_id in asked:
-        return {
-            "behavior": "deny",
-            "message": f"gate: The tool call id {tool_use_id!r} was already asked about, so "
-            "this call was blocked: one approval runs a call once. Nobody approved it again.",
-        }
+        return _replayed(tool_use_id)
     if tool_use_id:
         asked.add(tool_use_id)
         key, derived = tool_use_id, False
@@ -156,6 +152,15 @@ async def _decide(
         cancelled_because="Claude Code cancelled the permission request or disconnected",
     )
     return answer(verdict, tool_input, opts.on_no_rule)
+
+
+def _replayed(tool_use_id: str) -> dict[str, Any]:
+    """The answer to a tool_use_id asked about before: refused, whatever the first answer."""
+    return {
+        "behavior": "deny",
+        "message": f"gate: The tool call id {tool_use_id!r} was already asked about, so this "
+        "call was blocked: one approval runs a call once. Nobody approved it again.",
+    }
 
 
 def _text(body: dict[str, Any], is_error: bool = False) -> types.CallToolResult:
