@@ -28,8 +28,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: a send should take well under this; past it the claim is presumed dead and retaken
-LEASE = timedelta(seconds=60)
+#: a claim unrenewed this long is presumed dead (its replica was killed) and retaken: a row
+#: held is renewed every `HEARTBEAT` while its send is under way (`gate.sending.deliver`),
+#: and before its send if it waited half a lease for its turn, so a live replica keeps its
+#: rows through three missed beats and a dead one's are retried within seconds
+LEASE = timedelta(seconds=6)
+HEARTBEAT = timedelta(seconds=2)
 BATCH = 20
 
 
@@ -47,6 +51,14 @@ class Claimed:
     #: in the claiming transaction
     post_ref: str | None = None
     post_status: str | None = None
+    #: the lease this replica holds it with (`claimed_until` as written): whoever renews it
+    #: must find it unchanged, so a row another replica retook is not sent twice
+    until: datetime | None = None
+
+
+def _held(row: Any, until: datetime) -> Claimed:
+    """A claim from the row a claiming statement returned, held until `until`."""
+    return replace(Claimed(*row), until=until)
 
 
 def hand_to_pump(session: Session, until: datetime) -> None:
@@ -80,7 +92,7 @@ def enqueue_posts(
             session,
             _posts(len(cards), claimed=True),
             params | {"until": until},
-            returned=lambda rows: handed.extend(Claimed(*row) for row in rows),
+            returned=lambda rows: handed.extend(_held(row, until) for row in rows),
         )
     session.info[_OWED] = True
 
@@ -147,7 +159,8 @@ def enqueue_updates(session: Session, request_id: str, now: datetime) -> None:
         return
 
     def claimed(rows: Sequence[Any]) -> None:
-        claims = [Claimed(*row) for row in rows]  # the 7th column: the card's post_ref
+        # the 7th column: the card's post_ref
+        claims = [_held(row, until) for row in rows]
         if claims:
             session.info.setdefault(_HANDED, []).extend(claims)
             session.info[_OWED] = True
@@ -244,7 +257,7 @@ def claim_due(db: Database, now: datetime, limit: int = BATCH) -> list[Claimed]:
     with db.write_conn() as conn:
         params = {"now": now, "until": now + LEASE, "limit": limit}
         rows = direct.execute(conn, _CLAIM, params, last=True).all()
-    claims = sorted((Claimed(*row) for row in rows), key=lambda c: c.id)
+    claims = sorted((_held(row, now + LEASE) for row in rows), key=lambda c: c.id)
     updated = list({c.request_id for c in claims if c.kind == DeliveryKind.update})
     posts: dict[tuple[str, str, str], tuple[str | None, str]] = {}
     if updated:  # (SQLite cannot correlate a subquery in RETURNING with the row)
@@ -274,3 +287,26 @@ _POSTS = (
     )
     .order_by(DELIVERY.c.id)
 )
+
+
+_RENEW = (
+    sa.update(DELIVERY)
+    .where(
+        DELIVERY.c.id == sa.bindparam("row_id"),
+        DELIVERY.c.status == DeliveryStatus.pending.value,
+        DELIVERY.c.claimed_until == sa.bindparam("held", type_=UTCDateTime()),
+    )
+    .values(claimed_until=sa.bindparam("until", type_=UTCDateTime()))
+)
+
+
+def renew(db: Database, claim: Claimed, now: datetime) -> Claimed | None:
+    """`claim` with its lease renewed from `now`, or None when the row is no longer held
+    with it (another replica retook it after the lease ran out, or it is done)."""
+    if claim.until is None:  # not claimed with a lease this replica knows
+        return claim
+    until = now + LEASE
+    with db.write_conn() as conn:
+        params = {"row_id": claim.id, "held": claim.until, "until": until}
+        renewed = direct.execute(conn, _RENEW, params, last=True).rowcount
+    return replace(claim, until=until) if renewed == 1 else None

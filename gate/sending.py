@@ -8,9 +8,10 @@ on its request's newest state even when replicas send in the other order.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import random
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -19,7 +20,7 @@ import sqlalchemy as sa
 
 from gate import direct
 from gate.models import DeliveryKind, DeliveryStatus, UTCDateTime
-from gate.outbox import Claimed
+from gate.outbox import HEARTBEAT, LEASE, Claimed, renew
 from gate.rows import DELIVERY
 
 if TYPE_CHECKING:
@@ -315,7 +316,6 @@ async def deliver(
     run_sync: Callable[..., Any],
 ) -> str:
     """Send one claimed row through its channel; returns what happened, for logs and tests."""
-    from gate.channel import DeliveryError
 
     channel = channels.get(claim.channel)
     if channel is None or view is None:
@@ -335,6 +335,45 @@ async def deliver(
         return "dead" if dead else "retry"
 
     started = now()
+    if claim.until is not None and claim.until - started < LEASE / 2:
+        # it waited its turn for half a lease: still ours only if nobody retook it
+        held = await run_sync(renew, db, claim, started)
+        if held is None:
+            log.info("delivery %s: its lease ran out and another replica took it", claim.id)
+            return "taken"
+        claim = held
+    beat = asyncio.ensure_future(_keep(db, claim, now, run_sync))
+    try:
+        return await _attempt(db, claim, channel, view, now, run_sync, started, failed)
+    finally:
+        beat.cancel()
+
+
+async def _keep(
+    db: Database, claim: Claimed, now: Callable[[], datetime], run_sync: Callable[..., Any]
+) -> None:
+    """Renew `claim`'s lease every `HEARTBEAT` while its send is under way (cancelled when
+    it ends): a send may outlast a lease, and only a dead replica's rows are retaken."""
+    held: Claimed | None = claim
+    while held is not None:
+        await asyncio.sleep(HEARTBEAT.total_seconds())
+        held = await run_sync(renew, db, held, now())
+    log.warning("delivery %s: its lease was lost during the send", claim.id)
+
+
+async def _attempt(
+    db: Database,
+    claim: Claimed,
+    channel: Any,
+    view: RequestView,
+    now: Callable[[], datetime],
+    run_sync: Callable[..., Any],
+    started: datetime,
+    failed: Callable[..., Awaitable[str]],
+) -> str:
+    """`deliver`'s send and its record, the lease kept meanwhile."""
+    from gate.channel import DeliveryError
+
     try:
         if claim.kind == DeliveryKind.post:
             ref: str | None = await channel.post(view, claim.target)
