@@ -10,7 +10,8 @@ and a text/plain and a text/html alternative. A message failing a check is refus
 554 and the reason kept in `problems`.
 
 It fails on command: `down(code)` answers every recipient with `code` (451: try later,
-550: never), `refuse(address, code)` one address; a stopped fake refuses connections.
+550: never), `refuse(address, code)` one address, `stall()` leaves DATA unanswered (a
+sender hung mid-send); a stopped fake refuses connections.
 """
 
 from __future__ import annotations
@@ -72,6 +73,12 @@ class _Handler:
         return "250 OK"
 
     async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:
+        if self.fake.stalling:
+            self.fake.stalled.set()
+            while self.fake.stalling:  # the client waits for the reply meanwhile
+                await asyncio.sleep(0.02)
+            if server.transport is None or server.transport.is_closing():
+                return "451 gone"  # the client died waiting: nothing was delivered
         raw = envelope.original_content or b""
         problem = _problem(raw, envelope)
         if problem is not None:
@@ -156,6 +163,9 @@ class FakeSMTP:
         self.attempts = 0
         self.down_code: int | None = None
         self.refused: dict[str, int] = {}
+        #: while set, a message's DATA is read but not answered; `stalled` tells one is held
+        self.stalling = False
+        self.stalled = threading.Event()
         self.port = 0
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -254,6 +264,18 @@ class FakeSMTP:
             yield
         finally:
             self.down_code = None
+
+    @contextlib.contextmanager
+    def stall(self) -> Iterator[threading.Event]:
+        """Inside the block a message's DATA gets no answer (the client hangs mid-send); the
+        event is set once one is held. Released, a held message is delivered unless its
+        client has gone (killed meanwhile)."""
+        self.stalled.clear()
+        self.stalling = True
+        try:
+            yield self.stalled
+        finally:
+            self.stalling = False
 
     def refuse(self, address: str, code: int = 550) -> None:
         """Answer `address` with `code` from now on."""
