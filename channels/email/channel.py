@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import ssl
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from datetime import UTC, datetime
 from email.message import EmailMessage
@@ -75,6 +76,8 @@ class EmailChannel:
                 key="channels.email.security",
             )
         self.settings = settings
+        #: per mail of a delivery that failed part-way, who already has it (see `_send`)
+        self._accepted: OrderedDict[tuple[object, ...], frozenset[str]] = OrderedDict()
         # every click says how much of a call the page showed: gate refuses approving the rest
         gate = decisions.Showing(gate, ARGS_CHARS, "email")
         self.gate = gate
@@ -169,20 +172,26 @@ class EmailChannel:
         A recipient the server refuses for good (5xx) is logged and skipped, so one bad
         address does not hold back everyone else's card; if every one is refused, the
         delivery fails for good. Anything temporary fails the whole delivery, which the
-        outbox retries (recipients already sent to then get the card again: a duplicate is
-        better than a card that never arrives).
+        outbox retries; the addresses whose mail the server had accepted (its reply to DATA)
+        are kept, and the retry of the same mail skips them, so nobody gets a card twice
+        because someone after them could not be reached (kept by this process: a retry on
+        another replica, after this one died, sends to everyone).
         """
         if not people:
             return 0
+        attempt = _attempt_of(req, kind, people)
+        done = self._accepted.pop(attempt, frozenset())
+        todo = [person for person in people if person.address not in done]
         # Rendering scans untrusted text: off the event loop.
         messages: list[EmailMessage] = await anyio.to_thread.run_sync(
-            self._messages, req, people, kind
+            self._messages, req, todo, kind
         )
         refused: list[str] = []
+        accepted: set[str] = set(done)
         client = self._client()
         try:
             await client.connect()
-            for person, message in zip(people, messages, strict=True):
+            for person, message in zip(todo, messages, strict=True):
                 try:
                     await client.send_message(message)
                 except (aiosmtplib.SMTPRecipientsRefused, aiosmtplib.SMTPRecipientRefused) as exc:
@@ -191,7 +200,10 @@ class EmailChannel:
                     refused.append(person.address)
                     log.warning("request %s: %s refused the address %s: %s", req.id,
                                 self.settings.host, person.address, _what(exc))  # fmt: skip
+                    continue
+                accepted.add(person.address)
         except (aiosmtplib.SMTPException, OSError, ssl.SSLError) as exc:
+            self._remember(attempt, accepted)
             raise _delivery_error(self.settings.host, exc) from None
         finally:
             if client.is_connected:
@@ -199,12 +211,19 @@ class EmailChannel:
                     await client.quit()
                 except (aiosmtplib.SMTPException, OSError):
                     client.close()
-        if len(refused) == len(people):
+        if not accepted:
             raise DeliveryError(
                 f"the SMTP server refused every recipient ({', '.join(refused)[:300]})",
                 permanent=True,
             )
-        return len(people) - len(refused)
+        return len(accepted)
+
+    def _remember(self, attempt: tuple[object, ...], accepted: set[str]) -> None:
+        """Keep who got the mail of a delivery that failed part-way, for its retry."""
+        if accepted:
+            self._accepted[attempt] = frozenset(accepted)
+            while len(self._accepted) > REMEMBERED_ATTEMPTS:
+                self._accepted.popitem(last=False)
 
     def _client(self) -> aiosmtplib.SMTP:
         s = self.settings
@@ -220,6 +239,18 @@ class EmailChannel:
             validate_certs=s.validate_certs,
             timeout=s.timeout,
         )
+
+
+#: deliveries failed part-way whose recipients are kept; older ones are forgotten (a retry
+#: then sends to everyone, as before)
+REMEMBERED_ATTEMPTS = 1024
+
+
+def _attempt_of(req: RequestView, kind: Kind, people: list[Recipient]) -> tuple[object, ...]:
+    """What makes a mail the same mail on a retry: the request as the mail shows it (a vote
+    or an extension since makes it news again) and who it is for."""
+    votes = tuple((v.approver, v.verdict) for v in req.votes)
+    return (req.id, kind, req.status, votes, req.expires_at, tuple(p.address for p in people))
 
 
 def _codes(exc: BaseException) -> list[int]:

@@ -11,7 +11,8 @@ and a text/plain and a text/html alternative. A message failing a check is refus
 
 It fails on command: `down(code)` answers every recipient with `code` (451: try later,
 550: never), `refuse(address, code)` one address, `stall()` leaves DATA unanswered (a
-sender hung mid-send); a stopped fake refuses connections.
+sender hung mid-send), `hang_up_next` closes the connection right after accepting the next
+message; a stopped fake refuses connections.
 """
 
 from __future__ import annotations
@@ -90,6 +91,9 @@ class _Handler:
         received = Received(str(envelope.mail_from), list(envelope.rcpt_tos), raw, parsed)
         with self.fake.lock:
             self.fake.messages.append(received)
+            hang_up, self.fake.hang_up_next = self.fake.hang_up_next, False
+        if hang_up and server.transport is not None:  # right after this reply goes out
+            asyncio.get_running_loop().call_later(0.05, server.transport.close)
         return "250 queued"
 
 
@@ -166,6 +170,8 @@ class FakeSMTP:
         #: while set, a message's DATA is read but not answered; `stalled` tells one is held
         self.stalling = False
         self.stalled = threading.Event()
+        #: set: the connection is closed right after the next message is accepted
+        self.hang_up_next = False
         self.port = 0
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._run, daemon=True)
