@@ -357,7 +357,10 @@ async def _keep(
     held: Claimed | None = claim
     while held is not None:
         await asyncio.sleep(HEARTBEAT.total_seconds())
-        held = await run_sync(renew, db, held, now())
+        try:
+            held = await run_sync(renew, db, held, now())
+        except Exception as exc:  # the database away: the send goes on, the next beat retries
+            log.warning("delivery %s: its lease could not be renewed: %r", claim.id, exc)
     log.warning("delivery %s: its lease was lost during the send", claim.id)
 
 
