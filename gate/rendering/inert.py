@@ -1,0 +1,263 @@
+"""Untrusted text made into inert lines, each flagged where something hides in it.
+
+A value is capped (`untrusted.SCAN_LIMIT`), masked as a whole (a private key spans lines),
+split at newlines, and each line shown with invisible characters, bidi controls and
+look-alike letters written as `\\uXXXX` escapes. Nothing is stripped: whatever was escaped,
+masked or cut is said in a flag on the line it occurs on. Every renderer builds its lines
+through `Builder`, so no section can show raw text.
+"""
+
+from __future__ import annotations
+
+import json
+import unicodedata
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from gate import untrusted
+from gate.rendering.shapes import Flag, FlagKind, Line, LineKind, Section, SectionKind
+
+#: a line longer than this is flagged: it runs off a card or a terminal, and text past the
+#: edge is text nobody reads
+LONG_LINE = 400
+#: direction controls: they reorder what follows them ("Trojan Source")
+BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c")
+#: how many distinct characters a flag names before it says "..."
+_NAMED = 3
+#: flags of one kind kept per section: a hostile 10,000-line command flagged on every line
+#: gets its lines marked, not 10,000 warnings
+_FLAGS_PER_KIND = 50
+#: how much of a JSON pointer a flag's sentence shows
+_PATH_SHOWN = 200
+
+
+def _escape(code: int) -> str:
+    return json.dumps(chr(code))[1:-1]
+
+
+class _Table(dict[int, Any]):
+    """A `str.translate` table escaping the code points `hides` says, decided on first sight
+    (bounded like `gate.glyphs`' tables: past 65,536 entries it stops caching)."""
+
+    def __init__(self, hides: Any) -> None:
+        super().__init__()
+        self.hides = hides
+
+    def __missing__(self, code: int) -> Any:
+        value = _escape(code) if self.hides(chr(code)) else code
+        if len(self) < 65_536:
+            self[code] = value
+        return value
+
+
+_SURROGATES = _Table(lambda c: unicodedata.category(c) == "Cs")
+_INVISIBLE = _Table(untrusted.is_invisible)
+
+
+def pointer(parent: str, key: object) -> str:
+    """The JSON pointer of `key` under `parent` (RFC 6901: `~` and `/` escaped)."""
+    return f"{parent}/{str(key).replace('~', '~0').replace('/', '~1')}"
+
+
+def shown_path(path: str) -> str:
+    """A JSON pointer as a flag's sentence shows it: inert, at most `_PATH_SHOWN` characters."""
+    if not path:
+        return "the call"
+    text = one_line(path[:_PATH_SHOWN], None).text
+    return text + ("…" if len(path) > _PATH_SHOWN else "")
+
+
+def _named(chars: set[str]) -> str:
+    names = [
+        f"U+{ord(c):04X} {unicodedata.name(c, 'unnamed').lower()}" for c in sorted(chars)[:_NAMED]
+    ]
+    more = ", ..." if len(chars) > _NAMED else ""
+    return ", ".join(names) + more
+
+
+@dataclass(frozen=True, slots=True)
+class Piece:
+    """One line of a value, inert, with what was found in it (flag kind, words)."""
+
+    text: str
+    found: tuple[tuple[FlagKind, str], ...] = ()
+    masked: bool = False
+
+
+def _line_findings(raw: str, surrogate: bool) -> tuple[str, list[tuple[FlagKind, str]]]:
+    """`raw` (masked, surrogates already escaped) with invisible and look-alike characters
+    escaped, and what was escaped."""
+    found: list[tuple[FlagKind, str]] = []
+    shown = raw.translate(_INVISIBLE)
+    if shown != raw:
+        chars = set(raw)
+        bidi = chars & BIDI
+        hidden = {c for c in chars - BIDI if untrusted.is_invisible(c)}
+        if bidi:
+            found.append(("bidi", f"a direction control ({_named(bidi)}), shown escaped"))
+        if hidden:
+            found.append(("invisible", f"invisible characters ({_named(hidden)}), shown escaped"))
+    if surrogate:
+        found.append(("invisible", "a lone surrogate (not a character), shown escaped"))
+    alike = untrusted.escape_lookalikes(shown)
+    if alike != shown:
+        kept = set(alike)
+        letters = {c for c in set(shown) if not c.isascii() and c not in kept}
+        detail = f" ({_named(letters)})" if letters else ""
+        found.append(
+            ("lookalike", f"look-alike letters from another script{detail}, shown escaped")
+        )
+    if len(alike) > LONG_LINE:
+        found.append(("long_line", f"{len(alike):,} characters long"))
+    return alike, found
+
+
+def pieces(value: str, limit: int | None) -> tuple[list[Piece], int]:
+    """The lines of `value` as shown, and how many of its characters were cut (0 if none)."""
+    capped = untrusted.cap(value, limit)
+    cut = len(value) - len(capped) if capped != value else 0
+    try:
+        capped.encode()
+        safe, odd = capped, set[int]()
+    except UnicodeEncodeError:
+        odd = {i for i, raw in enumerate(capped.split("\n")) if raw.translate(_SURROGATES) != raw}
+        safe = capped.translate(_SURROGATES)
+    masked = untrusted.mask_text(safe, None)
+    raw_lines, lines = safe.split("\n"), masked.split("\n")
+    aligned = len(raw_lines) == len(lines)  # a mask over several lines (a PEM key) joins them
+    out: list[Piece] = []
+    for i, line in enumerate(lines):
+        text, found = _line_findings(line, aligned and i in odd)
+        hides = line.count(untrusted.MASK) > (raw_lines[i].count(untrusted.MASK) if aligned else 0)
+        out.append(Piece(text, tuple(found), hides))
+    if odd and not aligned:
+        out[0] = Piece(
+            out[0].text,
+            (*out[0].found, ("invisible", "lone surrogates (not characters), shown escaped")),
+            out[0].masked,
+        )
+    return out, cut
+
+
+def one_line(value: str, limit: int | None) -> Piece:
+    """`value` as one inert line (a key, a file name): its lines joined by a visible `⏎`."""
+    parts, _ = pieces(value, limit)
+    found = tuple(f for p in parts for f in p.found)
+    if len(parts) > 1:
+        found = (*found, ("invisible", "line breaks, shown as ⏎"))
+    return Piece(" ⏎ ".join(p.text for p in parts), found, any(p.masked for p in parts))
+
+
+@dataclass
+class Call:
+    """What a whole call collects while its sections are built."""
+
+    limit: int | None
+    watched: frozenset[str]
+    flags: list[Flag] = field(default_factory=list)
+    masked: list[str] = field(default_factory=list)
+    cut: bool = False
+    sections: list[Section] = field(default_factory=list)
+
+    def mask(self, path: str) -> None:
+        """Record that the value at `path` is masked (once)."""
+        if path not in self.masked:
+            self.masked.append(path)
+
+    def flag(self, kind: FlagKind, message: str, path: str = "") -> None:
+        """A flag on the call as a whole."""
+        self.flags.append(Flag(kind, message, path))
+
+    def is_watched(self, path: str) -> bool:
+        """Whether the rule's condition reads the top-level argument `path` lies under."""
+        top = path.split("/")[1] if path.startswith("/") else ""
+        return top.replace("~1", "/").replace("~0", "~") in self.watched
+
+
+class Builder:
+    """The lines of one section, each made inert and flagged as it is added."""
+
+    def __init__(self, call: Call, kind: SectionKind, path: str = "") -> None:
+        self.call, self.kind, self.path = call, kind, path
+        self.index = len(call.sections)
+        self.lines: list[Line] = []
+        self.flags: list[Flag] = []
+        self.counts: dict[str, int] = {}
+
+    def add_piece(
+        self,
+        piece: Piece,
+        path: str,
+        *,
+        kind: LineKind = "plain",
+        number: int | None = None,
+        old_number: int | None = None,
+        depth: int = 0,
+        prefix: str = "",
+    ) -> None:
+        """One inert line showing (part of) the value at `path`."""
+        position = len(self.lines) + 1
+        where = shown_path(path) if number is None else f"line {number} of {shown_path(path)}"
+        for flag_kind, words in piece.found:
+            self.flag(Flag(flag_kind, f"{where}: {words}", path, position, self.index))
+        if piece.masked:
+            self.call.mask(path)
+            self.flag(Flag("masked", f"{where}: a secret is masked", path, position, self.index))
+        self.lines.append(
+            Line(
+                prefix + piece.text,
+                kind,
+                number,
+                old_number,
+                flagged=bool(piece.found),
+                masked_path=path if piece.masked else None,
+                watched=self.call.is_watched(path),
+                depth=depth,
+            )
+        )
+
+    def flag(self, flag: Flag) -> None:
+        """Keep `flag`, unless this section already holds `_FLAGS_PER_KIND` of its kind: every
+        flagged line is still marked (`Line.flagged`), and one last flag says how many more."""
+        count = self.counts.get(flag.kind, 0) + 1
+        self.counts[flag.kind] = count
+        if count <= _FLAGS_PER_KIND:
+            self.flags.append(flag)
+
+    def add_text(self, value: str, path: str, *, first: int = 1) -> int:
+        """Every line of the value `value` at `path`, numbered from `first`; how many."""
+        parts, cut = pieces(value, self.call.limit)
+        for i, piece in enumerate(parts):
+            self.add_piece(piece, path, number=first + i)
+        self.note_cut(cut, path)
+        return len(parts)
+
+    def note_cut(self, cut: int, path: str) -> None:
+        """Flag that `cut` characters of the value at `path` are not shown."""
+        if cut:
+            self.call.cut = True
+            self.flags.append(
+                Flag(
+                    "cut",
+                    f"{path or 'the call'}: {cut:,} more characters are not shown",
+                    path,
+                    len(self.lines) or None,
+                    self.index,
+                )
+            )
+
+    def plain(self, text: str, *, kind: LineKind = "plain", depth: int = 0) -> None:
+        """A line gate wrote itself (a hunk header, a marker): shown as is."""
+        self.lines.append(Line(text, kind, depth=depth))
+
+    def done(self, title: str, **extra: Any) -> Section:
+        """The section, added to the call with its flags."""
+        for kind, count in self.counts.items():
+            if count > _FLAGS_PER_KIND:
+                more = f"{count - _FLAGS_PER_KIND:,} more lines of this section are flagged"
+                self.flags.append(Flag(cast(FlagKind, kind), more, self.path, None, self.index))
+        watched = self.call.is_watched(self.path) or any(line.watched for line in self.lines)
+        section = Section(self.kind, title, tuple(self.lines), self.path, watched, **extra)
+        self.call.sections.append(section)
+        self.call.flags.extend(self.flags)
+        return section
