@@ -27,7 +27,7 @@ from typing import Any
 
 from gate import untrusted
 from gate.rendering import diffs, shell, tree, urls
-from gate.rendering.inert import Call, one_line
+from gate.rendering.inert import Call, one_line, pieces
 from gate.rendering.plain import as_text, headline
 from gate.rendering.shapes import (
     CallRendering,
@@ -126,6 +126,21 @@ def _sections(call: Call, tool: str, args: Mapping[Any, Any]) -> list[Any]:
     return [key for key in args if key not in claimed]
 
 
+def render_text(text: str, *, limit: int | None = untrusted.SCAN_LIMIT) -> tuple[Line, ...]:
+    """Untrusted free text (an agent's summary, a reason) as inert numbered lines, masked and
+    escaped like a call's arguments; `Line.flagged` marks a line hiding something."""
+    parts, cut = pieces(str(text), limit)  # a cut ends the last line with untrusted's marker
+    return tuple(
+        Line(
+            p.text,
+            number=i + 1,
+            flagged=bool(p.found) or (bool(cut) and i == len(parts) - 1),
+            masked_path="" if p.masked else None,
+        )
+        for i, p in enumerate(parts)
+    )
+
+
 def _fallback(tool_name: str, args: Any) -> CallRendering:
     """The arguments as masked JSON, said to be shown so because rendering failed."""
     try:
@@ -158,5 +173,6 @@ __all__ = [
     "Shown",
     "as_text",
     "render_call",
+    "render_text",
     "split_mcp",
 ]

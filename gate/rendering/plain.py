@@ -16,6 +16,8 @@ from gate.rendering.shapes import CallRendering, Flag, Line, Section, Shown
 HEADLINE_DETAIL = 160
 #: a title's mark for an argument the rule's condition reads
 WATCHED = " · the rule reads this"
+#: the fewest characters of a line that does not fit worth showing (cut, with "…")
+_PART = 20
 _MARKS = {"add": "+", "del": "-", "context": " "}
 
 
@@ -116,12 +118,13 @@ def as_text(rendering: CallRendering, *, limit: int | None = None, url: str | No
             break
         kept.append(line)
         size = grown
-    shown_chars = size
-    if not kept:  # not even the first line fits: show its start rather than nothing
-        room = limit - reserve - 1
-        if room > 0:
-            kept, shown_chars = [lines[0][:room] + "…"], room
-    hidden_lines = len(lines) - len(kept) + (1 if kept and kept[0] != lines[0] else 0)
-    note = _note(hidden_lines, len(text) - shown_chars, url)
+    whole_lines = len(kept)
+    # the line that did not fit: its start, when there is room for a useful part of it
+    room = limit - reserve - size - (1 if kept else 0) - 1
+    if whole_lines < len(lines) and room >= _PART:
+        kept.append(lines[whole_lines][:room] + "…")
+        size += room + (1 if whole_lines else 0)
+    hidden_lines = len(lines) - whole_lines
+    note = _note(hidden_lines, len(text) - size, url)
     cut = "\n".join([*kept, note])
-    return Shown(cut[:limit], False, hidden_lines, len(text) - shown_chars)
+    return Shown(cut[:limit], False, hidden_lines, len(text) - size)

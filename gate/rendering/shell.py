@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gate import untrusted
-from gate.rendering.inert import Builder, Call, pointer
+from gate.rendering.inert import Builder, Call, one_line, pointer
 
 #: argument names that hold a command to run
 COMMAND_KEYS = ("command", "cmd", "script")
@@ -76,7 +76,8 @@ def render_command(call: Call, args: Mapping[str, Any]) -> tuple[str, list[str]]
 
 def looks_like_sql(text: str) -> bool:
     """Whether `text` starts like an SQL statement (after comments)."""
-    return _SQL.search(text[:4096]) is not None
+    head = text[:4096].encode("utf-8", "replace").decode()  # RE2 takes UTF-8: no surrogates
+    return _SQL.search(head) is not None
 
 
 def render_sql(call: Call, tool: str, args: Mapping[str, Any]) -> list[str]:
@@ -91,6 +92,7 @@ def render_sql(call: Call, tool: str, args: Mapping[str, Any]) -> list[str]:
         path = pointer("", key)
         build = Builder(call, "sql", path)
         count = build.add_text(value, path)
-        build.done(f"SQL · {count} line{'s' if count != 1 else ''}")
+        named = "" if str(key).lower() in SQL_KEYS else f" in {one_line(str(key), 256).text}"
+        build.done(f"SQL{named} · {count} line{'s' if count != 1 else ''}")
         claimed.append(key)
     return claimed

@@ -97,6 +97,7 @@ def render_urls(call: Call, args: Mapping[str, Any]) -> list[str]:
         for i, piece in enumerate(parts):
             build.add_piece(piece, path, number=i + 1)
         build.note_cut(cut, path)
-        build.done(f"URL · {host}" if host else "URL", host=host)
+        named = "" if str(key).lower() in URL_WORDS else f" in {one_line(str(key), 256).text}"
+        build.done(f"URL{named} · {host}" if host else f"URL{named}", host=host)
         claimed.append(key)
     return claimed
