@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import json
 import unicodedata
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from gate import untrusted
 from gate.rendering.shapes import Flag, FlagKind, Line, LineKind, Section, SectionKind
@@ -67,7 +68,7 @@ def shown_path(path: str) -> str:
     return text + ("…" if len(path) > _PATH_SHOWN else "")
 
 
-def _named(chars: set[str]) -> str:
+def _named(chars: AbstractSet[str]) -> str:
     names = [
         f"U+{ord(c):04X} {unicodedata.name(c, 'unnamed').lower()}" for c in sorted(chars)[:_NAMED]
     ]
@@ -75,8 +76,7 @@ def _named(chars: set[str]) -> str:
     return ", ".join(names) + more
 
 
-@dataclass(frozen=True, slots=True)
-class Piece:
+class Piece(NamedTuple):
     """One line of a value, inert, with what was found in it (flag kind, words)."""
 
     text: str
@@ -84,58 +84,86 @@ class Piece:
     masked: bool = False
 
 
-def _line_findings(raw: str, surrogate: bool) -> tuple[str, list[tuple[FlagKind, str]]]:
-    """`raw` (masked, surrogates already escaped) with invisible and look-alike characters
-    escaped, and what was escaped."""
+def _hidden_words(here: frozenset[str]) -> tuple[tuple[FlagKind, str], ...]:
+    """What a line holding the invisible characters `here` is flagged with."""
+    bidi = here & BIDI
+    lone = {c for c in here if 0xD800 <= ord(c) <= 0xDFFF}
+    other = here - bidi - lone
     found: list[tuple[FlagKind, str]] = []
-    shown = raw.translate(_INVISIBLE)
-    if shown != raw:
-        chars = set(raw)
-        bidi = chars & BIDI
-        hidden = {c for c in chars - BIDI if untrusted.is_invisible(c)}
-        if bidi:
-            found.append(("bidi", f"a direction control ({_named(bidi)}), shown escaped"))
-        if hidden:
-            found.append(("invisible", f"invisible characters ({_named(hidden)}), shown escaped"))
-    if surrogate:
+    if bidi:
+        found.append(("bidi", f"a direction control ({_named(bidi)}), shown escaped"))
+    if other:
+        found.append(("invisible", f"invisible characters ({_named(other)}), shown escaped"))
+    if lone:
         found.append(("invisible", "a lone surrogate (not a character), shown escaped"))
-    alike = untrusted.escape_lookalikes(shown)
-    if alike != shown:
-        kept = set(alike)
-        letters = {c for c in set(shown) if not c.isascii() and c not in kept}
-        detail = f" ({_named(letters)})" if letters else ""
-        found.append(
-            ("lookalike", f"look-alike letters from another script{detail}, shown escaped")
-        )
-    if len(alike) > LONG_LINE:
-        found.append(("long_line", f"{len(alike):,} characters long"))
-    return alike, found
+    return tuple(found)
+
+
+class _Scan:
+    """What one value holds, worked out once so that each of its lines costs little: the
+    invisible characters it has (most values have none), the flags each set of them gives."""
+
+    def __init__(self, text: str) -> None:
+        self.hidden = frozenset(c for c in set(text) if untrusted.is_invisible(c))
+        self.words: dict[frozenset[str], tuple[tuple[FlagKind, str], ...]] = {}
+
+    def line(self, raw: str, masked: str) -> tuple[str, tuple[tuple[FlagKind, str], ...]]:
+        """`masked` (the shown form of the raw line `raw`) escaped, and its findings."""
+        found: tuple[tuple[FlagKind, str], ...] = ()
+        shown = masked
+        if self.hidden:
+            here = frozenset(raw) & self.hidden
+            if here:
+                if here not in self.words:
+                    self.words[here] = _hidden_words(here)
+                found = self.words[here]
+            shown = masked.translate(_INVISIBLE)
+        if not shown.isascii():
+            alike = untrusted.escape_lookalikes(shown)
+            if alike != shown:
+                kept = set(alike)
+                letters = {c for c in set(shown) if not c.isascii() and c not in kept}
+                detail = f" ({_named(letters)})" if letters else ""
+                words = f"look-alike letters from another script{detail}, shown escaped"
+                found = (*found, ("lookalike", words))
+                shown = alike
+        if len(shown) > LONG_LINE:
+            found = (*found, ("long_line", f"{len(shown):,} characters long"))
+        return shown, found
+
+
+def _plain(line: str) -> Piece:
+    if len(line) > LONG_LINE:
+        return Piece(line, (("long_line", f"{len(line):,} characters long"),))
+    return Piece(line)
 
 
 def pieces(value: str, limit: int | None) -> tuple[list[Piece], int]:
     """The lines of `value` as shown, and how many of its characters were cut (0 if none)."""
     capped = untrusted.cap(value, limit)
     cut = len(value) - len(capped) if capped != value else 0
-    try:
-        capped.encode()
-        safe, odd = capped, set[int]()
-    except UnicodeEncodeError:
-        odd = {i for i, raw in enumerate(capped.split("\n")) if raw.translate(_SURROGATES) != raw}
-        safe = capped.translate(_SURROGATES)
+    scan = _Scan(capped)
+    lone = any(0xD800 <= ord(c) <= 0xDFFF for c in scan.hidden)
+    safe = capped.translate(_SURROGATES) if lone else capped  # RE2 reads UTF-8
     masked = untrusted.mask_text(safe, None)
-    raw_lines, lines = safe.split("\n"), masked.split("\n")
-    aligned = len(raw_lines) == len(lines)  # a mask over several lines (a PEM key) joins them
+    raw_lines, lines = capped.split("\n"), masked.split("\n")
+    # a mask over several lines (a PEM key) joins them: then lines are read as masked
+    aligned = len(raw_lines) == len(lines)
+    masks = untrusted.MASK in masked
+    if not scan.hidden and not masks and masked.isascii():  # most values: nothing to find
+        return [_plain(line) for line in lines], cut
     out: list[Piece] = []
     for i, line in enumerate(lines):
-        text, found = _line_findings(line, aligned and i in odd)
-        hides = line.count(untrusted.MASK) > (raw_lines[i].count(untrusted.MASK) if aligned else 0)
-        out.append(Piece(text, tuple(found), hides))
-    if odd and not aligned:
-        out[0] = Piece(
-            out[0].text,
-            (*out[0].found, ("invisible", "lone surrogates (not characters), shown escaped")),
-            out[0].masked,
+        raw = raw_lines[i] if aligned else line
+        text, found = scan.line(raw, line)
+        hides = masks and line.count(untrusted.MASK) > raw.count(untrusted.MASK)
+        out.append(Piece(text, found, hides or (masks and not aligned and untrusted.MASK in line)))
+    if lone and not aligned:
+        words: tuple[FlagKind, str] = (
+            "invisible",
+            "lone surrogates (not characters), shown escaped",
         )
+        out[0] = Piece(out[0].text, (*out[0].found, words), out[0].masked)
     return out, cut
 
 
@@ -158,6 +186,7 @@ class Call:
     masked: list[str] = field(default_factory=list)
     cut: bool = False
     sections: list[Section] = field(default_factory=list)
+    paths: dict[str, str] = field(default_factory=dict)
 
     def mask(self, path: str) -> None:
         """Record that the value at `path` is masked (once)."""
@@ -168,9 +197,18 @@ class Call:
         """A flag on the call as a whole."""
         self.flags.append(Flag(kind, message, path))
 
+    def shown_path(self, path: str) -> str:
+        """`shown_path(path)`, worked out once per path."""
+        shown = self.paths.get(path)
+        if shown is None:
+            shown = self.paths[path] = shown_path(path)
+        return shown
+
     def is_watched(self, path: str) -> bool:
         """Whether the rule's condition reads the top-level argument `path` lies under."""
-        top = path.split("/")[1] if path.startswith("/") else ""
+        if not self.watched or not path.startswith("/"):
+            return False
+        top = path[1:].partition("/")[0]
         return top.replace("~1", "/").replace("~0", "~") in self.watched
 
 
@@ -196,13 +234,12 @@ class Builder:
         prefix: str = "",
     ) -> None:
         """One inert line showing (part of) the value at `path`."""
-        position = len(self.lines) + 1
-        where = shown_path(path) if number is None else f"line {number} of {shown_path(path)}"
-        for flag_kind, words in piece.found:
-            self.flag(Flag(flag_kind, f"{where}: {words}", path, position, self.index))
+        found = piece.found
         if piece.masked:
             self.call.mask(path)
-            self.flag(Flag("masked", f"{where}: a secret is masked", path, position, self.index))
+            found = (*found, ("masked", "a secret is masked"))
+        for flag_kind, words in found:
+            self.flag(flag_kind, words, path, number)
         self.lines.append(
             Line(
                 prefix + piece.text,
@@ -216,19 +253,29 @@ class Builder:
             )
         )
 
-    def flag(self, flag: Flag) -> None:
-        """Keep `flag`, unless this section already holds `_FLAGS_PER_KIND` of its kind: every
-        flagged line is still marked (`Line.flagged`), and one last flag says how many more."""
-        count = self.counts.get(flag.kind, 0) + 1
-        self.counts[flag.kind] = count
-        if count <= _FLAGS_PER_KIND:
-            self.flags.append(flag)
+    def flag(self, kind: FlagKind, words: str, path: str, number: int | None) -> None:
+        """Flag the line about to be added, unless this section already holds
+        `_FLAGS_PER_KIND` of its kind: every flagged line is still marked (`Line.flagged`),
+        and one last flag says how many more."""
+        count = self.counts.get(kind, 0) + 1
+        self.counts[kind] = count
+        if count > _FLAGS_PER_KIND:
+            return
+        where = self.call.shown_path(path)
+        if number is not None:
+            where = f"line {number} of {where}"
+        position = len(self.lines) + 1
+        self.flags.append(Flag(kind, f"{where}: {words}", path, position, self.index))
 
     def add_text(self, value: str, path: str, *, first: int = 1) -> int:
         """Every line of the value `value` at `path`, numbered from `first`; how many."""
         parts, cut = pieces(value, self.call.limit)
+        watched = self.call.is_watched(path)
         for i, piece in enumerate(parts):
-            self.add_piece(piece, path, number=first + i)
+            if piece.found or piece.masked:
+                self.add_piece(piece, path, number=first + i)
+            else:  # the common line, without the flag bookkeeping (a value may have 10,000)
+                self.lines.append(Line(piece.text, "plain", first + i, None, False, None, watched))
         self.note_cut(cut, path)
         return len(parts)
 
@@ -239,7 +286,7 @@ class Builder:
             self.flags.append(
                 Flag(
                     "cut",
-                    f"{path or 'the call'}: {cut:,} more characters are not shown",
+                    f"{self.call.shown_path(path)}: {cut:,} more characters are not shown",
                     path,
                     len(self.lines) or None,
                     self.index,
