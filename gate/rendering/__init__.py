@@ -112,7 +112,7 @@ def _sections(call: Call, tool: str, args: Mapping[Any, Any]) -> list[Any]:
         diffs.render_patch(call, *patch)
         claimed.add(patch[0])
     elif diffs.is_editor_call(tool, args):
-        claimed.update(diffs.render_editor(call, args)[0])
+        claimed.update(diffs.render_editor(call, args))
     else:
         claimed.update(diffs.render_edit(call, tool, args))
         if not claimed:

@@ -22,22 +22,24 @@ _ALIGN_CELLS = 4_000_000
 SNIPPET = "numbered within the snippet"
 #: str_replace-style commands and the argument holding the text each writes
 _EDIT_KEYS = frozenset({"old_string", "new_string", "replace_all"})
+#: words in a tool's name that say its `content` is a whole file it writes
+_WRITERS = ("write", "create", "save")
 EDITOR_COMMANDS = frozenset({"str_replace", "create", "insert", "view", "undo_edit"})
 
 
 def _title(verb: str, file: str, added: int, deleted: int, note: str = "") -> str:
-    title = f"{verb} {file} · +{added} −{deleted}"
-    return f"{title} · {note}" if note else title
+    return " · ".join(filter(None, [f"{verb} {file}", f"+{added} −{deleted}", note]))
 
 
 class _Diff:
     """One file's diff section under construction."""
 
-    def __init__(self, call: Call, path: str, file: object, file_path: str) -> None:
+    def __init__(self, call: Call, path: str, file: object | Piece, file_path: str) -> None:
         self.build = Builder(call, "diff", path)
-        self.file = one_line(str(file), 1024)
-        self.file_path = file_path
+        self.file = file if isinstance(file, Piece) else one_line(str(file), 1024)
         self.added = self.deleted = 0
+        if self.file.found or self.file.masked:  # the title shows it escaped; say why here
+            self.build.add_piece(self.file._replace(text=f"file: {self.file.text}"), file_path)
 
     def line(
         self, piece: Piece, path: str, kind: LineKind, old: int | None, new: int | None
@@ -72,13 +74,13 @@ class _Diff:
         self.build.note_cut(cut_a, old_path)
         self.build.note_cut(cut_b, new_path)
 
-    def done(self, verb: str, note: str = "") -> Section:
-        """The section, titled with its file and counts."""
-        if self.file.found or self.file.masked:
-            pseudo = Piece(f"file: {self.file.text}", self.file.found, self.file.masked)
-            self.build.add_piece(pseudo, self.file_path)
+    def done(self, verb: str, note: str = "", *, counts: bool = True) -> Section:
+        """The section, titled with its file and (unless `counts` is False) its counts."""
+        title = _title(verb, self.file.text, self.added, self.deleted, note)
+        if not counts:
+            title = " · ".join(filter(None, [f"{verb} {self.file.text}", note]))
         return self.build.done(
-            _title(verb, self.file.text, self.added, self.deleted, note),
+            title,
             file=self.file.text,
             added=self.added,
             deleted=self.deleted,
@@ -117,7 +119,7 @@ def render_edit(call: Call, tool: str, args: Mapping[str, Any]) -> list[str]:
         # an edit with other fields (or replace_all false) is shown whole in the tree too
         return [*claimed, "edits"] if all(_shown_whole(e) for e in edits) else claimed
     content = args.get("content")
-    if isinstance(content, str) and file_key and "write" in tool.lower():
+    if isinstance(content, str) and file_key and any(w in tool.lower() for w in _WRITERS):
         diff = _Diff(call, "/content", file, file_path)
         diff.compare("", content, "/content", "/content")
         diff.done("Write", "the whole file")
@@ -152,27 +154,26 @@ def is_editor_call(tool: str, args: Mapping[str, Any]) -> bool:
     return named or bool(keys & set(args))
 
 
-def render_editor(call: Call, args: Mapping[str, Any]) -> tuple[list[str], str]:
-    """A str_replace-style editor's section; the keys claimed and the command."""
+def render_editor(call: Call, args: Mapping[str, Any]) -> list[str]:
+    """A str_replace-style editor's section; the keys it showed."""
     command = str(args["command"])
     diff = _Diff(call, "", args["path"], "/path")
-    old, new = args.get("old_str"), args.get("new_str")
+    old, new, text, at = (args.get(k) for k in ("old_str", "new_str", "file_text", "insert_line"))
     if command == "str_replace" and isinstance(old, str):
         diff.compare(old, new if isinstance(new, str) else "", "/old_str", "/new_str")
         diff.done("Replace in", SNIPPET)
-        return ["command", "path", "old_str", "new_str"], command
-    text = args.get("file_text")
+        return ["command", "path", "old_str", *(["new_str"] if isinstance(new, str) else [])]
     if command == "create" and isinstance(text, str):
         diff.compare("", text, "/file_text", "/file_text")
         diff.done("Create", "the whole file")
-        return ["command", "path", "file_text"], command
-    at = args.get("insert_line")
-    if command == "insert" and isinstance(new, str) and isinstance(at, int) and at >= 0:
+        return ["command", "path", "file_text"]
+    if command == "insert" and isinstance(new, str) and type(at) is int and at >= 0:
         diff.compare("", new, "/new_str", "/new_str", first=at + 1)
         diff.done("Insert into", f"after line {at}")
-        return ["command", "path", "insert_line", "new_str"], command
-    diff.done(command.replace("_", " ").capitalize() if command != "view" else "View")
-    return ["command", "path"], command
+        return ["command", "path", "insert_line", "new_str"]
+    verb = {"view": "View", "undo_edit": "Undo the last edit of"}.get(command, command)
+    diff.done(verb, counts=False)
+    return ["command", "path"]
 
 
 def find_patch(args: Mapping[str, Any]) -> tuple[str, str] | None:
@@ -193,34 +194,42 @@ def render_patch(call: Call, key: str, patch: str) -> None:
     parts, cut = pieces(patch, call.limit)
     if len(parts) > 1 and not parts[-1].text:
         parts.pop()  # the newline that ends the last line
-    files: list[tuple[str, str, list[Piece]]] = []  # (verb, raw header name, body lines)
-    loose = Builder(call, "text", path)  # lines outside any file section
+    files: list[tuple[str, Piece, list[Piece]]] = []  # (verb, file name, body lines)
+    loose: list[Piece] = []  # lines outside any file section
     for piece in parts:
-        text = piece.text
-        for marker, verb in (
-            ("*** Add File: ", "Add"),
-            ("*** Update File: ", "Update"),
-            ("*** Delete File: ", "Delete"),
-        ):
-            if text.startswith(marker):
-                files.append((verb, text[len(marker) :], []))
-                break
-        else:
-            if files and text not in ("*** End Patch",):
-                files[-1][2].append(piece)
-            elif text.strip() not in ("*** Begin Patch", "*** End Patch"):
-                loose.add_piece(piece, path)
+        header = _header(piece)
+        if header:
+            files.append((*header, []))
+        elif files and piece.text != "*** End Patch":
+            files[-1][2].append(piece)
+        elif piece.text.strip() not in ("*** Begin Patch", "*** End Patch"):
+            loose.append(piece)
     for verb, name, body in files:
         _patch_file(call, path, verb, name, body)
-    if loose.lines or cut:
-        loose.note_cut(cut, path)
-        loose.done("Outside the patch's file sections")
+    if loose or cut:
+        build = Builder(call, "text", path)
+        for piece in loose:
+            build.add_piece(piece, path)
+        build.note_cut(cut, path)
+        build.done("Outside the patch's file sections")
+
+
+def _header(piece: Piece) -> tuple[str, Piece] | None:
+    """(verb, file name) of a patch's file header line."""
+    for marker, verb in (
+        ("*** Add File: ", "Add"),
+        ("*** Update File: ", "Update"),
+        ("*** Delete File: ", "Delete"),
+    ):
+        if piece.text.startswith(marker):
+            return verb, piece._replace(text=piece.text[len(marker) :])
+    return None
 
 
 _PATCH_KINDS: dict[str, LineKind] = {"+": "add", "-": "del", " ": "context"}
 
 
-def _patch_file(call: Call, path: str, verb: str, name: str, body: Sequence[Piece]) -> None:
+def _patch_file(call: Call, path: str, verb: str, name: Piece, body: Sequence[Piece]) -> None:
     diff = _Diff(call, path, name, path)
     old = new = 0
     moved = ""
@@ -233,19 +242,17 @@ def _patch_file(call: Call, path: str, verb: str, name: str, body: Sequence[Piec
             diff.build.add_piece(piece, path, kind="hunk")
         elif verb == "Add" and text.startswith("+"):
             new += 1
-            diff.line(Piece(text[1:], piece.found, piece.masked), path, "add", None, new)
+            diff.line(piece._replace(text=text[1:]), path, "add", None, new)
         elif text[:1] in ("+", "-", " ") and verb == "Update":
             kind: LineKind = _PATCH_KINDS[text[0]]
             old += kind != "add"
             new += kind != "del"
-            shown = Piece(text[1:], piece.found, piece.masked)
+            shown = piece._replace(text=text[1:])
             diff.line(
                 shown, path, kind, old if kind != "add" else None, new if kind != "del" else None
             )
-        else:
-            diff.build.add_piece(
-                piece, path
-            )  # "*** End of File", or text the format has no place for
+        else:  # "*** End of File", or text the format has no place for: shown as it is
+            diff.build.add_piece(piece, path)
     notes = [f"moved to {moved}"] if moved else []
     if verb == "Update":
         notes.append("numbered within the patch")
@@ -253,4 +260,4 @@ def _patch_file(call: Call, path: str, verb: str, name: str, body: Sequence[Piec
         diff.build.plain("(the whole file is deleted)")
     if verb in ("Add", "Delete"):
         notes.append("the whole file")
-    diff.done(verb, " · ".join(notes))
+    diff.done(verb, " · ".join(notes), counts=verb != "Delete")

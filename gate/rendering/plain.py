@@ -50,8 +50,16 @@ def headline(tool: str, server: str | None, sections: Sequence[Section]) -> str:
     if first.kind == "diff":
         files = [s for s in sections if s.kind == "diff"]
         added, deleted = sum(s.added for s in files), sum(s.deleted for s in files)
-        if len({s.file for s in files}) == 1:
-            return f"{name} {_cut(first.file or '', 120)} (+{added} −{deleted})"
+        if len(files) > 1 and len({s.file for s in files}) == 1:
+            return (
+                f"{name} {_cut(first.file or '', 120)} · {len(files)} edits (+{added} −{deleted})"
+            )
+        if len(files) == 1:
+            counts = f" (+{added} −{deleted})" if f"+{first.added} −" in first.title else ""
+            head = first.title.split(" · ")[0]
+            if head.startswith(f"{tool} "):  # Edit, Write: the verb is the tool's name
+                return f"{name} {_cut(first.file or '', 120)}{counts}"
+            return f"{name}: {_cut(head, 160)}{counts}"
         listed = ", ".join(dict.fromkeys(s.file or "" for s in files))
         return f"{name} {len(files)} files (+{added} −{deleted}): {_cut(listed)}"
     if first.kind == "url":

@@ -113,7 +113,7 @@ def test_a_multi_edit_is_one_diff_per_edit() -> None:
         "Edit 1 of 2: /a.py · +1 −1 · numbered within the snippet",
         "Edit 2 of 2: /a.py · +1 −1 · numbered within the snippet · every occurrence",
     ]
-    assert rendering.headline == "MultiEdit /a.py (+2 −2)"
+    assert rendering.headline == "MultiEdit /a.py · 2 edits (+2 −2)"
 
 
 def test_a_write_shows_every_line_added_with_the_files_numbers() -> None:
@@ -154,7 +154,7 @@ def test_codex_apply_patch_renders_each_file_of_the_patch() -> None:
     assert titles == [
         "Add hello.txt · +2 −0 · the whole file",
         "Update src/app.py · +1 −1 · moved to src/main.py · numbered within the patch",
-        "Delete obsolete.txt · +0 −0 · the whole file",
+        "Delete obsolete.txt · the whole file",
     ]
     assert rendering.headline.startswith("apply_patch 3 files (+3 −1): hello.txt, src/app.py")
     text = as_text(rendering).text
@@ -179,7 +179,9 @@ def test_str_replace_editor_commands() -> None:
     )
     assert [(line.kind, line.number) for line in insert.sections[0].lines[1:]] == [("add", 11)]
     view = render_call(tool, {"command": "view", "path": "/etc/passwd", "view_range": [1, 5]})
-    assert view.sections[0].title.startswith("View /etc/passwd")
+    assert view.sections[0].title == "View /etc/passwd"
+    assert view.headline == "str_replace_based_edit_tool: View /etc/passwd"
+    assert insert.headline == "str_replace_based_edit_tool: Insert into /a (+1 −0)"
     assert "view_range:\n  - 1\n  - 5" in as_text(view).text
 
 
