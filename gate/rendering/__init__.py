@@ -126,6 +126,14 @@ def _sections(call: Call, tool: str, args: Mapping[Any, Any]) -> list[Any]:
     return [key for key in args if key not in claimed]
 
 
+def shown_chars(tool_name: str, args: Any, *, watched: Collection[str] = ()) -> int:
+    """How many characters a surface must show to show the call whole: the length of
+    `as_text` of its rendering, with no limit. A chat card says how many it holds
+    (`Click.args_chars`); it offers Approve, and gate counts its approval, only when this
+    fits, so the card and gate's check on an approval measure the same text."""
+    return len(as_text(render_call(tool_name, args, watched=watched)).text)
+
+
 def render_text(text: str, *, limit: int | None = untrusted.SCAN_LIMIT) -> tuple[Line, ...]:
     """Untrusted free text (an agent's summary, a reason) as inert numbered lines, masked and
     escaped like a call's arguments; `Line.flagged` marks a line hiding something."""
@@ -174,5 +182,6 @@ __all__ = [
     "as_text",
     "render_call",
     "render_text",
+    "shown_chars",
     "split_mcp",
 ]

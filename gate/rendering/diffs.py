@@ -13,7 +13,7 @@ import difflib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gate.rendering.inert import Builder, Call, Piece, one_line, pieces, pointer
+from gate.rendering.inert import Builder, Call, Piece, one_line, pieces, top_pointer
 from gate.rendering.shapes import LineKind, Section
 
 #: past this many old x new lines, no alignment is computed (difflib's matching grows with
@@ -98,7 +98,7 @@ def render_edit(call: Call, tool: str, args: Mapping[str, Any]) -> list[str]:
     """Edit / MultiEdit / Write sections; the keys claimed (none if the call is no edit)."""
     file_key = _file_key(args)
     file = args.get(file_key) if file_key else "(no file named)"
-    file_path = pointer("", file_key) if file_key else ""
+    file_path = top_pointer(file_key) if file_key else ""
     claimed = [file_key] if file_key else []
     if isinstance(args.get("old_string"), str) and isinstance(args.get("new_string"), str):
         diff = _Diff(call, "", file, file_path)
@@ -190,7 +190,7 @@ def find_patch(args: Mapping[str, Any]) -> tuple[str, str] | None:
 
 def render_patch(call: Call, key: str, patch: str) -> None:
     """One diff section per file of an apply_patch patch (numbered within the patch)."""
-    path = pointer("", key)
+    path = top_pointer(key)
     parts, cut = pieces(patch, call.limit)
     if len(parts) > 1 and not parts[-1].text:
         parts.pop()  # the newline that ends the last line

@@ -60,6 +60,12 @@ def pointer(parent: str, key: object) -> str:
     return f"{parent}/{str(key).replace('~', '~0').replace('/', '~1')}"
 
 
+def top_pointer(key: object) -> str:
+    """The pointer of a top-level argument, its key as `gate.untrusted` shows it (a secret in
+    a key masked: a pointer never carries one)."""
+    return pointer("", untrusted.mask_text(str(key)))
+
+
 def shown_path(path: str) -> str:
     """A JSON pointer as a flag's sentence shows it: inert, at most `_PATH_SHOWN` characters."""
     if not path:

@@ -46,7 +46,7 @@ def headline(tool: str, server: str | None, sections: Sequence[Section]) -> str:
         what = "SQL " if first.kind == "sql" else ""
         if len(texts) > 1:
             return f"{name} · {what}{_plural(len(texts), 'line')}: " + _cut(" ⏎ ".join(texts))
-        return f"{name}: {what}{_cut(texts[0] if texts else '')}"
+        return f"{name}: {what}{_cut(texts[0]) if texts and texts[0].strip() else '(empty)'}"
     if first.kind == "diff":
         files = [s for s in sections if s.kind == "diff"]
         added, deleted = sum(s.added for s in files), sum(s.deleted for s in files)

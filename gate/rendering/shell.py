@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gate import untrusted
-from gate.rendering.inert import Builder, Call, one_line, pointer
+from gate.rendering.inert import Builder, Call, one_line, top_pointer
 
 #: argument names that hold a command to run
 COMMAND_KEYS = ("command", "cmd", "script")
@@ -62,7 +62,7 @@ def render_command(call: Call, args: Mapping[str, Any]) -> tuple[str, list[str]]
     if found is None:
         return None
     key, how, text = found
-    path = pointer("", key)
+    path = top_pointer(key)
     build = Builder(call, "command", path)
     count = build.add_text(text, path)
     title = f"Command · {count} line{'s' if count != 1 else ''}"
@@ -89,7 +89,7 @@ def render_sql(call: Call, tool: str, args: Mapping[str, Any]) -> list[str]:
             continue
         if str(key).lower() not in SQL_KEYS and not by_tool:
             continue
-        path = pointer("", key)
+        path = top_pointer(key)
         build = Builder(call, "sql", path)
         count = build.add_text(value, path)
         named = "" if str(key).lower() in SQL_KEYS else f" in {one_line(str(key), 256).text}"

@@ -100,17 +100,22 @@ class _Tree:
         self.keys(value, value.keys(), path, depth)
 
     def keys(self, value: Mapping[Any, Any], keys: Iterable[Any], path: str, depth: int) -> None:
-        """The entries of `value` named by `keys`, each as `key: value`."""
-        taken: set[str] = set()
+        """The entries of `value` named by `keys`, each as `key: value`. A key is addressed
+        as `gate.untrusted` shows it (a secret in it masked, two that mask alike numbered),
+        so a pointer never carries a secret and every surface names an entry alike."""
+        # one rule for how keys are shown and addressed: untrusted's (masks, reveal)
+        names = {key: shown for shown, key in untrusted._shown_keys(value, untrusted.SCAN_LIMIT)}
         for key in keys:
-            shown = one_line(str(key), self.limit)
-            text, n = shown.text, 1
-            while text in taken:  # two keys that mask alike stay apart
-                n += 1
-                text = f"{shown.text} ({n})"
-            taken.add(text)
-            label = Piece(f"{'  ' * depth}{text}: ", shown.found, shown.masked)
-            at = pointer(path, key)
+            name = names[key]
+            masks = name != str(key) and untrusted.MASK in name
+            # shown as masked when a secret is in it, else as typed (a lone surrogate escaped
+            # and flagged, where untrusted's form has U+FFFD)
+            label = one_line(name if masks else str(key), self.limit)
+            found = label.found
+            if masks:
+                found = (*found, ("masked", "a secret in this key is masked (not revealable)"))
+            label = Piece(f"{'  ' * depth}{label.text}: ", found)
+            at = pointer(path, name)
             item = value[key]
             if untrusted.is_secret_key(str(key)) and item not in (None, ""):
                 self.line(label, Piece(untrusted.MASK, (), True), at, depth)

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from gate.rendering.inert import Builder, Call, Piece, one_line, pieces, pointer
+from gate.rendering.inert import Builder, Call, Piece, one_line, pieces, top_pointer
 from gate.rendering.shapes import FlagKind
 
 #: argument names (or their last word) that hold a URL
@@ -89,7 +89,7 @@ def render_urls(call: Call, args: Mapping[str, Any]) -> list[str]:
     for key, value in args.items():
         if not is_url(value) and not (_url_key(str(key)) and isinstance(value, str) and value):
             continue
-        path = pointer("", key)
+        path = top_pointer(key)
         build = Builder(call, "url", path)
         host, found = host_findings(value) if is_url(value) else (None, [])
         parts, cut = pieces(value, call.limit)

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from gate import untrusted
-from gate.rendering import CallRendering, as_text, render_call, render_text
+from gate.rendering import CallRendering, as_text, render_call, render_text, shown_chars
 from tests.conftest import Gate
 from tests.support import config as cfg
 
@@ -78,6 +78,7 @@ def test_exec_command_and_any_tool_with_a_command_string_is_a_command() -> None:
 
 def test_a_one_line_command_headline_is_the_command() -> None:
     assert render_call("Bash", {"command": "npm test"}).headline == "Bash: npm test"
+    assert render_call("Bash", {"command": " "}).headline == "Bash: (empty)"
 
 
 # -- file edits -------------------------------------------------------------------------------
@@ -294,6 +295,33 @@ def test_masked_values_are_listed_with_their_pointers_and_lines() -> None:
         ("/api_key", "api_key: [masked]"),
     ]
     assert "abc123" not in as_text(rendering).text and "masked" in kinds(rendering)
+
+
+def _resolve(value: Any, path: str) -> Any:
+    for part in path.split("/")[1:]:
+        part = part.replace("~1", "/").replace("~0", "~")
+        value = value[int(part)] if isinstance(value, list) else value[part]
+    return value
+
+
+def test_masked_pointers_address_the_masked_form_gate_shows_everywhere() -> None:
+    args = {
+        "a/b": {"password": "hunter2", "list": ["ok", "token sk-abcdefghijklmnop1234567"]},
+        "sk-abcdefghijklmnop1234567": "a secret as a key",
+    }
+    rendering = render_call("t", args)
+    shown_form = untrusted.mask_value(args)
+    assert rendering.masked == ("/a~1b/password", "/a~1b/list/1")
+    for path in rendering.masked:
+        assert untrusted.MASK in _resolve(shown_form, path)
+    text = as_text(rendering).text
+    assert "sk-abcdefghijklmnop1234567" not in text
+    assert "a secret in this key is masked" in text  # flagged, and not offered for a reveal
+
+
+def test_shown_chars_is_the_length_of_the_whole_text() -> None:
+    args = {"command": TIDY}
+    assert shown_chars("Bash", args) == len(as_text(render_call("Bash", args)).text)
 
 
 def test_the_arguments_the_rule_reads_are_marked() -> None:
