@@ -76,7 +76,8 @@ def render_call(
 def _render(
     tool_name: str, args: Any, watched: Collection[str], limit: int | None
 ) -> CallRendering:
-    call = Call(limit, frozenset(str(w) for w in watched))
+    names = (watched,) if isinstance(watched, str) else watched  # one name, not its letters
+    call = Call(limit, frozenset(str(w) for w in names))
     name = one_line(tool_name, _NAME_SHOWN)
     for kind, words in name.found:
         call.flag(kind, f"the tool's name holds {words}")
