@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import unicodedata
+from collections.abc import Callable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, cast
@@ -273,9 +274,19 @@ class Builder:
         position = len(self.lines) + 1
         self.flags.append(Flag(kind, f"{where}: {words}", path, position, self.index))
 
-    def add_text(self, value: str, path: str, *, first: int = 1) -> int:
-        """Every line of the value `value` at `path`, numbered from `first`; how many."""
+    def add_text(
+        self,
+        value: str,
+        path: str,
+        *,
+        first: int = 1,
+        inspect: Callable[[list[Piece]], list[Piece]] | None = None,
+    ) -> int:
+        """Every line of the value `value` at `path`, numbered from `first` (`inspect` may
+        add findings to them: the hosts of URLs in a command); how many."""
         parts, cut = pieces(value, self.call.limit)
+        if inspect is not None:
+            parts = inspect(parts)
         watched = self.call.is_watched(path)
         for i, piece in enumerate(parts):
             if piece.found or piece.masked:

@@ -14,6 +14,7 @@ from typing import Any
 
 from gate import untrusted
 from gate.rendering.inert import Builder, Call, one_line, top_pointer
+from gate.rendering.urls import flag_urls
 
 #: argument names that hold a command to run
 COMMAND_KEYS = ("command", "cmd", "script")
@@ -64,7 +65,7 @@ def render_command(call: Call, args: Mapping[str, Any]) -> tuple[str, list[str]]
     key, how, text = found
     path = top_pointer(key)
     build = Builder(call, "command", path)
-    count = build.add_text(text, path)
+    count = build.add_text(text, path, inspect=flag_urls)
     title = f"Command · {count} line{'s' if count != 1 else ''}"
     if how == "argv":
         title += " · argv (each word quoted as a shell would)"
@@ -91,7 +92,7 @@ def render_sql(call: Call, tool: str, args: Mapping[str, Any]) -> list[str]:
             continue
         path = top_pointer(key)
         build = Builder(call, "sql", path)
-        count = build.add_text(value, path)
+        count = build.add_text(value, path, inspect=flag_urls)
         named = "" if str(key).lower() in SQL_KEYS else f" in {one_line(str(key), 256).text}"
         build.done(f"SQL{named} · {count} line{'s' if count != 1 else ''}")
         claimed.append(key)

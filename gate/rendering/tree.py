@@ -15,7 +15,7 @@ from typing import Any
 
 from gate import untrusted
 from gate.rendering.inert import Builder, Call, Piece, one_line, pieces, pointer
-from gate.rendering.urls import host_findings, is_url
+from gate.rendering.urls import flag_urls, host_findings, is_url
 
 _WORDS = frozenset({"null", "true", "false", "{}", "[]"})
 
@@ -74,11 +74,13 @@ class _Tree:
 
     def string(self, label: Piece, value: str, path: str, depth: int) -> None:
         parts, cut = pieces(value, self.limit)
+        if is_url(value):
+            _, found = host_findings(value)
+            parts[0] = parts[0]._replace(found=(*parts[0].found, *found))
+        else:
+            parts = flag_urls(parts)
         if len(parts) == 1:
             piece = parts[0]
-            if is_url(value):
-                _, found = host_findings(value)
-                piece = Piece(piece.text, (*piece.found, *found), piece.masked)
             if _quoted(piece.text):
                 piece = Piece(f'"{piece.text}"', piece.found, piece.masked)
             self.line(label, piece, path, depth, number=1)

