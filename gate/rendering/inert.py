@@ -111,7 +111,10 @@ class _Scan:
     invisible characters it has (most values have none), the flags each set of them gives."""
 
     def __init__(self, text: str) -> None:
-        self.hidden = frozenset(c for c in set(text) if untrusted.is_invisible(c))
+        # the cached translate table answers "any at all?" at C speed; most text has none
+        plain = text.isascii() and text.isprintable() or text.translate(_INVISIBLE) == text
+        hidden = () if plain else (c for c in set(text) if untrusted.is_invisible(c))
+        self.hidden = frozenset(hidden)
         self.words: dict[frozenset[str], tuple[tuple[FlagKind, str], ...]] = {}
 
     def line(self, raw: str, masked: str) -> tuple[str, tuple[tuple[FlagKind, str], ...]]:
@@ -147,6 +150,13 @@ def _plain(line: str) -> Piece:
 
 def pieces(value: str, limit: int | None) -> tuple[list[Piece], int]:
     """The lines of `value` as shown, and how many of its characters were cut (0 if none)."""
+    if value.isascii() and value.isprintable() and (limit is None or len(value) <= limit):
+        # one line of plain ASCII (most keys and values): nothing hides in it but a secret
+        masked = untrusted.mask_text(value, None)
+        if masked == value:
+            return [_plain(value)], 0
+        hides = masked.count(untrusted.MASK) > value.count(untrusted.MASK)
+        return [Piece(masked, _plain(masked).found, hides)], 0
     capped = untrusted.cap(value, limit)
     cut = len(value) - len(capped) if capped != value else 0
     scan = _Scan(capped)
@@ -190,15 +200,15 @@ class Call:
     limit: int | None
     watched: frozenset[str]
     flags: list[Flag] = field(default_factory=list)
-    masked: list[str] = field(default_factory=list)
+    #: the masked pointers, in order (a dict: a call may mask thousands)
+    masked: dict[str, None] = field(default_factory=dict)
     cut: bool = False
     sections: list[Section] = field(default_factory=list)
     paths: dict[str, str] = field(default_factory=dict)
 
     def mask(self, path: str) -> None:
         """Record that the value at `path` is masked (once)."""
-        if path not in self.masked:
-            self.masked.append(path)
+        self.masked.setdefault(path)
 
     def flag(self, kind: FlagKind, message: str, path: str = "") -> None:
         """A flag on the call as a whole."""
