@@ -16,6 +16,7 @@ from gate.rendering.shapes import CallRendering, Flag, Line, Section, Shown
 HEADLINE_DETAIL = 160
 #: a title's mark for an argument the rule's condition reads
 WATCHED = " · the rule reads this"
+WATCHED_LINE = "   ← the rule reads this"
 #: the fewest characters of a line that does not fit worth showing (cut, with "…")
 _PART = 20
 _MARKS = {"add": "+", "del": "-", "context": " "}
@@ -92,11 +93,14 @@ def _lines(rendering: CallRendering) -> list[str]:
     for index, section in enumerate(rendering.sections):
         if index or out:
             out.append("")
-        out.append(section.title + (WATCHED if section.watched else ""))
+        # a tree marks each argument the rule reads on its own line; another section as a whole
+        tree = section.kind == "tree"
+        out.append(section.title + (WATCHED if section.watched and not tree else ""))
         numbers = [line.number for line in section.lines if line.number is not None]
         width = len(str(max(numbers))) if numbers else 1
         for position, line in enumerate(section.lines, start=1):
-            out.append(_line_text(section, line, width))
+            text = _line_text(section, line, width)
+            out.append(text + WATCHED_LINE if tree and line.watched and not line.depth else text)
             out.extend(f"⚠ {flag.message}" for flag in by_line.get((index, position), ()))
         out.extend(f"⚠ {flag.message}" for flag in by_line.get((index, None), ()))
     return out

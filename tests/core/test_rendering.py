@@ -342,7 +342,10 @@ def test_the_arguments_the_rule_reads_are_marked() -> None:
         ("env: prod", True),
         ("n: 1", False),
     ]
-    assert "Other arguments · the rule reads this" in as_text(rendering).text
+    assert (
+        "Other arguments\nenv: prod   ← the rule reads this\nn: 1\n"
+        in as_text(rendering).text + "\n"
+    )
     assert render_call("Bash", {"command": "ls"}, watched=["command"]).sections[0].watched
 
 
