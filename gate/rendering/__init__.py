@@ -69,7 +69,7 @@ def render_call(
     try:
         return _render(str(tool_name), args, watched, limit)
     except Exception:  # a surface must show something for every call, and fail closed
-        log.exception("rendering a %s call failed; showing its arguments as JSON", tool_name)
+        log.exception("rendering a %.100r call failed; showing its arguments as JSON", tool_name)
         return _fallback(str(tool_name), args)
 
 
@@ -155,11 +155,11 @@ def _fallback(tool_name: str, args: Any) -> CallRendering:
     try:
         text = untrusted.to_json(args, indent=2)
     except Exception:  # even JSON failed: say so rather than show nothing
-        log.exception("showing a %s call's arguments as JSON failed", tool_name)
+        log.exception("showing a %.100r call's arguments as JSON failed", tool_name)
         text = "(gate could not show these arguments: see the server log)"
     lines = tuple(Line(t, number=i + 1) for i, t in enumerate(text.split("\n")))
     message = "gate could not render this call by kind: its arguments are shown as JSON"
-    name = one_line(tool_name, _NAME_SHOWN).text
+    name = ascii(tool_name[:_NAME_SHOWN])[1:-1]  # inert whatever it holds: every escape is ASCII
     return CallRendering(
         tool=name,
         server=None,

@@ -410,6 +410,20 @@ def test_huge_integers_and_non_json_values_render() -> None:
     assert "bits" in text and "NaN" in text and "class 'object'" in text
 
 
+class _Unprintable:
+    def __str__(self) -> str:
+        raise RuntimeError("no text")
+
+
+def test_a_value_that_cannot_even_be_printed_is_said_not_shown(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    rendering = render_call("Ba\u202esh", {"x": _Unprintable()})
+    assert rendering.headline == "Ba\\u202esh (arguments shown as JSON)" and not rendering.whole
+    assert "gate could not show these arguments" in as_text(rendering).text
+    assert "rendering a 'Ba\\u202esh' call failed" in caplog.text  # logged, not silent
+
+
 def _leaves(value: Any) -> Iterator[Any]:
     if isinstance(value, dict):
         for item in value.values():
