@@ -46,7 +46,9 @@ def headline(tool: str, server: str | None, sections: Sequence[Section]) -> str:
     if first.kind in ("command", "sql"):
         what = "SQL " if first.kind == "sql" else ""
         if len(texts) > 1:
-            return f"{name} · {what}{_plural(len(texts), 'line')}: " + _cut(" ⏎ ".join(texts))
+            # the first lines fill the room; joining 10,000 would only be cut away
+            joined = " ⏎ ".join(texts[: HEADLINE_DETAIL // 2])
+            return f"{name} · {what}{_plural(len(texts), 'line')}: " + _cut(joined)
         return f"{name}: {what}{_cut(texts[0]) if texts and texts[0].strip() else '(empty)'}"
     if first.kind == "diff":
         files = [s for s in sections if s.kind == "diff"]
