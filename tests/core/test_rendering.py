@@ -500,8 +500,20 @@ def test_a_cut_falls_at_a_line_boundary_and_says_how_much_is_hidden() -> None:
 def test_a_first_line_too_long_for_the_limit_is_shown_in_part() -> None:
     rendering = render_call("Bash", {"command": "echo " + "y" * 2000})
     cut = as_text(rendering, limit=500)
-    assert len(cut.text) <= 500 and "echo yyy" in cut.text and cut.hidden_lines >= 2
+    assert len(cut.text) <= 500 and "echo yyy" in cut.text
+    assert "⚠ line 1 of /command: 2,005 characters long" in cut.text  # its warning kept
+    assert cut.hidden_lines == 1 and "\n… 1 more line (" in cut.text
     assert len(as_text(rendering, limit=10).text) <= 10
+
+
+def test_a_cut_never_parts_a_line_from_its_warnings() -> None:
+    command = "\n".join(f"echo {i} \u202e" for i in range(40))
+    rendering = render_call("Bash", {"command": command})
+    for limit in range(200, 3000, 37):
+        lines = as_text(rendering, limit=limit).text.split("\n")
+        for i, line in enumerate(lines[:-1]):
+            if "\\u202e" in line and not line.startswith("⚠"):
+                assert lines[i + 1].startswith("⚠ line"), (limit, lines)
 
 
 # -- gate requests show -----------------------------------------------------------------------
