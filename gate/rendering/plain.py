@@ -104,13 +104,22 @@ def _lines(rendering: CallRendering) -> tuple[list[str], list[bool]]:
         glued.append(False)
         numbers = [line.number for line in section.lines if line.number is not None]
         width = len(str(max(numbers))) if numbers else 1
-        for position, line in enumerate(section.lines, start=1):
-            text = _line_text(section, line, width)
-            out.append(text + WATCHED_LINE if tree and line.watched and not line.depth else text)
-            glued.append(False)
-            warnings = [f"⚠ {flag.message}" for flag in by_line.get((index, position), ())]
+        texts = [_line_text(section, line, width) for line in section.lines]
+        if tree:
+            texts = [
+                text + WATCHED_LINE if line.watched and not line.depth else text
+                for text, line in zip(texts, section.lines, strict=True)
+            ]
+        done = 0  # lines up to each flagged one go in at once: a section may have 10,000
+        for position in sorted(p for i, p in by_line if i == index and p is not None):
+            out.extend(texts[done:position])
+            glued.extend([False] * (position - done))
+            warnings = [f"⚠ {flag.message}" for flag in by_line[(index, position)]]
             out.extend(warnings)
             glued.extend([True] * len(warnings))
+            done = position
+        out.extend(texts[done:])
+        glued.extend([False] * (len(texts) - done))
         out.extend(f"⚠ {flag.message}" for flag in by_line.get((index, None), ()))
         glued.extend([False] * (len(out) - len(glued)))
     return out, glued
