@@ -524,7 +524,7 @@ def test_requests_show_prints_the_rendering_before_the_fields_and_the_claim_belo
 ) -> None:
     body: dict[str, Any] = {
         "tool_name": "ask_shell",
-        "tool_args": {"command": TIDY},
+        "tool_args": {"command": TIDY, "api_key": "k-live-123"},
         "summary": "Tidy build dir",
     }
     request_id = gate_sqlite.submit(**body)["request"]["id"]
@@ -536,6 +536,9 @@ def test_requests_show_prints_the_rendering_before_the_fields_and_the_claim_belo
     claim_at = out.index("The agent's claim")
     assert rendering_at < claim_at < out.index("  Tidy build dir") < out.index("FIELD")
     assert "\\n" not in out[:claim_at]
+    # masked in gate's rendering; the raw arguments, as the API gives an admin, come last
+    assert "api_key: [masked]" in out[:claim_at] and "k-live-123" not in out[:claim_at]
+    assert out.index("FIELD") < out.index("arguments as sent") < out.index('"k-live-123"')
 
 
 def _gate_show(url: str, request_id: str) -> subprocess.CompletedProcess[str]:
