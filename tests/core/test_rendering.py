@@ -353,9 +353,10 @@ def test_the_arguments_the_rule_reads_are_marked() -> None:
 
 
 def test_a_ten_megabyte_value_costs_little_and_says_it_was_cut() -> None:
-    start = time.perf_counter()
+    # CPU time, not wall time: the test machine is shared
+    start = time.process_time()
     rendering = render_call("Bash", {"command": "echo " + "x" * 10_000_000})
-    assert time.perf_counter() - start < 2
+    assert time.process_time() - start < 2
     assert not rendering.whole and "cut" in kinds(rendering)
     shown_text = as_text(rendering, limit=3000, url="https://gate.example/r/1")
     assert len(shown_text.text) <= 3000 and not shown_text.whole
@@ -366,9 +367,9 @@ def test_a_ten_megabyte_value_costs_little_and_says_it_was_cut() -> None:
 
 def test_ten_thousand_lines_render_in_bounded_time_with_bounded_warnings() -> None:
     command = "\n".join(f"echo {i} \u200b" for i in range(10_000))
-    start = time.perf_counter()
+    start = time.process_time()
     rendering = render_call("Bash", {"command": command}, limit=None)
-    assert time.perf_counter() - start < 5
+    assert time.process_time() - start < 5
     assert rendering.sections[0].title == "Command · 10000 lines"
     assert all(line.flagged for line in rendering.sections[0].lines)
     assert len(rendering.flags) <= 51 and "9,950 more lines" in rendering.flags[-1].message
