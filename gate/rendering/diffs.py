@@ -202,13 +202,16 @@ def render_patch(call: Call, key: str, patch: str) -> None:
         parts.pop()  # the newline that ends the last line
     files: list[tuple[str, Piece, list[Piece]]] = []  # (verb, file name, body lines)
     loose: list[Piece] = []  # lines outside any file section
+    ended = False  # past "*** End Patch", a line belongs to no file
     for piece in parts:
-        header = _header(piece)
+        header = None if ended else _header(piece)
         if header:
             files.append((*header, []))
-        elif files and piece.text != "*** End Patch":
+        elif piece.text.strip() in ("*** Begin Patch", "*** End Patch") and not ended:
+            ended = piece.text.strip() == "*** End Patch"
+        elif files and not ended:
             files[-1][2].append(piece)
-        elif piece.text.strip() not in ("*** Begin Patch", "*** End Patch"):
+        else:
             loose.append(piece)
     for verb, name, body in files:
         _patch_file(call, path, verb, name, body)

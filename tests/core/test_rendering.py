@@ -165,6 +165,16 @@ def test_codex_apply_patch_renders_each_file_of_the_patch() -> None:
     assert [s.kind for s in argv.sections] == ["diff", "diff", "diff"]
 
 
+def test_text_a_patch_has_no_place_for_is_still_shown() -> None:
+    patch = "*** Begin Patch\nnot a header\n*** Add File: a\n+x\n*** End Patch\nrm -rf /\n"
+    rendering = render_call("apply_patch", {"input": patch})
+    assert [s.title for s in rendering.sections] == [
+        "Add a · +1 −0 · the whole file",
+        "Outside the patch's file sections",
+    ]
+    assert [line.text for line in rendering.sections[1].lines] == ["not a header", "rm -rf /"]
+
+
 def test_str_replace_editor_commands() -> None:
     tool = "str_replace_based_edit_tool"
     replace = render_call(
