@@ -177,8 +177,8 @@ def clean(text: object, limit: int | None = SCAN_LIMIT) -> str:
 # -- secrets in structures --------------------------------------------------------------------
 
 #: a key containing one of these (ignoring case and separators) names a secret
-_SECRET_PARTS = ("password", "passwd", "passphrase", "secret", "credential", "cookie")
-_SECRET_PARTS += ("privatekey", "apikey", "accesskey")
+_SECRET_PARTS: tuple[str, ...] = ("password", "passwd", "passphrase", "secret", "credential")
+_SECRET_PARTS += ("cookie", "privatekey", "apikey", "accesskey")
 #: a key with one of these as a word (`token_type`, `proxy-authorization`) names a secret
 _SECRET_WORDS = frozenset({"token", "authorization"})
 #: a key ending in one of these words (`ssh_key`, `primary_key`, `basic_auth`, `x-signature`)
