@@ -365,3 +365,27 @@ def test_a_card_never_approves_a_call_with_a_value_masked_whole(
             return bool(c.get(f"/v1/requests/{plain_id}").json()["status"] == "approved")
 
     wait_until(approved)
+
+
+@pytest.mark.parametrize(
+    ("content", "content_type"),
+    [
+        (b"--x\r\nbroken", "multipart/form-data"),  # no boundary
+        (b"path=%ED%A0%80&csrf_token=%ff", "application/x-www-form-urlencoded"),  # not UTF-8
+        (b"\x00" * 64, "application/octet-stream"),
+    ],
+    ids=["multipart without boundary", "bytes that are not UTF-8", "not a form"],
+)
+def test_a_body_the_route_cannot_read_is_a_clear_refusal(
+    web_gate: Gate, content: bytes, content_type: str
+) -> None:
+    request_id = submit_refund(web_gate, tool_args=ARGS)
+    with sign_in(web_gate, "alice") as c:
+        r = c.post(
+            f"/requests/{request_id}/reveal",
+            content=content,
+            headers={"Content-Type": content_type},
+        )
+    assert 400 <= r.status_code < 500, r.text[:300]
+    assert r.json()["error"]["code"]
+    refused_everywhere(web_gate, request_id)
