@@ -230,7 +230,7 @@ def is_secret_key(key: str) -> bool:
     return bool(words) and words[-1] in _SECRET_LAST_WORDS
 
 
-def _shown_keys(mapping: Mapping[Any, Any], limit: int | None) -> list[tuple[str, Any]]:
+def shown_keys(mapping: Mapping[Any, Any], limit: int | None) -> list[tuple[str, Any]]:
     """(key as shown, original key) for each entry: secrets in keys masked, and two keys
     that mask alike kept apart so neither entry can hide the other."""
     shown: list[tuple[str, Any]] = []
@@ -260,7 +260,7 @@ def _mask(value: Any, limit: int | None, depth: int) -> Any:
             shown: MASK
             if is_secret_key(str(key)) and value[key] not in (None, "")
             else _mask(value[key], limit, depth + 1)
-            for shown, key in _shown_keys(value, limit)
+            for shown, key in shown_keys(value, limit)
         }
     if isinstance(value, list | tuple):
         return [_mask(item, limit, depth + 1) for item in value]
@@ -298,7 +298,7 @@ def masks(value: Any) -> Masks:
         if depth > MAX_DEPTH:
             unrevealable = True  # shown as a marker, not at all
         elif isinstance(item, Mapping):
-            for shown, key in _shown_keys(item, SCAN_LIMIT):
+            for shown, key in shown_keys(item, SCAN_LIMIT):
                 unrevealable = unrevealable or _text_masks(str(key))[1]
                 at = f"{path}/{shown.replace('~', '~0').replace('/', '~1')}"
                 if is_secret_key(str(key)) and item[key] not in (None, ""):
@@ -327,7 +327,7 @@ def reveal(value: Any, path: str) -> Any:
     for part in path.split("/")[1:]:
         part = part.replace("~1", "/").replace("~0", "~")
         value = value[
-            dict(_shown_keys(value, SCAN_LIMIT))[part] if isinstance(value, Mapping) else int(part)
+            dict(shown_keys(value, SCAN_LIMIT))[part] if isinstance(value, Mapping) else int(part)
         ]
     return value
 
@@ -371,7 +371,7 @@ def mask_diff(diff: Mapping[str, Any]) -> dict[str, Any]:
     """An argument diff (`{key: {"from": ..., "to": ...}}`) with both sides masked as the
     key's value would be."""
     masked: dict[str, Any] = {}
-    for shown, key in _shown_keys(diff, SCAN_LIMIT):
+    for shown, key in shown_keys(diff, SCAN_LIMIT):
         change = diff[key] if isinstance(diff[key], Mapping) else {}
         masked[shown] = {
             side: next(iter(mask_value({key: change.get(side)}).values()))
@@ -398,7 +398,7 @@ def _unmask(edited: Any, original: Any, shown: Any, depth: int) -> Any:
     if edited == shown:
         return original
     if depth <= MAX_DEPTH and isinstance(edited, dict) and isinstance(original, Mapping):
-        keys = dict(_shown_keys(original, SCAN_LIMIT))
+        keys = dict(shown_keys(original, SCAN_LIMIT))
         result: dict[str, Any] = {}
         for key, value in edited.items():
             if key in keys:
