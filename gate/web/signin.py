@@ -40,12 +40,71 @@ CLIENT_REFILL_SECONDS = 6.0
 #: five tries per name, then one every thirty seconds: two a minute, whoever is guessing
 NAME_BURST = 5
 NAME_REFILL_SECONDS = 30.0
+#: in-process buckets kept per table (`TokenBuckets`, the reveal limit's); full ones are
+#: dropped first (an idle bucket is a fresh one)
+MAX_TRACKED = 10_000
 #: argon2 is memory-hard (64 MiB each at the default parameters): two at once on two cores
 PASSWORD_THREADS = 2
 #: sign-ins queued for a thread beyond that are told to retry (each would wait ~100 ms more)
 MAX_WAITING = 32
 #: longer passwords are refused unchecked (argon2 takes any length; nobody types this much)
 MAX_PASSWORD = 1024
+
+
+@dataclass
+class _Bucket:
+    tokens: float
+    at: float
+
+
+class TokenBuckets:
+    """Token buckets by key: `burst` tokens, one more every `refill_seconds`."""
+
+    def __init__(self, burst: int, refill_seconds: float, clock: Callable[[], float]) -> None:
+        self.burst = burst
+        self.refill_seconds = refill_seconds
+        self.clock = clock
+        self._buckets: dict[str, _Bucket] = {}
+
+    def _current(self, key: str) -> _Bucket:
+        now = self.clock()
+        bucket = self._buckets.pop(key, None)  # re-inserted below: most recent last
+        if bucket is None:
+            bucket = _Bucket(float(self.burst), now)
+        else:
+            gained = (now - bucket.at) / self.refill_seconds
+            bucket = _Bucket(min(float(self.burst), bucket.tokens + gained), now)
+        self._buckets[key] = bucket
+        self._prune()
+        return bucket
+
+    def wait(self, key: str) -> float:
+        """Seconds until `key` has a token (0 when it has one now)."""
+        bucket = self._current(key)
+        return 0.0 if bucket.tokens >= 1 else (1 - bucket.tokens) * self.refill_seconds
+
+    def take(self, key: str) -> None:
+        """Spend one of `key`'s tokens (call after `wait` said 0)."""
+        self._current(key).tokens -= 1
+
+    def give_back(self, key: str) -> None:
+        """Return a token spent on an attempt that succeeded."""
+        bucket = self._current(key)
+        bucket.tokens = min(float(self.burst), bucket.tokens + 1)
+
+    def _prune(self) -> None:
+        if len(self._buckets) <= MAX_TRACKED:
+            return
+        now = self.clock()
+        full = [
+            key
+            for key, b in self._buckets.items()
+            if b.tokens + (now - b.at) / self.refill_seconds >= self.burst
+        ]
+        for key in full:
+            del self._buckets[key]
+        while len(self._buckets) > MAX_TRACKED:  # all busy: forget the least recently used
+            del self._buckets[next(iter(self._buckets))]
 
 
 @dataclass(frozen=True)
