@@ -92,8 +92,9 @@ class _Handler:
         with self.fake.lock:
             self.fake.messages.append(received)
             hang_up, self.fake.hang_up_next = self.fake.hang_up_next, False
-        if hang_up and server.transport is not None:  # right after this reply goes out
-            asyncio.get_running_loop().call_later(0.05, server.transport.close)
+        if hang_up and server.transport is not None:
+            # closed once this reply is written (a transport flushes what it holds first)
+            asyncio.get_running_loop().call_soon(server.transport.close)
         return "250 queued"
 
 
