@@ -269,17 +269,19 @@ def _db_upgrade(ns: argparse.Namespace) -> int:
 
 
 def _policy_check(ns: argparse.Namespace) -> int:
-    from gate.errors import ConfigError
-    from gate.policy import Policy
+    from gate.policy import compile_rules
 
     settings = _load(ns)
-    try:
-        policy = Policy(settings)
-    except ConfigError as exc:
-        print(f"gate: policy error: {exc}", file=sys.stderr)  # noqa: T201
+    # every rule is checked, so one run names every problem, not only the first
+    rules, problems, warnings = compile_rules(settings)
+    for warning in warnings:
+        print(f"gate: warning: {warning}", file=sys.stderr)  # noqa: T201
+    if problems:
+        for problem in problems:
+            print(f"gate: policy error: {problem}", file=sys.stderr)  # noqa: T201
         return 1
-    print(f"{settings.source}: OK, {len(policy.rules)} rule(s)")  # noqa: T201
-    for rule in policy.rules:
+    print(f"{settings.source}: OK, {len(rules)} rule(s)")  # noqa: T201
+    for rule in rules:
         when = f" when {rule.when}" if rule.when else ""
         print(f"  {rule.name}: {rule.action} {list(rule.tools)}{when}")  # noqa: T201
     return 0

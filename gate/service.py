@@ -185,7 +185,8 @@ class GateService:
             on_timeout=rule.on_timeout,
             reason=decision.reason,
             args_hash=args_hash,
-            options=rule.offers.to_options(),
+            # the rule's offers, with the words of a condition that failed on this call
+            options=decision.offers().to_options(),
             nudge_at=rule.offers.next_nudge(now, reminded=False, escalated=False),
         )
 
