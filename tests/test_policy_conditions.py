@@ -81,7 +81,7 @@ ACCEPTED = [
     ("args.path.matches('^/etc/') && !args.path.endsWith('.md')", ("path",)),
     ("tool_name in ['Bash', 'Write'] && args.x != null", ("x",)),
     ("optional.of(args.x).hasValue()", ("x",)),
-    ("args[\"weird key\"] == 1", ("weird key",)),
+    ('args["weird key"] == 1', ("weird key",)),
     ("1u == 1 && 5 < 5.5 && args.n * 2 > 3", ("n",)),
     ("duration('1h') + duration('1m') > duration('61m') || args.z", ("z",)),
 ]
@@ -119,9 +119,7 @@ def test_what_is_refused_really_fails_or_never_matches_in_the_runtime(
 
 
 @pytest.mark.parametrize(("when", "watched"), ACCEPTED, ids=[a[0] for a in ACCEPTED])
-def test_sound_conditions_pass_and_name_what_they_read(
-    when: str, watched: tuple[str, ...]
-) -> None:
+def test_sound_conditions_pass_and_name_what_they_read(when: str, watched: tuple[str, ...]) -> None:
     cel.compile(when)
     checked = check(when)
     assert checked.problems == () and checked.unchecked is None
