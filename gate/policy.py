@@ -131,37 +131,11 @@ class Policy:
         canonical = toolnames.canonical(facts.tool_name)
         for rule in self.rules:
             how = rule.tool_matches(facts.tool_name, canonical)
-            if how is None:
-                trail.append(
-                    f"{rule.name}: tool {facts.tool_name!r} matches none of {list(rule.tools)}"
-                )
+            if not _name_matches(rule, how, facts.tool_name, trail):
                 continue
-            if how == "variant":
-                if rule.action == "allow":
-                    trail.append(
-                        f"{rule.name}: tool {facts.tool_name!r} is a variant of {list(rule.tools)}"
-                        " (case, width or look-alike letters); allow rules match only the name "
-                        "as written"
-                    )
-                    continue
-                trail.append(
-                    f"{rule.name}: tool {facts.tool_name!r} matches {list(rule.tools)} as a "
-                    "variant (case, width or look-alike letters)"
-                )
             if rule.program is not None:
                 activation = activation or facts.activation()
-                failure: str | None
-                try:
-                    result = rule.program.execute(activation)
-                except (KeyboardInterrupt, SystemExit):
-                    raise
-                except BaseException as exc:  # any CEL failure, a Rust panic included
-                    failure = f"failed ({_short(exc)})"
-                else:
-                    if result is True or result is False:
-                        failure = None
-                    else:  # a guard that is not a boolean cannot be trusted either way
-                        failure = f"returned {type(result).__name__} {_short_value(result)}"
+                result, failure = _run(rule.program, activation)
                 if failure is not None:
                     self._failures.report(rule, failure, facts.tool_name)
                     if rule.action == "allow":
@@ -364,6 +338,39 @@ def _offers(rule: RuleSettings, watched: tuple[str, ...] = ()) -> Offers:
         escalate_approvers=tuple(rule.escalate_approvers),
         watched_args=watched,
     )
+
+
+def _name_matches(
+    rule: Rule, how: toolnames.Match | None, tool_name: str, trail: list[str]
+) -> bool:
+    """Whether the tool name lets `rule` match (said in `trail` either way): a variant of a
+    name meets `ask` and `deny` rules, never `allow` ones (gate.toolnames)."""
+    if how is None:
+        trail.append(f"{rule.name}: tool {tool_name!r} matches none of {list(rule.tools)}")
+        return False
+    if how == "variant":
+        said = f"{rule.name}: tool {tool_name!r} is a variant of {list(rule.tools)} (case, width "
+        if rule.action == "allow":
+            trail.append(
+                said + "or look-alike letters); allow rules match only the name as written"
+            )
+            return False
+        trail.append(said + "or look-alike letters): matching")
+    return True
+
+
+def _run(program: Any, activation: dict[str, Any]) -> tuple[object, str | None]:
+    """The condition's result on one call, and what went wrong (None: a clean true or false)."""
+    try:
+        result = program.execute(activation)
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:  # any CEL failure, a Rust panic included
+        return None, f"failed ({_short(exc)})"
+    if result is True or result is False:
+        return result, None
+    # a guard that is not a boolean cannot be trusted either way
+    return result, f"returned {type(result).__name__} {_short_value(result)}"
 
 
 def _rule_reason(rule: Rule) -> str:

@@ -17,94 +17,20 @@ can only fail or never be true:
 It also answers which top-level arguments the condition reads (`args.amount`,
 `args["amount"]`, `"amount" in args`): `Offers.watched_args`, marked on every surface.
 
-`hint_for_syntax` words the fix for text `cel.compile` refused (`and` -> `&&`, `=` -> `==`).
+What gate provides, and the hints, are `gate.cel_vocab`; `hint_for_syntax` (from there) words
+the fix for text `cel.compile` refused (`and` -> `&&`, `=` -> `==`).
 """
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from gate import cel_ast as ast
+from gate import cel_vocab
+from gate.cel_vocab import FUNCTIONS, METHODS, NUMBERS, TYPE_NAMES, VARIABLES
+from gate.cel_vocab import hint_for_syntax as hint_for_syntax
 
-#: what a `when` sees (gate.policy.CallFacts.activation) and the type of each
-VARIABLES = {
-    "tool_name": "string",
-    "args": "map",
-    "agent_id": "string",
-    "user_id": "string",
-    "metadata": "map",
-}
-#: identifiers that name a type (`type(x) == string`)
-TYPE_NAMES = frozenset({"int", "uint", "double", "string", "bytes", "bool", "list", "map"}) | {
-    "null_type",
-    "type",
-}
-NUMBERS = frozenset({"int", "uint", "double"})
-#: functions the runtime has as `f(x)`, with the type they return ("dyn": depends)
-FUNCTIONS = {
-    "size": "int",
-    "int": "int",
-    "uint": "uint",
-    "double": "double",
-    "string": "string",
-    "bytes": "bytes",
-    "timestamp": "timestamp",
-    "duration": "duration",
-    "dyn": "dyn",
-    "type": "type",
-    "has": "bool",
-    "optional.of": "optional",
-    "optional.none": "optional",
-    "optional.ofNonZeroValue": "optional",
-}
-_TIME_PARTS: tuple[str, ...] = ("FullYear", "Month", "DayOfYear", "DayOfMonth", "Date")
-_TIME_PARTS += ("DayOfWeek", "Hours", "Minutes", "Seconds", "Milliseconds")
-#: methods the runtime has as `x.f()`: (receiver types, or None for any; what they return)
-_TIME_METHODS: dict[str, tuple[frozenset[str] | None, str]] = {
-    f"get{part}": (frozenset({"timestamp", "duration"}), "int") for part in _TIME_PARTS
-}
-METHODS: dict[str, tuple[frozenset[str] | None, str]] = _TIME_METHODS | {
-    "contains": (frozenset({"string"}), "bool"),
-    "startsWith": (frozenset({"string"}), "bool"),
-    "endsWith": (frozenset({"string"}), "bool"),
-    "matches": (frozenset({"string"}), "bool"),
-    "size": (frozenset({"string", "bytes", "list", "map"}), "int"),
-    "exists": (frozenset({"list", "map"}), "bool"),
-    "all": (frozenset({"list", "map"}), "bool"),
-    "exists_one": (frozenset({"list", "map"}), "bool"),
-    "map": (frozenset({"list", "map"}), "list"),
-    "filter": (frozenset({"list", "map"}), "list"),
-    "value": (frozenset({"optional"}), "dyn"),
-    "hasValue": (frozenset({"optional"}), "bool"),
-    "or": (frozenset({"optional"}), "optional"),
-    "orValue": (frozenset({"optional"}), "dyn"),
-}
-#: what people write from other languages, and CEL's word for it
-_SPELLINGS = {
-    "includes": "contains",
-    "include": "contains",
-    "has_substring": "contains",
-    "startswith": "startsWith",
-    "starts_with": "startsWith",
-    "hasPrefix": "startsWith",
-    "endswith": "endsWith",
-    "ends_with": "endsWith",
-    "hasSuffix": "endsWith",
-    "len": "size",
-    "length": "size",
-    "count": "size",
-    "match": "matches",
-    "test": "matches",
-    "regex": "matches",
-    "search": "matches",
-    "any": "exists",
-    "some": "exists",
-    "every": "all",
-}
-_LITERAL_WORDS = {"True": "true", "False": "false", "None": "null", "nil": "null"}
-_LITERAL_WORDS |= {"NULL": "null", "Null": "null", "undefined": "null"}
 _ORDERED = frozenset({"string", "bytes", "bool", "timestamp", "duration"})
 _WORDS = {"string": "text", "int": "a number", "uint": "a number", "double": "a number"}
 _WORDS |= {"bool": "true or false", "null": "null", "list": "a list", "map": "a map"}
@@ -134,52 +60,6 @@ def check(expr: str) -> Checked:
     checker.type_of(tree, frozenset())
     checker.conjunctions(tree)
     return Checked(tuple(dict.fromkeys(checker.problems)), tuple(dict.fromkeys(_watched(tree))))
-
-
-def hint_for_syntax(expr: str) -> str | None:
-    """How to fix text `cel.compile` refused, when the mistake is a common one."""
-    try:
-        tokens = ast.tokenize(expr)
-    except ast.ParseError:
-        tokens = []
-    words = {t.text for t in tokens if t.kind == "ident"}
-    hints = [f"`{w}` -> `{cel}`" for w, cel in (("and", "&&"), ("or", "||"), ("not", "!"))]
-    hints = [h for h, w in zip(hints, ("and", "or", "not"), strict=True) if w in words]
-    ops = _bare_ops(expr)
-    if "=" in ops:
-        hints.append("`=` -> `==`")
-    if "===" in ops:
-        hints.append("`===` -> `==`")
-    if "!==" in ops:
-        hints.append("`!==` -> `!=`")
-    hints += [f"`{w}` -> `{cel}`" for w, cel in _LITERAL_WORDS.items() if w in words]
-    if not hints:
-        return None
-    return "CEL spells it differently: " + ", ".join(hints)
-
-
-def _bare_ops(expr: str) -> set[str]:
-    """Runs of `=` and `!` outside strings: `=`, `===`, `!==` are not CEL."""
-    found: set[str] = set()
-    i, n = 0, len(expr)
-    while i < n:
-        ch = expr[i]
-        if ch in "\"'":
-            quote = expr[i : i + 3] if expr.startswith(ch * 3, i) else ch
-            end = expr.find(quote, i + len(quote))
-            while end != -1 and expr[end - 1] == "\\" and len(quote) == 1:
-                end = expr.find(quote, end + 1)
-            i = n if end == -1 else end + len(quote)
-            continue
-        if ch in "=!<>":
-            j = i
-            while j < n and expr[j] in "=!<>":
-                j += 1
-            found.add(expr[i:j])
-            i = j
-            continue
-        i += 1
-    return found
 
 
 def _watched(tree: ast.Node) -> Iterator[str]:
@@ -284,7 +164,7 @@ class _Checker:
             return VARIABLES[name]
         if name in TYPE_NAMES:
             return "type"
-        self.problems.append(f"unknown variable `{name}`{_variable_hint(name)}")
+        self.problems.append(f"unknown variable `{name}`{cel_vocab.variable_hint(name)}")
         return "dyn"
 
     def _call(self, node: ast.Call, bound: frozenset[str]) -> str:
@@ -301,7 +181,7 @@ class _Checker:
                     f"`{name}(...)` is a method in CEL: write `{receiver}.{name}(...)`"
                 )
             else:
-                self.problems.append(f"unknown function `{name}`{_function_hint(name)}")
+                self.problems.append(f"unknown function `{name}`{cel_vocab.function_hint(name)}")
             return "dyn"
         if isinstance(target, ast.Ident) and target.name not in bound | VARIABLES.keys():
             # `math.greatest(...)`: a namespaced function from a library gate does not load
@@ -312,7 +192,7 @@ class _Checker:
                 self.problems.append(
                     f"unknown function `{target.name}.{node.name}`: gate's CEL has the core "
                     "functions only (size, contains, startsWith, endsWith, matches, exists, "
-                    "all, map, filter, int, string, ...)" + _variable_hint(target.name, quiet=True)
+                    "all, map, filter, int, string, ...)"
                 )
                 return "dyn"
         receiver = self.type_of(target, bound)
@@ -327,7 +207,8 @@ class _Checker:
                     "the value"
                 )
             else:
-                self.problems.append(f"unknown method `.{node.name}`{_function_hint(node.name)}")
+                hint = cel_vocab.function_hint(node.name)
+                self.problems.append(f"unknown method `.{node.name}`{hint}")
             return "dyn"
         receivers, returns = METHODS[node.name]
         if receivers is not None and receiver not in receivers | {"dyn"}:
@@ -450,31 +331,3 @@ def _arithmetic(op: str, left: str, right: str) -> bool:
             ("duration", "duration"),
         )
     return False
-
-
-def _variable_hint(name: str, *, quiet: bool = False) -> str:
-    """` (did you mean ...?)` for an unknown variable."""
-    if name in _LITERAL_WORDS:
-        return f": CEL writes `{_LITERAL_WORDS[name]}`"
-    if name.startswith("."):
-        return f": drop the leading dot (`{name[1:]}`)"
-    if quiet:
-        return ""
-    close = difflib.get_close_matches(name, VARIABLES, n=1, cutoff=0.6)
-    if close and close[0] != "args":
-        return f": did you mean `{close[0]}`?"
-    known = ", ".join(VARIABLES)
-    return (
-        f": the call's arguments are under `args` (did you mean `args.{name}`?); gate "
-        f"provides {known}"
-    )
-
-
-def _function_hint(name: str) -> str:
-    if name in _SPELLINGS:
-        return f": did you mean `{_SPELLINGS[name]}`?"
-    names = sorted(set(METHODS) | {n for n in FUNCTIONS if "." not in n})
-    close = difflib.get_close_matches(name, names, n=1, cutoff=0.7)
-    if close:
-        return f": did you mean `{close[0]}`?"
-    return ""
