@@ -225,6 +225,10 @@ def _serve(ns: argparse.Namespace) -> int:
     except ConfigError as exc:
         sock.close()
         return _config_failure(exc, settings.source)
+    import logging
+
+    for warning in [*app.state.gate.policy.warnings, *_unsent_tools(settings)]:
+        logging.getLogger("gate.policy").warning("%s", warning)
     # uvicorn with gate's connection limits: read deadline, header cap, connection cap
     GateServer(server_config(app, settings)).run(sockets=[sock])
     return 0
@@ -284,7 +288,20 @@ def _policy_check(ns: argparse.Namespace) -> int:
     for rule in rules:
         when = f" when {rule.when}" if rule.when else ""
         print(f"  {rule.name}: {rule.action} {list(rule.tools)}{when}")  # noqa: T201
+    for warning in _unsent_tools(settings):
+        print(f"gate: warning: {warning}", file=sys.stderr)  # noqa: T201
     return 0
+
+
+def _unsent_tools(settings: Any) -> list[str]:
+    """A warning per rule naming a tool the hook `gate init` installed (in this project or
+    for this user) never sends to gate."""
+    from pathlib import Path
+
+    from gate import hook_matchers
+
+    hooks = hook_matchers.installed(hook_matchers.hook_files(Path.cwd()))
+    return hook_matchers.uncovered([(r.name, r.tools) for r in settings.rules], hooks)
 
 
 def _policy_explain(ns: argparse.Namespace) -> int:
