@@ -121,6 +121,7 @@ class Policy:
         if problems:
             raise problems[0]
         self.rules = tuple(rules)
+        toolnames.load()
         self._forced: Rule | None = None
         self._failures = ConditionFailures(clock)
 

@@ -65,6 +65,12 @@ def _skeleton() -> dict[int, str]:
     return table
 
 
+def load() -> None:
+    """Read the confusables table now (at start-up), not on the first call whose tool name
+    goes beyond ASCII."""
+    _skeleton()
+
+
 def canonical(name: str) -> str:
     """The form policy compares tool names (and rules' globs) in: see the module docstring."""
     if name.isascii() and name.isprintable() and " " not in name:

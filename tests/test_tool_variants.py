@@ -35,7 +35,7 @@ def gate(make_gate: GateFactory, sqlite_url: str) -> Gate:
     data = cfg.settings_data(sqlite_url)
     data["rules"] = [
         {"name": "reads", "tools": ["Read", "Grep"], "action": "allow"},
-        {"name": "shell", "tools": ["Bash", "init"], "timeout": "10m"},
+        {"name": "shell", "tools": ["Bash", "init"], "timeout": "10m", "grant_scopes": ["session"]},
         {"name": "no-deletes", "tools": ["mcp__fs__delete_*"], "action": "deny"},
     ]
     return make_gate(Settings(**data))
@@ -66,6 +66,24 @@ def test_an_allow_rule_lets_through_only_the_name_as_written(gate: Gate, name: s
 
     assert (exact["decision"], exact["rule"]) == ("allow", "reads")
     assert variant["decision"] == "allow" and variant["rule"] is None  # no rule: not "reads"
+
+
+def test_a_grant_covers_only_the_name_it_was_given_for(gate: Gate) -> None:
+    call = {"tool_name": "Bash", "tool_args": {"command": "ls"}, "session_id": "s1"}
+    first = gate.submit(**call)["request"]
+    with gate.client(cfg.ALICE) as c:
+        grant = {"scope": "session", "duration": "30m"}
+        r = c.post(
+            f"/v1/requests/{first['id']}/decision", json={"verdict": "approve", "grant": grant}
+        )
+    assert r.status_code == 200, r.text
+
+    same = gate.submit(**{**call, "tool_args": {"command": "pwd"}})
+    variant = gate.submit(**{**call, "tool_name": "B\u0430sh"})
+
+    assert same["decision"] == "allow" and same["request"]["decided_via"] == "grant"
+    # a grant is an allow: a look-alike of the tool it was given for is asked about afresh
+    assert variant["decision"] == "ask" and variant["request"]["status"] == "pending"
 
 
 def test_names_that_only_share_letters_stay_apart() -> None:
