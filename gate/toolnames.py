@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import fnmatch
 import functools
+import importlib.util
 import json
 import re
 import unicodedata
-from importlib import resources
+from pathlib import Path
 from typing import Literal
 
 from gate.glyphs import strip_invisible
@@ -47,8 +48,14 @@ def _skeleton() -> dict[int, str]:
     ASCII that read as ASCII are kept. Capital letters that read as "l" (Cyrillic "І", Greek
     "Ι") are read as "I": after case folding they meet "i", which is how a person reads them.
     """
-    raw = (resources.files("confusable_homoglyphs") / "confusables.json").read_text("utf-8")
-    data: dict[str, list[dict[str, str]]] = json.loads(raw)
+    # found without importing the package (its __init__ works out its version at import)
+    spec = importlib.util.find_spec("confusable_homoglyphs")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("the confusable-homoglyphs package is not installed")
+    folder = Path(next(iter(spec.submodule_search_locations)))
+    data: dict[str, list[dict[str, str]]] = json.loads(
+        (folder / "confusables.json").read_text("utf-8")
+    )
     table: dict[int, str] = {}
     for key, homoglyphs in data.items():
         key = key.translate(_MARKS)
