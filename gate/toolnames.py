@@ -6,8 +6,10 @@ loosely runs the same tool for each. `canonical` folds a name (or a rule's glob)
 
 1. NFKC (fullwidth and mathematical letters, ligatures become plain ones);
 2. invisible characters (`gate.glyphs.is_invisible`) and white space removed;
-3. each letter that Unicode's confusables data (UTS #39, via `confusable_homoglyphs`) says
-   reads as ASCII replaced by that ASCII (Cyrillic "а" -> "a", Greek "Ο" -> "O");
+3. each letter that Unicode's confusables data (UTS #39) says reads as ASCII replaced by that
+   ASCII (Cyrillic "а" -> "a", Greek "Ο" -> "O"): the table `lookalikes.txt` beside this
+   module, made from the `confusable_homoglyphs` package's data (a development dependency; a
+   test checks the table is what that data gives);
 4. case folded.
 
 `match` is the one place a rule's globs meet a tool name (`gate.policy` calls it for every
@@ -21,10 +23,10 @@ from __future__ import annotations
 
 import fnmatch
 import functools
-import importlib.util
 import json
 import re
 import unicodedata
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Literal
 
@@ -40,31 +42,40 @@ _SPACE = re.compile(r"\s+")
 _LONGEST = 512
 
 
+#: letter -> the ASCII it reads as, one "hex code point, ASCII" pair a line: made by `build`
+#: from Unicode's confusables data (`python -m gate.toolnames` writes it again)
+TABLE = Path(__file__).with_name("lookalikes.txt")
+#: what a letter may read as in the table: never a glob's `*`, `?` or `[`
+_READS_AS = re.compile(r"[A-Za-z0-9_.:/-]+")
+
+
 @functools.cache
 def _skeleton() -> dict[int, str]:
-    """Letter -> the ASCII it reads as, from the confusables data (built once, ~1,800 entries).
+    """The table in `TABLE`, read once (~1,800 entries)."""
+    table: dict[int, str] = {}
+    for line in TABLE.read_text("ascii").splitlines():
+        if line and not line.startswith("#"):
+            code, reads_as = line.split()
+            table[int(code, 16)] = reads_as
+    return table
+
+
+def build(data: Mapping[str, Iterable[Mapping[str, str]]]) -> dict[int, str]:
+    """Letter -> the ASCII it reads as, from `confusable_homoglyphs`' data (UTS #39).
 
     The data lists each letter with its look-alikes in both directions; only letters beyond
     ASCII that read as ASCII are kept. Capital letters that read as "l" (Cyrillic "І", Greek
     "Ι") are read as "I": after case folding they meet "i", which is how a person reads them.
     """
-    # found without importing the package (its __init__ works out its version at import)
-    spec = importlib.util.find_spec("confusable_homoglyphs")
-    if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError("the confusable-homoglyphs package is not installed")
-    folder = Path(next(iter(spec.submodule_search_locations)))
-    data: dict[str, list[dict[str, str]]] = json.loads(
-        (folder / "confusables.json").read_text("utf-8")
-    )
     table: dict[int, str] = {}
     for key, homoglyphs in data.items():
         key = key.translate(_MARKS)
         for entry in homoglyphs:
             other = entry["c"].translate(_MARKS)
             for letter, reads_as in ((key, other), (other, key)):
-                if len(letter) != 1 or letter.isascii() or not reads_as.isascii():
+                if len(letter) != 1 or letter.isascii() or ord(letter) in table:
                     continue
-                if not reads_as.strip() or ord(letter) in table:
+                if not _READS_AS.fullmatch(reads_as):
                     continue
                 if reads_as == "l" and letter != letter.casefold():
                     reads_as = "I"
@@ -101,3 +112,21 @@ def match(
     if any(fnmatch.fnmatchcase(canonical_name, pattern) for pattern in folded):
         return "variant"
     return None
+
+
+def _write_table() -> None:
+    """Write `TABLE` again from the installed `confusable_homoglyphs` data."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("confusable_homoglyphs")
+    if spec is None or not spec.submodule_search_locations:
+        raise SystemExit("install confusable-homoglyphs (a development dependency) first")
+    folder = Path(next(iter(spec.submodule_search_locations)))
+    data = json.loads((folder / "confusables.json").read_text("utf-8"))
+    lines = ["# letter (hex code point) and the ASCII it reads as: gate/toolnames.py, `build`"]
+    lines += [f"{code:x} {reads_as}" for code, reads_as in sorted(build(data).items())]
+    TABLE.write_text("\n".join(lines) + "\n", "ascii")
+
+
+if __name__ == "__main__":
+    _write_table()

@@ -9,8 +9,13 @@ it imitates.
 
 from __future__ import annotations
 
+import importlib.util
+import json
+from pathlib import Path
+
 import pytest
 
+from gate import toolnames
 from gate.config import Settings
 from gate.toolnames import canonical
 from tests.conftest import Gate, GateFactory
@@ -91,3 +96,15 @@ def test_names_that_only_share_letters_stay_apart() -> None:
     assert canonical("Bash") != canonical("Bosh")
     assert canonical("mcp__a__b") == "mcp__a__b"
     assert canonical("\u0412\u0430sh") == canonical("bash") == canonical("BASH")
+
+
+def test_the_lookalike_table_is_what_unicodes_confusables_give() -> None:
+    spec = importlib.util.find_spec("confusable_homoglyphs")
+    assert spec is not None and spec.submodule_search_locations, "a development dependency"
+    folder = Path(next(iter(spec.submodule_search_locations)))
+    data = json.loads((folder / "confusables.json").read_text("utf-8"))
+    # when this fails, `python -m gate.toolnames` writes gate/lookalikes.txt again
+    assert toolnames.build(data) == toolnames._skeleton()
+    assert all(
+        reads_as.isascii() and "*" not in reads_as for reads_as in toolnames._skeleton().values()
+    )
