@@ -70,7 +70,7 @@ def start_server(tmp: Path) -> tuple[subprocess.Popen[bytes], str]:
         stderr=log,
     )
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         try:
             urllib.request.urlopen(url + "/healthz", timeout=1).read()
