@@ -28,12 +28,16 @@ fit under the open-file limit (`ulimit -n`), minus what the process needs beside
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import json
 import logging
 import resource
 import socket
+import struct
+import termios
 from typing import Any
 
+import h11
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
@@ -83,13 +87,15 @@ def connection_cap(settings: Settings, nofile: int | None) -> int:
 class _Reading:
     """Where a connection is in reading its current request."""
 
-    __slots__ = ("deadline", "head_bytes")
+    __slots__ = ("deadline", "head_bytes", "parsed")
 
     def __init__(self) -> None:
         #: when the request must be in by (armed while one is being read)
         self.deadline: asyncio.TimerHandle | None = None
         #: bytes of a request whose headers have not all arrived yet
         self.head_bytes = 0
+        #: bytes of the request line and headers the parser has handed over (httptools)
+        self.parsed = 0
 
 
 class _GuardedConnection:
@@ -125,9 +131,26 @@ class _GuardedConnection:
         self._after_data(awaiting, before, len(data))
 
     def connection_lost(self, exc: Exception | None) -> None:
-        """Forget the deadline with the socket."""
+        """Forget the deadline with the socket; linger if the client is still sending."""
         self._disarm()
+        if exc is None and self._unread():
+            _linger(self.transport, self.loop)
         super().connection_lost(exc)  # type: ignore[misc]
+
+    def _unread(self) -> bool:
+        """True when closing now would leave client bytes unread: a body still coming (the
+        request was answered before its end), or bytes waiting in the socket."""
+        cycle = self.cycle
+        if cycle is not None and cycle.more_body:
+            return True
+        sock = self.transport.get_extra_info("socket")
+        if sock is None:
+            return False
+        try:
+            pending = fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0\0\0\0")
+        except OSError:
+            return False
+        return bool(struct.unpack("i", pending)[0])
 
     @property
     def _limits(self) -> ConnectionLimits:
@@ -138,7 +161,7 @@ class _GuardedConnection:
 
     def _guard_open(self) -> bool:
         """After connection_made: False when over the cap (answered 503 and closing)."""
-        if len(self.connections) > self._limits.max_connections:
+        if len(self.connections) + len(_LINGERING) > self._limits.max_connections:
             self._answer(503, "too_many_connections", _FULL_MESSAGE)
             return False
         self._arm()
@@ -162,11 +185,7 @@ class _GuardedConnection:
         elif awaiting:
             self._reading.head_bytes += size
             if self._reading.head_bytes > MAX_HEADER_BYTES:
-                self._answer(
-                    431,
-                    "headers_too_large",
-                    f"the request line and headers are over {MAX_HEADER_BYTES} bytes",
-                )
+                self._answer(431, "headers_too_large", _HEADERS_MESSAGE)
                 return
         if self.cycle is not None and not self.cycle.more_body and self._reading.head_bytes == 0:
             self._disarm()  # the whole request is in: what remains is the app's to answer
@@ -203,19 +222,110 @@ class _GuardedConnection:
         self.transport.close()
 
 
+#: a connection closed while its client is still sending is drained this long at most, and
+#: this much: enough for the client to read the answer (it closes when it has), bounded so
+#: a client that keeps sending holds a descriptor for seconds, not for ever
+LINGER_SECONDS = 5.0
+LINGER_BYTES = 8 * 1024 * 1024
+#: sockets being drained (they hold descriptors, so they count against the connection cap)
+_LINGERING: set[socket.socket] = set()
+
+
+def _linger(transport: asyncio.BaseTransport, loop: asyncio.AbstractEventLoop) -> None:
+    """Close a connection gracefully while its client still sends (nginx's lingering close).
+
+    Closing a socket with unread input makes the kernel answer with a reset, which may reach
+    the client before it has read gate's answer (a 413 for a body it is still sending): it
+    then sees "connection reset" instead. So gate keeps its own copy of the socket (uvicorn
+    closes its descriptor as usual), stops writing (the client reads the answer, then end of
+    stream), and reads and drops what still arrives until the client closes, for at most
+    `LINGER_SECONDS` and `LINGER_BYTES`.
+    """
+    raw = transport.get_extra_info("socket")
+    if raw is None:
+        return
+    try:
+        sock = socket.socket(fileno=socket.dup(raw.fileno()))
+    except OSError:
+        return
+    try:
+        sock.setblocking(False)
+        sock.shutdown(socket.SHUT_WR)  # after the answer already queued: FIN, not RST
+    except OSError:
+        sock.close()
+        return
+    _LINGERING.add(sock)
+    left = [LINGER_BYTES]
+
+    def done() -> None:
+        if sock in _LINGERING:
+            _LINGERING.discard(sock)
+            loop.remove_reader(sock.fileno())
+            timer.cancel()
+            sock.close()
+
+    def drain() -> None:
+        try:
+            while left[0] > 0:
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break  # the client closed: it has read the answer
+                left[0] -= len(chunk)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            pass
+        done()
+
+    timer = loop.call_later(LINGER_SECONDS, done)
+    loop.add_reader(sock.fileno(), drain)
+
+
 _REASONS = {
     408: "Request Timeout",
     431: "Request Header Fields Too Large",
     503: "Service Unavailable",
 }
+_HEADERS_MESSAGE = f"the request line and headers are over {MAX_HEADER_BYTES} bytes"
+
+
+class _HeadersTooLarge(Exception):
+    """Raised inside the parser's callback to stop it (see GuardedHttpToolsProtocol)."""
+
+
 _FULL_MESSAGE = "gate holds as many connections as it may; retry in a moment"
 
 
 class GuardedH11Protocol(_GuardedConnection, H11Protocol):
-    """uvicorn's h11 protocol with gate's read deadline, header cap and connection cap."""
+    """uvicorn's h11 protocol with gate's read deadline, header cap and connection cap.
+
+    h11 bounds only headers still incomplete; a request whose headers arrive whole is sized
+    as h11 hands it over, and over the cap it is a protocol error answered 431.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        parse = self.conn.next_event
+
+        def next_event() -> Any:
+            event = parse()
+            if isinstance(event, h11.Request):
+                size = len(event.target) + sum(len(n) + len(v) + 4 for n, v in event.headers)
+                if size > MAX_HEADER_BYTES:
+                    self._reading.parsed = size
+                    raise h11.RemoteProtocolError(_HEADERS_MESSAGE, error_status_hint=431)
+            return event
+
+        self.conn.next_event = next_event  # type: ignore[method-assign]
+
+    def send_400_response(self, msg: str) -> None:
+        if self._reading.parsed > MAX_HEADER_BYTES:
+            self._answer(431, "headers_too_large", _HEADERS_MESSAGE)
+        else:
+            super().send_400_response(msg)
 
 
-def _protocol_class() -> type[asyncio.Protocol]:
+def protocol_class() -> type[asyncio.Protocol]:
     """httptools when installed (uvicorn's own choice), else h11; both guarded."""
     try:
         from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
@@ -223,7 +333,35 @@ def _protocol_class() -> type[asyncio.Protocol]:
         return GuardedH11Protocol
 
     class GuardedHttpToolsProtocol(_GuardedConnection, HttpToolsProtocol):
-        """uvicorn's httptools protocol with gate's three guards."""
+        """uvicorn's httptools protocol with gate's three guards.
+
+        Headers that arrive in one piece with the rest are counted as the parser hands them
+        over (`_after_data` sees only headers split across reads): over the cap, the parser
+        is stopped, and what uvicorn would answer as a 400 is answered 431.
+        """
+
+        def on_message_begin(self) -> None:
+            self._reading.parsed = 0
+            super().on_message_begin()
+
+        def on_url(self, url: bytes) -> None:
+            self._count_head(len(url))
+            super().on_url(url)
+
+        def on_header(self, name: bytes, value: bytes) -> None:
+            self._count_head(len(name) + len(value) + 4)
+            super().on_header(name, value)
+
+        def _count_head(self, size: int) -> None:
+            self._reading.parsed += size
+            if self._reading.parsed > MAX_HEADER_BYTES:
+                raise _HeadersTooLarge  # the parser stops; uvicorn answers (send_400_response)
+
+        def send_400_response(self, msg: str) -> None:
+            if self._reading.parsed > MAX_HEADER_BYTES:
+                self._answer(431, "headers_too_large", _HEADERS_MESSAGE)
+            else:
+                super().send_400_response(msg)
 
     return GuardedHttpToolsProtocol
 
@@ -261,7 +399,7 @@ def server_config(app: Any, settings: Settings, *, parser: str = "auto") -> Gate
             cap,
             server.max_connections,
         )
-    protocol = GuardedH11Protocol if parser == "h11" else _protocol_class()
+    protocol = GuardedH11Protocol if parser == "h11" else protocol_class()
     return GateServerConfig(
         app,
         limits=limits,

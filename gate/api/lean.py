@@ -47,7 +47,7 @@ from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
 from gate import threads, waiting
-from gate.api import v1
+from gate.api import framing, v1
 from gate.api.guard import SameOriginGuard
 from gate.api.middleware import (
     RequestEnvelope,
@@ -270,6 +270,9 @@ class GateAPI(FastAPI):
         # Not `async`: the coroutine that answers is handed to uvicorn as it is, so a parked
         # waiter holds one coroutine frame fewer (marked below as a coroutine function, so
         # servers still see an ASGI 3 app).
+        if scope["type"] == "http" and framing.carries_body(scope):
+            # An answer that beats the body closes the connection (gate.api.framing).
+            receive, send = framing.framed(receive, send)
         lean_routes = self.lean_routes
         if lean_routes is not None:
             lean = lean_routes.lean(scope, receive, send)

@@ -20,6 +20,8 @@ from typing import Any
 import httpx
 import uvicorn
 
+from gate.server import protocol_class
+
 
 class ThreadServer:
     """Serve an ASGI app with uvicorn on 127.0.0.1:<free port> in a background thread."""
@@ -28,6 +30,8 @@ class ThreadServer:
         self.app = app
         config = uvicorn.Config(
             app,
+            # gate's own protocol (read deadline, header cap, graceful close), as `gate serve`
+            http=protocol_class(),
             host="127.0.0.1",
             port=0,
             log_level="warning",
