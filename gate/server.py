@@ -16,13 +16,14 @@ So the HTTP protocol gets three guards, whichever parser uvicorn picks (httptool
   keeps a socket). A late request gets `408` and the socket is closed.
 * **a header size cap** (`MAX_HEADER_BYTES`): httptools keeps every header line in memory
   until the request ends.
-* **a connection cap**: over `connection_cap()` open sockets, a new one is answered `503`
-  and closed at once, so the descriptors left stay for the database and the logs.
+* **a connection cap** (`gate.capacity`: the open-file limit, raised at start, minus what
+  the process needs besides sockets): over it, a new socket is answered `503` and closed at
+  once, so the descriptors left stay for the database and the logs. Long-polls may hold all
+  but a reserve of it, kept for asks, decisions and the console.
 
-Long-polls (`/wait`, up to `max_wait_seconds`) and the console's event stream are held
-connections, so they count against the cap: each waiting hook holds one. The default
-4096 covers thousands of agents waiting at once on one replica, and the cap is lowered to
-fit under the open-file limit (`ulimit -n`), minus what the process needs besides sockets.
+A connection closed while its client may still be sending (an answer that beat the body,
+`gate.api.framing`; a 408, 431 or 503 from the guards) is closed gracefully (`_linger`): the
+client reads the answer, not a reset.
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ import asyncio
 import fcntl
 import json
 import logging
-import resource
 import socket
 import struct
 import termios
@@ -41,6 +41,13 @@ import h11
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from gate.capacity import (
+    Capacity,
+    connection_cap,
+    connection_reserve,
+    raise_open_file_limit,
+    reserved_fds,
+)
 from gate.config import Settings
 from gate.errors import error_body
 
@@ -48,11 +55,6 @@ log = logging.getLogger("gate.server")
 
 #: request line and headers of one request; nginx's default is 8 KiB, h11's 16 KiB
 MAX_HEADER_BYTES = 64 * 1024
-#: descriptors the process needs besides client sockets: stdio, log files, the listening
-#: socket, the event loop's epoll and wake-up pipe, channel HTTP clients' pools, alembic
-RESERVED_FDS = 64
-#: each database connection: SQLite holds the file, its -wal and its -shm (PostgreSQL one socket)
-FDS_PER_DB_CONNECTION = 3
 
 
 class ConnectionLimits:
@@ -61,27 +63,6 @@ class ConnectionLimits:
     def __init__(self, *, read_timeout: float, max_connections: int) -> None:
         self.read_timeout = read_timeout
         self.max_connections = max_connections
-
-
-def open_file_limit() -> int | None:
-    """The soft RLIMIT_NOFILE of this process, or None when unlimited."""
-    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    return None if soft == resource.RLIM_INFINITY else int(soft)
-
-
-def reserved_fds(settings: Settings) -> int:
-    """Descriptors kept free for everything but client sockets."""
-    # PostgreSQL: the pool plus its overflow; SQLite's default pool holds up to 15.
-    db_connections = max(settings.server.db_pool_size + settings.server.db_pool_overflow, 15)
-    return RESERVED_FDS + FDS_PER_DB_CONNECTION * db_connections
-
-
-def connection_cap(settings: Settings, nofile: int | None) -> int:
-    """How many sockets gate holds at once: `max_connections`, lowered to fit `nofile`."""
-    wanted = settings.server.max_connections
-    if nofile is None:
-        return wanted
-    return max(1, min(wanted, nofile - reserved_fds(settings)))
 
 
 class _Reading:
@@ -375,23 +356,34 @@ class GateServerConfig(uvicorn.Config):
 
 
 def server_config(app: Any, settings: Settings, *, parser: str = "auto") -> GateServerConfig:
-    """The uvicorn configuration `gate serve` runs with, its limits logged once."""
+    """The uvicorn configuration `gate serve` runs with, its limits logged once.
+
+    Raises the open-file limit first (`gate.capacity`), and sizes the app's `Capacity` (what
+    long-polls may hold) to the connection cap it then allows.
+    """
     server = settings.server
-    nofile = open_file_limit()
+    nofile = raise_open_file_limit()
     cap = connection_cap(settings, nofile)
+    reserve = connection_reserve(settings, cap)
+    capacity: Capacity | None = getattr(getattr(app, "lean_routes", None), "capacity", None)
+    if capacity is not None:
+        capacity.connections, capacity.reserve = cap, reserve
     limits = ConnectionLimits(read_timeout=server.request_read_timeout_seconds, max_connections=cap)
     log.info(
-        "connections: at most %d at once (max_connections %d; open-file limit %s minus %d "
-        "kept for the database and logs); a request must arrive within %g s; idle "
-        "keep-alive connections close after %g s",
+        "connections: at most %d at once (%s; open-file limit %s minus %d kept for the "
+        "database and logs), of which long-polls may hold %d and %d are kept for asks, "
+        "decisions and the console; a request must arrive within %g s; idle keep-alive "
+        "connections close after %g s",
         cap,
-        server.max_connections,
+        f"max_connections {server.max_connections}" if server.max_connections else "default",
         nofile if nofile is not None else "unlimited",
         reserved_fds(settings),
+        cap - reserve,
+        reserve,
         server.request_read_timeout_seconds,
         server.keep_alive_timeout_seconds,
     )
-    if nofile is not None and cap < server.max_connections:
+    if nofile is not None and server.max_connections and cap < server.max_connections:
         log.warning(
             "the open-file limit (%d) caps connections at %d, below max_connections %d: "
             "raise it (ulimit -n, or LimitNOFILE= under systemd) for more waiting agents",
