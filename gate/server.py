@@ -22,7 +22,7 @@ So the HTTP protocol gets three guards, whichever parser uvicorn picks (httptool
   but a reserve of it, kept for asks, decisions and the console.
 
 A connection closed while its client may still be sending (an answer that beat the body,
-`gate.api.framing`; a 408, 431 or 503 from the guards) is closed gracefully (`_linger`): the
+`gate.api.framing`; a 408, 431 or 503 from the guards) is closed gracefully (`gate.closing`): the
 client reads the answer, not a reset.
 """
 
@@ -48,6 +48,7 @@ from gate.capacity import (
     raise_open_file_limit,
     reserved_fds,
 )
+from gate.closing import linger, lingering
 from gate.config import Settings
 from gate.errors import error_body
 
@@ -115,7 +116,7 @@ class _GuardedConnection:
         """Forget the deadline with the socket; linger if the client is still sending."""
         self._disarm()
         if exc is None and self._unread():
-            _linger(self.transport, self.loop)
+            linger(self.transport, self.loop)
         super().connection_lost(exc)  # type: ignore[misc]
 
     def _unread(self) -> bool:
@@ -142,7 +143,7 @@ class _GuardedConnection:
 
     def _guard_open(self) -> bool:
         """After connection_made: False when over the cap (answered 503 and closing)."""
-        if len(self.connections) + len(_LINGERING) > self._limits.max_connections:
+        if len(self.connections) + lingering() > self._limits.max_connections:
             self._answer(503, "too_many_connections", _FULL_MESSAGE)
             return False
         self._arm()
@@ -197,69 +198,13 @@ class _GuardedConnection:
         body = json.dumps(error_body(code, message)).encode()
         head = (
             f"HTTP/1.1 {status} {_REASONS[status]}\r\ncontent-type: application/json\r\n"
-            f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
+            f"content-length: {len(body)}\r\nconnection: close\r\n"
+            # a full server says when to come back (clients follow it, gate.exchange)
+            + ("retry-after: 1\r\n" if status == 503 else "")
+            + "\r\n"
         ).encode()
         self.transport.write(head + body)
         self.transport.close()
-
-
-#: a connection closed while its client is still sending is drained this long at most, and
-#: this much: enough for the client to read the answer (it closes when it has), bounded so
-#: a client that keeps sending holds a descriptor for seconds, not for ever
-LINGER_SECONDS = 5.0
-LINGER_BYTES = 8 * 1024 * 1024
-#: sockets being drained (they hold descriptors, so they count against the connection cap)
-_LINGERING: set[socket.socket] = set()
-
-
-def _linger(transport: asyncio.BaseTransport, loop: asyncio.AbstractEventLoop) -> None:
-    """Close a connection gracefully while its client still sends (nginx's lingering close).
-
-    Closing a socket with unread input makes the kernel answer with a reset, which may reach
-    the client before it has read gate's answer (a 413 for a body it is still sending): it
-    then sees "connection reset" instead. So gate keeps its own copy of the socket (uvicorn
-    closes its descriptor as usual), stops writing (the client reads the answer, then end of
-    stream), and reads and drops what still arrives until the client closes, for at most
-    `LINGER_SECONDS` and `LINGER_BYTES`.
-    """
-    raw = transport.get_extra_info("socket")
-    if raw is None:
-        return
-    try:
-        sock = socket.socket(fileno=socket.dup(raw.fileno()))
-    except OSError:
-        return
-    try:
-        sock.setblocking(False)
-        sock.shutdown(socket.SHUT_WR)  # after the answer already queued: FIN, not RST
-    except OSError:
-        sock.close()
-        return
-    _LINGERING.add(sock)
-    left = [LINGER_BYTES]
-
-    def done() -> None:
-        if sock in _LINGERING:
-            _LINGERING.discard(sock)
-            loop.remove_reader(sock.fileno())
-            timer.cancel()
-            sock.close()
-
-    def drain() -> None:
-        try:
-            while left[0] > 0:
-                chunk = sock.recv(65536)
-                if not chunk:
-                    break  # the client closed: it has read the answer
-                left[0] -= len(chunk)
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError:
-            pass
-        done()
-
-    timer = loop.call_later(LINGER_SECONDS, done)
-    loop.add_reader(sock.fileno(), drain)
 
 
 _REASONS = {
