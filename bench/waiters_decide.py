@@ -45,14 +45,24 @@ class Waiters:
         self.stop = asyncio.Event()
         self.statuses: dict[int, int] = {}
         self.tasks: list[asyncio.Task[None]] = []
+        #: agents whose connection is open
+        self.connected = 0
 
     async def start(self) -> None:
-        # Paced: a burst of 10,000 connects overflows the listen queue (somaxconn) while the
-        # server is busy accepting, and a dropped SYN is retried only after 1, 3, 7 s...
-        for start in range(0, len(self.request_ids), OPEN_BATCH // 2):
-            batch = self.request_ids[start : start + OPEN_BATCH // 2]
+        """Open the waiters at the pace the server accepts them.
+
+        A burst of 10,000 connects overflows the listen queue (somaxconn) while the server is
+        busy, and a dropped SYN is retried only after 1, 3, 7 s...: the next batch waits
+        until most of the last one is connected.
+        """
+        step = OPEN_BATCH // 2
+        for start in range(0, len(self.request_ids), step):
+            batch = self.request_ids[start : start + step]
             self.tasks += [asyncio.create_task(self._agent(rid)) for rid in batch]
-            await asyncio.sleep(0.25)
+            for _ in range(100):  # at most 10 s
+                if self.connected >= 0.9 * len(self.tasks):
+                    break
+                await asyncio.sleep(0.1)
 
     async def close(self) -> None:
         self.stop.set()
@@ -70,6 +80,7 @@ class Waiters:
             try:
                 if writer is None:
                     reader, writer = await asyncio.open_connection("127.0.0.1", self.port)
+                    self.connected += 1
                 writer.write(request)
                 status, close = await _read_answer(reader)
             except (OSError, asyncio.IncompleteReadError):
@@ -78,6 +89,7 @@ class Waiters:
             if close and writer is not None:
                 writer.close()
                 writer = None
+                self.connected -= 1
             if status in (0, 503):
                 await asyncio.sleep(1)
         if writer is not None:
@@ -164,7 +176,7 @@ async def run(url: str, port: int, n: int, requests: int) -> None:
         while (parked := await open_count(client)) < n:
             if time.monotonic() > deadline:
                 raise SystemExit(f"only {parked} of {n} parked ({waiters.statuses})")
-            await asyncio.sleep(0.5)
+            await asyncio.sleep(2)  # a scrape reads the database too: not too often
         print(f"  {n} waiters parked in {time.perf_counter() - started:.1f} s")
         decisions, asks = await phase(client, to_decide[SAMPLES:])
         parked = await open_count(client)

@@ -224,7 +224,7 @@ def _await(asking: _Asking, request: dict[str, Any], rule: str | None, wait_slic
         # then it is a deny.
         failures += 1
         last = reply
-        backoff = min(BACKOFF_FIRST * 2 ** (failures - 1), BACKOFF_CAP)
+        backoff = min(BACKOFF_FIRST * 2 ** min(failures - 1, 10), BACKOFF_CAP)
         yield pause_after(reply, backoff, asking.remaining())
     return _bound(_final(request, rule, words), asking.call, asking.key, words)
 
