@@ -161,7 +161,7 @@ async def run(url: str, port: int, n: int, requests: int) -> None:
     # Kept-alive connections are dropped after 2 s idle: gate closes them after 5 s, and a
     # client reusing one at that moment sees "disconnected without a response".
     limits = httpx.Limits(keepalive_expiry=2.0)
-    async with httpx.AsyncClient(base_url=url, timeout=60, limits=limits) as client:
+    async with httpx.AsyncClient(base_url=url, timeout=300, limits=limits) as client:
         to_decide = [(await ask(client, "ask_decide"))[0] for _ in range(2 * SAMPLES)]
         base_decisions, base_asks = await phase(client, to_decide[:SAMPLES])
         print("  " + line("baseline decision (no waiters)", base_decisions))
