@@ -22,7 +22,7 @@ from gate.config import ApproverSettings
 from gate.errors import GateError, InvalidInput
 from gate.models import Verdict
 from gate.readmodel import RequestView
-from gate.web import forms, queries
+from gate.web import calls, forms, queries
 from gate.web.console import Console, Posted, sentence
 from gate.web.forms import EXTEND_CHOICES, MAX_COMMENT, DecideForm, FormError, field_of
 from gate.web.session import WebSession
@@ -223,6 +223,11 @@ def detail_context(
     # what the pipeline asks of an approval from this page (`acting.approval_refusal`)
     can_approve = can_decide and untrusted.shows_whole(view.tool_args, SHOWN)
     return {
+        # gate's reading of the call leads the page; the agent's words come after it
+        "call": calls.shown(view),
+        "approved_call": calls.shown(view, view.approved_args)
+        if view.approved_args is not None
+        else None,
         "can_approve": can_approve,
         "can_edit": can_approve and view.offers.allow_edits,
         "edit_text": sticky.edit_text if sticky.edit_text is not None else editor_text(view),
