@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gate import rendering
+from gate.offers import Offers
 from gate.readmodel import RequestView
 from gate.rendering import CallRendering, Flag, Line, Section
 
@@ -76,19 +77,19 @@ def render(view: RequestView, args: Mapping[str, Any] | None = None) -> CallRend
 
 def shown(view: RequestView, args: Mapping[str, Any] | None = None) -> ShownCall:
     """`view`'s call arranged for the request page (or the queue)."""
-    return arrange(render(view, args), view)
+    return arrange(render(view, args), view.offers)
 
 
-def arrange(call: CallRendering, view: RequestView) -> ShownCall:
+def arrange(call: CallRendering, offers: Offers) -> ShownCall:
     """`call` with each flag set beside the line it names; the rest kept for the header."""
     placed: set[int] = set()
     sections: list[ShownSection] = []
-    for section in call.sections:
+    for index, section in enumerate(call.sections):
         lines: list[ShownLine] = []
         for position, line in enumerate(section.lines, start=1):
             here = []
             for i, flag in enumerate(call.flags):
-                if i not in placed and flag.line == position and _in(flag, section):
+                if i not in placed and flag.line == position and _in(flag, index, section):
                     here.append(flag)
                     placed.add(i)
             lines.append(ShownLine(line, tuple(here)))
@@ -98,13 +99,17 @@ def arrange(call: CallRendering, view: RequestView) -> ShownCall:
         rendering=call,
         sections=tuple(sections),
         loose_flags=loose,
-        watched=tuple(view.offers.watched_args),
-        condition_error=view.offers.condition_error,
+        watched=tuple(offers.watched_args),
+        condition_error=offers.condition_error,
     )
 
 
-def _in(flag: Flag, section: Section) -> bool:
-    """Whether `flag` points into `section` (a flag without a path, into any section)."""
+def _in(flag: Flag, index: int, section: Section) -> bool:
+    """Whether `flag` points into `section`, the `index`th: by the section the flag names
+    when it names one, else by its argument's path (a flag without a path, into any)."""
+    named = getattr(flag, "section", None)
+    if named is not None:
+        return bool(named == index)
     if not flag.path or not section.path:
         return True
     return flag.path == section.path or flag.path.startswith(section.path + "/")

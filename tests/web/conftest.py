@@ -35,6 +35,13 @@ WEB_RULES: list[dict[str, Any]] = [
     },
     {"name": "no-edits", "tools": ["strict_*"], "allow_edits": False, "timeout": "10m"},
     {
+        # the agent tools whose calls the console renders tool by tool (issue 28)
+        "name": "agent-tools",
+        "tools": ["Bash", "Edit", "MultiEdit", "Write", "apply_patch", "WebFetch", "mcp__*"],
+        "timeout": "10m",
+        "reason": "Agent tools need a human",
+    },
+    {
         "name": "grantable",
         "tools": ["shell_*"],
         "timeout": "10m",
@@ -162,3 +169,24 @@ def flash_error(html: str) -> str:
     match = re.search(r'<p class="flash error" role="alert">([^<]*)</p>', html)
     assert match, "no error on the page"
     return match.group(1).replace("&#34;", '"').replace("&#39;", "'")
+
+
+def set_offers(gate: Gate, request_id: str, **offers: Any) -> None:
+    """Freeze `offers` (`watched_args`, `condition_error`) onto a stored request's options, as
+    the policy does when a rule's condition reads arguments or fails at ask time."""
+    import sqlalchemy as sa
+    from sqlmodel import col
+
+    from gate.models import ConfirmationRequest
+
+    db = gate.state.db
+    with db.read() as session:
+        row = session.get(ConfirmationRequest, request_id)
+        assert row is not None
+        options = {**(row.options or {}), **offers}
+    with db.write_conn() as conn:
+        conn.execute(
+            sa.update(ConfirmationRequest)
+            .where(col(ConfirmationRequest.id) == request_id)
+            .values(options=options)
+        )
