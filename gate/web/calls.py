@@ -115,15 +115,22 @@ def _in(flag: Flag, index: int, section: Section) -> bool:
     return flag.path == section.path or flag.path.startswith(section.path + "/")
 
 
+#: the lines of a diff a queue row shows: what changes, not the context around it
+_CHANGES = frozenset({"add", "del", "hunk"})
+
+
 def preview(call: ShownCall, limit: int = ROW_LINES) -> RowPreview:
-    """The first `limit` lines of `call` across its sections, never cut inside a line: what
-    does not fit is counted, and the row says so."""
+    """The first `limit` lines of `call` across its sections (of a diff, its changed lines),
+    never cut inside a line: what does not fit is counted, and the row says so."""
     left = limit
     sections: list[ShownSection] = []
     for shown_section in call.sections:
         if left <= 0:
             break
-        kept = shown_section.lines[:left]
+        lines = shown_section.lines
+        if shown_section.section.kind == "diff":
+            lines = tuple(sl for sl in lines if sl.line.kind in _CHANGES)
+        kept = lines[:left]
         left -= len(kept)
         sections.append(ShownSection(shown_section.section, kept))
     hidden = call.line_count - sum(len(s.lines) for s in sections)
