@@ -315,7 +315,7 @@ def test_edit_then_approve_reaches_the_waiting_agent(web_gate: Gate, open_page: 
     editor.fill('{"vendor": "ACME Corp", "amount": 45000,, "currency": "EUR"}')
     expect(page.locator("#edit-error")).to_contain_text("Not valid JSON")
     expect(editor).to_have_attribute("aria-invalid", "true")
-    page.get_by_role("button", name="Approve with edits").click()
+    page.get_by_role("button", name="Approve with edits", exact=True).click()
     expect(page.locator("#edit-error")).to_be_visible()
     assert page.evaluate("window.__sameDocument") is True
     with web_gate.client(cfg.AGENT) as c:
@@ -330,9 +330,12 @@ def test_edit_then_approve_reaches_the_waiting_agent(web_gate: Gate, open_page: 
     expect(page.locator("#edit-error")).to_be_hidden()
     expect(page.locator("#edit-changes")).to_have_text("Changed: amount")
     page.fill("#edit-comment", "pay the agreed 45k only")
+    page.get_by_role("button", name="Approve with edits", exact=True).click()
+    # The change is shown before anything is sent.
+    expect(page.locator("#edit-confirm tr.ln.add")).to_contain_text('"amount": 45000')
     page.locator("#edit-form").scroll_into_view_if_needed()
-    page.locator("section.decision").screenshot(path=str(_artifact("web-edit.png")))
-    page.get_by_role("button", name="Approve with edits").click()
+    page.locator("#edit-form").screenshot(path=str(_artifact("web-edit.png")))
+    page.get_by_role("button", name="Send: approve with these edits").click()
     expect(page.locator(".flash.ok")).to_have_text(
         "Approved by alice in the web console. The call runs with your edited arguments."
     )
@@ -353,8 +356,8 @@ def test_edit_then_approve_reaches_the_waiting_agent(web_gate: Gate, open_page: 
     expect(diff.locator("ins")).to_have_text("45000")
     expect(page.locator('tr[data-kind="approved"] ins')).to_have_text("45000")
     expect(page.locator("#chain")).to_contain_text("Chain intact")
-    page.locator("#fields-h").scroll_into_view_if_needed()
-    page.locator("section[aria-labelledby=fields-h]").screenshot(
+    page.locator("#call").scroll_into_view_if_needed()
+    page.locator("#call").screenshot(
         path=str(_artifact("web-edit-diff.png"))
     )
     assert watched.errors == []
@@ -545,10 +548,11 @@ def _width_without_wrapping(page: Page, table: str) -> int:
     """The page's width with `table`'s cells set back to break only at spaces."""
     width: int = page.evaluate(
         """(table) => {
-          const cells = [...document.querySelectorAll(table + ' td, ' + table + ' .clip')];
-          cells.forEach(c => { c.style.overflowWrap = 'normal'; });
+          const cells = [...document.querySelectorAll(
+            table + ' td, ' + table + ' .clip, ' + table + ' li')];
+          cells.forEach(c => { c.style.overflowWrap = 'normal'; c.style.wordBreak = 'normal'; });
           const width = document.documentElement.scrollWidth;
-          cells.forEach(c => { c.style.overflowWrap = ''; });
+          cells.forEach(c => { c.style.overflowWrap = ''; c.style.wordBreak = ''; });
           return width;
         }""",
         table,
@@ -584,7 +588,11 @@ def test_a_long_bash_command_keeps_queue_and_history_on_screen(
     assert page.evaluate(fits), page.evaluate("document.documentElement.scrollWidth")
     deadline = row.locator('td[data-label="Deadline"]').bounding_box()
     assert deadline is not None and deadline["x"] + deadline["width"] <= 1280
-    expect(row.locator('td[data-label="Summary"] .clip')).to_have_attribute("title", summary)
+    what = row.locator('td[data-label="What"]')
+    whole = what.locator("ol.row-lines li").filter(has_text=LONG_COMMAND)  # no clamp, no cut
+    expect(whole).to_have_count(1)
+    assert page.evaluate("(el) => el.scrollHeight <= el.clientHeight + 1", whole.element_handle())
+    expect(what.locator(".agent-says")).to_contain_text(summary)
     # Control: without the rule that lets cells break anywhere, this row is wider than 1280.
     assert _width_without_wrapping(page, "table.queue") > 1280
     _shot(page, "web-queue-long.png")
