@@ -247,10 +247,10 @@
       while (i < n || j < m) {
         if (i < n && j < m && midA[i] === midB[j]) {
           out.push({ kind: "context", text: midA[i], old: start + i + 1, new: start + j + 1 }); i++; j++;
-        } else if (j < m && (i === n || table[i][j + 1] >= table[i + 1][j])) {
-          out.push({ kind: "add", text: midB[j], new: start + j + 1 }); j++;
+        } else if (i < n && (j === m || table[i + 1][j] >= table[i][j + 1])) {
+          out.push({ kind: "del", text: midA[i], old: start + i + 1 }); i++; // old line first
         } else {
-          out.push({ kind: "del", text: midA[i], old: start + i + 1 }); i++;
+          out.push({ kind: "add", text: midB[j], new: start + j + 1 }); j++;
         }
       }
     }

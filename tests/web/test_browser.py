@@ -136,7 +136,11 @@ def test_live_queue_open_reject_and_the_waiter_hears_why(
     expect(page).to_have_url(f"{web_gate.url}/requests/{request_id}")
     expect(page.locator("pre.json").first).to_contain_text('"vendor": "ACME Corp"')
     expect(page.get_by_role("button", name="Approve", exact=True)).to_be_visible()
+    # The decide bar is fixed to the screen: in a picture of the whole page it would sit
+    # across the middle, so it steps out of this one
+    page.evaluate("document.getElementById('decide-bar').style.display = 'none'")
     _shot(page, "web-detail.png", full_page=True)
+    page.evaluate("document.getElementById('decide-bar').style.display = ''")
 
     page.fill("#reject-reason", "ACME is not on the approved vendor list")
     page.get_by_role("button", name="Reject").click()
