@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gate import rendering
+from gate import rendering, untrusted
 from gate.offers import Offers
 from gate.readmodel import RequestView
 from gate.rendering import CallRendering, Flag, Line, Section
@@ -65,19 +65,25 @@ class RowPreview:
     hidden_lines: int
 
 
-def render(view: RequestView, args: Mapping[str, Any] | None = None) -> CallRendering:
+def render(
+    view: RequestView, args: Mapping[str, Any] | None = None, *, whole: bool = False
+) -> CallRendering:
     """`view`'s call (or the same tool with `args`) as gate renders it, watched arguments
-    marked."""
+    marked; `whole` shows every character of every value (the request page, where calls too
+    long for a card are approved), else each value up to the scan limit (the queue)."""
     return rendering.render_call(
         view.tool_name,
         view.tool_args if args is None else args,
         watched=view.offers.watched_args,
+        limit=None if whole else untrusted.SCAN_LIMIT,
     )
 
 
-def shown(view: RequestView, args: Mapping[str, Any] | None = None) -> ShownCall:
-    """`view`'s call arranged for the request page (or the queue)."""
-    return arrange(render(view, args), view.offers)
+def shown(
+    view: RequestView, args: Mapping[str, Any] | None = None, *, whole: bool = False
+) -> ShownCall:
+    """`view`'s call arranged for the request page (`whole`) or a queue row."""
+    return arrange(render(view, args, whole=whole), view.offers)
 
 
 def arrange(call: CallRendering, offers: Offers) -> ShownCall:

@@ -224,8 +224,8 @@ def detail_context(
     can_approve = can_decide and untrusted.shows_whole(view.tool_args, SHOWN)
     return {
         # gate's reading of the call leads the page; the agent's words come after it
-        "call": calls.shown(view),
-        "approved_call": calls.shown(view, view.approved_args)
+        "call": calls.shown(view, whole=True),
+        "approved_call": calls.shown(view, view.approved_args, whole=True)
         if view.approved_args is not None
         else None,
         "can_approve": can_approve,
