@@ -350,11 +350,12 @@
           form.after(err);
           return;
         }
-        var value = data.value;
-        var shownText = typeof value === "string" ? value : JSON.stringify(value);
+        // the server's JSON text of the value: invisible and look-alike characters escaped,
+        // as everywhere else on the page
+        var shownText = typeof data.text === "string" ? data.text : JSON.stringify(data.value);
         if (text) {
           var t = text.textContent;
-          if (typeof value !== "string" && t.indexOf('"[masked]"') >= 0) t = t.replace('"[masked]"', shownText);
+          if (t.indexOf('"[masked]"') >= 0) t = t.replace('"[masked]"', shownText);
           else if (t.indexOf("[masked]") >= 0) t = t.replace("[masked]", shownText);
           else t = t + " = " + shownText;
           text.textContent = t;
