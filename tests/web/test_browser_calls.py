@@ -339,4 +339,9 @@ def test_reveal_shows_a_masked_value_in_place(web_gate: Gate, open_page: OpenPag
     line.get_by_role("button", name=re.compile("Reveal")).click()
     expect(line).to_contain_text("hunter2-correct")
     expect(line).to_contain_text("the reveal is recorded in the audit trail")
+    with web_gate.client(cfg.ADMIN) as c:
+        events = c.get(f"/v1/requests/{request_id}/audit").json()
+    revealed = [e for e in events if e["kind"] == "revealed"]
+    assert [e["actor"] for e in revealed] == ["alice"]
+    assert "hunter2-correct" not in str(events)
     assert watched.errors == []
