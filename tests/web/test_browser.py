@@ -10,70 +10,21 @@ import json
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
-
-import pytest
 
 from gate.web.console import CSRF_MESSAGE
 from tests.conftest import Gate
 from tests.support import config as cfg
 from tests.support.browser import BROWSER_TESTS, ENABLED
-from tests.web.conftest import PASSWORDS
-
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+from tests.web.conftest import OpenPage
+from tests.web.conftest import artifact as _artifact
+from tests.web.conftest import shot as _shot
 
 pytestmark = BROWSER_TESTS
 
 if ENABLED:
-    from playwright.sync_api import Browser, Page, expect
-
-
-class Watched:
-    """A page plus everything it said: dialogs, console errors, uncaught exceptions."""
-
-    def __init__(self, page: Page) -> None:
-        self.page = page
-        self.dialogs: list[str] = []
-        self.errors: list[str] = []
-        page.on("dialog", self._dialog)
-        page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e: self.errors.append(str(e)))
-
-    def _dialog(self, dialog: Any) -> None:
-        self.dialogs.append(dialog.message)
-        dialog.dismiss()
-
-
-OpenPage = Callable[..., Watched]
-
-
-@pytest.fixture
-def open_page(chromium: Browser) -> Iterator[OpenPage]:
-    """`open_page(gate, "alice")`: a fresh browser context signed in through the form."""
-    contexts: list[Any] = []
-
-    def factory(gate: Gate, name: str, *, viewport: tuple[int, int] = (1280, 860)) -> Watched:
-        context = chromium.new_context(viewport={"width": viewport[0], "height": viewport[1]})
-        contexts.append(context)
-        watched = Watched(context.new_page())
-        page = watched.page
-        page.goto(gate.url + "/")
-        expect(page).to_have_url(re.compile(r"/login\?next=/$"))
-        page.fill("#username", name)
-        page.fill("#password", PASSWORDS[name])
-        page.get_by_role("button", name="Sign in").click()
-        expect(page).to_have_url(gate.url + "/")
-        expect(page.locator("#live")).to_have_attribute("data-state", "live")
-        # going live refreshes the rows (catching up on what changed since the page was
-        # served): measuring before it lands would measure rows about to be replaced
-        expect(page.locator("#queue[data-refreshed]")).to_have_count(1)
-        return watched
-
-    yield factory
-    for context in contexts:
-        context.close()
+    from playwright.sync_api import Page, expect
 
 
 def _pay(gate: Gate, summary: str, amount: int = 60000, **extra: Any) -> str:
@@ -87,15 +38,6 @@ def _pay(gate: Gate, summary: str, amount: int = 60000, **extra: Any) -> str:
     )
     request_id: str = answer["request"]["id"]
     return request_id
-
-
-def _artifact(name: str) -> Path:
-    ARTIFACTS.mkdir(exist_ok=True)
-    return ARTIFACTS / name
-
-
-def _shot(page: Page, name: str, *, full_page: bool = False) -> None:
-    page.screenshot(path=str(_artifact(name)), full_page=full_page)
 
 
 def test_live_queue_open_reject_and_the_waiter_hears_why(
@@ -361,9 +303,7 @@ def test_edit_then_approve_reaches_the_waiting_agent(web_gate: Gate, open_page: 
     expect(page.locator('tr[data-kind="approved"] ins')).to_have_text("45000")
     expect(page.locator("#chain")).to_contain_text("Chain intact")
     page.locator("#call").scroll_into_view_if_needed()
-    page.locator("#call").screenshot(
-        path=str(_artifact("web-edit-diff.png"))
-    )
+    page.locator("#call").screenshot(path=str(_artifact("web-edit-diff.png")))
     assert watched.errors == []
 
 

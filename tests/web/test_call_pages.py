@@ -19,7 +19,9 @@ from tests.conftest import Gate
 from tests.support import config as cfg
 from tests.web.conftest import set_offers, sign_in
 
-TWO_LINES = 'echo "tidying up the build folder"\nrm -rf ~/.ssh ~/.aws && git push --force origin main'
+TWO_LINES = (
+    'echo "tidying up the build folder"\nrm -rf ~/.ssh ~/.aws && git push --force origin main'
+)
 
 
 def _bash(gate: Gate, command: str = TWO_LINES, **extra: Any) -> str:
@@ -201,7 +203,7 @@ def test_each_section_kind_renders_whole_numbered_and_marked() -> None:
         watched=True,
     )
     url = Section(
-        "url", "URL", (Line("https://evil.example.com/a?b=c", number=1),), "/url", host="evil.example.com"
+        "url", "URL", (Line("https://e.example/a?b=c", number=1),), "/url", host="e.example"
     )
     command = Section(
         "command",
@@ -222,10 +224,14 @@ def test_each_section_kind_renders_whole_numbered_and_marked() -> None:
     html = _call_html(call, Offers(condition_error="boom"))
 
     rows = re.findall(r'<tr class="(ln [^"]*|hunk)"[^>]*>(.*?)</tr>', html, re.S)
-    cells = {
-        cls: [re.sub(r"<[^>]+>", "", td).strip() for td in re.findall(r"<td[^>]*>(.*?)</td>", body, re.S)]
-        for cls, body in rows[:5]
-    }
+
+    def texts(body: str) -> list[str]:
+        return [
+            re.sub(r"<[^>]+>", "", td).strip()
+            for td in re.findall(r"<td[^>]*>(.*?)</td>", body, re.S)
+        ]
+
+    cells = {cls: texts(body) for cls, body in rows[:5]}
     assert cells["hunk"] == ["@@ -10,3 +10,4 @@"]
     assert cells["ln context"][:4] == ["10", "10", "", "a = 1"]
     deleted = next(c for c in cells if c.startswith("ln del"))
@@ -233,17 +239,14 @@ def test_each_section_kind_renders_whole_numbered_and_marked() -> None:
     assert "flagged" in deleted
     assert [c for c in cells if c.startswith("ln add")] == ["ln add"]  # two rows, one key
     added = [body for cls, body in rows if cls == "ln add"]
-    assert [re.sub(r"<[^>]+>", "", re.findall(r"<td[^>]*>(.*?)</td>", b, re.S)[2]) for b in added] == [
-        "+",
-        "+",
-    ]
+    assert [texts(body)[2] for body in added] == ["+", "+"]
     # The flag's words sit in the row right after the line it names.
     after = html[html.index("b = 2") :]
     assert after.index("flag-note") < after.index("b = 3")
     assert "line 3 holds a right-to-left override" in after
     # Watched section, host apart, every character of a long line, the condition's failure.
     assert "the rule's condition reads this" in html
-    assert '<strong class="host-name">evil.example.com</strong>' in html
+    assert '<strong class="host-name">e.example</strong>' in html
     assert LONG in html
     assert "The rule's condition failed</strong> (boom); gate asked to be safe." in html
     # A masked value carries its Reveal form (path = the JSON pointer, with the CSRF token).
