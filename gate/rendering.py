@@ -145,3 +145,11 @@ def as_text(rendering: CallRendering, *, limit: int | None = None, url: str | No
     if url:
         note += f": the whole call is at {url}"
     return Shown(head + note, False, hidden.count("\n") + 1, len(hidden))
+
+
+def shown_chars(tool_name: str, args: Mapping[str, Any], *, watched: Collection[str] = ()) -> int:
+    """How many characters a surface must show to show the call whole: the length of
+    `as_text` of its rendering, with no limit. A chat card says how many it holds
+    (`Click.args_chars`); it offers Approve, and gate counts its approval, only when this fits,
+    so the card and gate's check on an approval measure the same text."""
+    return len(as_text(render_call(tool_name, args, watched=watched)).text)
