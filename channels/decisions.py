@@ -157,7 +157,7 @@ def approvable(view: RequestView, limit: int) -> bool:
 
 def too_long(platform: str) -> str:
     """What a card says instead of offering to approve a call it had to cut."""
-    return f"The call is too long for {platform} to show whole: review and approve in gate."
+    return f"The call is too long for {platform}: review and approve in gate."
 
 
 def masked_code(platform: str) -> str:

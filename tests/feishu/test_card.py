@@ -241,7 +241,7 @@ def test_huge_arguments_are_cut_to_fit_the_size_limit() -> None:
     content = json.dumps(card, ensure_ascii=False)
     assert len(content.encode()) <= CARD_BYTES
     assert check_card(content) == []
-    assert "Arguments too long for Feishu: review and approve in gate." in content
+    assert "The call is too long for Feishu: review and approve in gate." in content
     assert len(walk(card)) < 200
     # a card that cut the call offers no approval of any kind; rejecting stays
     assert '"approve"' not in content and "Edit & approve" not in content

@@ -171,7 +171,7 @@ def test_long_arguments_are_cut_with_a_link_to_the_web_page() -> None:
     # the rendering's own last line says how much is not shown, then the card's words
     assert "not shown" in text.rsplit("```", 1)[0].splitlines()[-1]
     assert text.endswith(
-        f"too long for Slack to show whole: review and approve in gate. <{URL}|Open in gate>_"
+        f"too long for Slack: review and approve in gate. <{URL}|Open in gate>_"
     )
     check_blocks(render_card(view), max_blocks=50)
     # a card that cut the call offers no approval of any kind; rejecting and extending stay

@@ -9,9 +9,9 @@ from typing import Any
 
 from channels.telegram.card import APPROVE, ARGS_CHARS, TEXT_LIMIT, render
 from channels.telegram.tokens import Sealer
-from gate import untrusted
 from gate.offers import Offers
 from gate.readmodel import RequestView, VoteView
+from gate.rendering import as_text, render_call, shown_chars
 from tests.channels.drivers.base import Card as NeutralCard
 from tests.channels.drivers.telegram import TelegramDriver
 from tests.channels.test_contract import HOSTILE, SECRETS
@@ -211,6 +211,7 @@ def test_huge_arguments_are_cut_under_telegrams_limit() -> None:
         text, _ = parse_html(card.text)
         assert utf16_length(text) <= TEXT_LIMIT
         assert "too long for Telegram: review and approve in gate" in text
+        assert "not shown" in text
         assert "Open in gate" in text
         assert APPROVE not in labels(card) and "Reject…" in labels(card)
         assert "/approve" not in text and "/reject" in text
@@ -223,14 +224,14 @@ def labels(card: Any) -> list[str]:
 def test_arguments_at_the_limit_show_whole_with_everything_else_at_its_worst() -> None:
     # The card keeps whole arguments whole (the other parts give way), so gate's check on an
     # approval, which measures the same text, cannot pass a call the card cut.
-    empty = len(untrusted.arguments_json({"blob": ""}))
+    wide = "😀" * 500
+    empty = shown_chars(wide, {"blob": ""})
     args = {"blob": "😀" * (ARGS_CHARS - empty)}  # two UTF-16 units each
-    assert len(untrusted.arguments_json(args)) == ARGS_CHARS
+    assert shown_chars(wide, args) == ARGS_CHARS
     votes = [
         VoteView(f"approver-{i:02}" * 8, "approve", "slack", NOW, "😀" * 5000) for i in range(40)
     ]
     offers = Offers(grant_scopes=("call", "session", "agent"), reject_reasons=("😀" * 90,) * 9)
-    wide = "😀" * 500
     view = make_view(
         tool_args=args, summary="😀" * 10_000, votes=votes, approvals_required=41, offers=offers,
         agent_id=wide, user_id=wide, rule=wide, session_id="s", tool_name=wide,
@@ -238,7 +239,7 @@ def test_arguments_at_the_limit_show_whole_with_everything_else_at_its_worst() -
     card = render(view, SEALER, now=NOW)
     text, _ = parse_html(card.text)
     assert utf16_length(text) <= TEXT_LIMIT
-    assert untrusted.arguments_json(args) in text and "too long" not in text
+    assert as_text(render_call(wide, args)).text in text and "too long" not in text
     assert APPROVE in labels(card)
 
 
