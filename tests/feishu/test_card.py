@@ -12,8 +12,8 @@ import pytest
 
 from channels.feishu import CARD_BYTES, MASK, mask_secrets, render_card
 from channels.feishu.card import ARGS_CHARS
-from gate import untrusted
 from gate.readmodel import RequestView, VoteView
+from gate.rendering import shown_chars
 from tests.support.fake_feishu import check_card
 
 FIXTURES = Path("/work/shared/fixtures")
@@ -251,7 +251,7 @@ def test_huge_arguments_are_cut_to_fit_the_size_limit() -> None:
 def test_arguments_at_the_limit_show_whole_with_everything_else_at_its_worst() -> None:
     # Whole arguments never shrink (the votes give way), so gate's check on an approval,
     # which measures the same text, cannot pass a call the card cut.
-    empty = len(untrusted.arguments_json({"blob": ""}))
+    empty = shown_chars("pay_vendor", {"blob": ""})
     args = {"blob": "😀" * (ARGS_CHARS - empty)}  # four bytes each
     votes = [VoteView("😀" * 200, "approve", "web", NOW, "😀" * 1000) for i in range(300)]
     view = make_view(tool_args=args, votes=votes, approvals_required=301, summary="😀" * 9000)
