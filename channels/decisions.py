@@ -104,17 +104,12 @@ def arguments(
     rendering = render(view, args)
     url = (view.url or None) if link else None
     shown = as_text(rendering, limit=limit, url=url)
-    if shown.whole:
+    if not (shown.hidden_lines or shown.hidden_chars):
+        # It fits: whole, unless a mask in it could hide code (`CallRendering.whole`).
         chosen = view.tool_args if args is None else args
-        return Arguments(shown.text, masks_only_credentials(chosen), headline=rendering.headline)
-    room = limit
-    for _ in range(3):  # never past the card's room, whatever as_text's notes take
-        if len(shown.text) <= limit:
-            break
-        room -= len(shown.text) - limit
-        shown = as_text(rendering, limit=max(room, 0), url=url)
-    text = shown.text if len(shown.text) <= limit else _hidden_whole(rendering, url, limit)
-    return Arguments(text, False, cut=True, headline=rendering.headline)
+        whole = shown.whole and masks_only_credentials(chosen)
+        return Arguments(shown.text, whole, headline=rendering.headline)
+    return Arguments(shown.text[:limit], False, cut=True, headline=rendering.headline)
 
 
 def arguments_within(
@@ -136,13 +131,8 @@ def arguments_within(
             return shown
         limit = max(0, min(limit - 1, limit * room // max(size, 1) - 1))
         shown = arguments(view, limit, link=link)
-    return arguments(view, 0, link=link) if measure(shown.text) > room else shown
-
-
-def _hidden_whole(rendering: CallRendering, url: str | None, limit: int) -> str:
-    """What a card too small for any of the call says instead (still never silent)."""
-    where = f": the whole call is at {url}" if url and len(url) < limit - 60 else ""
-    return f"{rendering.line_count} lines not shown{where}"[:limit]
+    # Markup that lengthens each character at most sixfold (`&` is `&amp;`, and more)
+    return shown if measure(shown.text) <= room else arguments(view, room // 6, link=link)
 
 
 def approvable(view: RequestView, limit: int) -> bool:
@@ -192,16 +182,6 @@ def condition_failed(view: RequestView) -> str | None:
     when it did not fail. Cards show `CONDITION_FAILED`, then these words as untrusted text."""
     error = view.offers.condition_error
     return (clean(error) or "the condition failed") if error else None
-
-
-def watched(view: RequestView) -> list[str]:
-    """The arguments of the call the rule's condition reads, cleaned, for the line that marks
-    them on every card ("The rule's condition reads: amount")."""
-    return [clean(name) for name in view.offers.watched_args if name in view.tool_args]
-
-
-#: how a card introduces `watched`
-WATCHED_LABEL = "The rule's condition reads"
 
 
 class Showing:

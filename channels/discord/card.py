@@ -119,10 +119,6 @@ def _about(view: RequestView) -> list[dict[str, Any]]:
     if failed:
         words = f"{escape(decisions.CONDITION_FAILED)}\n{inline(failed, CONDITION_CHARS)}"
         fields.append(_field("Condition failed", words, inline_field=False))
-    watched = decisions.watched(view)
-    if watched:
-        names = ", ".join(inline(name, 40) for name in watched[:5])
-        fields.append(_field(decisions.WATCHED_LABEL, names, inline_field=False))
     claim = decisions.claim(view)
     if claim is not None:
         said = code_block(claim, SUMMARY_CHARS)[0]

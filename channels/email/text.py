@@ -77,12 +77,10 @@ class Call:
     text: str
     note: str | None
     condition: str | None
-    watched: list[str]
     claim: str | None
     #: how the templates label what is not gate's
     claim_label: str = decisions.CLAIM_LABEL
     condition_words: str = decisions.CONDITION_FAILED
-    watched_label: str = decisions.WATCHED_LABEL
 
 
 def call(view: RequestView) -> Call:
@@ -105,7 +103,6 @@ def call(view: RequestView) -> Call:
         text=defanged(shown.text),
         note=shown.note("email") if pending and not shown.whole else None,
         condition=inert(condition) if condition else None,
-        watched=[inert(name, 60) for name in decisions.watched(view)[:20]],
         claim=inert(claim) if claim else None,
     )
 

@@ -193,10 +193,6 @@ def _arguments(
     ]
     if not shown.whole:
         elements.append(_div(f"{shown.note('Feishu')} Use Open in gate below.", "args_cut"))
-    watched = decisions.watched(view)
-    if watched:
-        names = ", ".join(clean(name, 60) for name in watched[:20])
-        elements.append(_div(f"{decisions.WATCHED_LABEL}: {names}", "watched"))
     return elements
 
 

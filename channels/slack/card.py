@@ -84,11 +84,6 @@ def render_card(view: RequestView, *, now: datetime | None = None) -> list[dict[
     for i, text in enumerate(args_sections(shown, view.url)):
         block_id = f"args-{iteration}" + (f"-{i + 1}" if i else "")
         blocks.append({"type": "section", "block_id": block_id, "text": mrkdwn_object(text)})
-    watched = decisions.watched(view)
-    if watched:
-        names = ", ".join(inline(name, 80) for name in watched[:20])
-        line = cut(f"_{escape(decisions.WATCHED_LABEL)}:_ {names}", MAX_SECTION_TEXT)
-        blocks.append({"type": "context", "elements": [mrkdwn_object(line)]})
     claim = decisions.claim(view)
     if claim is not None:
         # The agent's words: small, grey, after the call, labelled as what they are.

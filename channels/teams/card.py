@@ -260,11 +260,6 @@ def _arguments(
     if not shown.whole:
         note = f"{shown.note('Teams')} Use Open in gate."
         blocks.append(words(note, "args_cut", isSubtle=True))
-    watched = decisions.watched(view)
-    if watched:
-        names = ", ".join(clean(name, 60) for name in watched[:20])
-        label = run(f"{decisions.WATCHED_LABEL}: ", weight="Bolder")
-        blocks.append(rich(label, run(names, fontType="Monospace"), element_id="watched"))
     return blocks
 
 

@@ -152,10 +152,6 @@ def _text(
     if failed:
         lines.append(f"<b>{escape(decisions.CONDITION_FAILED)}</b> {code(failed, sizes.text)}")
     lines += _arguments(view, shown, sizes.args)
-    watched = decisions.watched(view)
-    if watched:
-        names = ", ".join(code(name, 40) for name in watched[:10])
-        lines.append(f"{escape(decisions.WATCHED_LABEL)}: {names}")
     claim = decisions.claim(view)
     if claim is not None:  # the agent's words: after the call, labelled as the agent's
         lines.append(f"{escape(decisions.CLAIM_LABEL)}:")
