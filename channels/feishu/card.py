@@ -72,7 +72,7 @@ def clean(
 def code_block(text: str) -> str:
     """A markdown code block whose content cannot close the block or open a tag."""
     body = text.translate(_CODE_ESCAPES)
-    return f"```json\n{body}\n```"
+    return f"```\n{body}\n```"
 
 
 def _plain(text: str) -> dict[str, Any]:

@@ -11,9 +11,10 @@ from channels.telegram.card import APPROVE, ARGS_CHARS, TEXT_LIMIT, render
 from channels.telegram.tokens import Sealer
 from gate.offers import Offers
 from gate.readmodel import RequestView, VoteView
-from gate.rendering import as_text, render_call, shown_chars
+from gate.rendering import as_text, render_call
 from tests.channels.drivers.base import Card as NeutralCard
 from tests.channels.drivers.telegram import TelegramDriver
+from tests.channels.sizing import filled
 from tests.channels.test_contract import HOSTILE, SECRETS
 from tests.support import telegram_buttons
 from tests.support.fake_telegram import (
@@ -83,7 +84,7 @@ def test_a_pending_card_shows_the_question_and_who_asks() -> None:
     for fact in ("Approval needed", "pay_vendor", "Pay ACME 60k", "billing-agent", "dave"):
         assert fact in text
     assert "big-payments" in text and "2026-11-21 10:10 UTC, expires in 10 min" in text
-    assert '"amount": 60000' in text and "Open in gate" in text
+    assert "amount: 60000" in text and "Open in gate" in text
     code = telegram_buttons.code(SECRET, REQUEST)
     assert f"/approve {code}" in text and f"/reject {code} your reason" in text
     assert "Waiting for approval (0 of 1)" in text
@@ -225,9 +226,7 @@ def test_arguments_at_the_limit_show_whole_with_everything_else_at_its_worst() -
     # The card keeps whole arguments whole (the other parts give way), so gate's check on an
     # approval, which measures the same text, cannot pass a call the card cut.
     wide = "😀" * 500
-    empty = shown_chars(wide, {"blob": ""})
-    args = {"blob": "😀" * (ARGS_CHARS - empty)}  # two UTF-16 units each
-    assert shown_chars(wide, args) == ARGS_CHARS
+    args = filled(wide, ARGS_CHARS, lambda n: {"blob": "😀" * n})  # two UTF-16 units each
     votes = [
         VoteView(f"approver-{i:02}" * 8, "approve", "slack", NOW, "😀" * 5000) for i in range(40)
     ]

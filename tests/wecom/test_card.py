@@ -79,7 +79,8 @@ def test_a_pending_card_shows_the_request_and_offers_the_decision() -> None:
     assert check_card(rendered) == []
     assert rendered["card_type"] == "button_interaction" and rendered["task_id"] == TASK
     headline = render_call("pay_vendor", {"amount": 60000, "vendor": "ACME"}).headline
-    assert rendered["main_title"] == {"title": f"Approve? {headline}"}  # gate's words alone
+    title = card.cut(f"Approve? {headline}", card.TITLE_CHARS)
+    assert rendered["main_title"] == {"title": title}  # gate's words alone
     facts = {f["keyname"]: f["value"] for f in rendered["horizontal_content_list"]}
     assert facts["Claim"] == "Pay ACME 60k"  # the agent's words: after the call, a claim
     assert facts["ID"] == "01JD0000000000000000000000"
