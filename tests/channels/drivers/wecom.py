@@ -38,6 +38,8 @@ class WeComDriver(Driver):
 
     name = "wecom"
     args_chars = 160 - len("Call: ")
+    #: a template card's key holds five characters
+    claim_label = "Claim"
     TOKEN = "wecomContractToken01"
     AES_KEY = "abcdefghijklmnopqrstuvwxyz0123456789ABCDEFG"
     URL = "/channels/wecom/callback"
