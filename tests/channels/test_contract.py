@@ -16,8 +16,10 @@ from typing import Any
 
 import pytest
 
+from gate import untrusted
 from gate.acting import Refusal
 from gate.channel import available
+from gate.rendering import shown_chars
 from tests.channels.conftest import STRANGERS
 from tests.channels.drivers import DRIVERS, Card, Driver
 from tests.channels.sizing import filled
@@ -291,6 +293,26 @@ def test_cut_arguments_cannot_be_approved_from_the_card(clicks: Driver, gate: Ga
         untouched(gate, request_id)
     answer = clicks.click(gate.url, request_id, "bob", "reject", reason="too long to read")
     wait_until(lambda: state(gate, request_id)["status"] == "rejected")
+
+
+def test_an_approval_is_measured_on_the_call_as_gate_renders_it(clicks: Driver, gate: Gate) -> None:
+    # Many short lines: their JSON fits the card, gate's rendering (each line numbered) does
+    # not. The card shows the rendering, so it cuts it and offers no approval, and gate
+    # measures the same text: a crafted approval is refused, nothing is recorded.
+    def command(lines: int) -> dict[str, str]:
+        return {"command": "\n".join(f"cd d{i % 10}" for i in range(lines))}
+
+    lines = 1
+    while len(untrusted.arguments_json(command(lines + 1))) <= clicks.args_chars:
+        lines += 1
+    args = command(lines)
+    assert shown_chars("Bash", args) > clicks.args_chars  # the premise
+    request_id = ask(gate, "Bash", args)
+    card = clicks.card(request_id)
+    assert not {"approve", "edit", "grant"} & card.offers and HIDDEN.search(card.text)
+    answer = clicks.click(gate.url, request_id, "alice", "approve")
+    refused(clicks, answer, "alice", "too long", "review and approve in gate")
+    untouched(gate, request_id)
 
 
 def test_a_form_that_approves_does_not_open_from_a_cut_card(clicks: Driver, gate: Gate) -> None:
