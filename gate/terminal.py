@@ -1,7 +1,8 @@
 """The terminal commands over the HTTP API: `gate requests list|show|approve|reject`.
 
 They talk to a running server (GATE_URL, GATE_TOKEN) so decisions wake waiters exactly as a
-click would. Standard library only.
+click would. Standard library only at import; `show` prints the call through
+`gate.rendering`, as every other surface shows it.
 """
 
 from __future__ import annotations
@@ -123,6 +124,10 @@ def _shown_request(r: dict[str, Any]) -> str:
     out += ["", _table(rows, ["FIELD", "VALUE"])]
     if r.get("context"):
         out.append("\ncontext:\n" + _inert(json.dumps(r["context"], indent=2)))
+    # what the API returned, unmasked (an approver's token reads it so): where a mask could
+    # hide code, this is where the README sends an approver; ASCII JSON escapes every
+    # invisible or look-alike character
+    out.append("\narguments as sent (JSON, unmasked):\n" + json.dumps(r.get("tool_args"), indent=2))
     for vote in r.get("votes") or ():
         line = f"vote: {vote['approver']} {vote['verdict']} via {vote['via']} at {vote['at']}"
         out.append(_inert(line))

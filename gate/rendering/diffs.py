@@ -19,6 +19,8 @@ from gate.rendering.shapes import LineKind, Section
 #: past this many old x new lines, no alignment is computed (difflib's matching grows with
 #: the product on repetitive text): all old lines are shown deleted, then all new ones added
 _ALIGN_CELLS = 4_000_000
+#: up to this many old x new lines, the alignment is exact (at most ~50 ms on repetitive text)
+_EXACT_CELLS = 250_000
 SNIPPET = "numbered within the snippet"
 #: str_replace-style commands and the argument holding the text each writes
 _EDIT_KEYS = frozenset({"old_string", "new_string", "replace_all"})
@@ -60,7 +62,11 @@ class _Diff:
             opcodes = [("delete", 0, len(a), 0, 0), ("insert", len(a), len(a), 0, len(b))]
         else:
             texts_a, texts_b = [p.text for p in a], [p.text for p in b]
-            matcher = difflib.SequenceMatcher(None, texts_a, texts_b, autojunk=False)
+            # exact alignment while it is cheap; past that, lines repeated across more than
+            # 1% of the text are not used to align (difflib's autojunk), which keeps a
+            # hostile run of identical lines linear-ish
+            exact = len(a) * len(b) <= _EXACT_CELLS
+            matcher = difflib.SequenceMatcher(None, texts_a, texts_b, autojunk=not exact)
             opcodes = matcher.get_opcodes()
         for tag, i1, i2, j1, j2 in opcodes:
             if tag == "equal":
@@ -196,13 +202,16 @@ def render_patch(call: Call, key: str, patch: str) -> None:
         parts.pop()  # the newline that ends the last line
     files: list[tuple[str, Piece, list[Piece]]] = []  # (verb, file name, body lines)
     loose: list[Piece] = []  # lines outside any file section
+    ended = False  # past "*** End Patch", a line belongs to no file
     for piece in parts:
-        header = _header(piece)
+        header = None if ended else _header(piece)
         if header:
             files.append((*header, []))
-        elif files and piece.text != "*** End Patch":
+        elif piece.text.strip() in ("*** Begin Patch", "*** End Patch") and not ended:
+            ended = piece.text.strip() == "*** End Patch"
+        elif files and not ended:
             files[-1][2].append(piece)
-        elif piece.text.strip() not in ("*** Begin Patch", "*** End Patch"):
+        else:
             loose.append(piece)
     for verb, name, body in files:
         _patch_file(call, path, verb, name, body)

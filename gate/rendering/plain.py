@@ -85,9 +85,11 @@ def _line_text(section: Section, line: Line, width: int) -> str:
     return line.text
 
 
-def _lines(rendering: CallRendering) -> list[str]:
-    """Every line of the text form, before any cut."""
+def _lines(rendering: CallRendering) -> tuple[list[str], list[bool]]:
+    """Every line of the text form, before any cut, and for each whether it is a warning
+    glued to the line before it (a cut never falls between a line and its warnings)."""
     out = [f"⚠ {flag.message}" for flag in rendering.flags if flag.section is None]
+    glued = [False] * len(out)
     by_line: dict[tuple[int, int | None], list[Flag]] = {}
     for flag in rendering.flags:
         if flag.section is not None:
@@ -95,17 +97,32 @@ def _lines(rendering: CallRendering) -> list[str]:
     for index, section in enumerate(rendering.sections):
         if index or out:
             out.append("")
+            glued.append(False)
         # a tree marks each argument the rule reads on its own line; another section as a whole
         tree = section.kind == "tree"
         out.append(section.title + (WATCHED if section.watched and not tree else ""))
+        glued.append(False)
         numbers = [line.number for line in section.lines if line.number is not None]
         width = len(str(max(numbers))) if numbers else 1
-        for position, line in enumerate(section.lines, start=1):
-            text = _line_text(section, line, width)
-            out.append(text + WATCHED_LINE if tree and line.watched and not line.depth else text)
-            out.extend(f"⚠ {flag.message}" for flag in by_line.get((index, position), ()))
+        texts = [_line_text(section, line, width) for line in section.lines]
+        if tree:
+            texts = [
+                text + WATCHED_LINE if line.watched and not line.depth else text
+                for text, line in zip(texts, section.lines, strict=True)
+            ]
+        done = 0  # lines up to each flagged one go in at once: a section may have 10,000
+        for position in sorted(p for i, p in by_line if i == index and p is not None):
+            out.extend(texts[done:position])
+            glued.extend([False] * (position - done))
+            warnings = [f"⚠ {flag.message}" for flag in by_line[(index, position)]]
+            out.extend(warnings)
+            glued.extend([True] * len(warnings))
+            done = position
+        out.extend(texts[done:])
+        glued.extend([False] * (len(texts) - done))
         out.extend(f"⚠ {flag.message}" for flag in by_line.get((index, None), ()))
-    return out
+        glued.extend([False] * (len(out) - len(glued)))
+    return out, glued
 
 
 def _note(lines: int, chars: int, url: str | None) -> str:
@@ -116,9 +133,10 @@ def _note(lines: int, chars: int, url: str | None) -> str:
 def as_text(rendering: CallRendering, *, limit: int | None = None, url: str | None = None) -> Shown:
     """`rendering` as plain text of at most `limit` characters; when it does not fit, the text
     ends by saying how many lines and characters are not shown, and links `url`."""
-    lines = _lines(rendering)
+    lines, glued = _lines(rendering)
     if not rendering.whole and url:
         lines.append(f"Parts of this call are not shown here: the whole call is at {url}")
+        glued.append(False)
     text = "\n".join(lines)
     if limit is None or len(text) <= limit:
         return Shown(text, rendering.whole)
@@ -132,13 +150,22 @@ def as_text(rendering: CallRendering, *, limit: int | None = None, url: str | No
             break
         kept.append(line)
         size = grown
+    while kept and len(kept) < len(lines) and glued[len(kept)]:  # a line goes with its warnings
+        kept.pop()
+    size = len("\n".join(kept))
     whole_lines = len(kept)
-    # the line that did not fit: its start, when there is room for a useful part of it
-    room = limit - reserve - size - (1 if kept else 0) - 1
-    if whole_lines < len(lines) and room >= _PART:
-        kept.append(lines[whole_lines][:room] + "…")
-        size += room + (1 if whole_lines else 0)
-    hidden_lines = len(lines) - whole_lines
+    # the line that did not fit: its start, with its warnings, when there is room for a
+    # useful part of it
+    end = whole_lines + 1
+    while end < len(lines) and glued[end]:
+        end += 1
+    warnings = lines[whole_lines + 1 : end]
+    room = limit - reserve - size - (1 if kept else 0) - 1 - sum(len(w) + 1 for w in warnings)
+    partial = room >= _PART
+    if partial:
+        kept += [lines[whole_lines][:room] + "…", *warnings]
+        size = len("\n".join(kept)) - 1  # the "…" is gate's, not the call's
+    hidden_lines = len(lines) - len(kept) + partial  # a line shown in part is not shown
     note = _note(hidden_lines, len(text) - size, url)
     cut = "\n".join([*kept, note])
     return Shown(cut[:limit], False, hidden_lines, len(text) - size)

@@ -165,6 +165,16 @@ def test_codex_apply_patch_renders_each_file_of_the_patch() -> None:
     assert [s.kind for s in argv.sections] == ["diff", "diff", "diff"]
 
 
+def test_text_a_patch_has_no_place_for_is_still_shown() -> None:
+    patch = "*** Begin Patch\nnot a header\n*** Add File: a\n+x\n*** End Patch\nrm -rf /\n"
+    rendering = render_call("apply_patch", {"input": patch})
+    assert [s.title for s in rendering.sections] == [
+        "Add a · +1 −0 · the whole file",
+        "Outside the patch's file sections",
+    ]
+    assert [line.text for line in rendering.sections[1].lines] == ["not a header", "rm -rf /"]
+
+
 def test_str_replace_editor_commands() -> None:
     tool = "str_replace_based_edit_tool"
     replace = render_call(
@@ -353,9 +363,10 @@ def test_the_arguments_the_rule_reads_are_marked() -> None:
 
 
 def test_a_ten_megabyte_value_costs_little_and_says_it_was_cut() -> None:
-    start = time.perf_counter()
+    # CPU time, not wall time: the test machine is shared
+    start = time.process_time()
     rendering = render_call("Bash", {"command": "echo " + "x" * 10_000_000})
-    assert time.perf_counter() - start < 2
+    assert time.process_time() - start < 2
     assert not rendering.whole and "cut" in kinds(rendering)
     shown_text = as_text(rendering, limit=3000, url="https://gate.example/r/1")
     assert len(shown_text.text) <= 3000 and not shown_text.whole
@@ -366,9 +377,9 @@ def test_a_ten_megabyte_value_costs_little_and_says_it_was_cut() -> None:
 
 def test_ten_thousand_lines_render_in_bounded_time_with_bounded_warnings() -> None:
     command = "\n".join(f"echo {i} \u200b" for i in range(10_000))
-    start = time.perf_counter()
+    start = time.process_time()
     rendering = render_call("Bash", {"command": command}, limit=None)
-    assert time.perf_counter() - start < 5
+    assert time.process_time() - start < 5
     assert rendering.sections[0].title == "Command · 10000 lines"
     assert all(line.flagged for line in rendering.sections[0].lines)
     assert len(rendering.flags) <= 51 and "9,950 more lines" in rendering.flags[-1].message
@@ -500,8 +511,20 @@ def test_a_cut_falls_at_a_line_boundary_and_says_how_much_is_hidden() -> None:
 def test_a_first_line_too_long_for_the_limit_is_shown_in_part() -> None:
     rendering = render_call("Bash", {"command": "echo " + "y" * 2000})
     cut = as_text(rendering, limit=500)
-    assert len(cut.text) <= 500 and "echo yyy" in cut.text and cut.hidden_lines >= 2
+    assert len(cut.text) <= 500 and "echo yyy" in cut.text
+    assert "⚠ line 1 of /command: 2,005 characters long" in cut.text  # its warning kept
+    assert cut.hidden_lines == 1 and "\n… 1 more line (" in cut.text
     assert len(as_text(rendering, limit=10).text) <= 10
+
+
+def test_a_cut_never_parts_a_line_from_its_warnings() -> None:
+    command = "\n".join(f"echo {i} \u202e" for i in range(40))
+    rendering = render_call("Bash", {"command": command})
+    for limit in range(200, 3000, 37):
+        lines = as_text(rendering, limit=limit).text.split("\n")
+        for i, line in enumerate(lines[:-1]):
+            if "\\u202e" in line and not line.startswith("⚠"):
+                assert lines[i + 1].startswith("⚠ line"), (limit, lines)
 
 
 # -- gate requests show -----------------------------------------------------------------------
@@ -512,7 +535,7 @@ def test_requests_show_prints_the_rendering_before_the_fields_and_the_claim_belo
 ) -> None:
     body: dict[str, Any] = {
         "tool_name": "ask_shell",
-        "tool_args": {"command": TIDY},
+        "tool_args": {"command": TIDY, "api_key": "k-live-123"},
         "summary": "Tidy build dir",
     }
     request_id = gate_sqlite.submit(**body)["request"]["id"]
@@ -524,6 +547,9 @@ def test_requests_show_prints_the_rendering_before_the_fields_and_the_claim_belo
     claim_at = out.index("The agent's claim")
     assert rendering_at < claim_at < out.index("  Tidy build dir") < out.index("FIELD")
     assert "\\n" not in out[:claim_at]
+    # masked in gate's rendering; the raw arguments, as the API gives an admin, come last
+    assert "api_key: [masked]" in out[:claim_at] and "k-live-123" not in out[:claim_at]
+    assert out.index("FIELD") < out.index("arguments as sent") < out.index('"k-live-123"')
 
 
 def _gate_show(url: str, request_id: str) -> subprocess.CompletedProcess[str]:
