@@ -106,7 +106,7 @@ class _Tree:
         as `gate.untrusted` shows it (a secret in it masked, two that mask alike numbered),
         so a pointer never carries a secret and every surface names an entry alike."""
         # one rule for how keys are shown and addressed: untrusted's (masks, reveal)
-        names = {key: shown for shown, key in untrusted._shown_keys(value, untrusted.SCAN_LIMIT)}
+        names = {key: shown for shown, key in untrusted.shown_keys(value, untrusted.SCAN_LIMIT)}
         for key in keys:
             name = names[key]
             masks = name != str(key) and untrusted.MASK in name
