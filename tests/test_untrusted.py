@@ -549,7 +549,8 @@ def _cards(fakes: tuple[FakeSlack, FakeFeishu], request_id: str) -> tuple[str, d
 
 
 def _slack_args(blocks: str) -> str:
-    [args] = [b for b in json.loads(blocks) if b.get("block_id", "").startswith("args-")]
+    # the first section holds the call; a note may follow in one of its own
+    args = [b for b in json.loads(blocks) if b.get("block_id", "").startswith("args-")][0]
     text: str = args["text"]["text"]
     # the code block, without anything after it (a note: approve on the page)
     body = text.removeprefix("*The call*\n```\n").split("\n```", 1)[0]
