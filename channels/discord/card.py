@@ -14,7 +14,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from channels import decisions
+from channels import decisions, edits
 from channels.discord import ids
 from channels.discord.markdown import (
     MAX_BUTTON_LABEL,
@@ -161,7 +161,7 @@ def _approvals(view: RequestView) -> str:
 
 def _outcome(view: RequestView) -> list[dict[str, Any]]:
     sentence = view.outcome_sentence()
-    changed = decisions.changes(view)
+    changed = edits.changes(view)
     if changed:
         sentence = sentence.replace("Approved by", "Approved with edits by", 1)
     if view.decided_at:
@@ -239,9 +239,9 @@ def _select(
     return _row(select)
 
 
-def editable(view: RequestView) -> list[decisions.EditField]:
+def editable(view: RequestView) -> list[edits.EditField]:
     """The arguments the edit modal offers (secrets and over-long values left out)."""
-    return decisions.editable_fields(view, max_chars=MAX_INPUT)[:MAX_EDIT_FIELDS]
+    return edits.editable_fields(view, max_chars=MAX_INPUT)[:MAX_EDIT_FIELDS]
 
 
 __all__ = ["MAX_REASON", "NO_MENTIONS", "card_message", "components", "editable"]

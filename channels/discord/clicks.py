@@ -17,7 +17,7 @@ from typing import Any
 
 import anyio
 
-from channels import decisions
+from channels import decisions, edits
 from channels.discord import answers, ids
 from channels.discord.card import editable
 from channels.discord.interaction import Interaction
@@ -232,7 +232,7 @@ class Clicks:
             why, _ = await decisions.refusal(self.gate, self.name, it.request_id, it.user_id)
             return answers.ephemeral(why or "Nothing here can be edited any more.")
         texts = {by_input[k].key: text for k, text in it.inputs.items() if k in by_input}
-        edited, errors = decisions.apply_edits(view, list(by_input.values()), texts)
+        edited, errors = edits.apply_edits(view, list(by_input.values()), texts)
         if errors:
             named = "; ".join(f"{plain(key, 40)}: {why}" for key, why in errors.items())
             return answers.ephemeral(f"Not recorded: {named}")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from channels import decisions
+from channels import decisions, edits
 from channels.discord import ids
 from channels.discord.card import ACTION_ROW, editable
 from channels.discord.markdown import (
@@ -76,7 +76,7 @@ def edit_input_id(index: int) -> str:
     return f"e{index}"
 
 
-def edit_modal(view: RequestView, fields: list[decisions.EditField]) -> dict[str, Any]:
+def edit_modal(view: RequestView, fields: list[edits.EditField]) -> dict[str, Any]:
     """ "Edit & approve": one box per editable argument (JSON, prefilled), and a note."""
     rows = [
         _input(
@@ -99,7 +99,7 @@ def grant_modal(view: RequestView, scope: str, duration: str, label: str) -> dic
     return _modal(ids.build("grantm", view.id, scope, duration), "Approve and grant?", [note])
 
 
-def fields_by_input(view: RequestView | None) -> dict[str, decisions.EditField]:
+def fields_by_input(view: RequestView | None) -> dict[str, edits.EditField]:
     """The edit modal's fields by text input custom_id, as the modal for `view` numbers them."""
     fields = editable(view) if view is not None else []
     return {edit_input_id(i): f for i, f in enumerate(fields)}

@@ -20,7 +20,7 @@ import anyio
 from fastapi import Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
-from channels import decisions
+from channels import decisions, edits
 from channels.email import page
 from channels.email.links import BadLink, Link, Links
 from channels.email.message import EDIT_CHARS
@@ -260,11 +260,11 @@ def _edit_click(
     base: Click, values: Mapping[str, str], view: RequestView
 ) -> Click | str | dict[str, str]:
     """An "Edit and approve" form: each box's text parsed back into its argument."""
-    fields = decisions.editable_fields(view, max_chars=EDIT_CHARS)
+    fields = edits.editable_fields(view, max_chars=EDIT_CHARS)
     if not fields:
         return "Not recorded: nothing here can be edited by email; edit it in gate."
     texts = {f.key: values[f"e{i}"] for i, f in enumerate(fields) if f"e{i}" in values}
-    edited, errors = decisions.apply_edits(view, fields, texts)
+    edited, errors = edits.apply_edits(view, fields, texts)
     if errors:
         return dict(errors)
     changed = {key: edited[key] for key in texts if edited[key] != view.tool_args[key]}

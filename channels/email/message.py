@@ -18,7 +18,7 @@ from email.utils import format_datetime, make_msgid
 from typing import Literal
 from urllib.parse import urlencode
 
-from channels import decisions
+from channels import decisions, edits
 from channels.email.text import ARGS_CHARS, call, facts, inert, one_line, templates
 from gate.acting import requester_identities
 from gate.config import Settings
@@ -85,7 +85,7 @@ def offered(view: RequestView) -> list[str]:
         # the mail and the confirm page cut the arguments: approving is done in gate
         return ["reject", "extend"]
     actions = ["approve", "reject"]
-    if decisions.editable_fields(view, max_chars=EDIT_CHARS):
+    if edits.editable_fields(view, max_chars=EDIT_CHARS):
         actions.append("edit")
     if decisions.grant_choices(view):
         actions.append("grant")

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from channels import decisions
+from channels import decisions, edits
 from channels.email.message import ACTIONS, EDIT_CHARS, LABELS, confirm_url, offered
 from channels.email.text import ARGS_CHARS, call, facts, inert, templates
 from gate.readmodel import RequestView
@@ -77,7 +77,7 @@ def build_form(
         reasons=[inert(r, 100) for r in decisions.reject_reasons(view)],
         fields=[
             EditBox(inert(f.key, 60), typed.get(f"e{i}", f.text), errors.get(f.key))
-            for i, f in enumerate(decisions.editable_fields(view, max_chars=EDIT_CHARS))
+            for i, f in enumerate(edits.editable_fields(view, max_chars=EDIT_CHARS))
         ]
         if do == "edit"
         else [],

@@ -18,7 +18,7 @@ from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 
-from channels import decisions
+from channels import decisions, edits
 from gate import untrusted
 from gate.readmodel import RequestView
 
@@ -128,7 +128,7 @@ def facts(view: RequestView, now: datetime) -> list[Fact]:
     rows.append(Fact("Status", inert(view.outcome_sentence())))
     if view.reason and view.is_final:
         rows.append(Fact("Reason", inert(view.reason)))
-    for key, before, after in decisions.changes(view):
+    for key, before, after in edits.changes(view):
         rows.append(Fact(f"Changed {inert(key, 60)}", f"{inert(before)} → {inert(after)}"))
     return rows
 

@@ -13,7 +13,7 @@ import json
 from datetime import datetime
 from typing import Any
 
-from channels import decisions
+from channels import decisions, edits
 from gate import untrusted
 from gate.models import utcnow
 from gate.readmodel import RequestView
@@ -207,7 +207,7 @@ def _claim(view: RequestView) -> list[dict[str, Any]]:
 def _history(view: RequestView, votes: int = VOTES_SHOWN) -> list[dict[str, Any]]:
     """Where the request stands, the reason it ended (if it did), and the votes so far."""
     outcome = view.outcome_sentence()
-    if decisions.changes(view):
+    if edits.changes(view):
         outcome = outcome.replace("Approved by", "Approved with edits by", 1)
     elements = [_div(outcome, "outcome")]
     if view.reason and view.status != "pending":
@@ -239,9 +239,9 @@ def _actions(
     return [_decision_form(view, tool, approvable=approvable), _row(extras)]
 
 
-def editable(view: RequestView) -> list[decisions.EditField]:
+def editable(view: RequestView) -> list[edits.EditField]:
     """The arguments the edit form offers (secrets and over-long values left out)."""
-    return decisions.editable_fields(view, max_chars=MAX_INPUT)
+    return edits.editable_fields(view, max_chars=MAX_INPUT)
 
 
 def _callback(
@@ -332,7 +332,7 @@ def edit_input_name(index: int) -> str:
     return f"f{index}"
 
 
-def _edit_form(view: RequestView, fields: list[decisions.EditField], tool: str) -> dict[str, Any]:
+def _edit_form(view: RequestView, fields: list[edits.EditField], tool: str) -> dict[str, Any]:
     note = (
         'Values are JSON (500, "text", [1, 2]); plain words are taken as text. '
         "Arguments not shown keep their values."

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from channels import decisions
+from channels import decisions, edits
 from channels.feishu.card import clean, editable
 from channels.inbound import load_json
 from gate.channel import Action, Click
@@ -177,7 +177,7 @@ def _edits_click(bare: Click, action: CardAction, view: RequestView) -> Click | 
     if not fields:
         return NOTHING_EDITABLE
     texts = {fields[i].key: text for i, text in action.edits if i < len(fields)}
-    edited, errors = decisions.apply_edits(view, fields, texts)
+    edited, errors = edits.apply_edits(view, fields, texts)
     if errors:
         # An argument's name is untrusted text, like anything else shown in a toast.
         named = (f"{clean(k, 40)}: {why}" for k, why in errors.items())

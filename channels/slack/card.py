@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from channels import decisions
+from channels import decisions, edits
 from channels.slack.modals import editable
 from channels.slack.mrkdwn import (
     ARGS_CHARS,
@@ -140,7 +140,7 @@ def _approvals(view: RequestView) -> str:
 
 def _outcome(view: RequestView) -> str:
     sentence = view.outcome_sentence()
-    changed = decisions.changes(view)
+    changed = edits.changes(view)
     if changed:
         sentence = sentence.replace("Approved by", "Approved with edits by", 1)
     text = f"*{escape(clean(sentence))}*"

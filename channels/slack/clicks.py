@@ -18,7 +18,7 @@ from typing import Any, Literal, Protocol
 import anyio
 from fastapi import BackgroundTasks, Response
 
-from channels import decisions
+from channels import decisions, edits
 from channels.inbound import Once
 from channels.slack.answers import (
     approve_answer,
@@ -191,7 +191,7 @@ class Clicks:
             why, _ = await decisions.refusal(self.gate, self.name, it.request_id, it.user_id)
             return modal_error(why or "Nothing here can be edited any more.", first)
         texts = {by_block[b].key: text for b, text in it.edits if b in by_block}
-        edited, errors = decisions.apply_edits(view, list(by_block.values()), texts)
+        edited, errors = edits.apply_edits(view, list(by_block.values()), texts)
         if errors:
             block_of = {f.key: b for b, f in by_block.items()}
             return modal_errors({block_of[k]: why for k, why in errors.items()})

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from channels import decisions
+from channels import edits
 from channels.slack.mrkdwn import (
     MAX_CHECKBOXES,
     MAX_INPUT,
@@ -107,7 +107,7 @@ def edit_block_id(index: int) -> str:
     return f"edit_{index}"
 
 
-def _edit_input(index: int, field: decisions.EditField) -> dict[str, Any]:
+def _edit_input(index: int, field: edits.EditField) -> dict[str, Any]:
     return {
         "type": "input",
         "block_id": edit_block_id(index),
@@ -124,7 +124,7 @@ def _edit_input(index: int, field: decisions.EditField) -> dict[str, Any]:
 
 def edit_modal(
     view: RequestView,
-    fields: list[decisions.EditField],
+    fields: list[edits.EditField],
     channel_id: str | None,
     message_ts: str | None,
 ) -> dict[str, Any]:
@@ -151,12 +151,12 @@ def edit_modal(
     }
 
 
-def editable(view: RequestView) -> list[decisions.EditField]:
+def editable(view: RequestView) -> list[edits.EditField]:
     """The arguments the edit modal offers (secrets and over-long values left out)."""
-    return decisions.editable_fields(view, max_chars=MAX_INPUT)
+    return edits.editable_fields(view, max_chars=MAX_INPUT)
 
 
-def fields_by_block(view: RequestView | None) -> dict[str, decisions.EditField]:
+def fields_by_block(view: RequestView | None) -> dict[str, edits.EditField]:
     """The edit modal's fields by input block id, as the modal for `view` numbers them."""
     fields = editable(view) if view is not None else []
     return {edit_block_id(i): f for i, f in enumerate(fields)}

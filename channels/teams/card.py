@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from channels import decisions
+from channels import decisions, edits
 from gate import untrusted
 from gate.models import utcnow
 from gate.readmodel import RequestView
@@ -143,6 +143,14 @@ def _size(card: dict[str, Any]) -> int:
     return len(json.dumps(card, ensure_ascii=False).encode())
 
 
+def _notice(notice: str | None) -> list[dict[str, Any]]:
+    """The warning a card opens with (a refusal or a late word), if there is one."""
+    if not notice:
+        return []
+    text = rich(run(clean(notice, mask=False)), element_id="notice_text")
+    return [{"type": "Container", "id": "notice", "style": "warning", "items": [text]}]
+
+
 def _build(
     view: RequestView,
     user_ids: Sequence[str],
@@ -153,16 +161,7 @@ def _build(
 ) -> dict[str, Any]:
     pending = view.status == "pending"
     title = decisions.TITLES.get(view.status, view.status.title())
-    body: list[dict[str, Any]] = []
-    if notice:
-        body.append(
-            {
-                "type": "Container",
-                "id": "notice",
-                "style": "warning",
-                "items": [rich(run(clean(notice, mask=False)), element_id="notice_text")],
-            }
-        )
+    body: list[dict[str, Any]] = _notice(notice)
     headline = clean(decisions.headline(view, sizes.shown), 200, mask=False)
     body.append(
         rich(
@@ -277,7 +276,7 @@ def _claim(view: RequestView) -> list[dict[str, Any]]:
 def _history(view: RequestView, votes: int = VOTES_SHOWN) -> list[dict[str, Any]]:
     """Where the request stands, the reason it ended (if it did), and the votes so far."""
     outcome = view.outcome_sentence()
-    if decisions.changes(view):
+    if edits.changes(view):
         outcome = outcome.replace("Approved by", "Approved with edits by", 1)
     blocks = [rich(run(clean(outcome), weight="Bolder"), element_id="outcome", spacing="Medium")]
     if view.reason and view.status != "pending":
@@ -293,9 +292,9 @@ def _history(view: RequestView, votes: int = VOTES_SHOWN) -> list[dict[str, Any]
 # -- the approver view ------------------------------------------------------------------------
 
 
-def editable(view: RequestView) -> list[decisions.EditField]:
+def editable(view: RequestView) -> list[edits.EditField]:
     """The arguments the edit form offers (secrets and over-long values left out)."""
-    return decisions.editable_fields(view, max_chars=MAX_INPUT)
+    return edits.editable_fields(view, max_chars=MAX_INPUT)
 
 
 def _execute(verb: str, title: str, view: RequestView, **extra: Any) -> dict[str, Any]:
@@ -385,7 +384,7 @@ def edit_input_id(index: int) -> str:
     return f"f{index}"
 
 
-def _edit_card(view: RequestView, fields: list[decisions.EditField]) -> dict[str, Any]:
+def _edit_card(view: RequestView, fields: list[edits.EditField]) -> dict[str, Any]:
     note = (
         'Values are JSON (500, "text", [1, 2]); plain words are taken as text. '
         "Arguments not shown keep their values."

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from channels import decisions
+from channels import decisions, edits
 from channels.teams.card import VERBS, clean, edit_input_id, editable
 from gate import untrusted
 from gate.channel import Click
@@ -166,7 +166,7 @@ def edits_click(channel: str, action: CardAction, view: RequestView | None) -> C
         for i, f in enumerate(fields)
         if edit_input_id(i) in action.inputs
     }
-    edited, errors = decisions.apply_edits(view, fields, texts)
+    edited, errors = edits.apply_edits(view, fields, texts)
     if errors:
         # An argument's name is untrusted text, like anything else shown in the card.
         return "Not recorded: " + "; ".join(f"{clean(k, 40)}: {why}" for k, why in errors.items())

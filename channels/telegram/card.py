@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from channels import decisions
+from channels import decisions, edits
 from channels.telegram.tokens import Button, Sealer
 from gate import untrusted
 from gate.models import utcnow
@@ -189,7 +189,7 @@ def _arguments(view: RequestView, shown: decisions.Arguments, args_chars: int) -
 def _history(view: RequestView, sizes: Sizes) -> list[str]:
     """Where the request stands, its reason once final, the changes, and the votes so far."""
     outcome = view.outcome_sentence()
-    changes = decisions.changes(view)
+    changes = edits.changes(view)
     if changes:
         outcome = outcome.replace("Approved by", "Approved with edits by", 1)
     lines = [f"<b>{escape(outcome)}</b>"]
@@ -227,11 +227,11 @@ def _offers(view: RequestView, sealer: Sealer, *, approvable: bool) -> list[str]
     return lines
 
 
-def editable(view: RequestView) -> list[decisions.EditField]:
+def editable(view: RequestView) -> list[edits.EditField]:
     """The arguments a reply may change: secrets, values over a reply's size and names a
-    `name = value` line cannot carry (`decisions.named_by_a_line`) left out."""
-    fields = decisions.editable_fields(view, max_chars=1000)
-    return [field for field in fields if decisions.named_by_a_line(field)]
+    `name = value` line cannot carry (`edits.named_by_a_line`) left out."""
+    fields = edits.editable_fields(view, max_chars=1000)
+    return [field for field in fields if edits.named_by_a_line(field)]
 
 
 def keyboard(view: RequestView, sealer: Sealer, *, approvable: bool) -> list[list[dict[str, str]]]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from channels import decisions
+from channels import edits
 from channels.telegram.api import TelegramApi
 from channels.telegram.card import Card, code, cut, cut_units, editable, escape, pre
 from channels.telegram.tokens import Sealer
@@ -229,7 +229,7 @@ def edits_click(bare: Click, text: str, view: RequestView) -> Click | str:
         errors.append("the reply names no argument")
     edited: dict[str, object] = {}
     if not errors:
-        edited, bad = decisions.apply_edits(view, fields, texts)
+        edited, bad = edits.apply_edits(view, fields, texts)
         # `why` can name a path inside the typed value (`["https://..."] is a key that...`):
         # in plain text Telegram would make it a link or a mention in the bot's own reply.
         errors = [f"{code(key, 40)}: {code(why, WHY_CHARS)}" for key, why in bad.items()]

@@ -9,7 +9,7 @@ message is cut to WeCom's 2048 bytes.
 
 from __future__ import annotations
 
-from channels import decisions
+from channels import edits
 from channels.wecom import card
 from channels.wecom.clicks import reject_hint
 from gate import untrusted
@@ -55,7 +55,7 @@ def edit_template(view: RequestView) -> str:
         line = f"{field.key}={field.text}"
         # A line cut off by the message limit would send a broken value back: leave it out.
         fits = size + len(line.encode()) < TEMPLATE_BYTES
-        if decisions.named_by_a_line(field) and fits and "<" not in line:
+        if edits.named_by_a_line(field) and fits and "<" not in line:
             lines.append(line)
             size += len(line.encode()) + 1
         else:

@@ -15,7 +15,7 @@ import hashlib
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from channels import decisions
+from channels import decisions, edits
 from gate import untrusted
 from gate.models import utcnow
 from gate.readmodel import RequestView
@@ -190,7 +190,7 @@ def grant_text(choice: decisions.GrantChoice) -> str:
 def _subtitle(view: RequestView) -> str:
     """Where the request stands (and why it ended), then its arguments, masked and cut."""
     outcome = view.outcome_sentence()
-    if decisions.changes(view):
+    if edits.changes(view):
         outcome = outcome.replace("Approved by", "Approved with edits by", 1)
     if view.status != "pending":
         reason = clean(view.reason, SUBTITLE_CHARS)
@@ -248,9 +248,9 @@ def _buttons(view: RequestView, *, approvable: bool) -> list[dict[str, Any]]:
     return buttons[:MAX_BUTTONS]
 
 
-def editable(view: RequestView) -> list[decisions.EditField]:
+def editable(view: RequestView) -> list[edits.EditField]:
     """The arguments an approver may edit by typing `edit <id>` (whole values, as JSON)."""
-    return decisions.editable_fields(view, max_chars=500)
+    return edits.editable_fields(view, max_chars=500)
 
 
 def reasons_form(view: RequestView, task: str) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from channels import decisions
+from channels import decisions, edits
 from channels.wecom import card
 from channels.wecom.verify import Message
 from gate import untrusted
@@ -145,7 +145,7 @@ def edit_click(channel: str, typed: Command, view: RequestView | None) -> Click 
         texts[name] = value.strip()
     if not texts:
         return "Not recorded: no name=value lines after the first line."
-    edited, errors = decisions.apply_edits(view, fields, texts)
+    edited, errors = edits.apply_edits(view, fields, texts)
     if errors:
         named = (f"{card.clean(k, 40)}: {why}" for k, why in errors.items())
         return "Not recorded: " + "; ".join(named)
