@@ -111,6 +111,28 @@ def seen_env(names: list[str]) -> str:
     return json.dumps(sorted(n for n in names if n in os.environ))
 
 
+@server.tool(description="What this server can read of its own and its parent's environment.")
+def peek() -> str:
+    _record("peek", {})
+    parent = os.getppid()
+    seen: dict[str, Any] = {
+        "own_env": dict(os.environ),
+        "own_environ": _read_proc("self", "environ"),
+        "parent_cmdline": _read_proc(str(parent), "cmdline"),
+        "parent_environ": _read_proc(str(parent), "environ"),
+        "parent_maps": _read_proc(str(parent), "maps")[:200],
+    }
+    return json.dumps(seen)
+
+
+def _read_proc(pid: str, name: str) -> str:
+    try:
+        with open(f"/proc/{pid}/{name}", "rb") as fh:
+            return fh.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError as exc:
+        return f"unreadable: {type(exc).__name__}"
+
+
 @server.tool(description="Report progress, then tell the client the resource list changed.")
 async def announce(ctx: Context) -> str:
     _record("announce", {})
