@@ -122,6 +122,15 @@ class Relay:
         """Remember the client-facing session, to send upstream notifications on."""
         self.front = ctx.session
 
+    async def list_tools(
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        """tools/list, passed through; its names are the ones a call may use."""
+        self.seen(ctx)
+        result = await self.request(types.ListToolsRequest(params=params), types.ListToolsResult)
+        self.tools.note(params.cursor if params else None, result)
+        return result
+
     async def _read_listing(self, cursor: str | None) -> types.ListToolsResult:
         params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
         return await self.request(types.ListToolsRequest(params=params), types.ListToolsResult)
@@ -254,16 +263,7 @@ def build_server(relay: Relay, init: types.InitializeResult) -> Server[Any]:
 
     handlers: dict[str, Any] = {}
     if caps.tools is not None:
-        list_tools = forward(types.ListToolsRequest, types.ListToolsResult)
-
-        async def on_list_tools(
-            ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
-        ) -> types.ListToolsResult:
-            result = await list_tools(ctx, params)
-            relay.tools.note(params.cursor if params else None, result)
-            return result
-
-        handlers["on_list_tools"] = on_list_tools
+        handlers["on_list_tools"] = relay.list_tools
         handlers["on_call_tool"] = relay.call_tool
     if caps.resources is not None:
         handlers["on_list_resources"] = forward(
