@@ -36,6 +36,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return hook_main(args[1:])
     if args and args[0] == "mcp":
+        from gate.sealed import SealError, seal
+
+        try:
+            seal(args[1:])  # restarts without $GATE_TOKEN, before gate.mcp's imports
+        except SealError as exc:
+            sys.stderr.write(f"gate: {exc}\n")
+            return 2
         # gate.mcp imports the MCP SDK (an optional extra) only inside its subcommands
         from gate.mcp import main as mcp_main
 

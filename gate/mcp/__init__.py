@@ -31,10 +31,10 @@ def main(argv: list[str]) -> int:
     if ns.command is None:
         _parser().print_help(sys.stderr)
         return 2
-    from gate.mcp.sealed import SealError, seal
+    from gate.sealed import SealError, seal
 
     try:
-        seal()  # re-executes without $GATE_TOKEN: before the SDK is imported, stdin read
+        seal(argv)  # gate.cli did already, unless gate mcp was called from Python
     except SealError as exc:
         sys.stderr.write(f"gate: {exc}\n")
         return 2

@@ -18,8 +18,8 @@ from mcp.server.lowlevel import Server
 from mcp.server.models import InitializationOptions
 from mcp.server.stdio import stdio_server
 
+from gate import sealed
 from gate.askflow import DEFAULT_URL
-from gate.mcp import sealed
 from gate.mcp.asking import BEAT_EVERY, Asker
 from gate.toolcall import Call, summarise
 from gate.wording import TOKEN_FIX

@@ -4,8 +4,9 @@
 Any process can read the environment another process of its user was started with
 (`/proc/<pid>/environ` on Linux, `ps eww` elsewhere), and that copy stays as it was whatever
 the process later does to its own `os.environ`. Giving the upstream an environment without
-`GATE_TOKEN` is not enough: it would read the token from its parent's. So, first thing, before
-the MCP SDK is even imported (`seal`):
+`GATE_TOKEN` is not enough: it would read the token from its parent's. So, first thing
+(`gate.cli` calls `seal` before it imports `gate.mcp`, whose imports a restart would pay
+twice):
 
 * the token is taken from `GATE_TOKEN` and the process re-executes itself (same pid, same
   stdin and stdout) with an environment without it; the token crosses the exec through a pipe
@@ -17,6 +18,8 @@ the MCP SDK is even imported (`seal`):
   (`gate.mcp.proxy.upstream_env`).
 
 `token()` is the token afterwards. Standard library only: this runs before anything heavy.
+Outside the `gate.mcp` package for the same reason: importing a module of it runs the
+package's own imports first.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ MAX_TOKEN_BYTES = 4096
 PR_SET_DUMPABLE = 4
 
 _token: list[str | None] = [None]
+_sealed = [False]
 
 
 class SealError(Exception):
@@ -46,14 +50,17 @@ def token() -> str | None:
     return _token[0]
 
 
-def seal() -> str | None:
+def seal(argv: list[str]) -> str | None:
     """Take the token out of this process's environment for good; returns it.
 
-    Re-executes the process the first time (see the module's docstring): call it before
+    Re-executes the process the first time (see the module's docstring), when it was started
+    as this command (its arguments end with `argv`, what `gate mcp` was given): call it before
     anything reads stdin. Raises SealError for a token that cannot be passed on.
     """
+    if _sealed[0]:
+        return _token[0]
     sent = os.environ.get(ENV)
-    if sent and _can_reexec():
+    if sent and _can_reexec(argv):
         _reexec(sent)  # returns only if the exec failed
     held = os.environ.pop(FD_ENV, None)
     if held is not None:
@@ -61,13 +68,22 @@ def seal() -> str | None:
     os.environ.pop(ENV, None)
     _undumpable()
     _token[0] = sent or None
+    _sealed[0] = True
     return _token[0]
 
 
-def _can_reexec() -> bool:
-    """A POSIX exec keeps the pid and stdio an MCP client talks to; Windows' does not, and a
-    frozen executable may not take the interpreter's arguments back."""
-    return os.name == "posix" and bool(sys.executable) and not getattr(sys, "frozen", False)
+def _can_reexec(argv: list[str]) -> bool:
+    """A POSIX exec keeps the pid and stdio an MCP client talks to; Windows' does not, a
+    frozen executable may not take the interpreter's arguments back, and a program that
+    called `gate mcp` itself (not started as it) would be started again as itself."""
+    started_as = not argv or sys.orig_argv[-len(argv) :] == argv
+    if not started_as or os.name != "posix" or getattr(sys, "frozen", False):
+        sys.stderr.write(
+            f"gate mcp: cannot restart without ${ENV} in the environment; programs of the "
+            "same user can read it from this process's\n"
+        )
+        return False
+    return bool(sys.executable)
 
 
 def _reexec(sent: str) -> None:
