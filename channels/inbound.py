@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
-import re
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
@@ -23,11 +22,6 @@ from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
-#: what a lone surrogate can look like in a UTF-8 JSON body: an escape of one (`\\udc00`), or
-#: its three UTF-8-shaped bytes, which `json.loads` decodes with surrogatepass. A body without
-#: either cannot hold one, and is not walked.
-_SURROGATE_TEXT = re.compile(r"\\u[dD][89a-fA-F]|[\ud800-\udfff]")
-_SURROGATE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 #: an ISO 8601 time with offset and microseconds is 32 characters; more is not a deadline
 _MAX_ISO = 40
@@ -61,15 +55,21 @@ def load_json(raw: str | bytes) -> Any:
     """
     try:
         value = json.loads(raw)
-        if isinstance(raw, bytes):
-            # UTF-16 and UTF-32 bodies (json.loads reads them too) hold surrogates as such
-            utf8 = json.detect_encoding(raw).startswith("utf-8")
-            may_hold = not utf8 or _SURROGATE_BYTES.search(raw) is not None
-        else:
-            may_hold = _SURROGATE_TEXT.search(raw) is not None
-        return _sound(value) if may_hold else value
+        return _sound(value) if _may_hold_surrogates(raw) else value
     except RecursionError:
         raise NestedTooDeep("the JSON is nested too deeply") from None
+
+
+def _may_hold_surrogates(raw: str | bytes) -> bool:
+    """Whether a JSON body could hold a lone surrogate: an escape (`\\udc00`), or in UTF-8
+    its three bytes (starting 0xED, which `json.loads` decodes with surrogatepass); UTF-16 and
+    UTF-32 bodies (json.loads reads them too) can hold one as such. Any other body is not
+    walked."""
+    if isinstance(raw, str):
+        return "\\u" in raw or not raw.isascii() and sound_text(raw) != raw
+    if not json.detect_encoding(raw).startswith("utf-8"):
+        return True
+    return b"\\u" in raw or b"\xed" in raw
 
 
 def sound_text(text: str) -> str:

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from channels.teams.channel import RECORDING
+from channels.teams.channel import NOT_HERE, RECORDING
 from channels.teams.clicks import NEED_A_REASON, NOTHING_EDITABLE, parse_invoke
 from gate.acting import Refusal
 from tests.conftest import Gate, GateFactory
 from tests.support import config as cfg
-from tests.support.fake_teams import FakeTeams
+from tests.support.fake_teams import CONVERSATION, FakeTeams
 from tests.teams.conftest import (
     ask,
     notice,
@@ -81,7 +81,7 @@ def test_refresh_gives_buttons_only_to_those_gate_lets_act(
         assert offered == (DECIDING if actionable else set()), (person, offered)
         assert "notice" not in str(card)  # a refresh is a view, not an answer
     gone = press(teams_gate, fake_teams, "alice", "refresh", "01JD0000000000000000000000")
-    assert notice(gone) == "This request no longer exists."
+    assert notice(gone) == NOT_HERE  # no request: the words a card from elsewhere gets
 
 
 def test_a_display_name_is_never_trusted(teams_gate: Gate, fake_teams: FakeTeams) -> None:
@@ -219,7 +219,7 @@ async def test_a_slow_decision_is_answered_in_time_and_still_lands(
         service_url=fake_teams.url + "/",
     )  # fmt: skip
     try:
-        answer = await chan.handle(parse_invoke(activity), "conv")
+        answer = await chan.handle(parse_invoke(activity), CONVERSATION)
         assert answer["value"] == RECORDING
     finally:
         await chan.aclose()  # waits for the decision in flight
