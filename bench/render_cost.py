@@ -1,8 +1,11 @@
 """What rendering a hostile tool argument costs, on every card and page, at 10 KB to 1 MB.
 
-For each hostile string (shapes that made the old secret-masking regexes backtrack) and each
-size, it times the Slack card, the Feishu card, the masker alone with its scan cap lifted,
-and the web console's request page, next to
+For each hostile string (shapes that made the old secret-masking regexes backtrack, and shapes
+that flag every line of gate.rendering: short lines, look-alike words, lone surrogates) and
+each size, it times the Slack card, the Feishu card, the masker alone with its scan cap
+lifted, gate.rendering's `render_call` + `as_text` (a tree, a command, an Edit diff, cut for a
+card; a command whole as the request page shows it) next to the old JSON rendering
+(`untrusted.arguments_json`), and the web console's request page, next to
 a baseline measured in the same run on the same arguments: `json.dumps` for the cards, the
 JSON API's `GET /v1/requests/{id}` for the page. Then it prints how each grows from 10 KB to
 100 KB and from 100 KB to 1 MB: ~10x is linear, ~100x quadratic.
@@ -12,6 +15,7 @@ needed minutes for some 1 MB strings): such a figure prints as `>limit`.
 
     .venv/bin/python -m bench.render_cost
     .venv/bin/python -m bench.render_cost --sizes 10000 100000 --limit 30
+    .venv/bin/python -m bench.render_cost --cpu --no-web --only "old JSON" render_call
 """
 
 from __future__ import annotations
@@ -36,10 +40,13 @@ from gate import untrusted
 from gate.app import create_app
 from gate.config import Settings
 from gate.readmodel import RequestView
+from gate.rendering import as_text, render_call
 from tests.support import config as cfg
 from tests.support.servers import ThreadServer
 
 SIZES = (10_000, 100_000, 1_000_000)
+#: what a chat card holds of a call's text (Slack's section limit is 3,000)
+CARD_CHARS = 3_000
 NOW = datetime(2026, 11, 21, 10, 0, tzinfo=UTC)
 
 
@@ -57,6 +64,9 @@ HOSTILE: dict[str, Callable[[int], str]] = {
     "xoxb-…": lambda n: "xoxb-" + "a" * n,
     "<<<": lambda n: "<" * n,
     "bidi mix": lambda n: _repeat("\u202eabc\u2066\u200bא<@U1>", n),
+    "short lines": lambda n: _repeat("echo hi\n", n),
+    "Cyrillic look-alike words": lambda n: _repeat("pаypal.com ", n),
+    "lone surrogates": lambda n: _repeat("a\ud800\n", n),
 }
 
 
@@ -102,6 +112,30 @@ def _baseline(view: RequestView) -> None:
     json.dumps(view.tool_args, ensure_ascii=False)
 
 
+def _old_json(view: RequestView) -> None:
+    # what every card showed of a call before gate.rendering: masked, escaped, indented JSON
+    untrusted.arguments_json(view.tool_args)
+
+
+def _render_tree(view: RequestView) -> None:
+    as_text(render_call(view.tool_name, view.tool_args), limit=CARD_CHARS, url=view.url)
+
+
+def _render_command(view: RequestView) -> None:
+    as_text(render_call("Bash", {"command": view.tool_args["payload"]}), limit=CARD_CHARS)
+
+
+def _render_edit(view: RequestView) -> None:
+    text = view.tool_args["payload"]
+    args = {"file_path": "a.py", "old_string": text, "new_string": "changed\n" + text}
+    as_text(render_call("Edit", args), limit=CARD_CHARS)
+
+
+def _render_page(view: RequestView) -> None:
+    # the request page and `gate requests show`: every character, no cap
+    as_text(render_call("Bash", {"command": view.tool_args["payload"]}, limit=None))
+
+
 def _uncapped(view: RequestView) -> None:
     # The cards scan at most untrusted.SCAN_LIMIT characters of a value, which hides how the
     # scan itself grows: this is the same cleaning and masking with no cap at all.
@@ -114,24 +148,31 @@ CARDS: dict[str, Callable[[RequestView], None]] = {
     "Slack card": _slack,
     "Feishu card": _feishu,
     "masker with no cap (untrusted.clean + to_json, limit=None)": _uncapped,
+    "old JSON rendering (untrusted.arguments_json)": _old_json,
+    "render_call + as_text, a tree (card, 3,000 chars)": _render_tree,
+    "render_call + as_text, a Bash command (card)": _render_command,
+    "render_call + as_text, an Edit diff (card)": _render_edit,
+    "render_call(limit=None) + as_text, a Bash command (page)": _render_page,
 }
 
 
-def _timed_child(surface: str, shape: str, size: int, out: Any) -> None:
+def _timed_child(surface: str, shape: str, size: int, cpu: bool, out: Any) -> None:
     view = make_view(HOSTILE[shape](size))
+    clock = time.process_time if cpu else time.perf_counter
     runs: list[float] = []
     while len(runs) < 3 and sum(runs) < 1.0:  # the median of 3, unless one run is slow
-        start = time.perf_counter()
+        start = clock()
         CARDS[surface](view)
-        runs.append(time.perf_counter() - start)
+        runs.append(clock() - start)
     out.put(statistics.median(runs))
 
 
-def time_card(surface: str, shape: str, size: int, limit: float) -> float | None:
-    """Seconds to render, in a forked child; None when it ran past `limit`."""
+def time_card(surface: str, shape: str, size: int, limit: float, cpu: bool = False) -> float | None:
+    """Seconds to render (CPU seconds with `cpu`), in a forked child; None when it ran past
+    `limit` (wall time)."""
     ctx = multiprocessing.get_context("fork")
     out = ctx.Queue()
-    child = ctx.Process(target=_timed_child, args=(surface, shape, size, out))
+    child = ctx.Process(target=_timed_child, args=(surface, shape, size, cpu, out))
     child.start()
     child.join(limit)
     if child.is_alive():
@@ -204,13 +245,20 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES))
     parser.add_argument("--limit", type=float, default=60.0, help="seconds per card render")
     parser.add_argument("--no-web", action="store_true", help="cards only")
+    parser.add_argument(
+        "--cpu", action="store_true", help="time renders in CPU seconds (a shared machine)"
+    )
+    parser.add_argument("--only", nargs="+", help="the surfaces (table titles) starting so")
     args = parser.parse_args()
     sizes = tuple(args.sizes)
     print(f"# render cost, {platform.python_version()}, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC")
     for surface in CARDS:
+        if args.only and not surface.startswith(tuple(args.only)):
+            continue
         _table(surface, sizes)
         for shape in HOSTILE:
-            _row(shape, [time_card(surface, shape, n, args.limit) for n in sizes], args.limit)
+            times = [time_card(surface, shape, n, args.limit, args.cpu) for n in sizes]
+            _row(shape, times, args.limit)
     if args.no_web:
         return
     with page_server() as http:

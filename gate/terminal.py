@@ -1,7 +1,8 @@
 """The terminal commands over the HTTP API: `gate requests list|show|approve|reject`.
 
 They talk to a running server (GATE_URL, GATE_TOKEN) so decisions wake waiters exactly as a
-click would. Standard library only.
+click would. Standard library only at import; `show` prints the call through
+`gate.rendering`, as every other surface shows it.
 """
 
 from __future__ import annotations
@@ -94,18 +95,51 @@ def _list(ns: argparse.Namespace) -> int:
 
 def _show(ns: argparse.Namespace) -> int:
     r = _call(ns, "GET", f"/v1/requests/{ns.id}")
-    rows = [
-        [k, json.dumps(v) if isinstance(v, dict | list) else str(v)]
-        for k, v in r.items()
-        if k not in ("tool_args", "votes", "context", "options")
-    ]
-    print(_table(rows, ["FIELD", "VALUE"]))  # noqa: T201
-    print("\narguments:\n" + json.dumps(r["tool_args"], indent=2))  # noqa: T201
-    if r.get("context"):
-        print("\ncontext:\n" + json.dumps(r["context"], indent=2))  # noqa: T201
-    for vote in r["votes"]:
-        print(f"vote: {vote['approver']} {vote['verdict']} via {vote['via']} at {vote['at']}")  # noqa: T201
+    print(_shown_request(r))  # noqa: T201
     return 0
+
+
+def _shown_request(r: dict[str, Any]) -> str:
+    """A request as `requests show` prints it: gate's rendering of the call first (whole),
+    the agent's words below it labelled as the agent's claim, then the other fields."""
+    from gate.rendering import as_text, render_call, render_text
+
+    options = r.get("options")
+    options = options if isinstance(options, dict) else {}
+    watched = [str(w) for w in options.get("watched_args") or () if isinstance(w, str)]
+    rendering = render_call(str(r.get("tool_name", "")), r.get("tool_args"), watched=watched)
+    out = [rendering.headline, "", as_text(rendering).text, ""]
+    summary = r.get("summary")
+    out.append("The agent's claim (its own words, not gate's reading of the call):")
+    if summary:
+        out.extend(f"  {line.text}" for line in render_text(str(summary)))
+    else:
+        out.append("  (the agent sent no summary)")
+    skip = ("tool_args", "votes", "context", "options", "summary")
+    rows = [
+        [k, _inert(json.dumps(v) if isinstance(v, dict | list) else str(v), " ⏎ ")]
+        for k, v in r.items()
+        if k not in skip
+    ]
+    out += ["", _table(rows, ["FIELD", "VALUE"])]
+    if r.get("context"):
+        out.append("\ncontext:\n" + _inert(json.dumps(r["context"], indent=2)))
+    # what the API returned, unmasked (an approver's token reads it so): where a mask could
+    # hide code, this is where the README sends an approver; ASCII JSON escapes every
+    # invisible or look-alike character
+    out.append("\narguments as sent (JSON, unmasked):\n" + json.dumps(r.get("tool_args"), indent=2))
+    for vote in r.get("votes") or ():
+        line = f"vote: {vote['approver']} {vote['verdict']} via {vote['via']} at {vote['at']}"
+        out.append(_inert(line))
+    return "\n".join(out)
+
+
+def _inert(text: str, joint: str = "\n") -> str:
+    """Untrusted text for the terminal: secrets masked, invisible and look-alike characters
+    escaped, its lines joined by `joint`."""
+    from gate.rendering import render_text
+
+    return joint.join(line.text for line in render_text(text))
 
 
 def _decide(ns: argparse.Namespace) -> int:

@@ -13,10 +13,11 @@ after this module has:
   JSON, **shown them as `\\uXXXX` escapes**, so text cannot read differently from what it is
   (and, in JSON, look-alike letters: "gіthub.com" with a Cyrillic "і", `escape_lookalikes`);
 * **masked secrets**: values under secret-named keys (`password`, `api_key`, `Authorization`,
-  `session_id`...) and secret-shaped text anywhere (private keys, Slack / OpenAI / AWS /
-  GitHub / Google / Feishu tokens, JWTs, bearer and basic credentials, `password=...`
-  assignments, credentials in URLs), all replaced by `MASK`. Such a mask hides one
-  credential token; text where it would hide more (whitespace, code) is not shown whole.
+  `primary_key`; never an identifier such as `session_id`) and secret-shaped text anywhere
+  (private keys, Slack / OpenAI / AWS / GitHub / Google / Feishu tokens, JWTs, bearer and
+  basic credentials, `password=...` assignments, credentials in URLs), all replaced by `MASK`.
+  A mask in text may hide one credential token; anything else masked (a whole value, text
+  where a mask could hide code) counts as shown only once revealed (`masks`, `reveal`).
 
 Every pattern here runs on RE2 (`google-re2`), whose matching time is linear in the text
 whatever the pattern: no input can make a scan backtrack. `compile` is how any other module
@@ -30,6 +31,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import re2
@@ -47,7 +49,7 @@ MASK = "[masked]"
 #: than anyone reads, and keeps the worst case of every scan to a few milliseconds.
 SCAN_LIMIT = 64 * 1024
 #: what a surface that shows masked arguments at any length says it showed (the web request
-#: page, `Actor.args_chars`): only a mask that could hide code keeps it from showing a call
+#: page, `Actor.args_chars`): only masks not revealed keep it from showing a call
 ANY_LENGTH = sys.maxsize
 #: the end of the marker that replaces what the cap cut off
 CUT_MARK = " more characters not shown]"
@@ -146,16 +148,17 @@ def _mask_scanned(text: str) -> str:
 _CREDENTIAL: Any = re2.compile(rb"[A-Za-z0-9!#%*+./:=?@_~-]+")
 
 
-def _hides_code(text: str) -> bool:
-    """Whether masking `text` hides more than credential tokens (or it is capped)."""
-    if len(text) > SCAN_LIMIT:
-        return True
+def _text_masks(text: str) -> tuple[bool, bool]:
+    """Whether masking `text` hides anything, and whether it could hide more than credential
+    tokens (or `text` is longer than `SCAN_LIMIT`, which a surface that caps cuts)."""
+    masked, hides = False, len(text) > SCAN_LIMIT
     for match in _SECRET_TEXT.finditer(text.encode("utf-8", "surrogatepass")):
         whole, (before, after) = bytes(match.group(0)), _kept(match)
         hidden = whole[len(before.rstrip()) : len(whole) - len(after)].strip()
-        if not _CREDENTIAL.fullmatch(hidden):
-            return True
-    return False
+        masked, hides = True, hides or not _CREDENTIAL.fullmatch(hidden)
+        if hides:
+            break
+    return masked, hides
 
 
 def mask_text(text: str, limit: int | None = SCAN_LIMIT) -> str:
@@ -219,21 +222,17 @@ def _defanged(match: Any) -> bytes:
 # -- secrets in structures --------------------------------------------------------------------
 
 #: a key containing one of these (ignoring case and separators) names a secret
-_SECRET_PARTS = (
-    "password",
-    "passwd",
-    "passphrase",
-    "secret",
-    "credential",
-    "cookie",
-    "privatekey",
-    "apikey",
-    "accesskey",
-)
+_SECRET_PARTS: tuple[str, ...] = ("password", "passwd", "passphrase", "secret", "credential")
+_SECRET_PARTS += ("cookie", "privatekey", "apikey", "accesskey")
 #: a key with one of these as a word (`token_type`, `proxy-authorization`) names a secret
 _SECRET_WORDS = frozenset({"token", "authorization"})
-#: a key ending in one of these words (`ssh_key`, `basic_auth`, `x-signature`) names a secret
+#: a key ending in one of these words (`ssh_key`, `primary_key`, `basic_auth`, `x-signature`)
+#: names a secret; `sessionid` as one word is a session cookie's name: a bearer credential
 _SECRET_LAST_WORDS = frozenset({"pwd", "auth", "key", "signature", "sessionid"})
+#: a key ending in one of these words (`session_id`, `sessionId`, `key_id`) names an
+#: identifier: it says which thing, and gives no power over it (the request page shows its
+#: `session_id`). A credential under such a name (`AKIA...`) is still masked by its shape
+_IDENTIFIER_WORDS = frozenset({"id", "ids", "uuid", "guid"})
 
 
 def _words(key: str) -> list[str]:
@@ -261,23 +260,22 @@ def _words(key: str) -> list[str]:
 def is_secret_key(key: str) -> bool:
     """Whether a key's name says its value is a secret (`password`, `apiKey`, `x-auth`...).
 
-    `max_tokens` or `token_count`-like counts named with a plural are not; a key too long to
-    judge is treated as secret.
+    A key naming an identifier (its last word `id`: `session_id`, `sessionId`, `key_id`) is
+    not, whatever names the thing identified; nor are `max_tokens` or `token_count`-like
+    counts named with a plural. A key too long to judge is treated as secret.
     """
     if len(key) > _KEY_SCAN:
         return True
     words = _words(key)
+    if words and words[-1] in _IDENTIFIER_WORDS:
+        return False
     joined = "".join(words)
-    if any(part in joined for part in _SECRET_PARTS):
+    if any(part in joined for part in _SECRET_PARTS) or _SECRET_WORDS.intersection(words):
         return True
-    if any(word in _SECRET_WORDS for word in words):
-        return True
-    if words and words[-1] in _SECRET_LAST_WORDS:
-        return True
-    return len(words) >= 2 and words[-2:] == ["session", "id"]
+    return bool(words) and words[-1] in _SECRET_LAST_WORDS
 
 
-def _shown_keys(mapping: Mapping[Any, Any], limit: int | None) -> list[tuple[str, Any]]:
+def shown_keys(mapping: Mapping[Any, Any], limit: int | None) -> list[tuple[str, Any]]:
     """(key as shown, original key) for each entry: secrets in keys masked, and two keys
     that mask alike kept apart so neither entry can hide the other."""
     shown: list[tuple[str, Any]] = []
@@ -307,7 +305,7 @@ def _mask(value: Any, limit: int | None, depth: int) -> Any:
             shown: MASK
             if is_secret_key(str(key)) and value[key] not in (None, "")
             else _mask(value[key], limit, depth + 1)
-            for shown, key in _shown_keys(value, limit)
+            for shown, key in shown_keys(value, limit)
         }
     if isinstance(value, list | tuple):
         return [_mask(item, limit, depth + 1) for item in value]
@@ -316,24 +314,75 @@ def _mask(value: Any, limit: int | None, depth: int) -> Any:
     return value
 
 
-def masks_only_credentials(value: Any, depth: int = 0) -> bool:
-    """Whether each mask `mask_value(value)` shows hides one credential token, nothing more.
-    Values under secret-named keys are masked whole, as documented; elsewhere (a command, a
-    URL) secret-shaped text must not hide code (`_CREDENTIAL`)."""
-    if depth > MAX_DEPTH:
-        return False  # shown as a marker, not at all
-    if isinstance(value, Mapping):
-        return all(
-            not _hides_code(str(key))
-            and (
-                (is_secret_key(str(key)) and value[key] not in (None, ""))
-                or masks_only_credentials(value[key], depth + 1)
-            )
-            for key in value
-        )
-    if isinstance(value, list | tuple):
-        return all(masks_only_credentials(item, depth + 1) for item in value)
-    return not isinstance(value, str) or not _hides_code(value)
+@dataclass(frozen=True)
+class Masks:
+    """Where `mask_value(value)` hides something, as JSON pointers into what it shows (keys as
+    shown: a key holding a secret is addressed masked, so a pointer never carries one)."""
+
+    #: every masked value, each a person may reveal: under a secret-named key, masked whole,
+    #: or text with a secret masked in it
+    paths: tuple[str, ...] = ()
+    #: those an approval needs revealed: values masked whole (the approver cannot tell what
+    #: they are) and text where a mask could hide code; `code` lists the latter
+    to_reveal: tuple[str, ...] = ()
+    code: tuple[str, ...] = ()
+    #: code could hide where no reveal shows it: a mask in a key, nesting past `MAX_DEPTH`,
+    #: text longer than `SCAN_LIMIT`
+    unrevealable: bool = False
+
+
+def masks(value: Any) -> Masks:
+    """What masking hides in a JSON-like value, and where (see `Masks`)."""
+    paths: list[str] = []
+    whole: list[str] = []
+    code: list[str] = []
+    unrevealable = False
+
+    def walk(item: Any, path: str, depth: int) -> None:
+        nonlocal unrevealable
+        if depth > MAX_DEPTH:
+            unrevealable = True  # shown as a marker, not at all
+        elif isinstance(item, Mapping):
+            for shown, key in shown_keys(item, SCAN_LIMIT):
+                unrevealable = unrevealable or _text_masks(str(key))[1]
+                at = f"{path}/{shown.replace('~', '~0').replace('/', '~1')}"
+                if is_secret_key(str(key)) and item[key] not in (None, ""):
+                    paths.append(at)
+                    whole.append(at)
+                else:
+                    walk(item[key], at, depth + 1)
+        elif isinstance(item, list | tuple):
+            for i, each in enumerate(item):
+                walk(each, f"{path}/{i}", depth + 1)
+        elif isinstance(item, str):
+            masked, hides = _text_masks(item)
+            paths.extend([path] if masked else [])
+            code.extend([path] if masked and hides else [])
+            unrevealable = unrevealable or (hides and not masked)
+
+    walk(value, "", 0)
+    return Masks(tuple(paths), tuple(whole + code), tuple(code), unrevealable)
+
+
+def reveal(value: Any, path: str) -> Any:
+    """The original of the masked value at `path` (one of `masks(value).paths`, else
+    LookupError)."""
+    if path not in masks(value).paths:
+        raise LookupError(path)
+    for part in path.split("/")[1:]:
+        part = part.replace("~1", "/").replace("~0", "~")
+        value = value[
+            dict(shown_keys(value, SCAN_LIMIT))[part] if isinstance(value, Mapping) else int(part)
+        ]
+    return value
+
+
+def masks_only_credentials(value: Any) -> bool:
+    """Whether each mask `mask_value(value)` shows hides one credential token, nothing more:
+    no value is masked whole under a secret-named key, and no mask could hide code
+    (`_CREDENTIAL`). Any other mask is approved only once revealed (`Masks.to_reveal`)."""
+    found = masks(value)
+    return not found.to_reveal and not found.unrevealable
 
 
 def to_json(value: Any, *, indent: int | None = None, limit: int | None = SCAN_LIMIT) -> str:
@@ -367,7 +416,7 @@ def mask_diff(diff: Mapping[str, Any]) -> dict[str, Any]:
     """An argument diff (`{key: {"from": ..., "to": ...}}`) with both sides masked as the
     key's value would be."""
     masked: dict[str, Any] = {}
-    for shown, key in _shown_keys(diff, SCAN_LIMIT):
+    for shown, key in shown_keys(diff, SCAN_LIMIT):
         change = diff[key] if isinstance(diff[key], Mapping) else {}
         masked[shown] = {
             side: next(iter(mask_value({key: change.get(side)}).values()))
@@ -394,7 +443,7 @@ def _unmask(edited: Any, original: Any, shown: Any, depth: int) -> Any:
     if edited == shown:
         return original
     if depth <= MAX_DEPTH and isinstance(edited, dict) and isinstance(original, Mapping):
-        keys = dict(_shown_keys(original, SCAN_LIMIT))
+        keys = dict(shown_keys(original, SCAN_LIMIT))
         result: dict[str, Any] = {}
         for key, value in edited.items():
             if key in keys:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -16,12 +17,17 @@ from gate.app import create_app
 from gate.config import Settings
 from gate.state import AppState
 from tests.support import config as cfg
+from tests.support.embedded_pg import embedded_postgres_url
+from tests.support.embedded_pg import failure as embedded_failure
 from tests.support.servers import ThreadServer
 
 PG_ENV = "GATE_TEST_POSTGRES_URL"
+#: set to "0" to skip the PostgreSQL half instead of starting an embedded server
+PG_EMBEDDED_ENV = "GATE_TEST_EMBEDDED_POSTGRES"
 PG_SKIP = (
-    f"PostgreSQL tests need {PG_ENV}, e.g. "
-    f"{PG_ENV}=postgresql://postgres@127.0.0.1:5432/postgres (.ci/run sets it)"
+    f"PostgreSQL tests need {PG_ENV} (e.g. {PG_ENV}=postgresql://postgres@127.0.0.1:5432/"
+    "postgres) or the embedded server of the `embedded-postgres` package (installed with "
+    f"the dev extra; {PG_EMBEDDED_ENV}=0 turns it off)"
 )
 
 
@@ -34,8 +40,16 @@ def sqlite_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'gate.db'}"
 
 
+def _pg_skip() -> str:
+    failed = embedded_failure()
+    return f"{PG_SKIP}: {failed}" if failed else PG_SKIP
+
+
 def _pg_admin_url() -> str | None:
-    return os.environ.get(PG_ENV) or None
+    """The server PostgreSQL tests make their databases on: `GATE_TEST_POSTGRES_URL`, or an
+    embedded PostgreSQL started once per test process (so a fresh clone runs the PostgreSQL
+    half with no server installed), or None when neither can be had."""
+    return os.environ.get(PG_ENV) or embedded_postgres_url()
 
 
 @pytest.fixture
@@ -43,7 +57,7 @@ def postgres_url() -> Iterator[str]:
     """A fresh PostgreSQL database, dropped afterwards; skipped when not configured."""
     admin = _pg_admin_url()
     if not admin:
-        pytest.skip(PG_SKIP)
+        pytest.skip(_pg_skip())
     yield from _temporary_pg_database(admin)
 
 
@@ -81,7 +95,7 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         return
     admin = _pg_admin_url()
     if not admin:
-        pytest.skip(PG_SKIP)
+        pytest.skip(_pg_skip())
     yield from _temporary_pg_database(admin)
 
 
@@ -156,3 +170,21 @@ def gate(make_gate: GateFactory, db_url: str) -> Gate:
 def gate_sqlite(make_gate: GateFactory) -> Gate:
     """A gate on SQLite only, for tests that are not about the database."""
     return make_gate()
+
+
+# -- the end of a run -----------------------------------------------------------------------
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Say plainly what was skipped and why, one line per reason with its count (a run that
+    skipped the PostgreSQL half or the browser must not read like a full one)."""
+    reasons: Counter[str] = Counter()
+    for report in terminalreporter.stats.get("skipped", []):
+        longrepr = report.longrepr
+        reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+        reasons[reason.removeprefix("Skipped: ")] += 1
+    if not reasons:
+        return
+    terminalreporter.write_sep("=", "what was skipped, and why")
+    for reason, count in reasons.most_common():
+        terminalreporter.write_line(f"{count:5d} skipped: {reason}")

@@ -110,10 +110,80 @@ def test_a_mask_that_could_hide_code_does_not_show_the_call_whole(text: str) -> 
     ids=[s[0] for s in SECRETS if s[0] not in ("private key", "private key, no END")],
 )
 def test_a_mask_that_hides_one_credential_shows_the_call_whole(text: str, secret: str) -> None:
-    args = {"command": text, "password": "correct horse $(battery) staple"}
-    assert untrusted.masks_only_credentials(args)  # a secret-named key is masked by name
+    args = {"command": text, "session_id": "s-1"}
+    assert untrusted.masks_only_credentials(args)
     assert untrusted.shows_whole(args, 10_000)
     assert not untrusted.shows_whole(args, 10)
+    # revealable, but an approval does not wait for it: the mask hides one credential token
+    found = untrusted.masks(args)
+    assert found.paths == ("/command",) and found.to_reveal == ()
+    assert untrusted.reveal(args, "/command") == text
+
+
+@pytest.mark.parametrize("key", ["password", "primary_key", "auth", "ssh_key", "api_key"])
+def test_a_value_masked_whole_is_not_shown_whole_until_revealed(key: str) -> None:
+    # A whole value behind `[masked]` could be anything (`1; DROP TABLE users`, a host the
+    # call connects to): nobody approves it unseen. Cards keep masking, so they never
+    # approve it; the request page does once the approver revealed it (gate.acting).
+    args = {"query": "select 1", key: "1; DROP TABLE users", "nested": [{key: {"deep": 1}}]}
+    assert not untrusted.masks_only_credentials(args)
+    assert not untrusted.shows_whole(args, 10_000)
+    found = untrusted.masks(args)
+    assert found.to_reveal == found.paths == (f"/{key}", f"/nested/0/{key}")
+    assert found.code == () and not found.unrevealable
+    assert untrusted.reveal(args, f"/nested/0/{key}") == {"deep": 1}
+
+
+@pytest.mark.parametrize("text", HIDDEN_CODE)
+def test_a_mask_that_could_hide_code_in_a_value_is_revealed_before_an_approval(text: str) -> None:
+    found = untrusted.masks({"memo": text, "n": 1})
+    assert found.paths == found.to_reveal == found.code == ("/memo",)
+    assert untrusted.reveal({"memo": text}, "/memo") == text  # the code, raw
+
+
+@pytest.mark.parametrize("text", HIDDEN_CODE)
+def test_a_mask_no_reveal_can_show_keeps_the_call_from_ever_showing_whole(text: str) -> None:
+    # In a key the masked text cannot be addressed without carrying the secret; past the
+    # depth limit nothing is shown at all: only the API (raw arguments) approves these.
+    assert untrusted.masks({"nested": [{text: 1}]}).unrevealable
+    deep: Any = "x"
+    for _ in range(untrusted.MAX_DEPTH + 2):
+        deep = [deep]
+    assert untrusted.masks({"deep": deep}).unrevealable
+
+
+def test_pointers_address_what_is_shown_so_none_carries_a_secret() -> None:
+    # RFC 6901 escapes, list indexes, and keys as shown: a key holding a secret is its mask,
+    # and two keys that mask alike stay apart; the pointer resolves to the original value.
+    args = {
+        "a/b~c": {"token": "t0ken"},
+        "xoxb-1111111111": {"password": "p1"},
+        "xoxb-2222222222": {"password": "p2"},
+        "list": ["ok", "curl -u admin:hunter2 https://u:pw@example.com"],
+    }
+    found = untrusted.masks(args)
+    assert found.paths == (
+        "/a~1b~0c/token",
+        f"/{MASK}/password",
+        f"/{MASK} (2)/password",
+        "/list/1",
+    )
+    assert all("xoxb" not in p and "hunter2" not in p for p in found.paths)
+    assert [untrusted.reveal(args, p) for p in found.paths] == [
+        "t0ken",
+        "p1",
+        "p2",
+        args["list"][1],
+    ]
+
+
+@pytest.mark.parametrize(
+    "path", ["", "/", "/list/0", "/list/01", "/list", "/missing", "/a~1b~0c", "/session_id", "x"]
+)
+def test_only_a_masked_value_is_revealed(path: str) -> None:
+    args = {"a/b~c": {"token": "t0ken"}, "list": ["ok"], "session_id": "s-1"}
+    with pytest.raises(LookupError):
+        untrusted.reveal(args, path)
 
 
 @pytest.mark.parametrize(
@@ -131,6 +201,7 @@ def test_a_mask_that_hides_one_credential_shows_the_call_whole(text: str, secret
         "x-api-key",
         "access_key",
         "private_key",
+        "primary_key",
         "ssh_key",
         "key",
         "token",
@@ -142,8 +213,7 @@ def test_a_mask_that_hides_one_credential_shows_the_call_whole(text: str, secret
         "auth",
         "basic_auth",
         "x-signature",
-        "session_id",
-        "sessionId",
+        "sessionid",  # one word: a session cookie's name, the session itself
         "Cookie",
         "set_cookie",
         "credentials",
@@ -161,6 +231,37 @@ def test_secret_named_keys_mask_their_values(key: str) -> None:
 )
 def test_ordinary_keys_keep_their_values(key: str) -> None:
     assert untrusted.mask_value({key: "v4lue"}) == {key: "v4lue"}
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "session_id",  # the request's own Session row shows it
+        "sessionId",
+        "SESSION_ID",
+        "sessionID",
+        "request_id",
+        "key_id",  # which key, not the key
+        "api_key_id",
+        "access_key_id",
+        "token_id",
+        "credential_id",  # a WebAuthn credential id is public
+        "secret_id",  # a secret manager's name for the secret
+        "id",
+        "ID",
+        "token_ids",
+        "auth_uuid",
+    ],
+)
+def test_a_key_naming_an_identifier_is_not_a_secret_whatever_it_identifies(key: str) -> None:
+    assert not untrusted.is_secret_key(key)
+    assert untrusted.mask_value({key: "sess-42"}) == {key: "sess-42"}
+    assert untrusted.masks({key: "sess-42"}).paths == ()
+
+
+def test_a_credential_under_an_identifiers_name_is_still_masked_by_its_shape() -> None:
+    masked = untrusted.mask_value({"access_key_id": "AKIAIOSFODNN7EXAMPLE", "token_id": JWT})
+    assert masked == {"access_key_id": MASK, "token_id": MASK}
 
 
 def test_empty_secret_values_are_shown_as_empty() -> None:
@@ -449,7 +550,8 @@ def _cards(fakes: tuple[FakeSlack, FakeFeishu], request_id: str) -> tuple[str, d
 def _slack_args(blocks: str) -> str:
     [args] = [b for b in json.loads(blocks) if b.get("block_id", "").startswith("args-")]
     text: str = args["text"]["text"]
-    body = text.removeprefix("*Arguments*\n```\n").removesuffix("\n```")
+    # the code block, without the note after it (a masked value: approve on the page)
+    body = text.removeprefix("*Arguments*\n```\n").split("\n```", 1)[0]
     return body.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&").replace("ˋ", "`")
 
 
@@ -521,11 +623,16 @@ def test_the_edit_box_shows_masked_values_and_approving_keeps_the_secrets(
             f"/requests/{request_id}/decide", data={**form, "edited_args": json.dumps(broken)}
         )
         assert r.status_code == 422 and "masked" in r.text
-        # Changing something else runs with the original secrets.
+        # Changing something else runs with the original secrets, once the approver has
+        # seen the values masked whole (the password, the token under GITHUB_TOKEN).
         edited = {**shown, "env": {**shown["env"], "n": 4}}
-        r = web.post(
-            f"/requests/{request_id}/decide", data={**form, "edited_args": json.dumps(edited)}
-        )
+        data = {**form, "edited_args": json.dumps(edited)}
+        r = web.post(f"/requests/{request_id}/decide", data=data)
+        assert r.status_code == 403 and "reveal the masked values at /password" in r.text
+        for path in ("/password", "/env/GITHUB_TOKEN"):
+            reveal = {"csrf_token": csrf.group(1), "path": path}
+            assert web.post(f"/requests/{request_id}/reveal", data=reveal).status_code == 200
+        r = web.post(f"/requests/{request_id}/decide", data=data)
         assert r.status_code in (200, 303), r.text
     with everywhere.client(cfg.ADMIN) as api:
         body = api.get(f"/v1/requests/{request_id}").json()
@@ -565,7 +672,7 @@ def test_a_one_megabyte_hostile_argument_does_not_stall_other_requests(
 
 
 def test_arguments_fit_is_measured_on_the_masked_json_every_card_shows() -> None:
-    args = {"cmd": "ls", "password": "hunter2-but-much-longer-than-the-mask"}
+    args = {"cmd": "ls", "env": "API_KEY=hunter2-but-much-longer-than-the-mask"}
     text = untrusted.arguments_json(args)
     assert text == untrusted.to_json(args, indent=2) and "hunter2" not in text
     assert untrusted.shows_whole(args, len(text))

@@ -2,9 +2,9 @@
 
 `console` holds what every page shares (sign-in state, rendering, redirects); the pages live
 by what they do: `pages` (queue, live events, history, stats), `request_page` (a request
-and its decide and extend forms), `grants`, `login`. Below them: `forms` (form parsing),
-`queries` (read-only queries), `charts` (SVG), `session` (the cookie, security headers),
-`signin` (rate limits, revocable sign-ins).
+and its decide and extend forms), `reveal` (a masked value shown to an approver), `grants`,
+`login`. Below them: `forms` (form parsing), `queries` (read-only queries), `charts` (SVG),
+`session` (the cookie, security headers), `signin` (rate limits, revocable sign-ins).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from gate.web.grants import GrantsPage
 from gate.web.login import LoginPage
 from gate.web.pages import Pages
 from gate.web.request_page import RequestPage
+from gate.web.reveal import RevealRoute
 
 log = logging.getLogger("gate.web")
 
@@ -31,7 +32,8 @@ def install(app: FastAPI, state: AppState) -> None:
     console = Console(state)
     static = resource_path("templates") / "static"
     app.mount("/static", StaticFiles(directory=static), name="static")
-    for page in (Pages(console), RequestPage(console), GrantsPage(console), LoginPage(console)):
+    pages = (Pages(console), RequestPage(console), RevealRoute(console), GrantsPage(console))
+    for page in (*pages, LoginPage(console)):
         app.include_router(page.router())
     if state.settings.server.session_secret is None:
         log.info("web sessions are signed with a per-process key; set server.session_secret")

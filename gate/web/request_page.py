@@ -16,7 +16,7 @@ import anyio
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from gate import deciding, machine, untrusted
+from gate import audit, deciding, machine, untrusted
 from gate.acting import Actor, Refusal, Result
 from gate.config import ApproverSettings
 from gate.errors import GateError, InvalidInput
@@ -126,12 +126,12 @@ class RequestPage:
             return await self.again(
                 request, posted, request_id, exc.status, sentence(exc.message), parsed
             )
-        actor = Actor.of_approver(posted.me, "web", args_chars=SHOWN)
+        me = posted.me
         result = await anyio.to_thread.run_sync(
             lambda: deciding.decide(
                 self.service,
                 request_id,
-                actor,
+                self.actor(me, request_id, Verdict(parsed.verdict)),
                 Verdict(parsed.verdict),
                 parsed.comment or None,
                 edited_args=edited,
@@ -149,6 +149,14 @@ class RequestPage:
         if result.view is not None and result.view.approved_args is not None:
             message += " The call runs with your edited arguments."
         return self.console.redirect(request, posted.session, f"/requests/{request_id}", message)
+
+    def actor(self, me: ApproverSettings, request_id: str, verdict: Verdict) -> Actor:
+        """The signed-in approver deciding on this page, which shows the call whole but masked:
+        an approval counts for the masked values they revealed (one read, approvals only)."""
+        if verdict is not Verdict.approve:
+            return Actor.of_approver(me, "web", args_chars=SHOWN)
+        revealed = audit.revealed(self.console.state.db, request_id, me.name)
+        return Actor.of_approver(me, "web", args_chars=SHOWN, revealed=revealed)
 
     async def extend(self, request: Request, request_id: str) -> Response:
         """The "extend deadline" buttons; done, they redirect to the request's page."""
@@ -220,9 +228,12 @@ def detail_context(
         None,
     )
     durations = forms.grant_durations(view)
-    # what the pipeline asks of an approval from this page (`acting.approval_refusal`)
-    can_approve = can_decide and untrusted.shows_whole(view.tool_args, SHOWN)
+    # what the pipeline asks of an approval from this page (`acting.approval_refusal`): a
+    # masked value it cannot reveal keeps it from approving; the others, once revealed
+    masks = untrusted.masks(view.tool_args)
+    can_approve = can_decide and not masks.unrevealable
     return {
+        "to_reveal": masks.to_reveal,
         "can_approve": can_approve,
         "can_edit": can_approve and view.offers.allow_edits,
         "edit_text": sticky.edit_text if sticky.edit_text is not None else editor_text(view),

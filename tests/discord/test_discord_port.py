@@ -87,7 +87,9 @@ def test_edits_reach_gate_by_argument_name_and_only_what_changed(
     discord_gate_sqlite: Gate, fake_discord: FakeDiscord
 ) -> None:
     gate = discord_gate_sqlite
-    args = {"amount": 900, "currency": "EUR", "customer": "c-1", "api_key": "sk-secret-xyz"}
+    # a credential token masked in text (a value masked whole under a secret-named key
+    # would make the card offer no approval at all: tests/web/test_reveal.py)
+    args = {"amount": 900, "currency": "EUR", "customer": "c-1", "memo": "api_key=sk-secret"}
     request_id = ask(gate, "refund_order", args)
     message = card_for(fake_discord, request_id)
     press = fake_discord.component(message, custom_id(message, "edit"), USERS["alice"])

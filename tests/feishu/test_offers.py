@@ -77,7 +77,9 @@ def _edit_card(gate: Gate, fake: FakeFeishu, message: Any, open_id: str) -> dict
 
 
 def test_edit_and_approve_through_the_form(gate: Gate, fake_feishu: FakeFeishu) -> None:
-    args = {"amount": 900, "currency": "EUR", "password": "hunter2", "customer": "c-1"}
+    # a credential token masked in text (a value masked whole under a secret-named key
+    # would make the card offer no approval at all: tests/web/test_reveal.py)
+    args = {"amount": 900, "currency": "EUR", "memo": "password=hunter2", "customer": "c-1"}
     request_id, message = submit_and_card(gate, fake_feishu, "refund_order", **args)
     waiter = Waiter(gate, request_id)
     card = _edit_card(gate, fake_feishu, message, "ou_alice")

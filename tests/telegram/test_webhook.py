@@ -200,7 +200,9 @@ def test_a_reject_prompt_ties_the_reply_to_its_request(
 
 
 def test_edit_replies_are_read_by_name(tg_gate_db: Gate, fake: FakeTelegram) -> None:
-    args = {"amount": 900, "currency": "EUR", "password": "hunter2-edit-secret"}
+    # a credential token masked in text (a value masked whole under a secret-named key
+    # would make the card offer no approval at all: tests/web/test_reveal.py)
+    args = {"amount": 900, "currency": "EUR", "memo": "password=hunter2-edit-secret"}
     request_id = ask(tg_gate_db, "refund_order", args)
     card = card_of(fake, request_id)
     data = telegram_buttons.mint(CALLBACK_SECRET, request_id, "edit")
@@ -208,14 +210,14 @@ def test_edit_replies_are_read_by_name(tg_gate_db: Gate, fake: FakeTelegram) -> 
     (prompt,) = fake.replies_to(CHAT, card.message_id)
     text = prompt.shown()[0]
     assert "amount = 900" in text and 'currency = "EUR"' in text
-    assert "password" not in text and "hunter2" not in text  # secrets are edited in gate
+    assert "memo" not in text and "hunter2" not in text  # not editable, nor shown here
 
     def reply(lines: str) -> str:
         said = fake.say(CHAT, IDS["alice"], lines, reply_to=prompt.message_id)
         push(tg_gate_db, said)
         return fake.replies_to(CHAT, said["message"]["message_id"])[0].shown()[0]
 
-    assert "cannot be edited here" in reply('password = "mine"')
+    assert "cannot be edited here" in reply('memo = "mine"')
     assert "write name = value" in reply("amount 500")
     assert "expected a number" in reply("amount = lots")
     untouched(tg_gate_db, request_id)

@@ -11,7 +11,14 @@ import pytest
 from gate import untrusted
 from tests.conftest import Gate
 from tests.support import config as cfg
-from tests.web.conftest import api_view, flash_error, post_decide, sign_in, submit_refund
+from tests.web.conftest import (
+    api_view,
+    csrf_of,
+    flash_error,
+    post_decide,
+    sign_in,
+    submit_refund,
+)
 
 
 @pytest.mark.parametrize(
@@ -122,25 +129,37 @@ def test_single_script_words_show_as_typed(text: str) -> None:
     ],
     ids=["assignment", "unterminated key", "url credentials"],
 )
-def test_a_call_a_mask_could_hide_code_in_is_not_approved_from_the_page(
+def test_a_call_a_mask_could_hide_code_in_is_approved_from_the_page_only_once_revealed(
     web_gate: Gate, note: str
 ) -> None:
-    # The page shows arguments masked: "echo password=[masked]" is not the call, so it
-    # offers no approval (nor edits, nor grants), says where the raw call can be read, and
-    # gate refuses a crafted approval. Reject stays; the API shows approvers the raw call.
+    # The page shows arguments masked: "echo password=[masked]" is not the call, so an
+    # approval (as asked, with edits, with a grant) counts only once the approver revealed
+    # the raw text (audited); before that gate refuses it, saying what to reveal. A mask in
+    # a key no reveal can address: the page offers no approval and says where the raw call
+    # can be read (the API shows approvers the raw call). Reject stays.
     gate = web_gate
     request_id = submit_refund(gate, tool_args={"customer": "c1", "amount": 900, "note": note})
     with sign_in(gate, "alice") as c:
-        page = c.get(f"/requests/{request_id}").text
-        assert 'value="approve"' not in page
-        assert 'id="masked-code"' in page and f"gate requests show {request_id}" in page
         r = post_decide(c, request_id, verdict="approve", comment="looks fine")
         assert r.status_code == 403, r.text[:300]
-        assert "could hide code" in flash_error(r.text)
+        assert "reveal the masked value at /note first" in flash_error(r.text)
         assert api_view(gate, request_id)["status"] == "pending"
-        r = post_decide(c, request_id, verdict="reject", comment="what is this")
-        assert r.status_code == 303
-    assert api_view(gate, request_id)["status"] == "rejected"
+        token = csrf_of(c.get(f"/requests/{request_id}").text)
+        shown = c.post(
+            f"/requests/{request_id}/reveal", data={"csrf_token": token, "path": "/note"}
+        )
+        assert shown.json()["value"] == note
+        assert post_decide(c, request_id, verdict="approve").status_code == 303
+    assert api_view(gate, request_id)["status"] == "approved"
+    keyed = submit_refund(gate, tool_args={"customer": "c1", "amount": 900, note: 1})
+    with sign_in(gate, "alice") as c:
+        page = c.get(f"/requests/{keyed}").text
+        assert 'value="approve"' not in page
+        assert 'id="masked-code"' in page and f"gate requests show {keyed}" in page
+        r = post_decide(c, keyed, verdict="approve", comment="looks fine")
+        assert r.status_code == 403 and "could hide code" in flash_error(r.text)
+        assert post_decide(c, keyed, verdict="reject", comment="what is this").status_code == 303
+    assert api_view(gate, keyed)["status"] == "rejected"
 
 
 def test_a_call_whose_masks_hide_only_credentials_is_approved_from_the_page(
