@@ -4,7 +4,7 @@ Mail clients turn text that looks like a link into one (`https://...`, `www....`
 `approve-now.com/confirm`, the host of an address), in plain text and in HTML alike, and HTML
 escaping cannot stop that. So on top of `gate.untrusted` (capped, invisible characters
 removed, secrets masked) every piece of untrusted text has its link-shaped parts defanged the
-way security mail does it (`gate.untrusted.defang`): `https[:]//evil[.]example`,
+way security mail does it (`gate.defanging.defang`): `https[:]//evil[.]example`,
 `approve-now[.]com/confirm`. Escaping for HTML is the templates' job (Jinja2 autoescape); a header
 line is one line (`one_line`), so no text can add a header of its own.
 """
@@ -20,6 +20,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 
 from channels import decisions
 from gate import untrusted
+from gate.defanging import defang
 from gate.readmodel import RequestView
 
 #: the most of one value a mail or the page shows (the web page has the rest)
@@ -41,7 +42,7 @@ def inert(text: object, limit: int = VALUE_CHARS) -> str:
 def defanged(text: str) -> str:
     """Text gate already made safe to show, with no link a mail client would follow; nothing
     else changes (it is not cleaned, masked or cut again)."""
-    return untrusted.defang(text)
+    return defang(text)
 
 
 def one_line(text: str, limit: int = SUBJECT_CHARS) -> str:
