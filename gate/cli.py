@@ -6,9 +6,17 @@ so everything heavy is imported inside the subcommand that needs it.
 
 from __future__ import annotations
 
+import sys
+
+if sys.argv[1:2] == ["hook"]:
+    # `gate hook` answers (a deny) even when it is stopped while still starting: the stop
+    # signals are caught before anything else is imported (gate.hook_start).
+    from gate.hook_start import catch as _catch_stops
+
+    _catch_stops()
+
 import argparse
 import json
-import sys
 from collections.abc import Callable, Sequence
 
 # `gate hook` pays for every module-level import on each tool call: pathlib and typing are
@@ -28,6 +36,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return hook_main(args[1:])
     if args and args[0] == "mcp":
+        from gate.sealed import SealError, seal
+
+        try:
+            seal(args[1:])  # restarts without $GATE_TOKEN, before gate.mcp's imports
+        except SealError as exc:
+            sys.stderr.write(f"gate: {exc}\n")
+            return 2
         # gate.mcp imports the MCP SDK (an optional extra) only inside its subcommands
         from gate.mcp import main as mcp_main
 

@@ -20,7 +20,10 @@ approver's edited arguments reach the agent as `updatedInput`.
 A hook that is stopped (SIGTERM, SIGINT, SIGHUP: Claude Code kills a hook that outlives its
 `timeout` with SIGTERM, then runs the call through its own permissions) withdraws its request
 first, so nobody can approve it after the fact; the request also carries the hook's deadline
-(`expires_in`), so approvers never see more time than the hook will wait.
+(`expires_in`), so approvers never see more time than the hook will wait. Stopped at any
+point, it answers with a deny in the agent's dialect (Codex runs a call whose hook died
+without one): `gate.cli` catches the signals before the hook's imports (`gate.hook_start`),
+and a stop before or while stdin is read answers at once, without waiting for the input.
 
 Two more events run after the call and never block: `--event post-tool` records whether an
 approved call ran (Claude Code PostToolUse / PostToolUseFailure), `--event session-end`
@@ -212,15 +215,21 @@ class _Stop:
         self.armed = False
 
     def install(self) -> None:
+        """Take the stop signals over, with one `gate.hook_start` caught while starting."""
         import signal
 
-        for name in ("SIGTERM", "SIGINT", "SIGHUP"):
+        from gate.hook_start import STOP_SIGNALS, caught
+
+        for name in STOP_SIGNALS:
             number = getattr(signal, name, None)
             if number is not None:
                 try:
                     signal.signal(number, self._on_signal)
                 except ValueError:  # not the main thread: nothing to catch signals with
                     return
+        early = caught()
+        if early is not None and self.why is None:
+            self.why = signal.Signals(early).name
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         if self.why is not None:
@@ -259,14 +268,13 @@ def main(argv: list[str]) -> int:
             "WARNING: gate hook runs with --fail-open: when the gate server cannot be reached, "
             "tool calls go through WITHOUT approval."
         )
-    try:
-        payload: Any = json.loads(sys.stdin.read())
-    except ValueError:
-        payload = _UNREADABLE
-    phase = phase_of(ns.event, payload)
+    payload = _read_input(stop)
+    phase = phase_of(ns.event, None if payload is _STOPPED else payload)
     if phase != "pre":
-        return _after_main(ns, payload, phase)
+        return 0 if payload is _STOPPED else _after_main(ns, payload, phase)
     try:
+        if payload is _STOPPED:
+            raise Abandoned(stop.stopped() or "stopped")
         verdict, event = _run(ns, payload, stop)
     except Abandoned as stopped:  # a signal before or after the flow ran
         verdict = Verdict(
@@ -318,6 +326,23 @@ def _after_main(ns: argparse.Namespace, payload: Any, phase: str) -> int:
 
 #: stands for "stdin was not JSON" (None would be the JSON `null`)
 _UNREADABLE = object()
+#: stands for "stopped before the input was read"
+_STOPPED = object()
+
+
+def _read_input(stop: _Stop) -> Any:
+    """The hook's JSON input; `_STOPPED` when a stop signal came first or while waiting for
+    it (an agent that stops its hook may never close stdin)."""
+    if stop.stopped() is not None:
+        return _STOPPED
+    try:
+        text = stop.io(lambda _: sys.stdin.read())(None)
+    except Abandoned:
+        return _STOPPED
+    try:
+        return json.loads(text)
+    except ValueError:
+        return _UNREADABLE
 
 
 def _run(ns: argparse.Namespace, payload: Any, stop: _Stop) -> tuple[Verdict, str]:

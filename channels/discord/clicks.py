@@ -152,7 +152,10 @@ class Clicks:
         """One click, one extension: a replayed body (same interaction id) shares the first's
         result, and the deadline the card showed makes a second replica's move a no-op."""
         assert it.custom is not None
-        shown = ids.deadline_from(it.custom.args[0])
+        try:
+            shown = ids.deadline_from(it.custom.args[0])
+        except ValueError as exc:  # parse() refuses it first; never a 500 if it did not
+            return answers.ephemeral(f"Not recorded: {exc}.")
         click = self._click(it, "extend", extend_by=decisions.EXTEND_BY, extend_from=shown)
         result, _ = await self._extends.run(it.id, lambda: self.gate.act(click))
         return answers.ephemeral(decisions.extend_message(result, utcnow()))

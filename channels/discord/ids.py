@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from channels.discord.markdown import MAX_CUSTOM_ID
+from channels.inbound import deadline_from_micros
 
 PREFIX = "gate"
 BUTTONS = ("approve", "reject", "edit", "extend")
@@ -75,7 +76,7 @@ def _args_ok(verb: str, args: tuple[str, ...]) -> bool:
     if not all(a.isascii() and a.isalnum() for a in args):
         return False
     if verb == "extend":
-        return len(args) == 1 and args[0].isdigit() and len(args[0]) <= 20
+        return len(args) == 1 and _deadline_ok(args[0])
     if verb == "rejectm":
         return len(args) == 1 and len(args[0]) <= 7 and all(c in _HEX for c in args[0])
     if verb == "grantm":
@@ -95,10 +96,17 @@ def deadline_token(when: datetime) -> str:
 
 
 def deadline_from(token: str) -> datetime:
-    """The deadline an Extend button carried; ValueError when it is not one."""
-    if not (token.isascii() and token.isdigit() and len(token) <= 20):
-        raise ValueError("the Extend button carries no valid deadline")
-    return _EPOCH + int(token) * _MICROSECOND
+    """The deadline an Extend button carried; ValueError when it is not one (digits of a
+    time past what a datetime holds included: `channels.inbound.deadline_from_micros`)."""
+    return deadline_from_micros(token)
+
+
+def _deadline_ok(token: str) -> bool:
+    try:
+        deadline_from(token)
+    except ValueError:
+        return False
+    return True
 
 
 def reasons_mask(indexes: list[int]) -> str:

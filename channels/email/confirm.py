@@ -25,6 +25,7 @@ from channels.email import page
 from channels.email.links import BadLink, Link, Links
 from channels.email.message import EDIT_CHARS
 from channels.email.text import inert
+from channels.inbound import deadline_from_iso
 from gate.channel import Action, ChannelContext, Click
 from gate.errors import Forbidden, Unauthenticated
 from gate.readmodel import RequestView
@@ -247,13 +248,12 @@ def inert_comment(text: str) -> str:
 def _when(text: str | None) -> datetime | None:
     """The deadline the page showed, if it reads as one (an unreadable one moves nothing
     twice: gate then extends from the deadline as it is)."""
-    if not text or len(text) > 40:
+    if not text:
         return None
     try:
-        when = datetime.fromisoformat(text)
+        return deadline_from_iso(text)
     except ValueError:
         return None
-    return when if when.tzinfo is not None else None
 
 
 def _edit_click(

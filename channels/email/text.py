@@ -1,10 +1,11 @@
 """Untrusted text made inert for mail and the confirm page, and the facts both show.
 
-Mail clients turn text that looks like a link into one (`https://...`, `www....`), in plain
-text and in HTML alike, and HTML escaping cannot stop that. So on top of `gate.untrusted`
-(capped, invisible characters removed, secrets masked) every piece of untrusted text has its
-link-shaped parts defanged the way security mail does it: `https[:]//evil.example`,
-`www[.]evil.example`. Escaping for HTML is the templates' job (Jinja2 autoescape); a header
+Mail clients turn text that looks like a link into one (`https://...`, `www....`, a bare
+`approve-now.com/confirm`, the host of an address), in plain text and in HTML alike, and HTML
+escaping cannot stop that. So on top of `gate.untrusted` (capped, invisible characters
+removed, secrets masked) every piece of untrusted text has its link-shaped parts defanged the
+way security mail does it (`gate.defanging.defang`): `https[:]//evil[.]example`,
+`approve-now[.]com/confirm`. Escaping for HTML is the templates' job (Jinja2 autoescape); a header
 line is one line (`one_line`), so no text can add a header of its own.
 """
 
@@ -14,28 +15,20 @@ from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
 from pathlib import Path
-from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 
 from channels import decisions, edits
 from gate import untrusted
+from gate.defanging import defang
 from gate.readmodel import RequestView
 
-#: `scheme://` and `www.`: what mail clients turn into links
-_LINKISH = untrusted.compile(r"(?i)([a-z][a-z0-9+.\-]{0,30}):(//)|\b(www)\.")
 #: the most of one value a mail or the page shows (the web page has the rest)
 VALUE_CHARS = 300
 #: characters of the arguments a mail and its confirm page show whole (and so may offer to
 #: approve)
 ARGS_CHARS = 4000
 SUBJECT_CHARS = 120
-
-
-def _defang(match: Any) -> str:
-    if match.group(3) is not None:
-        return f"{match.group(3)}[.]"
-    return f"{match.group(1)}[:]//"
 
 
 def inert(text: object, limit: int = VALUE_CHARS) -> str:
@@ -49,7 +42,7 @@ def inert(text: object, limit: int = VALUE_CHARS) -> str:
 def defanged(text: str) -> str:
     """Text gate already made safe to show, with no link a mail client would follow; nothing
     else changes (it is not cleaned, masked or cut again)."""
-    return _LINKISH.sub(_defang, text)
+    return defang(text)
 
 
 def one_line(text: str, limit: int = SUBJECT_CHARS) -> str:

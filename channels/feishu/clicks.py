@@ -17,7 +17,7 @@ from typing import Any
 
 from channels import decisions, edits
 from channels.feishu.card import clean, editable
-from channels.inbound import load_json
+from channels.inbound import deadline_from_iso, load_json
 from gate.channel import Action, Click
 from gate.errors import BadRequest
 from gate.readmodel import RequestView
@@ -106,11 +106,9 @@ def _our_value(value: Any) -> tuple[str, str, datetime | None]:
         raise BadRequest("the button value is not ours", code="bad_callback")
     shown = value.get("shown")
     try:
-        when = datetime.fromisoformat(shown) if isinstance(shown, str) else None
+        when = deadline_from_iso(shown) if isinstance(shown, str) else None
     except ValueError:
         raise BadRequest("the button value is not ours", code="bad_callback") from None
-    if when is not None and when.tzinfo is None:
-        raise BadRequest("the button value is not ours", code="bad_callback")
     return request_id, str(verdict), when
 
 

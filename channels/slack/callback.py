@@ -17,7 +17,7 @@ from typing import Any, Literal
 from urllib.parse import parse_qs
 
 from channels import decisions
-from channels.inbound import load_json, same_secret
+from channels.inbound import deadline_from_iso, load_json, same_secret
 from channels.slack.card import (
     APPROVE_ACTION,
     EDIT_ACTION,
@@ -209,13 +209,7 @@ def _deadline(text: str) -> datetime | None:
     """The deadline an Extend button carried (None for cards posted before it did)."""
     if not text:
         return None
-    try:
-        when = datetime.fromisoformat(text)
-    except ValueError:
-        raise ValueError("the Extend button carries no valid deadline") from None
-    if when.tzinfo is None:
-        raise ValueError("the Extend button's deadline has no time zone")
-    return when
+    return deadline_from_iso(text)
 
 
 def _input_text(values: Mapping[str, Any], block_id: str, action_id: str) -> str:

@@ -43,6 +43,7 @@ from gate.channel import ChannelContext, Click, DeliveryError
 from gate.errors import BadRequest, ConfigError
 from gate.machine import Extended
 from gate.models import utcnow
+from gate.policy import FORCED_RULE
 from gate.readmodel import RequestView
 
 log = logging.getLogger("gate.channels.teams")
@@ -54,7 +55,9 @@ ACK_BUDGET_SECONDS = 4.0
 REPLAY_WINDOW_SECONDS = 3900.0
 EXTEND_MEMORY = 10_000
 RECORDING = "Recording your decision; the card updates in a moment."
-#: a decision that failed after "Recording...": gate cannot say it counted
+#: the whole answer to a press from a conversation the request's card was not posted to, the
+#: same whether the request exists, is pending or was decided (and by whom): it tells nothing
+NOT_HERE = "gate does not take actions on this card in this conversation."
 
 
 class TeamsChannel:
@@ -205,7 +208,17 @@ class TeamsChannel:
         return JSONResponse(answer)
 
     async def handle(self, action: CardAction, conversation: str) -> dict[str, Any]:
-        """The invoke response for one press."""
+        """The invoke response for one press.
+
+        The request id in an invoke's data comes from the client: a press naming a request
+        whose card was not posted to this conversation (or no request at all) acts on
+        nothing and gets `NOT_HERE`, whoever pressed, so a tenant user in an unrelated chat
+        learns neither that the request exists nor who decided it.
+        """
+        view = await self.gate.view(action.request_id)
+        if view is None or conversation not in self.targets(view):
+            log.info("teams press on a card not in its conversation, by %s", action.object_id)
+            return message(NOT_HERE)
         if action.verb == "refresh":
             return await self._refresh(action, conversation)
         if action.verb == "extend":
@@ -217,7 +230,6 @@ class TeamsChannel:
         if action.verb == "approve":
             click = approve_click(self.name, action)
         else:
-            view = await self.gate.view(action.request_id)
             translate = reject_click if action.verb == "reject" else edits_click
             click = translate(self.name, action, view)
         if isinstance(click, str):
@@ -297,14 +309,8 @@ class TeamsChannel:
         actionable: bool,
         notice: str | None = None,
     ) -> dict[str, Any]:
-        """The presser's own view of the card, or only words.
-
-        A person gate does not let act gets the read-only card only in a conversation the
-        card was posted to: the request id in an invoke's data comes from the client, and a
-        tampered one must not show another conversation's request to a stranger.
-        """
-        if view is not None and not actionable and conversation not in self.targets(view):
-            return message(notice or "This request's card is not in this conversation.")
+        """The presser's own view of the card (`handle` answers only in a conversation the card
+        was posted to), or only words."""
         user_ids = await self.user_ids(view, conversation, resolve=False) if view else []
         return await card_answer(view, user_ids, actionable=actionable, notice=notice)
 
@@ -314,6 +320,8 @@ class TeamsChannel:
         settings = self.gate.settings
         rule = next((r for r in settings.rules if r.name == view.rule), None)
         entries = rule.channels if rule is not None else None
+        if rule is None and view.rule == FORCED_RULE:  # requires_confirmation, no rule
+            entries = settings.server.default_channels
         if entries is None:
             found = {self.settings.default_target} if self.settings.default_target else set()
         else:

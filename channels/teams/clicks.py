@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from channels import decisions, edits
+from channels.inbound import deadline_from_iso
 from channels.teams.card import VERBS, clean, edit_input_id, editable
 from gate import untrusted
 from gate.channel import Click
@@ -110,12 +111,11 @@ def _deadline(shown: Any) -> datetime | None:
     if shown is None:
         return None
     try:
-        when = datetime.fromisoformat(shown) if isinstance(shown, str) else None
+        if not isinstance(shown, str):
+            raise ValueError("the Extend button carries no valid deadline")
+        return deadline_from_iso(shown)
     except ValueError:
-        when = None
-    if when is None or when.tzinfo is None:
-        raise BadRequest("the Extend button carries no valid deadline", code="bad_invoke")
-    return when
+        raise BadRequest("the Extend button carries no valid deadline", code="bad_invoke") from None
 
 
 def comment(action: CardAction, key: str) -> str | None:

@@ -31,6 +31,13 @@ def main(argv: list[str]) -> int:
     if ns.command is None:
         _parser().print_help(sys.stderr)
         return 2
+    from gate.sealed import SealError, seal
+
+    try:
+        seal(argv)  # gate.cli did already, unless gate mcp was called from Python
+    except SealError as exc:
+        sys.stderr.write(f"gate: {exc}\n")
+        return 2
     try:
         if ns.command == "prompt":
             from gate.mcp.prompt import run as run_prompt
@@ -107,7 +114,7 @@ def _common(p: argparse.ArgumentParser, *, default_agent: str | None) -> None:
         "--gate-url",
         default=os.environ.get("GATE_URL") or DEFAULT_URL,
         help=f"gate server URL (default: $GATE_URL or {DEFAULT_URL}); the agent token is "
-        "read from $GATE_TOKEN",
+        "read from $GATE_TOKEN, and kept out of reach of the programs gate mcp starts",
     )
     p.add_argument(
         "--timeout",

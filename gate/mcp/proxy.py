@@ -15,6 +15,10 @@ every upstream notification passed through with the SDK's own types. The excepti
   `isError: true` whose text is the reason, written for the model (`gate hook`'s wording);
 * no rule -> forwarded (`--on-no-rule allow`, the default), asked (`ask`) or refused (`deny`).
 
+Only a tool the upstream listed is asked about or forwarded, by exactly the name it listed
+(`gate.mcp.listing`): any other name is refused with a JSON-RPC error and reaches neither gate
+nor the upstream.
+
 While a person decides, MCP progress notifications go to the client (when it asked for them
 with a progress token). If the client cancels the call, or the proxy is stopped, the request
 is withdrawn. An upstream that exits or drops the connection is reported: the call in flight
@@ -43,6 +47,7 @@ from pydantic import BaseModel
 
 from gate.aftercall import outcome_of
 from gate.mcp.asking import Asker
+from gate.mcp.listing import Listing
 from gate.mcp.serving import Options, make_call, serve_stdio, token_hint, warn
 from gate.toolcall import Call, Verdict
 from gate.wording import clip
@@ -74,6 +79,8 @@ class Relay:
         self.dead: str | None = None
         #: one proxy process serves one client connection: that is its agent session
         self.session_id = f"mcp-{name}-{uuid.uuid4().hex[:16]}"
+        #: the tool names of the upstream's latest tools/list
+        self.tools = Listing(name)
 
     def gated_name(self, tool: str) -> str:
         """The tool's name in gate: mcp__NAME__TOOL."""
@@ -106,6 +113,8 @@ class Relay:
             return
         if isinstance(message, types.ProgressNotification):
             return  # progress of our own forwarded calls is relayed by the call itself
+        if isinstance(message, types.ToolListChangedNotification):
+            self.tools.forget()  # the next call reads the list afresh
         if self.front is not None:
             await self.front.send_notification(message)
 
@@ -113,13 +122,27 @@ class Relay:
         """Remember the client-facing session, to send upstream notifications on."""
         self.front = ctx.session
 
+    async def list_tools(
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        """tools/list, passed through; its names are the ones a call may use."""
+        self.seen(ctx)
+        result = await self.request(types.ListToolsRequest(params=params), types.ListToolsResult)
+        self.tools.note(params.cursor if params else None, result)
+        return result
+
+    async def _read_listing(self, cursor: str | None) -> types.ListToolsResult:
+        params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
+        return await self.request(types.ListToolsRequest(params=params), types.ListToolsResult)
+
     # -- tools/call ---------------------------------------------------------------------------
 
     async def call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
-        """Ask gate, then forward (or refuse) one tool call."""
+        """Ask gate, then forward (or refuse) one tool call of a tool the upstream listed."""
         self.seen(ctx)
+        await self.tools.check(params.name, self._read_listing)
         args: dict[str, Any] = dict(params.arguments or {})
         key = f"mcp-{uuid.uuid4().hex}"  # MCP request ids repeat across connections
         client = ctx.session.client_params.client_info if ctx.session.client_params else None
@@ -240,7 +263,7 @@ def build_server(relay: Relay, init: types.InitializeResult) -> Server[Any]:
 
     handlers: dict[str, Any] = {}
     if caps.tools is not None:
-        handlers["on_list_tools"] = forward(types.ListToolsRequest, types.ListToolsResult)
+        handlers["on_list_tools"] = relay.list_tools
         handlers["on_call_tool"] = relay.call_tool
     if caps.resources is not None:
         handlers["on_list_resources"] = forward(

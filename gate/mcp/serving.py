@@ -9,7 +9,6 @@ still in progress is cancelled, and a cancelled wait withdraws its gate request 
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import sys
 from typing import Any
@@ -19,6 +18,7 @@ from mcp.server.lowlevel import Server
 from mcp.server.models import InitializationOptions
 from mcp.server.stdio import stdio_server
 
+from gate import sealed
 from gate.askflow import DEFAULT_URL
 from gate.mcp.asking import BEAT_EVERY, Asker
 from gate.toolcall import Call, summarise
@@ -33,7 +33,7 @@ class Options:
 
     def __init__(self, ns: argparse.Namespace) -> None:
         self.gate_url = str(ns.gate_url).strip()
-        self.token = os.environ.get("GATE_TOKEN") or None
+        self.token = sealed.token()  # taken out of the environment first thing
         self.timeout = max(0.0, float(ns.timeout))
         every = ns.progress_every
         self.beat_every = BEAT_EVERY if every is None else max(0.05, float(every))

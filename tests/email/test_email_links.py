@@ -69,7 +69,7 @@ def test_a_form_token_belongs_to_one_link() -> None:
 
 def test_untrusted_text_is_inert_in_mail() -> None:
     shown = inert("see https://evil.example/x and WWW.evil.example or javascript://x\u202e")
-    assert shown == "see https[:]//evil.example/x and WWW[.]evil.example or javascript[:]//x"
+    assert shown == "see https[:]//evil[.]example/x and WWW[.]evil[.]example or javascript[:]//x"
     assert inert("x" * 500, 10) == "x" * 10 + "…"
     assert "hunter2" not in inert("password=hunter2")
 

@@ -1,8 +1,11 @@
 """A small MCP server for the proxy tests, built with the official SDK's `MCPServer`.
 
 Every tool that runs appends one JSON line `{"tool", "args"}` to the file named by
-$UPSTREAM_MARKER, so a test can tell whether (and with what) the upstream was really called.
-It also has a resource and a prompt, to check that the proxy passes them through.
+$UPSTREAM_MARKER, so a test can tell whether (and with what) the upstream was really called;
+every tools/call it receives appends the name asked for to $UPSTREAM_HEARD. It looks tool
+names up loosely, as many servers do (case, width and invisible characters ignored when no
+tool has the exact name), which is what the proxy must not let a variant name reach. It also
+has a resource and a prompt, to check that the proxy passes them through.
 
     python tests/mcp/upstream_server.py                     # stdio
     python tests/mcp/upstream_server.py --http PORT_FILE    # streamable HTTP on 127.0.0.1:0;
@@ -17,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import unicodedata
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +30,29 @@ from mcp.server.mcpserver.exceptions import ToolError
 INSTRUCTIONS = "Fixture server for gate's MCP proxy tests."
 README_TEXT = "hello from the upstream fixture"
 
-server = MCPServer("upstream-fixture", version="1.2.3", instructions=INSTRUCTIONS)
+
+def _loose(name: str) -> str:
+    kept = "".join(c for c in name if unicodedata.category(c) != "Cf")
+    return unicodedata.normalize("NFKC", kept).casefold()
+
+
+class LooseServer(MCPServer):
+    """Finds a tool by a name that only resembles it when none has the exact name."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        heard = os.environ.get("UPSTREAM_HEARD")
+        if heard:
+            with open(heard, "a", encoding="utf-8") as fh:
+                fh.write(json.dumps(name) + "\n")
+        if self._tool_manager.get_tool(name) is None:
+            found = [
+                t.name for t in self._tool_manager.list_tools() if _loose(t.name) == _loose(name)
+            ]
+            name = found[0] if found else name
+        return await super().call_tool(name, arguments, context)
+
+
+server = LooseServer("upstream-fixture", version="1.2.3", instructions=INSTRUCTIONS)
 
 
 def _record(tool: str, args: dict[str, Any]) -> None:
@@ -61,10 +87,50 @@ def crash(code: int = 3) -> str:
     os._exit(code)
 
 
+@server.tool(description="Delete a file (records the deletion in the marker file).")
+def delete_file(path: str) -> str:
+    _record("delete_file", {"path": path})
+    return f"deleted {path}"
+
+
+@server.tool(description="Read a file.")
+def read_file(path: str) -> str:
+    _record("read_file", {"path": path})
+    return f"read {path}"
+
+
+@server.tool(name="Read_File", description="Read a file, by a name that reads like read_file.")
+def read_file_too(path: str) -> str:
+    _record("Read_File", {"path": path})
+    return f"read {path} too"
+
+
 @server.tool(description="Which of the named environment variables this server can see.")
 def seen_env(names: list[str]) -> str:
     _record("seen_env", {"names": names})
     return json.dumps(sorted(n for n in names if n in os.environ))
+
+
+@server.tool(description="What this server can read of its own and its parent's environment.")
+def peek() -> str:
+    _record("peek", {})
+    parent = os.getppid()
+    seen: dict[str, Any] = {
+        "own_env": dict(os.environ),
+        "own_environ": _read_proc("self", "environ"),
+        "parent_cmdline": _read_proc(str(parent), "cmdline"),
+        "parent_environ": _read_proc(str(parent), "environ"),
+        "parent_maps": _read_proc(str(parent), "maps")[:200],
+    }
+    return json.dumps(seen)
+
+
+def _read_proc(pid: str, name: str) -> str:
+    try:
+        with open(f"/proc/{pid}/{name}", "rb") as fh:
+            return fh.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError as exc:
+        return f"unreadable: {type(exc).__name__}"
 
 
 @server.tool(description="Report progress, then tell the client the resource list changed.")

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from channels.teams.channel import RECORDING
+from channels.teams.channel import NOT_HERE, RECORDING
 from channels.teams.clicks import NEED_A_REASON, NOTHING_EDITABLE, parse_invoke
 from gate.acting import Refusal
 from tests.conftest import Gate, GateFactory
 from tests.support import config as cfg
-from tests.support.fake_teams import FakeTeams
+from tests.support.fake_teams import CONVERSATION, FakeTeams
 from tests.teams.conftest import (
     ask,
     notice,
@@ -81,7 +81,7 @@ def test_refresh_gives_buttons_only_to_those_gate_lets_act(
         assert offered == (DECIDING if actionable else set()), (person, offered)
         assert "notice" not in str(card)  # a refresh is a view, not an answer
     gone = press(teams_gate, fake_teams, "alice", "refresh", "01JD0000000000000000000000")
-    assert notice(gone) == "This request no longer exists."
+    assert notice(gone) == NOT_HERE  # no request: the words a card from elsewhere gets
 
 
 def test_a_display_name_is_never_trusted(teams_gate: Gate, fake_teams: FakeTeams) -> None:
@@ -219,7 +219,7 @@ async def test_a_slow_decision_is_answered_in_time_and_still_lands(
         service_url=fake_teams.url + "/",
     )  # fmt: skip
     try:
-        answer = await chan.handle(parse_invoke(activity), "conv")
+        answer = await chan.handle(parse_invoke(activity), CONVERSATION)
         assert answer["value"] == RECORDING
     finally:
         await chan.aclose()  # waits for the decision in flight
@@ -230,21 +230,38 @@ def test_a_request_id_tampered_into_another_conversation_shows_nothing(
     teams_gate: Gate, fake_teams: FakeTeams
 ) -> None:
     # The data of an Action.Execute comes from the client: someone who edits the request id
-    # in a press from their own chat must not see another conversation's request.
+    # in a press from their own chat must learn nothing of the request (that it exists, what
+    # it asks, whether and by whom it was decided), and no press from there acts on it, an
+    # approver's included: the same words for every case.
     request_id = ask(teams_gate, "refund_order", {"amount": 900}, summary="secret refund")
+    decided = ask(teams_gate, "refund_order", {"amount": 901}, summary="secret refund")
     elsewhere = "19:someone-else@thread.v2"
+    deadline = state(teams_gate, request_id)["expires_at"]
 
-    def from_elsewhere(person: str, verb: str) -> Any:
+    def from_elsewhere(person: str, verb: str, target: str = request_id) -> Any:
         activity = fake_teams.invoke(
-            verb=verb, data={"request_id": request_id}, object_id=object_id(person),
+            verb=verb, data={"request_id": target}, object_id=object_id(person),
             service_url=fake_teams.url + "/", conversation=elsewhere,
         )  # fmt: skip
         return send(teams_gate, fake_teams, activity)
 
-    for verb in ("refresh", "approve"):
-        r = from_elsewhere("stranger", verb)
-        assert r.json()["type"] == "application/vnd.microsoft.activity.message", r.text
-        assert "secret refund" not in r.text and "refund_order" not in r.text
-    # An approver may act on it from anywhere: gate says so, and the view follows.
-    assert "approve" in verbs(answered_card(from_elsewhere("alice", "refresh")))
-    assert state(teams_gate, request_id)["status"] == "pending"
+    at_home = fake_teams.invoke(
+        verb="approve", data={"request_id": decided}, object_id=object_id("alice"),
+        service_url=fake_teams.url + "/",
+    )  # fmt: skip
+    assert send(teams_gate, fake_teams, at_home).status_code == 200
+    assert state(teams_gate, decided)["decided_by"] == "alice"
+    answers = [
+        from_elsewhere(person, verb, target)
+        for person in ("stranger", "alice", "bob")
+        for verb in ("refresh", "approve", "extend")
+        for target in (request_id, decided, "01JZZZZZZZZZZZZZZZZZZZZZZZ")
+    ]
+    for r in answers:
+        assert r.status_code == 200, r.text
+        assert r.json() == answers[0].json()  # one answer for all: it tells nothing
+    assert answers[0].json()["type"] == "application/vnd.microsoft.activity.message"
+    assert "alice" not in answers[0].text and "refund" not in answers[0].text
+    now = state(teams_gate, request_id)
+    assert now["status"] == "pending" and now["votes"] == []
+    assert now["expires_at"] == deadline
