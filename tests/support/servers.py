@@ -154,11 +154,21 @@ def _healthy(url: str) -> bool:
         return False
 
 
+#: sockets holding the ports `free_port` handed out, for the life of the test process
+_RESERVED: list[socket.socket] = []
+
+
 def free_port() -> int:
-    """A port that was free a moment ago (for fakes that must be named before they start)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A loopback port where nothing listens, for "the server is down" tests.
+
+    The port stays bound (never listening) until the process exits: a connection to it is
+    refused, and no other test of a parallel run can bind it in the meantime (a port that was
+    merely free a moment ago could be taken by another worker's server).
+    """
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    _RESERVED.append(s)
+    return int(s.getsockname()[1])
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float = 10, interval: float = 0.02) -> Any:
