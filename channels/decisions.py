@@ -1,5 +1,6 @@
-"""What a chat card offers beyond yes/no, for every chat channel: the arguments it shows and
-whether it may offer to approve them, the fields an approver may edit, the grants a rule
+"""What a chat card offers beyond yes/no, for every chat channel: the call it shows (gate's
+rendering, never the agent's summary, which is shown apart as the agent's claim) and whether
+it may offer to approve it, the fields an approver may edit, the grants a rule
 offers, its preset reject reasons, the countdown, and who may act.
 
 Pure functions over a `RequestView`; each channel renders them in its own card language and
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -23,7 +24,9 @@ from gate.channel import ChannelContext, Click
 from gate.config import Settings
 from gate.machine import Extended
 from gate.readmodel import RequestView
+from gate.rendering import CallRendering, as_text, render_call, shown_chars
 from gate.schemas import json_problem, key_path
+from gate.untrusted import clean, masks_only_credentials
 
 log = logging.getLogger("gate.channels")
 
@@ -49,46 +52,102 @@ SCOPE_WORDS = {
 }
 
 
-# -- the arguments, and whether the card may offer to approve them -----------------------------
+# -- the call, as gate renders it, and whether the card may offer to approve it --------------
+
+#: how a card labels the agent's summary: the agent's words, shown below gate's rendering of
+#: the call, never as the card's headline
+CLAIM_LABEL = "Agent's summary (the agent's claim, not checked by gate)"
+#: the same, where a platform has no room for the whole label (WeCom's 5-character keys)
+CLAIM_SHORT = "Claim"
 
 
 @dataclass(frozen=True)
 class Arguments:
-    """A call's arguments as a card shows them: `text` (whole, or `cut` with an ellipsis)
-    and whether the card shows the call whole. Only a card that does offers any approval;
-    one that does not says why (`note`)."""
+    """A call as a card with room for so many characters shows it: gate's rendering as text
+    (`gate.rendering.as_text`), whole or `cut`, in which case the text itself ends by saying
+    how many lines and characters are not shown and where the whole call is (never a silent
+    cut). `whole` says the card shows the call whole and so may offer to approve it; one that
+    does not says why (`note`). `headline` is gate's one line about the call, for the card's
+    title (never the agent's summary)."""
 
     text: str
     whole: bool
     cut: bool = False
+    headline: str = ""
 
     def note(self, platform: str) -> str:
         """What a card that does not show the call whole says instead of offering to approve
-        it: the arguments were too long for it, or they fit but a mask in them could hide
-        code (`gate.untrusted.masks_only_credentials`)."""
+        it: the call was too long for it, or it fit but a mask in it could hide code
+        (`gate.untrusted.masks_only_credentials`)."""
         return too_long(platform) if self.cut else masked_code(platform)
 
 
-def arguments(view: RequestView, limit: int) -> Arguments:
-    """The arguments a card with room for `limit` characters shows (`untrusted.arguments_json`,
-    the text gate's check on an approval measures, so the two cannot disagree)."""
-    text = untrusted.arguments_json(view.tool_args)
-    if untrusted.shows_whole(view.tool_args, limit):
-        return Arguments(text, True)
-    if len(text) <= limit:  # it fits, but a mask in it could hide code: shown, not approvable
-        return Arguments(text, False)
-    return Arguments(text[: max(limit - 1, 0)] + "…", False, cut=True)
+def render(view: RequestView, args: Mapping[str, Any] | None = None) -> CallRendering:
+    """The call of `view` as gate renders it, the arguments its rule's condition reads marked
+    (`args`: other arguments of the same call, such as the edited ones that ran)."""
+    chosen = view.tool_args if args is None else args
+    return render_call(view.tool_name, chosen, watched=view.offers.watched_args)
+
+
+def arguments(
+    view: RequestView,
+    limit: int,
+    *,
+    link: bool = True,
+    args: Mapping[str, Any] | None = None,
+) -> Arguments:
+    """The call a card with room for `limit` characters shows: `as_text` of gate's rendering,
+    the text gate's check on an approval measures (`gate.rendering.shown_chars`), so the two
+    cannot disagree. Cut, it ends saying what is not shown and (with `link`) the request's
+    page; a platform whose card is itself the link passes `link=False`. `args` renders other
+    arguments of the call (the edited ones that ran, once final)."""
+    rendering = render(view, args)
+    url = (view.url or None) if link else None
+    shown = as_text(rendering, limit=limit, url=url)
+    if not (shown.hidden_lines or shown.hidden_chars):
+        # It fits: whole, unless a mask in it could hide code (`CallRendering.whole`).
+        chosen = view.tool_args if args is None else args
+        whole = shown.whole and masks_only_credentials(chosen)
+        return Arguments(shown.text, whole, headline=rendering.headline)
+    return Arguments(shown.text[:limit], False, cut=True, headline=rendering.headline)
+
+
+def arguments_within(
+    view: RequestView,
+    limit: int,
+    room: int,
+    measure: Callable[[str], int],
+    *,
+    link: bool = True,
+) -> Arguments:
+    """`arguments(view, limit)`, and when cut, cut shorter until the card's form of the text
+    (`measure`: escaped, in a block) is at most `room`: the words saying what is not shown
+    stay whole and true, where cutting the escaped text would cut them off. A whole call
+    stays whole (the card offers to approve it and makes room for it)."""
+    shown = arguments(view, limit, link=link)
+    for _ in range(6):
+        size = measure(shown.text)
+        if not shown.cut or size <= room or limit <= 0:
+            return shown
+        limit = max(0, min(limit - 1, limit * room // max(size, 1) - 1))
+        shown = arguments(view, limit, link=link)
+    # Markup that lengthens each character at most sixfold (`&` is `&amp;`, and more)
+    return shown if measure(shown.text) <= room else arguments(view, room // 6, link=link)
 
 
 def approvable(view: RequestView, limit: int) -> bool:
-    """Whether a card with room for `limit` characters of arguments offers approve, edit and
-    approve, or approve with a grant: while pending, and only when it shows the whole call."""
-    return view.status == "pending" and untrusted.shows_whole(view.tool_args, limit)
+    """Whether a card with room for `limit` characters offers approve, edit and approve, or
+    approve with a grant: while pending, and only when it shows the whole rendered call (and
+    no mask in it could hide code), as gate's check on the approval (`gate.acting`) measures."""
+    if view.status != "pending" or not masks_only_credentials(view.tool_args):
+        return False
+    watched = view.offers.watched_args
+    return shown_chars(view.tool_name, view.tool_args, watched=watched) <= limit
 
 
 def too_long(platform: str) -> str:
     """What a card says instead of offering to approve a call it had to cut."""
-    return f"Arguments too long for {platform}: review and approve in gate."
+    return f"The call is too long for {platform}: review and approve in gate."
 
 
 def masked_code(platform: str) -> str:
@@ -102,9 +161,34 @@ def masked_code(platform: str) -> str:
     )
 
 
+def headline(view: RequestView, shown: Arguments | None = None) -> str:
+    """gate's one line about the call, for a card's title and notification (the agent's
+    summary never stands in for it); from `shown` when the card has it at hand."""
+    return (shown.headline if shown is not None else render(view).headline) or clean(view.tool_name)
+
+
+def claim(view: RequestView) -> str | None:
+    """The agent's summary, cleaned, or None when it sent none (a card then shows nothing in
+    its place, never a dash). Cards show it after the call, labelled `CLAIM_LABEL`."""
+    if view.summary is None or not view.summary.strip():
+        return None
+    return clean(view.summary) or None
+
+
+#: what a card says when the rule's condition failed on the call (`Offers.condition_error`)
+CONDITION_FAILED = "The rule's condition failed on this call, so gate asked a person to be safe."
+
+
+def condition_failed(view: RequestView) -> str | None:
+    """What failed in the rule's condition, cleaned (the words may quote the call), or None
+    when it did not fail. Cards show `CONDITION_FAILED`, then these words as untrusted text."""
+    error = view.offers.condition_error
+    return (clean(error) or "the condition failed") if error else None
+
+
 class Showing:
-    """A channel's `ChannelContext` that tells gate, on every click, how much of a call's
-    arguments the channel's cards show (`Click.args_chars`). gate refuses an approval from a
+    """A channel's `ChannelContext` that tells gate, on every click, how many characters of a
+    call's rendering the channel's cards show (`Click.args_chars`). gate refuses an approval from a
     card that cut the call; a channel that does not wrap its context approves nothing."""
 
     def __init__(self, ctx: ChannelContext, args_chars: int, platform: str) -> None:

@@ -1,4 +1,8 @@
-"""A channel that writes cards to the log: useful locally and as the simplest example."""
+"""A channel that writes cards to the log: useful locally and as the simplest example.
+
+Like every card, a log line shows the call as gate renders it under gate's headline, and the
+agent's summary after it, labelled as the agent's claim (`channels.decisions`).
+"""
 
 from __future__ import annotations
 
@@ -8,11 +12,15 @@ from typing import Any
 
 from fastapi import APIRouter
 
+from channels import decisions
 from gate import untrusted
 from gate.channel import ChannelContext
 from gate.readmodel import RequestView
 
 log = logging.getLogger("gate.channels.log")
+#: characters of a call's rendering one log line holds; a longer call is cut, saying how
+#: much is not shown and where the whole call is (a log is searched, not read like a card)
+CALL_CHARS = 4000
 
 
 class LogChannel:
@@ -48,15 +56,29 @@ class LogChannel:
 
 
 def _card(req: RequestView, target: str) -> dict[str, Any]:
-    return {
+    # The call as gate renders it (cut, it ends saying what is not shown and where the whole
+    # call is), before the agent's summary, which is labelled as the agent's claim. Text an
+    # agent or a person wrote is cleaned as on every surface: logs are shipped and kept, so
+    # secrets are masked; invisible characters go. json.dumps escapes line breaks, so no text
+    # can start a log line of its own.
+    shown = decisions.arguments(req, CALL_CHARS)
+    card: dict[str, Any] = {
         "target": target,
         "request": req.id,
-        # Text an agent or a person wrote is cleaned as on every surface: logs are shipped
-        # and kept, so secrets are masked; invisible characters go. json.dumps escapes line
-        # breaks, so no text can start a log line of its own.
+        "headline": decisions.headline(req, shown),
         "tool": untrusted.clean(req.tool_name),
-        "summary": untrusted.clean(req.summary) if req.summary is not None else None,
+    }
+    failed = decisions.condition_failed(req)
+    if failed:
+        card["condition_failed"] = f"{decisions.CONDITION_FAILED} {failed}"
+    card["call"] = shown.text
+    card["call_whole"] = not shown.cut
+    claim = decisions.claim(req)
+    if claim is not None:
+        card["claim"] = f"{decisions.CLAIM_LABEL}: {claim}"
+    card |= {
         "status": req.status,
         "outcome": untrusted.clean(req.outcome_sentence()),
         "url": req.url,
     }
+    return card

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from gate import machine, untrusted
+from gate import machine, rendering, untrusted
 from gate.config import ApproverSettings, Settings
 from gate.models import RequestStatus
 
@@ -93,8 +93,8 @@ class Actor:
     `name` is recorded on votes and the audit trail; `via` names the surface ("api", "web",
     "slack"); `token` is the API token acted with, if any (never the one that asked);
     `bypass_approver_list` is set for admin tokens, which may decide any request but their
-    own. `args_chars` is how many characters of a call's arguments the surface showed whole
-    (`gate.untrusted.shows_whole`); None for the API, which shows them raw. `revealed` holds
+    own. `args_chars` is how many characters of a call's rendering the surface showed whole
+    (`gate.rendering.shown_chars`); None for the API, which shows them raw. `revealed` holds
     the masked values (JSON pointers, `gate.untrusted.masks`) this person revealed on the
     request, on a surface that reveals (the web page); None where nothing is revealed (cards).
     """
@@ -230,7 +230,9 @@ def approval_refusal(view: RequestView, actor: Actor) -> Result | None:
         return None  # the API shows the arguments raw
     args = view.tool_args
     where = f" ({view.url})" if view.url and actor.revealed is None else ""
-    if len(untrusted.arguments_json(args)) > actor.args_chars:
+    # The call as gate renders it: the text every card shows (`rendering.shown_chars`).
+    shown = rendering.shown_chars(view.tool_name, args, watched=view.offers.watched_args)
+    if shown > actor.args_chars:
         why = Refusal.arguments_not_shown.sentence() + where
         return _unseen(view, Refusal.arguments_not_shown, why)
     masks = untrusted.masks(args)

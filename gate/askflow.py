@@ -33,10 +33,10 @@ from gate.exchange import (
     BACKOFF_FIRST,
     Abandoned,
     Exchange,
-    Pause,
     Reply,
     Step,
     is_request,
+    pause_after,
     round_trip,
     transient,
 )
@@ -141,7 +141,8 @@ def _submit(
         if transient(reply):
             failures += 1
             if failures < SUBMIT_ATTEMPTS and asking.remaining() > 0:
-                yield Pause(min(BACKOFF_FIRST * 2 ** (failures - 1), asking.remaining()))
+                backoff = BACKOFF_FIRST * 2 ** (failures - 1)
+                yield pause_after(reply, backoff, asking.remaining())
                 continue
             return _failed(reply, asking.words)
         if send_deadline and reply.status == 422 and "expires_in" in _error_message(reply):
@@ -218,11 +219,13 @@ def _await(asking: _Asking, request: dict[str, Any], rule: str | None, wait_slic
         if not transient(reply):
             return _failed(reply, words)
         # A restart (directly, or behind a proxy answering 502/503/504) is survived: the
-        # request is in the database. Until the deadline, then it is a deny.
+        # request is in the database. So is a server holding all the waiters it may (503
+        # too_many_waiters): its Retry-After says when to poll again. Until the deadline,
+        # then it is a deny.
         failures += 1
         last = reply
-        backoff = BACKOFF_FIRST * 2 ** (failures - 1)
-        yield Pause(max(0.0, min(backoff, BACKOFF_CAP, asking.remaining())))
+        backoff = min(BACKOFF_FIRST * 2 ** min(failures - 1, 10), BACKOFF_CAP)
+        yield pause_after(reply, backoff, asking.remaining())
     return _bound(_final(request, rule, words), asking.call, asking.key, words)
 
 

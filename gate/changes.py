@@ -29,6 +29,8 @@ class Change:
     session: Session
     events: list[Event] = field(default_factory=list)
     finished: list[str] = field(default_factory=list)
+    #: each request this transaction finished, as the state machine reported it (the log)
+    decided: list[machine.Changed] = field(default_factory=list)
     #: each request as this transaction left it, built from what it wrote: the cards it owes
     #: are sent showing this, not a copy read back (`sending.mark_sent` owes one more
     #: refresh, read back, if another replica's newer card may have landed first)
@@ -39,6 +41,7 @@ class Change:
         if isinstance(outcome, machine.Changed):
             self.events.append(Event("final", outcome.request_id))
             self.finished.append(outcome.request_id)
+            self.decided.append(outcome)
         elif isinstance(outcome, machine.Voted | machine.Extended):
             self.events.append(Event("changed", outcome.request_id))
 

@@ -75,9 +75,10 @@ class Click:
     arguments the person changed, by name, already parsed from what they typed; `grant` is
     a (scope, duration) pair such as ("session", "30m"); `extend_by` a duration ("15m") and
     `extend_from` the deadline the card showed, so a click delivered twice, to any replica,
-    extends once. `args_chars` is how many characters of the call's arguments (as
-    `gate.untrusted.arguments_json` writes them) the channel's card shows whole: an approval
-    counts only when the whole call fits, and a channel that does not say approves nothing.
+    extends once. `args_chars` is how many characters of the call as gate renders it (the
+    text of `gate.rendering.as_text`, measured by `gate.rendering.shown_chars`) the channel's
+    card shows whole: an approval counts only when the whole rendered call fits (and no mask
+    in it could hide code), and a channel that does not say approves nothing.
     """
 
     channel: str

@@ -225,6 +225,10 @@ def _serve(ns: argparse.Namespace) -> int:
     except ConfigError as exc:
         sock.close()
         return _config_failure(exc, settings.source)
+    import logging
+
+    for warning in [*app.state.gate.policy.warnings, *_unsent_tools(settings)]:
+        logging.getLogger("gate.policy").warning("%s", warning)
     # uvicorn with gate's connection limits: read deadline, header cap, connection cap
     GateServer(server_config(app, settings)).run(sockets=[sock])
     return 0
@@ -269,20 +273,35 @@ def _db_upgrade(ns: argparse.Namespace) -> int:
 
 
 def _policy_check(ns: argparse.Namespace) -> int:
-    from gate.errors import ConfigError
-    from gate.policy import Policy
+    from gate.policy import compile_rules
 
     settings = _load(ns)
-    try:
-        policy = Policy(settings)
-    except ConfigError as exc:
-        print(f"gate: policy error: {exc}", file=sys.stderr)  # noqa: T201
+    # every rule is checked, so one run names every problem, not only the first
+    rules, problems, warnings = compile_rules(settings)
+    for warning in warnings:
+        print(f"gate: warning: {warning}", file=sys.stderr)  # noqa: T201
+    if problems:
+        for problem in problems:
+            print(f"gate: policy error: {problem}", file=sys.stderr)  # noqa: T201
         return 1
-    print(f"{settings.source}: OK, {len(policy.rules)} rule(s)")  # noqa: T201
-    for rule in policy.rules:
+    print(f"{settings.source}: OK, {len(rules)} rule(s)")  # noqa: T201
+    for rule in rules:
         when = f" when {rule.when}" if rule.when else ""
         print(f"  {rule.name}: {rule.action} {list(rule.tools)}{when}")  # noqa: T201
+    for warning in _unsent_tools(settings):
+        print(f"gate: warning: {warning}", file=sys.stderr)  # noqa: T201
     return 0
+
+
+def _unsent_tools(settings: Any) -> list[str]:
+    """A warning per rule naming a tool the hook `gate init` installed (in this project or
+    for this user) never sends to gate."""
+    from pathlib import Path
+
+    from gate import hook_matchers
+
+    hooks = hook_matchers.installed(hook_matchers.hook_files(Path.cwd()))
+    return hook_matchers.uncovered([(r.name, r.tools) for r in settings.rules], hooks)
 
 
 def _policy_explain(ns: argparse.Namespace) -> int:

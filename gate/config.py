@@ -31,6 +31,7 @@ from pydantic_settings import (
 )
 
 from gate import untrusted
+from gate.config_connections import ConnectionSettings
 from gate.errors import ConfigError
 
 DEFAULT_CONFIG_NAME = "gate.toml"
@@ -95,8 +96,8 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class ServerSettings(_Strict):
-    """The `[server]` table."""
+class ServerSettings(ConnectionSettings):
+    """The `[server]` table (its connection keys are `ConnectionSettings`)."""
 
     database_url: str = "sqlite:///./gate.db"
     #: base of links in cards; defaults to http://<host>:<port>
@@ -144,13 +145,6 @@ class ServerSettings(_Strict):
     trusted_proxy_secret: SecretStr | None = None
     #: how long a web sign-in lasts (seconds); 12 h covers a working day
     session_max_age_seconds: int = Field(default=12 * 3600, ge=60)
-    #: a request's headers and body must arrive within this of the connection opening (or of
-    #: its first byte on a kept-alive one), or the socket is closed: slow senders hold nothing
-    request_read_timeout_seconds: float = Field(default=10.0, gt=0, le=300)
-    #: an idle kept-alive connection is closed after this; clients reconnect transparently
-    keep_alive_timeout_seconds: int = Field(default=5, ge=1, le=300)
-    #: open sockets held at once (long-polls included), lowered to fit under `ulimit -n`
-    max_connections: int = Field(default=4096, ge=16)
 
     @model_validator(mode="after")
     def _proxy_proves_itself(self) -> ServerSettings:

@@ -14,6 +14,7 @@ Exception tree::
     ├── Conflict (409)             any other state clash (e.g. the same approver voting twice)
     ├── PayloadTooLarge (413)
     └── Unavailable (503)          the database is unreachable (readiness)
+        └── TooManyWaiters (503)   a long-poll over what waiting may hold (Retry-After)
     ConfigError                    a bad gate.toml / policy / database URL: never an HTTP
                                    error, stops start-up (`gate: configuration error`, exit 2)
 
@@ -82,6 +83,20 @@ class PayloadTooLarge(GateError):
 
 class Unavailable(GateError):
     status, code = 503, "unavailable"
+
+
+class TooManyWaiters(Unavailable):
+    """A long-poll refused because waiting holds every connection it may (`gate.capacity`).
+
+    Carries `retry_after` (seconds) in its body and, as `Retry-After`, in the answer's
+    headers; `gate hook` and the SDK wait that long and poll again.
+    """
+
+    code = "too_many_waiters"
+
+    def __init__(self, message: str, *, retry_after: int) -> None:
+        super().__init__(message, retry_after=retry_after)
+        self.retry_after = retry_after
 
 
 class ConfigError(Exception):

@@ -47,13 +47,25 @@ class Pause:
         self.seconds = seconds
 
 
+#: the longest `Retry-After` a flow honours as given: a longer one is waited in pieces of this
+RETRY_AFTER_CAP = 30.0
+
+
 class Reply:
-    """The answer to an Exchange: `status` 0 when no HTTP answer arrived."""
+    """The answer to an Exchange: `status` 0 when no HTTP answer arrived; `retry_after`, the
+    seconds a `Retry-After` header asked for (`retry_after_of`), when there was one."""
 
-    __slots__ = ("status", "body", "problem")
+    __slots__ = ("status", "body", "problem", "retry_after")
 
-    def __init__(self, status: int, body: Any = None, problem: str | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        body: Any = None,
+        problem: str | None = None,
+        retry_after: float | None = None,
+    ) -> None:
         self.status, self.body, self.problem = status, body, problem
+        self.retry_after = retry_after
 
     def __repr__(self) -> str:
         return f"Reply({self.status}, problem={self.problem!r})"
@@ -80,6 +92,24 @@ def round_trip(step: Exchange) -> Generator[Step, Reply | None, Reply]:
     reply = yield step
     assert reply is not None, "the driver must send a Reply for every Exchange"
     return reply
+
+
+def retry_after_of(value: str | None) -> float | None:
+    """A `Retry-After` header's delay in seconds (capped at `RETRY_AFTER_CAP`), or None.
+
+    Only the delta-seconds form: gate sends that; a date (a proxy's) is read as none given.
+    """
+    text = (value or "").strip()
+    if not text.isascii() or not text.isdigit():
+        return None
+    return min(float(text[:6]), RETRY_AFTER_CAP)
+
+
+def pause_after(reply: Reply, backoff: float, remaining: float) -> Pause:
+    """The pause before trying again after a transient `reply`: what its `Retry-After` asks
+    (a server shedding load says when to come back), else `backoff`; never past the deadline."""
+    wanted = reply.retry_after if reply.retry_after is not None else backoff
+    return Pause(max(0.0, min(wanted, remaining)))
 
 
 def transient(reply: Reply) -> bool:
@@ -146,6 +176,8 @@ __all__ = [
     "Step",
     "drive",
     "is_request",
+    "pause_after",
+    "retry_after_of",
     "round_trip",
     "transient",
 ]

@@ -40,7 +40,7 @@ import urllib.request
 from http.client import HTTPException
 
 from gate.askflow import DEFAULT_TIMEOUT, DEFAULT_URL, decide
-from gate.exchange import Abandoned, Exchange, Reply, drive
+from gate.exchange import Abandoned, Exchange, Reply, drive, retry_after_of
 from gate.hook_dialects import (
     BadInput,
     after_call,
@@ -83,18 +83,19 @@ def urllib_sender(url: str, token: str | None) -> Callable[[Exchange], Reply]:
             with urllib.request.urlopen(req, timeout=exchange.timeout) as resp:
                 status, raw = resp.status, resp.read()
                 ctype = resp.headers.get_content_type()
+                retry = retry_after_of(resp.headers.get("Retry-After"))
         except urllib.error.HTTPError as err:
             status, raw = err.code, err.read()
             ctype = err.headers.get_content_type() if err.headers else "no content type"
+            retry = retry_after_of(err.headers.get("Retry-After") if err.headers else None)
         except (urllib.error.URLError, OSError, HTTPException) as err:
             return Reply(0, problem=_describe(err, exchange.timeout))
         try:
-            return Reply(status, json.loads(raw) if raw else None)
+            return Reply(status, json.loads(raw) if raw else None, retry_after=retry)
         except (ValueError, RecursionError):  # not JSON, or nested too deeply to parse
             # Say what came back, not what it said: the text is for the model to read.
-            return Reply(
-                status, None, problem=f"the reply is not JSON ({ctype[:60]}, {len(raw)} bytes)"
-            )
+            problem = f"the reply is not JSON ({ctype[:60]}, {len(raw)} bytes)"
+            return Reply(status, None, problem=problem, retry_after=retry)
 
     return send
 

@@ -285,7 +285,7 @@ def _transition(
     outbox.enqueue_updates(session, req.id, now)
     # The answer is built from what the UPDATE wrote: nothing is read back.
     req.__dict__.update(written)
-    return Changed(req.id, to)
+    return Changed(req.id, to, req.tool_name, req.rule, by, via)
 
 
 def _compare_and_set(

@@ -14,10 +14,14 @@ from gate.models import RequestStatus, Verdict
 
 @dataclass(frozen=True)
 class Changed:
-    """The request moved to `status` in this transaction."""
+    """The request moved to `status` in this transaction (by whom and how: for the log)."""
 
     request_id: str
     status: RequestStatus
+    tool_name: str | None = None
+    rule: str | None = None
+    by: str | None = None
+    via: str | None = None
 
 
 @dataclass(frozen=True)

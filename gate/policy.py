@@ -3,27 +3,39 @@
 Rules are tried in order and the first match wins. A rule matches when the tool name
 matches one of its `tools` globs and its `when` CEL expression (if any) is true.
 
+Tool names are compared by `gate.toolnames.match`: an `ask` or `deny` rule also catches a
+name's case, width and look-alike variants (`bash`, `Ｂａｓｈ`, `Bаsh` with a Cyrillic "а"),
+an `allow` rule only the name as written.
+
 Failing closed: when a `when` expression cannot be evaluated for a call (a missing key, a
 type clash, an overflow, any CEL error) or gives something other than true or false, an
-`allow` rule does not match, while an `ask` or `deny` rule does. A `when` that can never be
-a boolean (`args.amount + 1`) is refused when gate.toml is loaded. A typo in
-a guard must never let a call through; `has(args.amount) && args.amount > 5` is the way
-to make a condition optional.
+`allow` rule does not match, while an `ask` or `deny` rule does; the failure is logged (once a
+minute per rule, with a count) and the request says so (`Offers.condition_error`). Most such
+failures are caught when gate.toml is loaded instead: a `when` that can never be a boolean
+(`args.amount + 1`), names what gate does not provide (`command`, `.includes`) or compares
+types that never meet (`tool_name > 5`) is refused (`gate.policy_check`). A typo in a guard
+must never let a call through; `has(args.amount) && args.amount > 5` is the way to make a
+condition optional.
 """
 
 from __future__ import annotations
 
-import fnmatch
-from dataclasses import dataclass, field
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any, Literal
 
 import cel
 
-from gate import cel_shape
+from gate import cel_shape, policy_check, toolnames
 from gate.config import RuleSettings, Settings
 from gate.errors import ConfigError
 from gate.offers import DEFAULT_MAX_GRANT, Offers
+
+log = logging.getLogger(__name__)
 
 Action = Literal["allow", "deny", "ask"]
 FORCED_RULE = "requires_confirmation"
@@ -66,10 +78,15 @@ class Rule:
     channels: tuple[str, ...] | None
     reason: str | None
     offers: Offers = field(default_factory=Offers)
+    #: `toolnames.canonical` of each of `tools`, folded once here rather than on every call
+    folded: tuple[str, ...] = ()
 
-    def tool_matches(self, tool_name: str) -> bool:
-        """True when `tool_name` matches one of the rule's globs."""
-        return any(fnmatch.fnmatchcase(tool_name, pattern) for pattern in self.tools)
+    def tool_matches(self, tool_name: str, canonical: str | None = None) -> toolnames.Match | None:
+        """How `tool_name` matches the rule's globs: "exact", "variant" (a case, width or
+        look-alike variant) or None. `canonical` is `toolnames.canonical(tool_name)`."""
+        if canonical is None:
+            canonical = toolnames.canonical(tool_name)
+        return toolnames.match(self.tools, self.folded, tool_name, canonical)
 
 
 @dataclass(frozen=True)
@@ -80,50 +97,59 @@ class Decision:
     rule: Rule | None
     reason: str
     trail: tuple[str, ...] = ()
+    #: set when the rule matched only because its `when` failed on this call (fail closed)
+    condition_error: str | None = None
 
     @property
     def matched(self) -> bool:
         return self.action is not None
 
+    def offers(self) -> Offers:
+        """What the request this decision makes offers, as it is frozen onto the request."""
+        assert self.rule is not None
+        if self.condition_error is None:
+            return self.rule.offers
+        return replace(self.rule.offers, condition_error=self.condition_error)
+
 
 class Policy:
     """The compiled rules of one Settings object."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.settings = settings
-        self.rules = tuple(_compile(rule, settings, settings.source) for rule in settings.rules)
+        rules, problems, self.warnings = compile_rules(settings)
+        if problems:
+            raise problems[0]
+        self.rules = tuple(rules)
+        toolnames.load()
         self._forced: Rule | None = None
+        self._failures = ConditionFailures(clock)
 
     def evaluate(self, facts: CallFacts) -> Decision:
         """Find the first rule that matches `facts`; fall back to `requires_confirmation`."""
         trail: list[str] = []
         activation: dict[str, Any] | None = None
+        canonical = toolnames.canonical(facts.tool_name)
         for rule in self.rules:
-            if not rule.tool_matches(facts.tool_name):
-                trail.append(
-                    f"{rule.name}: tool {facts.tool_name!r} matches none of {list(rule.tools)}"
-                )
+            how = rule.tool_matches(facts.tool_name, canonical)
+            if not _name_matches(rule, how, facts.tool_name, trail):
                 continue
             if rule.program is not None:
                 activation = activation or facts.activation()
-                failure: str | None
-                try:
-                    result = rule.program.execute(activation)
-                except (KeyboardInterrupt, SystemExit):
-                    raise
-                except BaseException as exc:  # any CEL failure, a Rust panic included
-                    failure = f"failed ({_short(exc)})"
-                else:
-                    if result is True or result is False:
-                        failure = None
-                    else:  # a guard that is not a boolean cannot be trusted either way
-                        failure = f"returned {type(result).__name__} {_short_value(result)}"
+                result, failure = _run(rule.program, activation)
                 if failure is not None:
+                    self._failures.report(rule, failure, facts.tool_name)
                     if rule.action == "allow":
                         trail.append(f"{rule.name}: `when` {failure}; allow rules skip")
                         continue
                     trail.append(f"{rule.name}: `when` {failure}; matching (fail closed)")
-                    return Decision(rule.action, rule, _rule_reason(rule), tuple(trail))
+                    error = (
+                        f"The rule's condition `{rule.when}` {failure} on this call, so gate "
+                        + ("asked a person to be safe." if rule.action == "ask" else "denied it.")
+                    )
+                    return Decision(
+                        rule.action, rule, _rule_reason(rule), tuple(trail), condition_error=error
+                    )
                 if result is not True:
                     trail.append(f"{rule.name}: `when` {rule.when!r} is false")
                     continue
@@ -165,6 +191,7 @@ class Policy:
             else None,
             reason="The caller marked this call as requiring confirmation",
             offers=_offers(RuleSettings(name=FORCED_RULE)),
+            folded=("*",),
         )
 
     def rule(self, name: str | None) -> Rule | None:
@@ -185,21 +212,87 @@ class Policy:
         return names
 
 
-def _compile(rule: RuleSettings, settings: Settings, source: str | None) -> Rule:
+class ConditionFailures:
+    """Logs each rule whose `when` fails at run time: the first failure at once, then at most
+    once a minute per rule, saying how many failed meanwhile (a rule failing on every call
+    must not flood the log, nor fall silent)."""
+
+    #: seconds between two reports of one rule
+    EVERY = 60.0
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()  # evaluate runs on the event loop and in worker threads
+        #: rule name -> (when it was last reported, failures since)
+        self._seen: dict[str, tuple[float, int]] = {}
+
+    def report(self, rule: Rule, failure: str, tool_name: str) -> None:
+        """Note one failure of `rule`'s `when` on a call of `tool_name`."""
+        now = self._clock()
+        with self._lock:
+            last, since = self._seen.get(rule.name, (None, 0))
+            if last is not None and now - last < self.EVERY:
+                self._seen[rule.name] = (last, since + 1)
+                return
+            self._seen[rule.name] = (now, 0)
+        outcome = {"allow": "the allow rule was skipped", "ask": "gate asked a person"}
+        more = f"; {since} more failure(s) since the last report" if since else ""
+        log.warning(
+            "rule %r: `when` %s on a call of %r, so %s (fail closed)%s",
+            rule.name,
+            failure,
+            tool_name[:100],
+            outcome.get(rule.action, "the call was denied"),
+            more,
+        )
+
+
+def compile_rules(settings: Settings) -> tuple[list[Rule], list[ConfigError], list[str]]:
+    """Every rule compiled and checked: the rules, the problems (each names its rule) and the
+    warnings (a condition gate could not analyse)."""
+    rules: list[Rule] = []
+    problems: list[ConfigError] = []
+    warnings: list[str] = []
+    for entry in settings.rules:
+        try:
+            rule, note = _compile(entry, settings, settings.source)
+        except ConfigError as exc:
+            problems.append(exc)
+            continue
+        rules.append(rule)
+        if note:
+            warnings.append(f"rule {entry.name!r}: {note}; it was not checked before running")
+    return rules, problems, warnings
+
+
+def _compile(rule: RuleSettings, settings: Settings, source: str | None) -> tuple[Rule, str | None]:
     program = None
+    checked = policy_check.Checked((), ())
     if rule.when is not None:
+        key = f"rules.{rule.name}.when"
         try:
             program = cel.compile(rule.when)
         except ValueError as exc:
+            hint = policy_check.hint_for_syntax(rule.when)
             raise ConfigError(
-                f"`when` is not valid CEL: {exc}", source=source, key=f"rules.{rule.name}.when"
+                f"`when` is not valid CEL: {exc}" + (f"\n  hint: {hint}" if hint else ""),
+                source=source,
+                key=key,
             ) from None
         if cel_shape.shape(rule.when) == "other":
             raise ConfigError(
                 f"`when` must be a condition that is true or false, but {rule.when!r} gives a "
                 "number, text, list or map; compare it, e.g. `args.amount > 50000`",
                 source=source,
-                key=f"rules.{rule.name}.when",
+                key=key,
+            )
+        checked = policy_check.check(rule.when)
+        if checked.problems:
+            found = "\n  ".join(checked.problems)
+            raise ConfigError(
+                f"`when` {rule.when!r} fails on every call or never matches:\n  {found}",
+                source=source,
+                key=key,
             )
     timeout = rule.timeout or settings.server.default_timeout
     if timeout > settings.server.max_timeout:
@@ -227,11 +320,12 @@ def _compile(rule: RuleSettings, settings: Settings, source: str | None) -> Rule
         on_timeout=rule.on_timeout,
         channels=tuple(rule.channels) if rule.channels is not None else None,
         reason=rule.reason,
-        offers=_offers(rule),
-    )
+        offers=_offers(rule, checked.watched),
+        folded=tuple(toolnames.canonical(pattern) for pattern in rule.tools),
+    ), checked.unchecked
 
 
-def _offers(rule: RuleSettings) -> Offers:
+def _offers(rule: RuleSettings, watched: tuple[str, ...] = ()) -> Offers:
     """What a request made under `rule` offers its approvers; frozen onto the request."""
     return Offers(
         allow_edits=rule.allow_edits and rule.approvals_required == 1,
@@ -243,7 +337,41 @@ def _offers(rule: RuleSettings) -> Offers:
         escalate_after=rule.escalate_after,
         escalate_to=tuple(rule.escalate_to),
         escalate_approvers=tuple(rule.escalate_approvers),
+        watched_args=watched,
     )
+
+
+def _name_matches(
+    rule: Rule, how: toolnames.Match | None, tool_name: str, trail: list[str]
+) -> bool:
+    """Whether the tool name lets `rule` match (said in `trail` either way): a variant of a
+    name meets `ask` and `deny` rules, never `allow` ones (gate.toolnames)."""
+    if how is None:
+        trail.append(f"{rule.name}: tool {tool_name!r} matches none of {list(rule.tools)}")
+        return False
+    if how == "variant":
+        said = f"{rule.name}: tool {tool_name!r} is a variant of {list(rule.tools)} (case, width "
+        if rule.action == "allow":
+            trail.append(
+                said + "or look-alike letters); allow rules match only the name as written"
+            )
+            return False
+        trail.append(said + "or look-alike letters): matching")
+    return True
+
+
+def _run(program: Any, activation: dict[str, Any]) -> tuple[object, str | None]:
+    """The condition's result on one call, and what went wrong (None: a clean true or false)."""
+    try:
+        result = program.execute(activation)
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:  # any CEL failure, a Rust panic included
+        return None, f"failed ({_short(exc)})"
+    if result is True or result is False:
+        return result, None
+    # a guard that is not a boolean cannot be trusted either way
+    return result, f"returned {type(result).__name__} {_short_value(result)}"
 
 
 def _rule_reason(rule: Rule) -> str:

@@ -16,27 +16,39 @@ So the HTTP protocol gets three guards, whichever parser uvicorn picks (httptool
   keeps a socket). A late request gets `408` and the socket is closed.
 * **a header size cap** (`MAX_HEADER_BYTES`): httptools keeps every header line in memory
   until the request ends.
-* **a connection cap**: over `connection_cap()` open sockets, a new one is answered `503`
-  and closed at once, so the descriptors left stay for the database and the logs.
+* **a connection cap** (`gate.capacity`: the open-file limit, raised at start, minus what
+  the process needs besides sockets): over it, a new socket is answered `503` and closed at
+  once, so the descriptors left stay for the database and the logs. Long-polls may hold all
+  but a reserve of it, kept for asks, decisions and the console.
 
-Long-polls (`/wait`, up to `max_wait_seconds`) and the console's event stream are held
-connections, so they count against the cap: each waiting hook holds one. The default
-4096 covers thousands of agents waiting at once on one replica, and the cap is lowered to
-fit under the open-file limit (`ulimit -n`), minus what the process needs besides sockets.
+A connection closed while its client may still be sending (an answer that beat the body,
+`gate.api.framing`; a 408, 431 or 503 from the guards) is closed gracefully (`gate.closing`): the
+client reads the answer, not a reset.
 """
 
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import json
 import logging
-import resource
 import socket
+import struct
+import termios
 from typing import Any
 
+import h11
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from gate.capacity import (
+    Capacity,
+    connection_cap,
+    connection_reserve,
+    raise_open_file_limit,
+    reserved_fds,
+)
+from gate.closing import linger, lingering
 from gate.config import Settings
 from gate.errors import error_body
 
@@ -44,11 +56,6 @@ log = logging.getLogger("gate.server")
 
 #: request line and headers of one request; nginx's default is 8 KiB, h11's 16 KiB
 MAX_HEADER_BYTES = 64 * 1024
-#: descriptors the process needs besides client sockets: stdio, log files, the listening
-#: socket, the event loop's epoll and wake-up pipe, channel HTTP clients' pools, alembic
-RESERVED_FDS = 64
-#: each database connection: SQLite holds the file, its -wal and its -shm (PostgreSQL one socket)
-FDS_PER_DB_CONNECTION = 3
 
 
 class ConnectionLimits:
@@ -59,37 +66,18 @@ class ConnectionLimits:
         self.max_connections = max_connections
 
 
-def open_file_limit() -> int | None:
-    """The soft RLIMIT_NOFILE of this process, or None when unlimited."""
-    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    return None if soft == resource.RLIM_INFINITY else int(soft)
-
-
-def reserved_fds(settings: Settings) -> int:
-    """Descriptors kept free for everything but client sockets."""
-    # PostgreSQL: the pool plus its overflow; SQLite's default pool holds up to 15.
-    db_connections = max(settings.server.db_pool_size + settings.server.db_pool_overflow, 15)
-    return RESERVED_FDS + FDS_PER_DB_CONNECTION * db_connections
-
-
-def connection_cap(settings: Settings, nofile: int | None) -> int:
-    """How many sockets gate holds at once: `max_connections`, lowered to fit `nofile`."""
-    wanted = settings.server.max_connections
-    if nofile is None:
-        return wanted
-    return max(1, min(wanted, nofile - reserved_fds(settings)))
-
-
 class _Reading:
     """Where a connection is in reading its current request."""
 
-    __slots__ = ("deadline", "head_bytes")
+    __slots__ = ("deadline", "head_bytes", "parsed")
 
     def __init__(self) -> None:
         #: when the request must be in by (armed while one is being read)
         self.deadline: asyncio.TimerHandle | None = None
         #: bytes of a request whose headers have not all arrived yet
         self.head_bytes = 0
+        #: bytes of the request line and headers the parser has handed over (httptools)
+        self.parsed = 0
 
 
 class _GuardedConnection:
@@ -125,9 +113,26 @@ class _GuardedConnection:
         self._after_data(awaiting, before, len(data))
 
     def connection_lost(self, exc: Exception | None) -> None:
-        """Forget the deadline with the socket."""
+        """Forget the deadline with the socket; linger if the client is still sending."""
         self._disarm()
+        if exc is None and self._unread():
+            linger(self.transport, self.loop)
         super().connection_lost(exc)  # type: ignore[misc]
+
+    def _unread(self) -> bool:
+        """True when closing now would leave client bytes unread: a body still coming (the
+        request was answered before its end), or bytes waiting in the socket."""
+        cycle = self.cycle
+        if cycle is not None and cycle.more_body:
+            return True
+        sock = self.transport.get_extra_info("socket")
+        if sock is None:
+            return False
+        try:
+            pending = fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0\0\0\0")
+        except OSError:
+            return False
+        return bool(struct.unpack("i", pending)[0])
 
     @property
     def _limits(self) -> ConnectionLimits:
@@ -138,7 +143,7 @@ class _GuardedConnection:
 
     def _guard_open(self) -> bool:
         """After connection_made: False when over the cap (answered 503 and closing)."""
-        if len(self.connections) > self._limits.max_connections:
+        if len(self.connections) + lingering() > self._limits.max_connections:
             self._answer(503, "too_many_connections", _FULL_MESSAGE)
             return False
         self._arm()
@@ -162,11 +167,7 @@ class _GuardedConnection:
         elif awaiting:
             self._reading.head_bytes += size
             if self._reading.head_bytes > MAX_HEADER_BYTES:
-                self._answer(
-                    431,
-                    "headers_too_large",
-                    f"the request line and headers are over {MAX_HEADER_BYTES} bytes",
-                )
+                self._answer(431, "headers_too_large", _HEADERS_MESSAGE)
                 return
         if self.cycle is not None and not self.cycle.more_body and self._reading.head_bytes == 0:
             self._disarm()  # the whole request is in: what remains is the app's to answer
@@ -197,7 +198,10 @@ class _GuardedConnection:
         body = json.dumps(error_body(code, message)).encode()
         head = (
             f"HTTP/1.1 {status} {_REASONS[status]}\r\ncontent-type: application/json\r\n"
-            f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
+            f"content-length: {len(body)}\r\nconnection: close\r\n"
+            # a full server says when to come back (clients follow it, gate.exchange)
+            + ("retry-after: 1\r\n" if status == 503 else "")
+            + "\r\n"
         ).encode()
         self.transport.write(head + body)
         self.transport.close()
@@ -208,14 +212,46 @@ _REASONS = {
     431: "Request Header Fields Too Large",
     503: "Service Unavailable",
 }
+_HEADERS_MESSAGE = f"the request line and headers are over {MAX_HEADER_BYTES} bytes"
+
+
+class _HeadersTooLarge(Exception):
+    """Raised inside the parser's callback to stop it (see GuardedHttpToolsProtocol)."""
+
+
 _FULL_MESSAGE = "gate holds as many connections as it may; retry in a moment"
 
 
 class GuardedH11Protocol(_GuardedConnection, H11Protocol):
-    """uvicorn's h11 protocol with gate's read deadline, header cap and connection cap."""
+    """uvicorn's h11 protocol with gate's read deadline, header cap and connection cap.
+
+    h11 bounds only headers still incomplete; a request whose headers arrive whole is sized
+    as h11 hands it over, and over the cap it is a protocol error answered 431.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        parse = self.conn.next_event
+
+        def next_event() -> Any:
+            event = parse()
+            if isinstance(event, h11.Request):
+                size = len(event.target) + sum(len(n) + len(v) + 4 for n, v in event.headers)
+                if size > MAX_HEADER_BYTES:
+                    self._reading.parsed = size
+                    raise h11.RemoteProtocolError(_HEADERS_MESSAGE, error_status_hint=431)
+            return event
+
+        self.conn.next_event = next_event  # type: ignore[method-assign]
+
+    def send_400_response(self, msg: str) -> None:
+        if self._reading.parsed > MAX_HEADER_BYTES:
+            self._answer(431, "headers_too_large", _HEADERS_MESSAGE)
+        else:
+            super().send_400_response(msg)
 
 
-def _protocol_class() -> type[asyncio.Protocol]:
+def protocol_class() -> type[asyncio.Protocol]:
     """httptools when installed (uvicorn's own choice), else h11; both guarded."""
     try:
         from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
@@ -223,7 +259,35 @@ def _protocol_class() -> type[asyncio.Protocol]:
         return GuardedH11Protocol
 
     class GuardedHttpToolsProtocol(_GuardedConnection, HttpToolsProtocol):
-        """uvicorn's httptools protocol with gate's three guards."""
+        """uvicorn's httptools protocol with gate's three guards.
+
+        Headers that arrive in one piece with the rest are counted as the parser hands them
+        over (`_after_data` sees only headers split across reads): over the cap, the parser
+        is stopped, and what uvicorn would answer as a 400 is answered 431.
+        """
+
+        def on_message_begin(self) -> None:
+            self._reading.parsed = 0
+            super().on_message_begin()
+
+        def on_url(self, url: bytes) -> None:
+            self._count_head(len(url))
+            super().on_url(url)
+
+        def on_header(self, name: bytes, value: bytes) -> None:
+            self._count_head(len(name) + len(value) + 4)
+            super().on_header(name, value)
+
+        def _count_head(self, size: int) -> None:
+            self._reading.parsed += size
+            if self._reading.parsed > MAX_HEADER_BYTES:
+                raise _HeadersTooLarge  # the parser stops; uvicorn answers (send_400_response)
+
+        def send_400_response(self, msg: str) -> None:
+            if self._reading.parsed > MAX_HEADER_BYTES:
+                self._answer(431, "headers_too_large", _HEADERS_MESSAGE)
+            else:
+                super().send_400_response(msg)
 
     return GuardedHttpToolsProtocol
 
@@ -237,23 +301,34 @@ class GateServerConfig(uvicorn.Config):
 
 
 def server_config(app: Any, settings: Settings, *, parser: str = "auto") -> GateServerConfig:
-    """The uvicorn configuration `gate serve` runs with, its limits logged once."""
+    """The uvicorn configuration `gate serve` runs with, its limits logged once.
+
+    Raises the open-file limit first (`gate.capacity`), and sizes the app's `Capacity` (what
+    long-polls may hold) to the connection cap it then allows.
+    """
     server = settings.server
-    nofile = open_file_limit()
+    nofile = raise_open_file_limit()
     cap = connection_cap(settings, nofile)
+    reserve = connection_reserve(settings, cap)
+    capacity: Capacity | None = getattr(getattr(app, "lean_routes", None), "capacity", None)
+    if capacity is not None:
+        capacity.connections, capacity.reserve = cap, reserve
     limits = ConnectionLimits(read_timeout=server.request_read_timeout_seconds, max_connections=cap)
     log.info(
-        "connections: at most %d at once (max_connections %d; open-file limit %s minus %d "
-        "kept for the database and logs); a request must arrive within %g s; idle "
-        "keep-alive connections close after %g s",
+        "connections: at most %d at once (%s; open-file limit %s minus %d kept for the "
+        "database and logs), of which long-polls may hold %d and %d are kept for asks, "
+        "decisions and the console; a request must arrive within %g s; idle keep-alive "
+        "connections close after %g s",
         cap,
-        server.max_connections,
+        f"max_connections {server.max_connections}" if server.max_connections else "default",
         nofile if nofile is not None else "unlimited",
         reserved_fds(settings),
+        cap - reserve,
+        reserve,
         server.request_read_timeout_seconds,
         server.keep_alive_timeout_seconds,
     )
-    if nofile is not None and cap < server.max_connections:
+    if nofile is not None and server.max_connections and cap < server.max_connections:
         log.warning(
             "the open-file limit (%d) caps connections at %d, below max_connections %d: "
             "raise it (ulimit -n, or LimitNOFILE= under systemd) for more waiting agents",
@@ -261,7 +336,7 @@ def server_config(app: Any, settings: Settings, *, parser: str = "auto") -> Gate
             cap,
             server.max_connections,
         )
-    protocol = GuardedH11Protocol if parser == "h11" else _protocol_class()
+    protocol = GuardedH11Protocol if parser == "h11" else protocol_class()
     return GateServerConfig(
         app,
         limits=limits,

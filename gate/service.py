@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from gate import audit, batch, direct, grants, machine, outbox, rows
+from gate import audit, batch, direct, grants, machine, outbox, requestlog, rows
 from gate.acting import Result, approved_own
 from gate.auth import Principal
 from gate.binding import call_hash
@@ -116,10 +116,8 @@ class GateService:
 
     def judge(self, call: GateCall) -> Decision:
         """Policy's decision for a call: no database, no I/O (safe on the event loop)."""
-        facts = CallFacts(
-            call.tool_name, call.tool_args, call.agent_id, call.user_id, call.metadata
-        )
-        return self.policy.evaluate(facts)
+        facts = (call.tool_name, call.tool_args, call.agent_id, call.user_id, call.metadata)
+        return self.policy.evaluate(CallFacts(*facts))
 
     def ask(self, call: GateCall, principal: Principal, decision: Decision) -> Submitted:
         """Create the request an `ask` decision makes (or find it again by idempotency key)."""
@@ -139,6 +137,7 @@ class GateService:
         if found is not None:
             return Submitted(decision, found, False)
         view = view or self._created_view(req)
+        requestlog.asked(view, granted=granted)
         if granted:
             assert view.reason is not None
             allowed = Decision("allow", rule, view.reason, (*decision.trail, "granted"))
@@ -185,7 +184,8 @@ class GateService:
             on_timeout=rule.on_timeout,
             reason=decision.reason,
             args_hash=args_hash,
-            options=rule.offers.to_options(),
+            # the rule's offers, with the words of a condition that failed on this call
+            options=decision.offers().to_options(),
             nudge_at=rule.offers.next_nudge(now, reminded=False, escalated=False),
         )
 
@@ -433,6 +433,7 @@ class GateService:
             pump.hand_over([(claim, change.shown.get(claim.request_id)) for claim in handed])
         elif outbox.owes_cards(session):  # no pump run for a change no card shows
             self.kick_outbox()
+        requestlog.decided(*change.decided)
         for request_id in change.finished:
             self.on_final(request_id)
 

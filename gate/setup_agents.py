@@ -9,6 +9,11 @@ changes nothing), and then the server is asked whether it answers (`/healthz`) a
 token: `POST /v1/sessions/<random>/cancel` needs an agent token and, for a session that has
 no requests, changes nothing.
 
+The PreToolUse matcher is derived from the policy's rules (`gate.hook_matchers.derive`), so
+every tool a rule names reaches gate and no other tool pays the hook's start-up; `--matcher`
+chooses it instead, and with no gate.toml to read every tool is sent. A re-run replaces the
+matcher of a group that holds only gate's hook when it no longer sends what the rules name.
+
 Files: Claude Code `.claude/settings.json` (project) or `~/.claude/settings.json` (user);
 Codex `.codex/hooks.json` (project) or `$CODEX_HOME/hooks.json` (user, `~/.codex`).
 """
@@ -26,11 +31,14 @@ import sys
 import urllib.error
 import urllib.request
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gate import hook_matchers
 from gate.askflow import DEFAULT_TIMEOUT, DEFAULT_URL
+from gate.hook_matchers import GATE_COMMAND, Runtime
 
 #: how much longer the agent lets the hook run than the hook waits for a person: time to
 #: withdraw the request and answer before the agent kills it (and runs the call)
@@ -40,12 +48,6 @@ CODEX_EDITS_FROM = (0, 131, 0)
 #: Codex runs hooks without a feature flag since 0.124.0
 CODEX_HOOKS_DEFAULT_FROM = (0, 124, 0)
 CHECK_TIMEOUT = 5.0
-
-# A handler gate owns: `gate hook ...`, `.../gate hook ...`, `python -m gate.hook ...`,
-# `python -m gate.cli hook ...`.
-_GATE_COMMAND = re.compile(
-    r"(?:^|[\s\"'/\\])gate(?:\.exe)?[\"']?\s+hook\b|-m\s+gate\.(?:hook|cli\s+hook)\b"
-)
 
 
 class SetupError(Exception):
@@ -59,6 +61,9 @@ class Entry:
     event: str
     matcher: str | None
     handler: dict[str, Any]
+    #: given the matcher of an existing group holding only gate's hook: whether to replace it
+    #: with `matcher` (None: never)
+    replaces: Callable[[str | None], bool] | None = None
 
 
 def add_commands(sub: Any) -> None:
@@ -98,6 +103,17 @@ def add_commands(sub: Any) -> None:
             f"agent's own hook timeout is set {HOOK_GRACE} s longer",
         )
         p.add_argument(
+            "--config",
+            "-c",
+            help="the gate.toml whose rules decide which tools the hook is sent (default: "
+            "$GATE_CONFIG or ./gate.toml; without one, every tool)",
+        )
+        p.add_argument(
+            "--matcher",
+            help="the PreToolUse matcher to write instead of the one derived from the rules "
+            f"(every tool: {hook_matchers.EVERY_TOOL[agent]!r})",  # type: ignore[index]
+        )
+        p.add_argument(
             "--no-check", action="store_true", help="do not ask the server whether it answers"
         )
         if agent == "codex":
@@ -122,7 +138,7 @@ def _init(ns: argparse.Namespace) -> int:
         if ns.agent == "codex":
             path, entries = _codex(ns, notes)
         else:
-            path, entries = _claude_code(ns)
+            path, entries = _claude_code(ns, notes)
         changes = write_hooks(path, entries)
     except SetupError as exc:
         _say(f"gate init {ns.agent}: {exc}", err=True)
@@ -169,18 +185,64 @@ def hook_command(fmt: str, ns: argparse.Namespace, *extra: str) -> str:
     return shlex.join(argv)
 
 
-def _claude_code(ns: argparse.Namespace) -> tuple[Path, list[Entry]]:
+def _claude_code(ns: argparse.Namespace, notes: list[str]) -> tuple[Path, list[Entry]]:
     base = Path.home() if ns.scope == "user" else Path(ns.dir).resolve()
-    matcher = "Bash|Write|Edit|mcp__.*"  # unanchored: Edit also covers MultiEdit, NotebookEdit
     wait = ["--timeout", f"{ns.timeout:g}"]
-    entries = _ask_and_report("claude-code", ns, matcher, wait)
+    entries = _ask_and_report("claude-code", ns, _matcher(ns, "claude-code", notes), wait)
     end = hook_command("claude-code", ns, "--event", "session-end")
     entries.append(Entry("SessionEnd", None, {"type": "command", "command": end, "timeout": 30}))
     return base / ".claude" / "settings.json", entries
 
 
-def _ask_and_report(fmt: str, ns: argparse.Namespace, matcher: str, pre: list[str]) -> list[Entry]:
+def _matcher(
+    ns: argparse.Namespace, runtime: Runtime, notes: list[str]
+) -> tuple[str, Callable[[str | None], bool]]:
+    """The PreToolUse matcher to write, and which existing matcher of gate's it replaces."""
+    if ns.matcher is not None:
+        if not ns.matcher.strip():
+            raise SetupError("--matcher is empty (use '*' for every tool)")
+        notes.append(f"PreToolUse matcher {ns.matcher!r}, as --matcher says.")
+        return ns.matcher, lambda existing: existing != ns.matcher
+    from gate.config import load_settings, resolve_config_path
+    from gate.errors import ConfigError
+
+    found = resolve_config_path(ns.config)
+    if found is None:
+        every = hook_matchers.EVERY_TOOL[runtime]
+        notes.append(
+            f"No gate.toml here (nor $GATE_CONFIG): the hook is sent every tool ({every!r}), so "
+            "each call pays its start-up. Pass --config to send only the tools the rules name."
+        )
+        return every, lambda existing: False  # nothing to judge an existing matcher by
+    try:
+        rules = load_settings(found).rules
+    except ConfigError as exc:
+        raise SetupError(
+            f"cannot read the rules to derive the hook's matcher from: {exc}; fix it, or "
+            "choose the tools with --matcher"
+        ) from None
+    globs = [glob for rule in rules for glob in rule.tools]
+    matcher = hook_matchers.derive(globs, runtime)
+    notes.append(
+        f"PreToolUse matcher {matcher!r}: the tools the {len(rules)} rule(s) in {found} name."
+    )
+    named = [(rule.name, rule.tools) for rule in rules]
+
+    def replaces(existing: str | None) -> bool:
+        hook = hook_matchers.Installed(runtime, found, (existing,))
+        return bool(hook_matchers.uncovered(named, [hook]))
+
+    return matcher, replaces
+
+
+def _ask_and_report(
+    fmt: str,
+    ns: argparse.Namespace,
+    matching: tuple[str, Callable[[str | None], bool]],
+    pre: list[str],
+) -> list[Entry]:
     """The PreToolUse hook that asks (given time to withdraw) and the PostToolUse one."""
+    matcher, replaces = matching
     return [
         Entry(
             "PreToolUse",
@@ -191,6 +253,7 @@ def _ask_and_report(fmt: str, ns: argparse.Namespace, matcher: str, pre: list[st
                 "timeout": int(ns.timeout) + HOOK_GRACE,
                 "statusMessage": "Waiting for approval in gate...",
             },
+            replaces,
         ),
         Entry(
             "PostToolUse",
@@ -200,6 +263,7 @@ def _ask_and_report(fmt: str, ns: argparse.Namespace, matcher: str, pre: list[st
                 "command": hook_command(fmt, ns, "--event", "post-tool"),
                 "timeout": 30,
             },
+            replaces,
         ),
     ]
 
@@ -235,9 +299,8 @@ def _codex(ns: argparse.Namespace, notes: list[str]) -> tuple[Path, list[Entry]]
         "Codex runs a new or changed hook only once you trust it: open Codex and review it in "
         "/hooks."
     )
-    matcher = "Bash|apply_patch|mcp__.*"
     pre = ["--timeout", f"{ns.timeout:g}"] + (["--apply-edits"] if apply_edits else [])
-    return base / "hooks.json", _ask_and_report("codex", ns, matcher, pre)
+    return base / "hooks.json", _ask_and_report("codex", ns, _matcher(ns, "codex", notes), pre)
 
 
 def codex_version() -> tuple[int, int, int] | None:
@@ -295,12 +358,15 @@ def _merge(hooks: dict[str, Any], entry: Entry, path: Path) -> str:
         raise SetupError(f'"hooks.{entry.event}" in {path} is not a list; fix it first')
     command = entry.handler["command"]
     seen = changed = 0
+    retargeted: list[str] = []
     for group in groups:
         handlers = group.get("hooks") if isinstance(group, dict) else None
         if not isinstance(handlers, list):
             continue
+        if hook_matchers.retarget(group, entry.matcher, entry.replaces):
+            retargeted.append(str(group["matcher"]))
         for handler in handlers:
-            if isinstance(handler, dict) and _GATE_COMMAND.search(str(handler.get("command"))):
+            if isinstance(handler, dict) and GATE_COMMAND.search(str(handler.get("command"))):
                 seen += 1
                 wanted = {**handler, **entry.handler}  # keeps keys the user added
                 if wanted != handler:
@@ -311,8 +377,11 @@ def _merge(hooks: dict[str, Any], entry: Entry, path: Path) -> str:
         group = {"matcher": entry.matcher} if entry.matcher is not None else {}
         groups.append({**group, "hooks": [dict(entry.handler)]})
         return f"{entry.event}: added {command}"
+    matcher = f"; matcher now {entry.matcher!r}" if retargeted else ""
     if changed:
-        return f"{entry.event}: updated {changed} gate hook(s) to {command}"
+        return f"{entry.event}: updated {changed} gate hook(s) to {command}{matcher}"
+    if retargeted:
+        return f"{entry.event}: gate hook unchanged ({command}){matcher}"
     return f"{entry.event}: unchanged ({command})"
 
 

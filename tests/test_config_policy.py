@@ -92,7 +92,11 @@ def test_first_match_wins_and_globs() -> None:
     assert policy.evaluate(CallFacts("db_write", {"env": "dev"})).action is None
     assert policy.evaluate(CallFacts("pay_vendor", {"amount": 50001})).action == "ask"
     assert policy.evaluate(CallFacts("pay_vendor", {"amount": 50000})).action is None
-    assert policy.evaluate(CallFacts("PAY_vendor", {"amount": 60000})).action is None
+    # a variant of a name an ask rule names is asked about; an allow rule lets through only
+    # the name as written (gate.toolnames)
+    assert policy.evaluate(CallFacts("PAY_vendor", {"amount": 60000})).action == "ask"
+    assert policy.evaluate(CallFacts("read_x", {})).action == "allow"
+    assert policy.evaluate(CallFacts("READ_x", {})).action is None
 
 
 def test_when_sees_agent_user_and_metadata() -> None:

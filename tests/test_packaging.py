@@ -43,6 +43,7 @@ def test_wheel_contains_data_folders(wheel: Path) -> None:
     assert any(n.startswith("gate/_bundled/migrations/versions/0001") for n in names)
     assert any(n.startswith("gate/_bundled/templates/") and n.endswith(".html") for n in names)
     assert "channels/slack/__init__.py" in names and "channels/feishu/__init__.py" in names
+    assert "gate/lookalikes.txt" in names  # gate.toolnames reads it
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
     assert "gate = gate.cli:main" in text

@@ -24,6 +24,7 @@ from argon2 import PasswordHasher
 
 from gate import untrusted
 from gate.config import Settings
+from gate.rendering import as_text, render_call
 from gate.untrusted import MASK
 from tests.conftest import Gate, GateFactory
 from tests.feishu.conftest import ENCRYPT_KEY, VERIFICATION_TOKEN
@@ -548,16 +549,17 @@ def _cards(fakes: tuple[FakeSlack, FakeFeishu], request_id: str) -> tuple[str, d
 
 
 def _slack_args(blocks: str) -> str:
-    [args] = [b for b in json.loads(blocks) if b.get("block_id", "").startswith("args-")]
+    # the first section holds the call; a note may follow in one of its own
+    args = [b for b in json.loads(blocks) if b.get("block_id", "").startswith("args-")][0]
     text: str = args["text"]["text"]
-    # the code block, without the note after it (a masked value: approve on the page)
-    body = text.removeprefix("*Arguments*\n```\n").split("\n```", 1)[0]
+    # the code block, without anything after it (a note: approve on the page)
+    body = text.removeprefix("*The call*\n```\n").split("\n```", 1)[0]
     return body.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&").replace("ˋ", "`")
 
 
 def _feishu_args(card: dict[str, Any]) -> str:
     [content] = [e["content"] for e in card["body"]["elements"] if e.get("element_id") == "args"]
-    body: str = content.removeprefix("```json\n").removesuffix("\n```")
+    body: str = content.removeprefix("```\n").removesuffix("\n```")
     for entity, char in (("&#60;", "<"), ("&#62;", ">"), ("&#96;", "`"), ("&#38;", "&")):
         body = body.replace(entity, char)
     return body
@@ -580,10 +582,15 @@ def test_a_hostile_argument_is_inert_and_masked_alike_on_every_surface(
     with sign_in(everywhere, "alice", PASSWORD) as web:
         page = web.get(f"/requests/{request_id}").text
 
-    # The same masked arguments on every surface, once each surface's escaping is undone.
+    # The same masked call on every card, once each surface's escaping is undone: gate's
+    # rendering of it (`gate.rendering.as_text`), the text an approval from a card is measured on.
+    call = as_text(render_call("ask_run", EVIL_ARGS)).text
+    assert _slack_args(slack_blocks) == call
+    assert _feishu_args(feishu_card) == call
+    assert "[masked]" in call and "db.internal/prod" in call
+    for part in SECRET_PARTS:
+        assert part not in call
     expected = untrusted.to_json(EVIL_ARGS, indent=2)
-    assert _slack_args(slack_blocks) == expected
-    assert _feishu_args(feishu_card) == expected
     assert _web_args(page) == expected
     assert '"password": "[masked]"' in expected and '"GITHUB_TOKEN": "[masked]"' in expected
     assert "postgresql://[masked]@db.internal/prod" in expected

@@ -1,10 +1,12 @@
 """The Discord approval card: a message (content, one embed, components), a pure function of a
 request's view.
 
-The card shows the question while the request is pending, with what its rule offers (preset
-reject reasons and grants as selects, "Edit & approve…", "Extend +15m"), and the outcome after,
-with only the link to gate left. Untrusted text goes through `channels.discord.markdown`; every
-message says `allowed_mentions: {"parse": []}`, so nothing in it can ping anyone.
+The card leads with the call as gate renders it (gate's headline, then the call; the agent's
+summary after it, as the agent's claim) and shows the question while the request is pending,
+with what its rule offers (preset reject reasons and grants as selects, "Edit & approve…",
+"Extend +15m"), and the outcome after, with only the link to gate left. Untrusted text goes
+through `channels.discord.markdown`; every message says `allowed_mentions: {"parse": []}`, so
+nothing in it can ping anyone.
 """
 
 from __future__ import annotations
@@ -36,11 +38,13 @@ from gate.untrusted import clean
 NO_MENTIONS: dict[str, Any] = {"parse": []}
 ACTION_ROW, BUTTON, STRING_SELECT = 1, 2, 3
 PRIMARY, SECONDARY, SUCCESS, DANGER, LINK = 1, 2, 3, 4, 5
-#: characters of the arguments a card shows whole (and so may offer to approve); cut ones
-#: start at this size and halve until the embed fits 6,000
+#: characters of the call's rendering a card shows whole (and so may offer to approve); a
+#: cut one starts at this size and halves until the embed fits 6,000
 ARGS_CHARS = 3000
-#: the summary is a line or two; the arguments are what is approved
+#: the agent's summary is a line or two; the call is what is approved
 SUMMARY_CHARS = 500
+#: what failed in a rule's condition, as gate words it
+CONDITION_CHARS = 200
 #: a modal holds five rows: four arguments and the note to the agent
 MAX_EDIT_FIELDS = 4
 
@@ -60,20 +64,21 @@ def card_message(view: RequestView, *, now: datetime | None = None) -> dict[str,
     must not hold up the event loop. `now` is what the countdown counts from.
     """
     now = now or utcnow()
-    shown = decisions.arguments(view, ARGS_CHARS)
+    shown = decisions.arguments(view, ARGS_CHARS, link=False)
     args_chars = ARGS_CHARS
-    embed = _embed(view, now, shown, args_chars)
-    # Whole arguments stay whole while the card offers to approve them (with every other part
-    # at its longest a pending embed still fits). Cut ones shrink further, and so do whole
-    # ones once the request is final: the outcome, changes and reason come on top, and an
+    embed = _embed(view, now, shown)
+    # A whole call stays whole while the card offers to approve it (with every other part
+    # at its longest a pending embed still fits). A cut one is cut shorter, and so is a whole
+    # one once the request is final: the outcome, changes and reason come on top, and an
     # embed Discord refuses would leave the card pending, its outcome never shown.
     approving = shown.whole and view.status == "pending"
     while embed_size(embed) > MAX_EMBED_TOTAL and not approving and args_chars > 200:
         args_chars //= 2
-        embed = _embed(view, now, shown, args_chars)
+        embed = _embed(view, now, decisions.arguments(view, args_chars, link=False))
     title = decisions.TITLES.get(view.status, view.status)
+    headline = inline(decisions.headline(view, shown), 300)
     return {
-        "content": cut(f"**{title}**: {inline(view.tool_name, 100)}", 2000),
+        "content": cut(f"**{title}**: {headline}", 2000),
         "embeds": [embed],
         "components": components(view),
         "allowed_mentions": NO_MENTIONS,
@@ -87,30 +92,38 @@ def embed_size(embed: dict[str, Any]) -> int:
     return total + sum(len(f["name"]) + len(f["value"]) for f in embed.get("fields", []))
 
 
-def _embed(
-    view: RequestView, now: datetime, shown: decisions.Arguments, args_chars: int
-) -> dict[str, Any]:
-    parts = []
-    if view.summary:
-        parts.append(code_block(clean(view.summary), SUMMARY_CHARS)[0])
-    # the fences are not the arguments: room for them comes on top of what the card shows
-    fences = len(code_block("", 100, "json")[0])
-    block, cut_here = code_block(shown.text, min(len(shown.text), args_chars) + fences, "json")
-    parts.append(f"**Arguments**\n{block}")
+def _embed(view: RequestView, now: datetime, shown: decisions.Arguments) -> dict[str, Any]:
+    # The call as gate renders it is the description; the fences come on top of its text,
+    # which is never cut here (a cut call already ends saying what is not shown).
+    fences = len(code_block("", 100)[0])
+    parts = [f"**The call**\n{code_block(shown.text, len(shown.text) + fences)[0]}"]
     if not shown.whole:
-        parts.append(f"*{shown.note('Discord')} Use Open in gate.*")
-    elif cut_here:
-        parts.append("*Arguments cut to fit Discord. Use Open in gate.*")
+        parts.append(f"*{escape(shown.note('Discord'))} Use Open in gate.*")
     embed = {
         "title": decisions.TITLES.get(view.status, view.status),
         "color": COLOURS.get(view.status, COLOURS["expired"]),
         "description": "\n".join(parts),
-        "fields": _fields(view, now),
+        "fields": [*_about(view), *_fields(view, now)],
         "footer": {"text": f"Request {view.id}"},
     }
     if view.url:  # gate's own page: the title is its link (so is the "Open in gate" button)
         embed["url"] = view.url
     return embed
+
+
+def _about(view: RequestView) -> list[dict[str, Any]]:
+    """What made the rule ask (a failed condition, the arguments it reads), then the agent's
+    summary, labelled as the agent's claim: after the call, never in its place."""
+    fields = []
+    failed = decisions.condition_failed(view)
+    if failed:
+        words = f"{escape(decisions.CONDITION_FAILED)}\n{inline(failed, CONDITION_CHARS)}"
+        fields.append(_field("Condition failed", words, inline_field=False))
+    claim = decisions.claim(view)
+    if claim is not None:
+        said = code_block(claim, SUMMARY_CHARS)[0]
+        fields.append(_field(decisions.CLAIM_LABEL, said, inline_field=False))
+    return fields
 
 
 def _field(name: str, value: str, *, inline_field: bool = True) -> dict[str, Any]:
@@ -119,7 +132,7 @@ def _field(name: str, value: str, *, inline_field: bool = True) -> dict[str, Any
 
 def _fields(view: RequestView, now: datetime) -> list[dict[str, Any]]:
     fields = [
-        _field("Tool", inline(view.tool_name)),
+        _field("Tool", inline(view.tool_name, 100)),
         _field("Agent", inline(view.agent_id)),
         _field("User", inline(view.user_id)),
         _field("Rule", inline(view.rule)),

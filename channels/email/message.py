@@ -19,7 +19,7 @@ from typing import Literal
 from urllib.parse import urlencode
 
 from channels import decisions
-from channels.email.text import ARGS_CHARS, arguments, facts, inert, one_line, templates
+from channels.email.text import ARGS_CHARS, call, facts, inert, one_line, templates
 from gate.acting import requester_identities
 from gate.config import Settings
 from gate.readmodel import RequestView
@@ -119,7 +119,8 @@ def compose(
     links = [
         (LABELS[a], confirm_url(base_url, token, a)) for a in offered(view)
     ] if token else []  # fmt: skip
-    tool = inert(view.tool_name, 60)
+    shown = call(view)
+    tool = shown.headline
     headline = {
         "card": f"Approval needed: {tool}",
         "reminder": f"Still waiting for approval: {tool}",
@@ -128,7 +129,7 @@ def compose(
     context = {
         "headline": headline,
         "facts": facts(view, now),
-        "arguments": arguments(view),
+        "call": shown,
         "links": links,
         "web_url": view.url,
         "final": view.is_final,
@@ -136,9 +137,8 @@ def compose(
     }
     domain = sender.rpartition("@")[2].strip(" >") or "gate.invalid"
     msg = EmailMessage()
-    about = f" - {inert(view.summary, 80)}" if view.summary else ""
-    # The id stays whole at the end, whatever the length of the rest.
-    msg["Subject"] = one_line(f"[gate] {headline}{about}", 90) + f" ({view.id})"
+    # gate's headline, never the agent's summary; the id stays whole at the end.
+    msg["Subject"] = one_line(f"[gate] {headline}", 90) + f" ({view.id})"
     msg["From"] = sender
     msg["To"] = recipient.address
     msg["Date"] = format_datetime(now)

@@ -13,7 +13,7 @@ from typing import Any
 
 from channels import decisions
 from channels.email.message import ACTIONS, EDIT_CHARS, LABELS, confirm_url, offered
-from channels.email.text import ARGS_CHARS, arguments, facts, inert, templates
+from channels.email.text import ARGS_CHARS, call, facts, inert, templates
 from gate.readmodel import RequestView
 
 
@@ -104,7 +104,7 @@ def render(
         "notice": notice,
         "notice_kind": notice_kind,
         "facts": facts(view, now) if view is not None else [],
-        "arguments": arguments(view) if view is not None else "",
+        "call": call(view) if view is not None else None,
         "form": form,
         "web_url": view.url if view is not None else None,
     }

@@ -66,22 +66,45 @@ def one_line(text: str, limit: int = SUBJECT_CHARS) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-def arguments(view: RequestView) -> str:
-    """The arguments that will run, as masked JSON, defanged: whole while pending when they
-    fit `ARGS_CHARS` (only then do the mail and the page offer to approve), else cut with
-    a note.
+@dataclass(frozen=True)
+class Call:
+    """The call as a mail and the confirm page show it, every part inert: gate's `headline`,
+    the call as gate renders it (`text`), what the card says when it cannot offer to approve
+    it (`note`), a failed condition (`condition`), the arguments the condition reads, and
+    the agent's summary (`claim`), shown after the call and labelled as the agent's."""
 
-    Whole arguments are shown as exactly the text gate measured for its approval check
-    (`untrusted.arguments_json`, already masked with invisible characters escaped), only
-    defanged: cleaning it again would mask across a key and its value (`"xtoken": "rm`)
-    and lengthen it past a cut, hiding part of a call the mail offers to approve.
+    headline: str
+    text: str
+    note: str | None
+    condition: str | None
+    claim: str | None
+    #: how the templates label what is not gate's
+    claim_label: str = decisions.CLAIM_LABEL
+    condition_words: str = decisions.CONDITION_FAILED
+
+
+def call(view: RequestView) -> Call:
+    """The call that will run, as gate renders it, defanged: whole while pending when it fits
+    `ARGS_CHARS` (only then do the mail and the page offer to approve it), else cut ending
+    with what is not shown, and a note; once final, the arguments that ran.
+
+    The text is exactly what gate measured for its approval check (`decisions.arguments`,
+    already inert), only defanged: cleaning it again would mask across a key and its value
+    and lengthen it past a cut, hiding part of a call the mail offers to approve. The mail's
+    own "Open in gate" link is where the whole call is.
     """
-    if view.status == "pending":
-        shown = decisions.arguments(view, ARGS_CHARS)
-        if shown.whole:
-            return defanged(shown.text)
-        return inert(shown.text, ARGS_CHARS) + "\n" + shown.note("email")
-    return inert(untrusted.arguments_json(view.run_args), ARGS_CHARS)
+    pending = view.status == "pending"
+    args = None if pending else view.run_args
+    shown = decisions.arguments(view, ARGS_CHARS, link=False, args=args)
+    claim = decisions.claim(view)
+    condition = decisions.condition_failed(view)
+    return Call(
+        headline=inert(decisions.headline(view, shown), SUBJECT_CHARS),
+        text=defanged(shown.text),
+        note=shown.note("email") if pending and not shown.whole else None,
+        condition=inert(condition) if condition else None,
+        claim=inert(claim) if claim else None,
+    )
 
 
 @dataclass(frozen=True)
@@ -95,8 +118,6 @@ class Fact:
 def facts(view: RequestView, now: datetime) -> list[Fact]:
     """What an approver needs to know about the request, untrusted parts made inert."""
     rows = [Fact("Request", view.id), Fact("Tool", inert(view.tool_name))]
-    if view.summary:
-        rows.append(Fact("Summary", inert(view.summary)))
     rows.append(Fact("Agent", inert(view.agent_id or "-")))
     rows.append(Fact("User", inert(view.user_id or "-")))
     rows.append(Fact("Rule", inert(view.rule or "-")))

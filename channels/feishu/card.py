@@ -21,7 +21,7 @@ from gate.untrusted import MASK as MASK
 
 #: Feishu caps a card request at 30 KB; stay under it with room for the envelope
 CARD_BYTES = 28_000
-#: characters of the arguments a card shows whole (and so may offer to approve)
+#: characters of the call's rendering a card shows whole (and so may offer to approve)
 ARGS_CHARS = 2_500
 TEXT_CHARS = 500
 VOTES_SHOWN = 20
@@ -72,7 +72,7 @@ def clean(
 def code_block(text: str) -> str:
     """A markdown code block whose content cannot close the block or open a tag."""
     body = text.translate(_CODE_ESCAPES)
-    return f"```json\n{body}\n```"
+    return f"```\n{body}\n```"
 
 
 def _plain(text: str) -> dict[str, Any]:
@@ -103,7 +103,7 @@ def render_card(
     from (default: the current time).
     """
     now = now or utcnow()
-    shown = decisions.arguments(view, ARGS_CHARS)
+    shown = decisions.arguments(view, ARGS_CHARS, link=False)
     votes = VOTES_SHOWN
     card = _build_card(view, shown, args_chars, votes, editing, now)
     while len(json.dumps(card, ensure_ascii=False).encode()) > CARD_BYTES:
@@ -128,10 +128,13 @@ def _build_card(
 ) -> dict[str, Any]:
     tool = clean(view.tool_name, 100)
     template = TEMPLATES.get(view.status, "blue" if view.approvals else "orange")
-    title = f"{decisions.TITLES.get(view.status, view.status.title())}: {tool}"
+    headline = clean(decisions.headline(view, shown), 200, mask=False)
+    title = f"{decisions.TITLES.get(view.status, view.status.title())}: {headline}"
     elements = [
+        *_condition(view),
+        *_arguments(view, shown, args_chars),
+        *_claim(view),
         *_facts(view, now),
-        *_arguments(shown, args_chars),
         *_history(view, votes),
         *_actions(view, tool, editing and shown.whole, approvable=shown.whole),
         {
@@ -151,8 +154,8 @@ def _build_card(
 
 
 def _facts(view: RequestView, now: datetime) -> list[dict[str, Any]]:
-    """The summary, then who asked under which rule and until when."""
-    elements = [_div(clean(view.summary), "summary")] if view.summary else []
+    """Who asked under which rule, and until when."""
+    elements: list[dict[str, Any]] = []
     deadline = (
         f"{view.expires_at:%Y-%m-%d %H:%M} UTC, {decisions.countdown(view.expires_at, now)} "
         f"(then {view.on_timeout})"
@@ -168,15 +171,37 @@ def _facts(view: RequestView, now: datetime) -> list[dict[str, Any]]:
     return elements
 
 
-def _arguments(shown: decisions.Arguments, args_chars: int) -> list[dict[str, Any]]:
-    """The tool arguments as one inert code block: whole, or cut to `args_chars` with a note."""
-    if shown.whole:
-        return [{"tag": "markdown", "element_id": "args", "content": code_block(shown.text)}]
-    text = shown.text if len(shown.text) <= args_chars else shown.text[: args_chars - 1] + "…"
-    return [
-        {"tag": "markdown", "element_id": "args", "content": code_block(text)},
-        _div(f"{shown.note('Feishu')} Use Open in gate below.", "args_cut"),
+def _condition(view: RequestView) -> list[dict[str, Any]]:
+    """What failed in the rule's condition, when it did: gate asked to be safe."""
+    failed = decisions.condition_failed(view)
+    if not failed:
+        return []
+    return [_div(f"{decisions.CONDITION_FAILED}\n{clean(failed, 300)}", "condition")]
+
+
+def _arguments(
+    view: RequestView, shown: decisions.Arguments, args_chars: int
+) -> list[dict[str, Any]]:
+    """The call as gate renders it, one inert code block: whole, or cut to `args_chars`
+    ending with what is not shown, then why the card offers no approval; then the arguments
+    the rule's condition reads."""
+    if shown.cut and args_chars < ARGS_CHARS:  # a smaller card: the rendering cut shorter
+        shown = decisions.arguments(view, args_chars, link=False)
+    elements = [
+        _div("The call", "args_label"),
+        {"tag": "markdown", "element_id": "args", "content": code_block(shown.text)},
     ]
+    if not shown.whole:
+        elements.append(_div(f"{shown.note('Feishu')} Use Open in gate below.", "args_cut"))
+    return elements
+
+
+def _claim(view: RequestView) -> list[dict[str, Any]]:
+    """The agent's summary, after the call, labelled as the agent's claim."""
+    claim = decisions.claim(view)
+    if claim is None:
+        return []
+    return [_div(f"{decisions.CLAIM_LABEL}:\n{clean(claim)}", "summary")]
 
 
 def _history(view: RequestView, votes: int = VOTES_SHOWN) -> list[dict[str, Any]]:

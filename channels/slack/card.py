@@ -1,6 +1,8 @@
 """The Block Kit approval card: a pure function of a request's view.
 
-The card shows the question while the request is pending (with what its rule offers: a grant
+The card leads with the call as gate renders it (`gate.rendering`, never the agent's
+summary, which comes after it as the agent's claim) and shows the question while the request
+is pending (with what its rule offers: a grant
 select, "Edit & approve", preset reasons in the reject modal) and the outcome after. Text
 from the request is untrusted and goes through `channels.slack.mrkdwn`.
 """
@@ -14,14 +16,16 @@ from channels import decisions
 from channels.slack.modals import editable
 from channels.slack.mrkdwn import (
     ARGS_CHARS,
+    MAX_CONTEXT_TEXT,
     MAX_FALLBACK_TEXT,
     MAX_FIELD_TEXT,
     MAX_HEADER_TEXT,
-    MAX_INLINE,
     MAX_OPTION_TEXT,
     MAX_REASON,
     MAX_SECTION_TEXT,
+    args_room,
     args_sections,
+    code_text,
     cut,
     escape,
     inline,
@@ -47,30 +51,46 @@ def card_message(req: RequestView) -> tuple[str, list[dict[str, Any]]]:
 
 
 def fallback_text(view: RequestView) -> str:
-    """The notification / screen-reader line Slack shows outside the blocks."""
+    """The notification / screen-reader line Slack shows outside the blocks: gate's headline
+    of the call, never the agent's summary."""
     title = decisions.TITLES.get(view.status, view.status)
-    summary = f": {plain(view.summary, 300)}" if view.summary else ""
-    return cut(f"{title}: {plain(view.tool_name, MAX_INLINE)}{summary}", MAX_FALLBACK_TEXT)
+    line = plain(decisions.headline(view), MAX_HEADER_TEXT)
+    return cut(f"{title}: {line}", MAX_FALLBACK_TEXT)
 
 
 def render_card(view: RequestView, *, now: datetime | None = None) -> list[dict[str, Any]]:
-    """The Block Kit blocks for a request: the question while pending, the outcome after.
+    """The Block Kit blocks for a request: gate's headline, the call as gate renders it (and
+    what made the rule ask), the agent's summary below it as the agent's claim, the facts,
+    then the question while pending, the outcome after.
 
     `now` (default: the current time) is when the countdown is counted from.
     """
     # block_ids must change with each update (a select keeps its choice otherwise)
     iteration = f"{view.status}-{len(view.votes)}-{int(view.expires_at.timestamp())}"
     title = decisions.TITLES.get(view.status, view.status)
-    header = cut(f"{title}: {plain(view.tool_name, MAX_HEADER_TEXT)}", 150)
+    shown = decisions.arguments(view, ARGS_CHARS, link=False)
+    if shown.cut:  # one section holds it, escaped: cut shorter, the words of the cut whole
+        room = args_room(shown, view.url)
+        shown = decisions.arguments_within(
+            view, ARGS_CHARS, room, lambda text: len(code_text(text)), link=False
+        )
+    headline = plain(decisions.headline(view, shown), MAX_HEADER_TEXT)
+    header = cut(f"{title}: {headline}", MAX_HEADER_TEXT)
     blocks: list[dict[str, Any]] = [{"type": "header", "text": plain_object(header)}]
-    if view.summary:
-        summary = plain_object(plain(view.summary, MAX_SECTION_TEXT))
-        blocks.append({"type": "section", "text": summary})
-    blocks.append(_facts(view, iteration, now or utcnow()))
-    shown = decisions.arguments(view, ARGS_CHARS)
+    failed = decisions.condition_failed(view)
+    if failed:
+        text = f":warning: *{escape(decisions.CONDITION_FAILED)}*\n{inline(failed, MAX_REASON)}"
+        blocks.append({"type": "section", "text": mrkdwn_object(text)})
     for i, text in enumerate(args_sections(shown, view.url)):
         block_id = f"args-{iteration}" + (f"-{i + 1}" if i else "")
         blocks.append({"type": "section", "block_id": block_id, "text": mrkdwn_object(text)})
+    claim = decisions.claim(view)
+    if claim is not None:
+        # The agent's words: small, grey, after the call, labelled as what they are.
+        label = mrkdwn_object(f"*{escape(decisions.CLAIM_LABEL)}:*")
+        words = plain_object(plain(claim, MAX_CONTEXT_TEXT))
+        blocks.append({"type": "context", "elements": [label, words]})
+    blocks.append(_facts(view, iteration, now or utcnow()))
     if view.status == "pending":
         blocks.append(_buttons(view, iteration, approvable=shown.whole))
     else:

@@ -18,6 +18,8 @@ MAX_SECTION_TEXT = 3000
 MAX_FIELD_TEXT = 2000
 MAX_HEADER_TEXT = 150
 MAX_FALLBACK_TEXT = 4000
+#: a context block's text element
+MAX_CONTEXT_TEXT = 2000
 #: what we allow one inline value (tool, agent, user...) before cutting: a card is read at
 #: a glance, the web page has the rest
 MAX_INLINE = 200
@@ -64,22 +66,39 @@ def plain(value: Any, limit: int) -> str:
     return cut(escape(" ".join(clean(value).split())), limit)
 
 
-def args_sections(shown: Arguments, url: str) -> list[str]:
-    """The arguments as code blocks, one per section: whole ones split over as many sections
-    as their escaped text needs (escaping lengthens it), cut ones in one, with a link.
+ARGS_HEAD, ARGS_TAIL = "*The call*\n```\n", "\n```"
 
-    The card shows whole arguments up to `ARGS_CHARS` of `gate.untrusted.arguments_json`
-    (what gate's check on an approval measures); past that it cuts them and offers no
-    approval, and the link is where to review and approve.
+
+def cut_note(shown: Arguments, url: str) -> str:
+    """What follows a call the card had to cut: the card's words and the link to gate."""
+    return f"\n_{escape(shown.note('Slack'))} <{url}|Open in gate>_"
+
+
+def args_room(shown: Arguments, url: str) -> int:
+    """How many characters of escaped text a cut call has in its one section."""
+    return MAX_SECTION_TEXT - len(ARGS_HEAD) - len(ARGS_TAIL) - len(cut_note(shown, url))
+
+
+def code_text(text: str) -> str:
+    """Text as it stands in a code block: escaped, backticks a look-alike."""
+    return escape(text.replace("`", "ˋ"))
+
+
+def args_sections(shown: Arguments, url: str) -> list[str]:
+    """The call as gate renders it, in code blocks: whole, split over as many sections as
+    its escaped text needs (escaping lengthens it), or cut in one, ending with what is not
+    shown, then the card's words and the link to the whole call.
+
+    The card shows the whole call up to `ARGS_CHARS` characters of its rendering (what
+    gate's check on an approval measures, `gate.rendering.shown_chars`); past that it cuts
+    it and offers no approval, and the link is where to review and approve.
     """
-    head, tail = "*Arguments*\n```\n", "\n```"
+    head, tail = ARGS_HEAD, ARGS_TAIL
     # Backticks become a look-alike so "```" inside an argument cannot close the block.
     body = shown.text.replace("`", "ˋ")
-    if not shown.whole:
-        more = f"\n_{shown.note('Slack')} <{url}|Open in gate>_"
-        room = MAX_SECTION_TEXT - len(head) - len(tail) - len(more)
-        # Escaping only lengthens text: what is past the section is never shown or escaped.
-        return [head + cut(escape(body[:MAX_SECTION_TEXT]), room) + tail + more]
+    if shown.cut:
+        # A cut call fits one section (`args_room`): its last line says what is not shown.
+        return [head + escape(body) + tail + cut_note(shown, url)]
     sections: list[str] = []
     room = MAX_SECTION_TEXT - len(head) - len(tail)
     piece: list[str] = []
@@ -92,7 +111,9 @@ def args_sections(shown: Arguments, url: str) -> list[str]:
         piece.append(escaped)
         used += len(escaped)
     sections.append("".join(piece))
-    return [(head if i == 0 else "```\n") + text + tail for i, text in enumerate(sections)]
+    blocks = [(head if i == 0 else "```\n") + text + tail for i, text in enumerate(sections)]
+    # shown whole, yet not approvable (a mask in it could hide code): the card says why
+    return blocks if shown.whole else [*blocks, cut_note(shown, url).lstrip("\n")]
 
 
 def mrkdwn_object(text: str) -> dict[str, Any]:

@@ -32,7 +32,7 @@ VERSION = "1.5"
 SCHEMA = "http://adaptivecards.io/schemas/adaptive-card.json"
 #: Teams refuses a bot message over about 28 KB; stay under it with room for the envelope
 CARD_BYTES = 26_000
-#: characters of the arguments a card shows whole (and so may offer to approve)
+#: characters of the call's rendering a card shows whole (and so may offer to approve)
 ARGS_CHARS = 2_500
 TEXT_CHARS = 500
 VOTES_SHOWN = 20
@@ -109,7 +109,7 @@ def render_card(
     this view is answered to ("Not recorded: ..."); `now` is what the countdown counts from.
     """
     now = now or utcnow()
-    shown = decisions.arguments(view, ARGS_CHARS)
+    shown = decisions.arguments(view, ARGS_CHARS, link=False)
     sizes = _Sizes(shown, args_chars)
     card = _build(view, user_ids, actionable, notice, now, sizes)
     while _size(card) > CARD_BYTES and not shown.whole and sizes.args > 200:
@@ -163,17 +163,18 @@ def _build(
                 "items": [rich(run(clean(notice, mask=False)), element_id="notice_text")],
             }
         )
+    headline = clean(decisions.headline(view, sizes.shown), 200, mask=False)
     body.append(
         rich(
             run(f"{title}: ", weight="Bolder", size="Medium"),
-            run(clean(view.tool_name, 100), weight="Bolder", size="Medium"),
+            run(headline, weight="Bolder", size="Medium"),
             element_id="title",
         )
     )
-    if view.summary:
-        body.append(rich(run(clean(view.summary)), element_id="summary"))
+    body.extend(_condition(view))
+    body.extend(_arguments(view, sizes.shown, sizes.args))
+    body.extend(_claim(view))
     body.extend(_facts(view, now))
-    body.extend(_arguments(sizes.shown, sizes.args))
     body.extend(_history(view, sizes.votes))
     actions: list[dict[str, Any]] = []
     whole = sizes.shown.whole
@@ -187,7 +188,8 @@ def _build(
         "type": "AdaptiveCard",
         "$schema": SCHEMA,
         "version": VERSION,
-        "fallbackText": f"{title}: {label(view.tool_name)} (open gate to decide)",
+        "fallbackText": f"{title}: {label(decisions.headline(view, sizes.shown), 200)} "
+        "(open gate to decide)",
         "body": body,
         "actions": actions,
     }
@@ -230,17 +232,46 @@ def _facts(view: RequestView, now: datetime) -> list[dict[str, Any]]:
     ]
 
 
-def _arguments(shown: decisions.Arguments, args_chars: int) -> list[dict[str, Any]]:
-    """The tool arguments, masked, in one monospace run: whole, or cut with a note."""
-    text = shown.text if len(shown.text) <= args_chars else shown.text[: args_chars - 1] + "…"
+def _condition(view: RequestView) -> list[dict[str, Any]]:
+    """What failed in the rule's condition, when it did: gate asked to be safe."""
+    failed = decisions.condition_failed(view)
+    if not failed:
+        return []
+    items = [
+        words(decisions.CONDITION_FAILED, "condition_failed", weight="Bolder"),
+        rich(run(clean(failed, 300, mask=False)), element_id="condition_error"),
+    ]
+    return [{"type": "Container", "id": "condition", "style": "attention", "items": items}]
+
+
+def _arguments(
+    view: RequestView, shown: decisions.Arguments, args_chars: int
+) -> list[dict[str, Any]]:
+    """The call as gate renders it, in one monospace run: whole, or cut to `args_chars`
+    ending with what is not shown, then why the card offers no approval; then the arguments
+    the rule's condition reads."""
+    if shown.cut and args_chars < ARGS_CHARS:  # a smaller card: the rendering cut shorter
+        shown = decisions.arguments(view, args_chars, link=False)
+    text = shown.text
     blocks = [
-        words("Arguments", "args_label", weight="Bolder", spacing="Medium"),
+        words("The call", "args_label", weight="Bolder", spacing="Medium"),
         rich(run(clean(text, len(text), mask=False), fontType="Monospace"), element_id="args"),
     ]
     if not shown.whole:
         note = f"{shown.note('Teams')} Use Open in gate."
         blocks.append(words(note, "args_cut", isSubtle=True))
     return blocks
+
+
+def _claim(view: RequestView) -> list[dict[str, Any]]:
+    """The agent's summary, after the call and subtle, labelled as the agent's claim."""
+    claim = decisions.claim(view)
+    if claim is None:
+        return []
+    return [
+        words(f"{decisions.CLAIM_LABEL}:", "claim_label", isSubtle=True, spacing="Medium"),
+        rich(run(clean(claim), isSubtle=True), element_id="summary"),
+    ]
 
 
 def _history(view: RequestView, votes: int = VOTES_SHOWN) -> list[dict[str, Any]]:

@@ -26,8 +26,8 @@ from gate.readmodel import RequestView
 TEXT_LIMIT = 4096
 #: the card stays under the limit with room for the parts that are not cut
 CARD_TARGET = 3900
-#: characters of the arguments a card shows whole (and so may offer to approve): with every
-#: other part at its smallest, the card still fits if each of them takes two UTF-16 units
+#: characters of the call's rendering a card shows whole (and so may offer to approve): with
+#: every other part at its smallest, the card still fits if each of them takes two UTF-16 units
 ARGS_CHARS = 1000
 TEXT_CHARS = 300
 NAME_CHARS = 100
@@ -106,7 +106,7 @@ def visible_length(text: str) -> int:
 class Sizes:
     """How much of each untrusted part a card shows."""
 
-    #: characters of the arguments' JSON
+    #: characters of the call's rendering (a cut one; a whole one is never cut)
     args: int = ARGS_CHARS
     #: characters of the summary and of the reason
     text: int = TEXT_CHARS
@@ -130,11 +130,11 @@ SIZES = (
 def render(view: RequestView, sealer: Sealer, *, now: datetime | None = None) -> Card:
     """The card for a request in its current state (buttons only while it is pending).
 
-    Arguments that fit `ARGS_CHARS` are shown whole at every size (the other parts give
-    way); only then does the card offer to approve them.
+    A call whose rendering fits `ARGS_CHARS` is shown whole at every size (the other parts
+    give way); only then does the card offer to approve it.
     """
     now = now or utcnow()
-    shown = decisions.arguments(view, ARGS_CHARS)
+    shown = decisions.arguments(view, ARGS_CHARS, link=False)
     for sizes in SIZES:
         text = _text(view, sealer, sizes, now, shown)
         if visible_length(text) <= CARD_TARGET:
@@ -146,9 +146,16 @@ def _text(
     view: RequestView, sealer: Sealer, sizes: Sizes, now: datetime, shown: decisions.Arguments
 ) -> str:
     title = decisions.TITLES.get(view.status, view.status.title())
-    lines = [f"<b>{title}:</b> {code(view.tool_name)}"]
-    if view.summary:
-        lines.append(pre(cut(untrusted.clean(view.summary), sizes.text)))
+    headline = code(decisions.headline(view, shown), min(sizes.text, 200))
+    lines = [f"<b>{title}:</b> {headline}"]
+    failed = decisions.condition_failed(view)
+    if failed:
+        lines.append(f"<b>{escape(decisions.CONDITION_FAILED)}</b> {code(failed, sizes.text)}")
+    lines += _arguments(view, shown, sizes.args)
+    claim = decisions.claim(view)
+    if claim is not None:  # the agent's words: after the call, labelled as the agent's
+        lines.append(f"{escape(decisions.CLAIM_LABEL)}:")
+        lines.append(pre(cut(claim, sizes.text)))
     lines += [
         f"Agent: {code(view.agent_id)}",
         f"User: {code(view.user_id)}",
@@ -162,7 +169,6 @@ def _text(
     else:
         lines.append(f"Asked: {view.created_at:%Y-%m-%d %H:%M} UTC")
     lines.append(f"Request: {code(view.id)}")
-    lines += _arguments(shown, sizes.args)
     lines += _history(view, sizes)
     if view.status == "pending":
         lines += _offers(view, sealer, approvable=shown.whole)
@@ -170,11 +176,14 @@ def _text(
     return "\n".join(lines)
 
 
-def _arguments(shown: decisions.Arguments, args_chars: int) -> list[str]:
-    """The arguments as one `<pre>` block, secrets masked: whole, or cut with a note."""
+def _arguments(view: RequestView, shown: decisions.Arguments, args_chars: int) -> list[str]:
+    """The call as gate renders it, one `<pre>` block, secrets masked: whole, or cut to
+    `args_chars` ending with what is not shown, then why the card offers no approval."""
     if shown.whole:
-        return ["Arguments:", pre(shown.text)]
-    return ["Arguments:", pre(cut(shown.text, args_chars)), escape(shown.note("Telegram"))]
+        return ["The call:", pre(shown.text)]
+    if shown.cut and args_chars < ARGS_CHARS:  # a smaller card: the rendering cut shorter
+        shown = decisions.arguments(view, args_chars, link=False)
+    return ["The call:", pre(shown.text), escape(shown.note("Telegram"))]
 
 
 def _history(view: RequestView, sizes: Sizes) -> list[str]:

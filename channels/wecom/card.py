@@ -31,9 +31,15 @@ BUTTON_CHARS = 10
 OPTION_CHARS = 16
 CHECKBOX_CHARS = 17
 MAX_BUTTONS = 6
-#: characters of the arguments (as indented JSON) a card shows whole, on one line, in the
-#: subtitle after "Arguments: ", and so may offer to approve
-ARGS_CHARS = SUBTITLE_CHARS - len("Arguments: ")
+#: the subtitle's words before the call
+CALL_LABEL = "Call: "
+#: characters of the call's rendering a card shows whole, in the subtitle after
+#: `CALL_LABEL`, and so may offer to approve
+ARGS_CHARS = SUBTITLE_CHARS - len(CALL_LABEL)
+#: what a card says in its description when the rule's condition failed
+CONDITION_SHORT = "Condition failed: asked to be safe"
+#: what a card that shows the whole call, a mask in it that could hide code, says
+MASKED_SHORT = "A mask could hide code: read and approve in gate."
 MAX_OPTIONS = 10
 MAX_CHECKBOX = 20
 #: the grant dropdown's key, and its "no grant" option
@@ -115,11 +121,17 @@ def chat_notice(view: RequestView, *, now: datetime | None = None) -> dict[str, 
     A text card's description reads `<div class=…>` tags: every `<` becomes a look-alike.
     """
     now = now or utcnow()
-    facts = {row["keyname"]: row.get("value", "") for row in _facts(view, now)[:-1]}
+    rows = [
+        row for row in _facts(view, now) if row["keyname"] not in ("Page", decisions.CLAIM_SHORT)
+    ]
+    facts = {row["keyname"]: row.get("value", "") for row in rows}
     # What matters most first: the description is cut at 512 bytes.
-    lines = [_subtitle(view), *(f"{k}: {v}" for k, v in facts.items()), clean(view.summary, 100)]
+    claim = decisions.claim(view)
+    said = f"{decisions.CLAIM_LABEL}: {clean(claim, 100)}" if claim else ""
+    failed = decisions.CONDITION_FAILED if decisions.condition_failed(view) else ""
+    lines = [failed, _subtitle(view), *(f"{k}: {v}" for k, v in facts.items()), said]
     description = _TAG_OPEN.sub(lambda m: "‹", "\n".join(line for line in lines if line))
-    title = f"{TITLES.get(view.status, view.status.title())} {clean(view.tool_name, 100)}"
+    title = f"{TITLES.get(view.status, view.status.title())} {clean(decisions.headline(view), 100)}"
     return {
         "title": _bytes(_TAG_OPEN.sub(lambda m: "‹", title), NOTICE_TITLE_BYTES),
         "description": _bytes(description, NOTICE_BYTES),
@@ -131,14 +143,16 @@ def chat_notice(view: RequestView, *, now: datetime | None = None) -> dict[str, 
 def render_card(view: RequestView, task: str, *, now: datetime | None = None) -> dict[str, Any]:
     """The template card for a request in its current state (buttons only while pending)."""
     now = now or utcnow()
-    tool = clean(view.tool_name, TITLE_CHARS)
+    headline = clean(decisions.headline(view), TITLE_CHARS)
+    title = {
+        "title": cut(f"{TITLES.get(view.status, view.status.title())} {headline}", TITLE_CHARS)
+    }
+    if decisions.condition_failed(view):
+        title["desc"] = CONDITION_SHORT
     card: dict[str, Any] = {
         "card_type": "button_interaction" if view.status == "pending" else "text_notice",
         "source": {"desc": "gate", "desc_color": 0},
-        "main_title": {
-            "title": cut(f"{TITLES.get(view.status, view.status.title())} {tool}", TITLE_CHARS),
-            "desc": clean(view.summary, DESC_CHARS) or "-",
-        },
+        "main_title": title,
         "sub_title_text": _subtitle(view),
         "horizontal_content_list": _facts(view, now),
         "card_action": {"type": 1, "url": view.url},
@@ -183,12 +197,17 @@ def _subtitle(view: RequestView) -> str:
         if reason.startswith(outcome):  # a decision's reason already says who decided
             return reason
         return cut(f"{outcome}. {reason}" if reason else f"{outcome}.", SUBTITLE_CHARS)
-    shown = decisions.arguments(view, ARGS_CHARS)
+    shown = decisions.arguments(view, ARGS_CHARS, link=False)
     if not shown.whole:
-        return cut(f"{shown.note('WeCom')} {outcome}.", SUBTITLE_CHARS)
-    # Whole arguments as one line of JSON: the same value, never longer than the indented
-    # text the check on an approval measures. They come first: the outcome may be cut.
-    return cut(f"Arguments: {untrusted.to_json(view.tool_args)}. {outcome}.", SUBTITLE_CHARS)
+        # The card itself is the link to the whole call; the words say what is not shown.
+        note = shown.note("WeCom") if shown.cut else MASKED_SHORT
+        room = SUBTITLE_CHARS - len(CALL_LABEL) - len(note) - 1
+        if len(shown.text) > room:
+            shown = decisions.arguments(view, room, link=False)
+            note = shown.note("WeCom") if shown.cut else MASKED_SHORT
+        return cut(f"{CALL_LABEL}{shown.text} {note}", SUBTITLE_CHARS)
+    # The whole call first (it is what is approved): only the outcome after it may be cut.
+    return cut(f"{CALL_LABEL}{shown.text}\n{outcome}.", SUBTITLE_CHARS)
 
 
 def _facts(view: RequestView, now: datetime) -> list[dict[str, Any]]:
@@ -206,7 +225,14 @@ def _facts(view: RequestView, now: datetime) -> list[dict[str, Any]]:
         when,
     ]
     facts: list[dict[str, Any]] = [{"keyname": k, "value": cut(v, VALUE_CHARS)} for k, v in rows]
-    facts.append({"type": 1, "keyname": "Page", "value": "Open in gate", "url": view.url})
+    claim = decisions.claim(view)
+    if claim is not None:
+        # The agent's words, after the call, named as a claim in WeCom's five characters (the
+        # card itself and its "Open gate" button link to the page, so its row gives way).
+        short = decisions.CLAIM_SHORT
+        facts.append({"keyname": short, "value": clean(claim, VALUE_CHARS)})
+    else:
+        facts.append({"type": 1, "keyname": "Page", "value": "Open in gate", "url": view.url})
     return facts
 
 

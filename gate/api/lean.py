@@ -47,7 +47,7 @@ from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
 from gate import threads, waiting
-from gate.api import v1
+from gate.api import framing, v1
 from gate.api.guard import SameOriginGuard
 from gate.api.middleware import (
     RequestEnvelope,
@@ -58,16 +58,19 @@ from gate.api.middleware import (
 )
 from gate.api.v1 import WAIT_TIMEOUT_DEFAULT, WAIT_TIMEOUT_MAX
 from gate.auth import Principal
+from gate.capacity import Capacity, open_file_limit
+from gate.errors import TooManyWaiters
 from gate.schemas import DecisionBody, GateCall, JsonLimits, json_limits
 from gate.state import AppState
 from gate.web.session import with_security_headers
 
 REQUESTS = "/v1/requests/"
+WAIT = REQUESTS + "{request_id}/wait"
 #: (method, path as FastAPI declares it) -> the name of the `LeanRoutes` method that serves it
 ROUTES = {
     ("POST", "/v1/gate"): "gate",
     ("POST", REQUESTS + "{request_id}/decision"): "decision",
-    ("GET", REQUESTS + "{request_id}/wait"): "wait",
+    ("GET", WAIT): "wait",
 }
 #: longer `timeout` texts go to FastAPI (its validation answers them)
 MAX_TIMEOUT_TEXT = 16
@@ -95,6 +98,8 @@ class LeanRoutes:
         self.answered: Counter[str] = Counter()
         #: requests whose body was read here and then handed to the stack, by route name
         self.handed_over: Counter[str] = Counter()
+        #: how many long-polls may park, and how many do (`gate.server` sizes it at start)
+        self.capacity = Capacity.of(state.settings, open_file_limit())
         self._serve: dict[tuple[str, str], Callable[[Scope, Receive, Send, str | None], Lean]]
         self._serve = {key: getattr(self, name) for key, name in ROUTES.items()}
         _check_declared()
@@ -105,9 +110,14 @@ class LeanRoutes:
             return None
         template, request_id = _template(scope["path"])
         serve = self._serve.get((scope["method"], template))
-        if serve is None or self.guard.refusal(scope) is not None:
+        if (serve is None and template != WAIT) or self.guard.refusal(scope) is not None:
             return None
-        return serve(scope, receive, send, request_id)
+        lean = serve(scope, receive, send, request_id) if serve is not None else None
+        if lean is None and template == WAIT:
+            # A long-poll the stack answers (HEAD, an unusual query) parks there: it holds
+            # a place all the same.
+            return self._held(scope, receive, send)
+        return lean
 
     # -- the routes ---------------------------------------------------------------------------
 
@@ -219,12 +229,31 @@ class LeanRoutes:
         rid = request_id_of(scope)
         try:
             principal = self.tokens.authenticate(_authorization(scope))
-            cap = self.service.settings.server.max_wait_seconds
-            body = await waiting.wait(self.service, request_id, principal, min(timeout, cap))
+            self.capacity.hold()  # a 503 with Retry-After when waiting holds all it may
         except Exception as exc:  # rendered by the app's handlers, as through the stack
             await self._refuse(scope, send, rid, exc)
             return
+        try:
+            cap = self.service.settings.server.max_wait_seconds
+            body = await waiting.wait(self.service, request_id, principal, min(timeout, cap))
+        except Exception as exc:
+            await self._refuse(scope, send, rid, exc)
+            return
+        finally:
+            self.capacity.release()
         await _send_json(send, body, rid)
+
+    async def _held(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The stack's answer to a long-poll, holding a place while it runs."""
+        try:
+            self.capacity.hold()
+        except TooManyWaiters as exc:
+            await self._refuse(scope, send, request_id_of(scope), exc)
+            return
+        try:
+            await FastAPI.__call__(self.app, scope, receive, send)
+        finally:
+            self.capacity.release()
 
     # -- errors -------------------------------------------------------------------------------
 
@@ -270,6 +299,9 @@ class GateAPI(FastAPI):
         # Not `async`: the coroutine that answers is handed to uvicorn as it is, so a parked
         # waiter holds one coroutine frame fewer (marked below as a coroutine function, so
         # servers still see an ASGI 3 app).
+        if scope["type"] == "http" and framing.carries_body(scope):
+            # An answer that beats the body closes the connection (gate.api.framing).
+            receive, send = framing.framed(receive, send)
         lean_routes = self.lean_routes
         if lean_routes is not None:
             lean = lean_routes.lean(scope, receive, send)

@@ -16,7 +16,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ulid import ULID
 
-from gate.errors import GateError, PayloadTooLarge, error_body
+from gate.errors import GateError, PayloadTooLarge, TooManyWaiters, error_body
 from gate.schemas import JsonLimits, json_limits
 
 log = logging.getLogger("gate.api")
@@ -192,6 +192,9 @@ def install_error_handlers(app: FastAPI) -> None:
 
 async def _gate_error(request: Request, exc: GateError) -> JSONResponse:
     headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+    if isinstance(exc, TooManyWaiters):
+        # The refused waiter comes back later on a new connection: this one is freed now.
+        headers = {"Retry-After": str(exc.retry_after), "Connection": "close"}
     return ErrorResponse(exc.body(), status_code=exc.status, headers=headers)
 
 

@@ -8,16 +8,19 @@ are one exchange each and raise `GateAPIError` on an error reply.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
+import time
 import uuid
+from collections.abc import Callable, Generator
 from typing import Any, Literal
 
 import httpx
 
 from gate.askflow import DEFAULT_TIMEOUT, DEFAULT_URL, WAIT_SLICE, Flow, decide
 from gate.client.wire import drive_async, send, send_async, unwrap
-from gate.exchange import Exchange, Reply, drive
+from gate.exchange import Exchange, Pause, Reply, Step, drive, round_trip
 from gate.toolcall import Call, Verdict, summarise
 
 #: the outcomes `record_outcome` accepts
@@ -166,12 +169,36 @@ class GateClient:
         )
 
     def wait(self, request_id: str, timeout: float = WAIT_SLICE) -> Any:
-        """One long-poll: the request once final, or still pending after `timeout`."""
-        return unwrap(self._send(_wait(request_id, timeout)))
+        """One long-poll: the request once final, or still pending after `timeout`.
+
+        A server holding all the waiters it may answers 503 with `Retry-After`: the wait
+        is tried again then, within `timeout` (and the request read once when it is up).
+        """
+        flow = _waiting(request_id, timeout)
+        step = next(flow)
+        try:
+            while True:  # a plain loop: an interrupt stops it as it is (nothing to withdraw)
+                if isinstance(step, Exchange):
+                    step = flow.send(self._send(step))
+                else:
+                    time.sleep(step.seconds)
+                    step = flow.send(None)
+        except StopIteration as done:
+            return unwrap(done.value)
 
     async def wait_async(self, request_id: str, timeout: float = WAIT_SLICE) -> Any:
-        """One long-poll (async)."""
-        return unwrap(await self._send_async(_wait(request_id, timeout)))
+        """One long-poll (async), retried like `wait()`."""
+        flow = _waiting(request_id, timeout)
+        step = next(flow)
+        try:
+            while True:
+                if isinstance(step, Exchange):
+                    step = flow.send(await self._send_async(step))
+                else:
+                    await asyncio.sleep(step.seconds)
+                    step = flow.send(None)
+        except StopIteration as done:
+            return unwrap(done.value)
 
     def cancel(self, request_id: str, reason: str | None = None) -> Any:
         """Withdraw a pending request."""
@@ -304,6 +331,27 @@ def _wait(request_id: str, timeout: float) -> Exchange:
     return Exchange(
         "GET", f"/v1/requests/{request_id}/wait?timeout={timeout:g}", None, timeout + 10
     )
+
+
+def _waiting(
+    request_id: str, timeout: float, clock: Callable[[], float] = time.monotonic
+) -> Generator[Step, Reply | None, Reply]:
+    """A long-poll that follows a busy server's `Retry-After` until `timeout` is up (sans-IO).
+
+    Returns the wait's reply; when the time is up before a wait was taken, the request as
+    read then (still pending), as a wait that timed out would have answered.
+    """
+    deadline = clock() + max(0.0, timeout)
+    while True:
+        left = max(0.0, deadline - clock())
+        reply = yield from round_trip(_wait(request_id, round(left, 3)))
+        if reply.status != 503 or reply.retry_after is None:
+            return reply
+        if clock() + reply.retry_after >= deadline:
+            yield Pause(max(0.0, deadline - clock()))
+            read = Exchange("GET", f"/v1/requests/{request_id}", None, 30)
+            return (yield from round_trip(read))
+        yield Pause(reply.retry_after)
 
 
 def _cancel(request_id: str, reason: str | None) -> Exchange:

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 
 from gate.askflow import Flow
-from gate.exchange import Abandoned, Exchange, Pause, Reply
+from gate.exchange import Abandoned, Exchange, Pause, Reply, retry_after_of
 from gate.toolcall import Verdict
 
 
@@ -100,8 +100,9 @@ def undecodable(response: httpx.Response, exc: httpx.DecodingError) -> Reply:
 
 def reply_of(response: httpx.Response) -> Reply:
     """An httpx response as the flows read it: JSON, or a problem saying what came instead."""
+    retry = retry_after_of(response.headers.get("retry-after"))
     try:
-        return Reply(response.status_code, response.json() if response.content else None)
+        body = response.json() if response.content else None
     except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser recurses
         # Say what came back, not what it said: the text is for the model to read.
         ctype = response.headers.get("content-type", "no content type").split(";")[0]
@@ -110,7 +111,9 @@ def reply_of(response: httpx.Response) -> Reply:
             response.status_code,
             None,
             problem=f"the reply is not JSON ({ctype.strip()[:60]}, {size} bytes)",
+            retry_after=retry,
         )
+    return Reply(response.status_code, body, retry_after=retry)
 
 
 def no_reply(exc: httpx.TransportError, timeout: float) -> Reply:

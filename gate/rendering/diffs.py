@@ -56,6 +56,12 @@ class _Diff:
         """The whole of `old` against the whole of `new`, numbered from `first`."""
         a, cut_a = pieces(old, self.build.call.limit) if old else ([], 0)
         b, cut_b = pieces(new, self.build.call.limit) if new else ([], 0)
+        # A final newline ends the last line; it is no line of its own. It is dropped only
+        # where both sides end alike (or one side is empty), so a newline added or removed
+        # at the end still shows as a changed line.
+        if (old.endswith("\n") or not old) and (new.endswith("\n") or not new):
+            a = a[:-1] if a and not a[-1].text and not cut_a else a
+            b = b[:-1] if b and not b[-1].text and not cut_b else b
         self.build.plain(f"@@ -{first},{len(a)} +{first},{len(b)} @@", kind="hunk")
         opcodes: Sequence[tuple[str, int, int, int, int]]
         if len(a) * len(b) > _ALIGN_CELLS:

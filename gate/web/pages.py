@@ -16,7 +16,7 @@ from fastapi.responses import Response, StreamingResponse
 
 from gate.auth import Principal
 from gate.config import ApproverSettings
-from gate.web import charts, queries
+from gate.web import calls, charts, queries
 from gate.web.console import Console, span
 
 QUEUE_LIMIT = 200
@@ -47,7 +47,20 @@ class Pages:
         for view in views:
             refusal = self.console.refusal(view, me)
             voted = any(v.approver == me.name for v in view.votes)
-            rows.append({"view": view, "mine": refusal is None and not voted, "voted": voted})
+            call = calls.shown(view)
+            summary, summary_hidden = calls.summary_cut(view.summary)
+            rows.append(
+                {
+                    "view": view,
+                    "mine": refusal is None and not voted,
+                    "voted": voted,
+                    # gate's reading of the call leads the row; the agent's words follow it
+                    "call": call,
+                    "preview": calls.preview(call),
+                    "summary": summary,
+                    "summary_hidden": summary_hidden,
+                }
+            )
         return rows
 
     def queue(self, request: Request) -> Response:

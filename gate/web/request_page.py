@@ -22,7 +22,7 @@ from gate.config import ApproverSettings
 from gate.errors import GateError, InvalidInput
 from gate.models import Verdict
 from gate.readmodel import RequestView
-from gate.web import forms, queries
+from gate.web import calls, forms, queries
 from gate.web.console import Console, Posted, sentence
 from gate.web.forms import EXTEND_CHOICES, MAX_COMMENT, DecideForm, FormError, field_of
 from gate.web.session import WebSession
@@ -233,6 +233,11 @@ def detail_context(
     masks = untrusted.masks(view.tool_args)
     can_approve = can_decide and not masks.unrevealable
     return {
+        # gate's reading of the call leads the page; the agent's words come after it
+        "call": calls.shown(view, whole=True),
+        "approved_call": calls.shown(view, view.approved_args, whole=True)
+        if view.approved_args is not None
+        else None,
         "to_reveal": masks.to_reveal,
         "can_approve": can_approve,
         "can_edit": can_approve and view.offers.allow_edits,

@@ -24,6 +24,8 @@ from tests.support.servers import ThreadServer
 #: the longest a request may run: two Extends (+15 min each) past the 10 min rules, so a
 #: replayed Extend that moved the deadline twice would not be hidden by the limit
 MAX_TIMEOUT = "40m"
+#: a rule for shell commands, as an agent's hook sends them (any approver decides)
+CONTRACT_RULES = [{"name": "shell-commands", "tools": ["Bash"], "timeout": "10m"}]
 #: people the suite clicks as who are not `[[approvers]]` at all
 STRANGERS = ("stranger",)
 
@@ -35,7 +37,7 @@ def contract_settings(driver: Driver, database_url: str) -> Settings:
     key gate maps a platform user to an approver by).
     """
     data = cfg.settings_data(database_url, max_timeout=MAX_TIMEOUT)
-    data["rules"] = [*CHAT_RULES, *data["rules"]]
+    data["rules"] = [*CHAT_RULES, *CONTRACT_RULES, *data["rules"]]
     for approver in data["approvers"]:
         approver[driver.name] = driver.user_id(approver["name"])
     data["channels"] = {driver.name: driver.settings()}

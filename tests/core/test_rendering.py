@@ -103,6 +103,19 @@ def test_an_edit_is_a_numbered_diff_of_the_snippet() -> None:
     assert "2 - b\n2 + B" in text and "replace_all: false" in text
 
 
+def test_a_final_newline_is_no_line_of_its_own_unless_it_changed() -> None:
+    both = render_call("Edit", {"file_path": "a", "old_string": "a\nb\n", "new_string": "a\nc\n"})
+    assert both.sections[0].lines[0].text == "@@ -1,2 +1,2 @@"
+    assert [line.text for line in both.sections[0].lines[1:]] == ["a", "b", "c"]
+    written = render_call("Write", {"file_path": "a", "content": "one\ntwo\n"})
+    assert [line.text for line in written.sections[0].lines[1:]] == ["one", "two"]
+    added = render_call("Edit", {"file_path": "a", "old_string": "one", "new_string": "one\n"})
+    assert [(line.kind, line.text) for line in added.sections[0].lines[1:]] == [
+        ("context", "one"),
+        ("add", ""),
+    ]
+
+
 def test_a_multi_edit_is_one_diff_per_edit() -> None:
     edits = [
         {"old_string": "x = 1", "new_string": "x = 2"},

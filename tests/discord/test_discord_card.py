@@ -12,10 +12,11 @@ from channels.discord import ids
 from channels.discord.card import ARGS_CHARS, card_message, embed_size
 from channels.discord.markdown import code_block, cut, escape, inline
 from channels.discord.modals import edit_modal, grant_modal, reason_modal
-from gate import untrusted
 from gate.offers import Offers
 from gate.readmodel import RequestView, VoteView
+from gate.rendering import as_text, render_call
 from tests.channels.drivers.discord import DiscordDriver
+from tests.channels.sizing import filled
 from tests.support import views
 from tests.support.discord_shapes import message_problems, modal_problems
 
@@ -146,17 +147,21 @@ def test_huge_arguments_are_cut_with_a_pointer_to_gate() -> None:
 
 
 def test_arguments_at_the_limit_show_whole_with_everything_else_at_its_worst() -> None:
-    empty = len(untrusted.arguments_json({"blob": ""}))
-    args = {"blob": "<" * (ARGS_CHARS - empty)}
+    tool = "t" * 500
+    args = filled(tool, ARGS_CHARS, lambda n: {"blob": "<" * n}, watched=("blob",))
     votes = [VoteView("v" * 200, "approve", "web", NOW, "c" * 1000) for _ in range(40)]
+    offers = Offers(watched_args=("blob",), condition_error="e" * 500)
     view = make_view(
-        tool_args=args, summary="s" * 5000, votes=votes, approvals_required=41,
-        tool_name="t" * 500, agent_id="a" * 500, user_id="u" * 500, rule="r" * 500,
+        tool_args=args, summary="s" * 5000, votes=votes, approvals_required=41, offers=offers,
+        tool_name=tool, agent_id="a" * 500, user_id="u" * 500, rule="r" * 500,
     )  # fmt: skip
-    embed = card_message(view, now=NOW)["embeds"][0]
+    message = card_message(view, now=NOW)
+    embed = message["embeds"][0]
     assert embed_size(embed) <= 6000 and len(embed["description"]) <= 4096
-    assert args["blob"] in embed["description"] and "too long" not in embed["description"]
-    assert embed["description"].count("```") == 4  # two closed blocks: summary, arguments
+    assert as_text(render_call(tool, args, watched=("blob",))).text in embed["description"]
+    assert "too long" not in embed["description"]
+    assert embed["description"].count("```") == 2  # one closed block: the call
+    assert "approve" in json.dumps(message["components"])
 
 
 def test_secrets_never_reach_the_card() -> None:

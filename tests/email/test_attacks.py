@@ -45,7 +45,7 @@ def test_a_mail_that_offers_approve_shows_every_argument_as_gate_measured_them(
     email_gate: Gate, smtp: FakeSMTP
 ) -> None:
     # The mail offers Approve only when the arguments fit its 4,000 characters whole, as gate
-    # measures them (`untrusted.arguments_json`, what the approval check counts), so the mail
+    # measures them (`gate.rendering.shown_chars`, what the approval check counts), so the mail
     # and its page must show exactly that text. They masked it a second time instead, reading
     # across a key and its value: under keys ending in "token" the start of each value became
     # "[masked]" (hiding "rm"), and each mask lengthened the text until the mail's own cut

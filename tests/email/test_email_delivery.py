@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from gate.rendering import render_call
 from tests.conftest import Gate, GateFactory
 from tests.email.conftest import (
     ADDRESSES,
@@ -56,10 +57,14 @@ def test_each_approver_gets_a_card_of_their_own_then_the_outcome(
     assert token(alice) != token(bob)  # links of their own
     assert smtp.auth_failures == 0  # AUTH after STARTTLS (the fake refuses it before)
     head = alice.message
-    assert head["Subject"] == f"[gate] Approval needed: pay_vendor - Pay acme 60k ({request_id})"
+    # gate's headline of the call, never the agent's summary
+    headline = render_call("pay_vendor", {"amount": 60000}).headline
+    assert head["Subject"] == f"[gate] Approval needed: {headline} ({request_id})"
     assert head["From"] == "gate <gate@example.com>" and head["To"] == ADDRESSES["alice"]
     assert head["Auto-Submitted"] == "auto-generated"
-    assert "Pay acme 60k" in alice.part("plain") and "Pay acme 60k" in alice.part("html")
+    said = "Agent's summary (the agent's claim, not checked by gate):\nPay acme 60k"
+    assert said in alice.part("plain") and "Pay acme 60k" in alice.part("html")
+    assert alice.part("plain").index("The call:") < alice.part("plain").index(said)
     assert set(links(alice)) == {"approve", "reject", "edit", "extend"}
     url = links(alice)["approve"]
     assert url.startswith("http://127.0.0.1:8000/channels/email/confirm?t=")  # public_url
@@ -154,7 +159,9 @@ def test_untrusted_text_cannot_add_headers_or_links(email_gate: Gate, smtp: Fake
     mail = wait_mail(smtp, request_id, ADDRESSES["alice"])
     assert mail.recipients == [ADDRESSES["alice"]]
     assert mail.message["Bcc"] is None
-    assert "\n" not in str(mail.message["Subject"]) and "Bcc: evil" in str(mail.message["Subject"])
+    # the subject is gate's headline: the agent's summary never reaches a header
+    assert "\n" not in str(mail.message["Subject"]) and "Bcc" not in str(mail.message["Subject"])
+    assert "Bcc: evil@example.net" in mail.part("plain")  # in the body, as the agent's claim
     html = mail.part("html")
     assert "<img" not in html and "&lt;img" in html
     assert "https://evil" not in html + mail.part("plain")

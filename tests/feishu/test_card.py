@@ -11,8 +11,9 @@ import pytest
 
 from channels.feishu import CARD_BYTES, MASK, mask_secrets, render_card
 from channels.feishu.card import ARGS_CHARS
-from gate import untrusted
 from gate.readmodel import VoteView
+from gate.rendering import render_call
+from tests.channels.sizing import filled
 from tests.support.fake_feishu import check_card
 from tests.support.views import make_view
 
@@ -72,7 +73,8 @@ def test_card_colour_and_buttons_follow_the_state(
     assert check_card(json.dumps(card)) == []
     assert card["schema"] == "2.0"
     assert card["header"]["template"] == template
-    assert card["header"]["title"]["content"].endswith("pay_vendor")
+    headline = render_call("pay_vendor", {"amount": 60000, "vendor": "ACME"}).headline
+    assert card["header"]["title"]["content"].endswith(headline)
     forms = [c for c in walk(card) if c.get("tag") == "form"]
     assert bool(forms) == has_form
     names = sorted(b.get("element_id", "") for b in buttons(card))
@@ -106,7 +108,7 @@ def test_pending_card_carries_what_is_asked() -> None:
         }
     ]
     (args,) = [c for c in walk(card) if c.get("element_id") == "args"]
-    assert args["content"].startswith("```json\n") and '"amount": 60000' in args["content"]
+    assert args["content"].startswith("```\n") and "amount: 60000" in args["content"]
 
 
 def test_quorum_progress_turns_blue_and_lists_votes() -> None:
@@ -166,7 +168,7 @@ def test_injection_corpus_renders_inert(payload: str) -> None:
     markdown = [c["content"] for c in walk(card) if c.get("tag") == "markdown"]
     assert len(markdown) == 1
     (content,) = markdown
-    assert content.startswith("```json\n") and content.endswith("\n```")
+    assert content.startswith("```\n") and content.endswith("\n```")
     assert content.count("```") == 2
     assert "<" not in content and ">" not in content
     # Everything else is plain_text, and nothing anywhere reads as a tag.
@@ -212,7 +214,7 @@ def test_huge_arguments_are_cut_to_fit_the_size_limit() -> None:
     content = json.dumps(card, ensure_ascii=False)
     assert len(content.encode()) <= CARD_BYTES
     assert check_card(content) == []
-    assert "Arguments too long for Feishu: review and approve in gate." in content
+    assert "The call is too long for Feishu: review and approve in gate." in content
     assert len(walk(card)) < 200
     # a card that cut the call offers no approval of any kind; rejecting stays
     assert '"approve"' not in content and "Edit & approve" not in content
@@ -222,8 +224,7 @@ def test_huge_arguments_are_cut_to_fit_the_size_limit() -> None:
 def test_arguments_at_the_limit_show_whole_with_everything_else_at_its_worst() -> None:
     # Whole arguments never shrink (the votes give way), so gate's check on an approval,
     # which measures the same text, cannot pass a call the card cut.
-    empty = len(untrusted.arguments_json({"blob": ""}))
-    args = {"blob": "😀" * (ARGS_CHARS - empty)}  # four bytes each
+    args = filled("pay_vendor", ARGS_CHARS, lambda n: {"blob": "😀" * n})  # four bytes each
     votes = [VoteView("😀" * 200, "approve", "web", NOW, "😀" * 1000) for i in range(300)]
     view = make_view(tool_args=args, votes=votes, approvals_required=301, summary="😀" * 9000)
     card = render_card(view)

@@ -22,6 +22,12 @@ from tests.support import config as cfg
 from tests.support.servers import free_port
 
 CLAUDE_EVENTS = ["PreToolUse", "PostToolUse", "SessionEnd"]
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+#: the matcher derived from examples/gate.toml's rules (the same for both runtimes)
+EXAMPLE_MATCHER = (
+    "^(?:Bash|Write|Edit|apply_patch|mcp__github__create_.*|mcp__github__merge_.*"
+    "|mcp__github__push_.*|WebFetch)$"
+)
 
 
 def gate_init(
@@ -288,7 +294,10 @@ def test_codex_hooks_json_with_edits_for_a_codex_that_applies_them(
     env = {**fake_codex(home / "bin", "0.144.0"), "CODEX_HOME": str(codex_home)}
     env["GATE_TOKEN"] = cfg.AGENT
 
-    done = gate_init("codex", "--scope", "user", "--url", live.url, home=home, cwd=project, env=env)
+    config = str(EXAMPLES / "gate.toml")
+    done = gate_init(
+        "codex", "--scope", "user", "--url", live.url, "-c", config, home=home, cwd=project, env=env
+    )
 
     path = codex_home / "hooks.json"
     assert done.returncode == 0, done.stderr
@@ -298,7 +307,7 @@ def test_codex_hooks_json_with_edits_for_a_codex_that_applies_them(
     assert sorted(written) == ["hooks"]  # Codex refuses unknown top-level keys
     assert sorted(written["hooks"]) == ["PostToolUse", "PreToolUse"]
     (pre,) = handlers(written, "PreToolUse")
-    assert written["hooks"]["PreToolUse"][0]["matcher"] == "Bash|apply_patch|mcp__.*"
+    assert written["hooks"]["PreToolUse"][0]["matcher"] == EXAMPLE_MATCHER
     assert pre["type"] == "command" and pre["timeout"] == 600
     assert pre["command"].startswith(f"{sys.executable} -m gate.hook --format codex")
     assert "--apply-edits" in pre["command"]
@@ -345,11 +354,12 @@ def test_codex_without_edit_support_gets_no_apply_edits(
 
 def test_the_example_files_are_what_init_writes(dirs: tuple[Path, Path]) -> None:
     home, project = dirs
-    examples = Path(__file__).resolve().parents[2] / "examples"
+    examples = EXAMPLES
     env = {**fake_codex(home / "bin", "0.144.0"), "CODEX_HOME": str(home / ".codex")}
+    config = ("--config", str(examples / "gate.toml"))
 
-    claude = gate_init("claude-code", "--no-check", home=home, cwd=project, env=env)
-    codex = gate_init("codex", "--no-check", home=home, cwd=project, env=env)
+    claude = gate_init("claude-code", "--no-check", *config, home=home, cwd=project, env=env)
+    codex = gate_init("codex", "--no-check", *config, home=home, cwd=project, env=env)
 
     assert (claude.returncode, codex.returncode) == (0, 0), claude.stderr + codex.stderr
     for written, example in [

@@ -13,9 +13,12 @@ import pytest
 from channels.slack.callback import Interaction, form_payload, parse_interaction
 from channels.slack.card import fallback_text, render_card
 from channels.slack.modals import reason_modal
-from channels.slack.mrkdwn import cut, escape
+from channels.slack.mrkdwn import ARGS_CHARS, cut, escape
+from gate.offers import Offers
 from gate.readmodel import RequestView, VoteView
+from gate.rendering import as_text, render_call
 from gate.untrusted import mask_value
+from tests.channels.sizing import filled
 from tests.support import views
 from tests.support.fake_slack import check_blocks, check_modal
 
@@ -139,8 +142,8 @@ def test_arguments_stay_inside_one_code_block() -> None:
     view = make_view(tool_args={"cmd": "```\n<!channel> *bold*\n```", "x": "`tick`"})
     [args] = [b for b in render_card(view) if b.get("block_id", "").startswith("args-")]
     text = args["text"]["text"]
-    assert text.count("```") == 2 and text.startswith("*Arguments*\n```") and text.endswith("```")
-    assert "`" not in text.removeprefix("*Arguments*\n```").removesuffix("```")
+    assert text.count("```") == 2 and text.startswith("*The call*\n```") and text.endswith("```")
+    assert "`" not in text.removeprefix("*The call*\n```").removesuffix("```")
     assert "&lt;!channel&gt;" in text
 
 
@@ -149,6 +152,8 @@ def test_long_arguments_are_cut_with_a_link_to_the_web_page() -> None:
     [args] = [b for b in render_card(view) if b.get("block_id", "").startswith("args-")]
     text = args["text"]["text"]
     assert len(text) <= 3000
+    # the rendering's own last line says how much is not shown, then the card's words
+    assert "not shown" in text.rsplit("```", 1)[0].splitlines()[-1]
     assert text.endswith(f"too long for Slack: review and approve in gate. <{URL}|Open in gate>_")
     check_blocks(render_card(view), max_blocks=50)
     # a card that cut the call offers no approval of any kind; rejecting and extending stay
@@ -157,20 +162,26 @@ def test_long_arguments_are_cut_with_a_link_to_the_web_page() -> None:
 
 
 def test_whole_arguments_that_escape_long_span_sections_and_keep_approve() -> None:
-    view = make_view(tool_args={"amp": "&" * 2980})  # 2,998 characters, 14,900 once escaped
+    # exactly ARGS_CHARS characters of gate's rendering, five times that once escaped
+    view = make_view(tool_args=filled("pay_vendor", ARGS_CHARS, lambda n: {"amp": "&" * n}))
+    amps = len(view.tool_args["amp"])
     blocks = render_card(view)
     args = [b for b in blocks if b.get("block_id", "").startswith("args-")]
-    assert len(args) == 6 and all(len(b["text"]["text"]) <= 3000 for b in args)
-    assert all(b["text"]["text"].startswith(("*Arguments*\n```", "```")) for b in args)
-    assert sum(b["text"]["text"].count("&amp;") for b in args) == 2980
+    assert len(args) > 1 and all(len(b["text"]["text"]) <= 3000 for b in args)
+    assert all(b["text"]["text"].startswith(("*The call*\n```", "```")) for b in args)
+    assert sum(b["text"]["text"].count("&amp;") for b in args) == amps
     [buttons] = [b for b in blocks if b["type"] == "actions"]
     assert buttons["elements"][0]["action_id"] == "gate_approve"
     check_blocks(blocks, max_blocks=50)
 
 
 def test_short_arguments_are_not_cut() -> None:
-    text = rendered(make_view())
-    assert "view all in gate" not in text and '\\"amount\\": 60000' in text
+    view = make_view()
+    blocks = render_card(view)
+    [args] = [b["text"]["text"] for b in blocks if b.get("block_id", "").startswith("args-")]
+    for line in as_text(render_call(view.tool_name, view.tool_args)).text.splitlines():
+        assert escape(line) in args
+    assert "not shown" not in args and "Open in gate" not in args
 
 
 def test_secrets_are_masked() -> None:
@@ -179,7 +190,7 @@ def test_secrets_are_masked() -> None:
     for secret in SECRETS:
         assert secret not in text
     assert "[masked]" in text
-    assert '\\"max_tokens\\": 1000' in text  # a count of tokens is not a secret
+    assert "max_tokens: 1000" in text  # a count of tokens is not a secret
 
 
 def test_mask_value_keeps_shape() -> None:
@@ -313,3 +324,56 @@ def test_form_payload_reads_slacks_encoding() -> None:
     for bad in (b"payload=%5B%5D", b"other=1", b"payload=nope"):
         with pytest.raises(ValueError):
             form_payload(bad)
+
+
+# -- gate's rendering first, the agent's words apart -----------------------------------------
+
+
+def _texts(blocks: list[dict[str, Any]]) -> list[str]:
+    """Each block's text in order (a context's elements joined)."""
+    out = []
+    for block in blocks:
+        if "text" in block:
+            out.append(block["text"]["text"])
+        elif block["type"] == "context":
+            out.append(" ".join(e["text"] for e in block["elements"]))
+        else:
+            out.append(json.dumps(block))
+    return out
+
+
+def test_the_header_is_gates_and_the_agents_summary_comes_after_the_call_labelled() -> None:
+    view = make_view(
+        tool_name="Bash",
+        tool_args={"command": 'echo "tidy"\nrm -rf ~/.ssh && git push --force origin main'},
+        summary="Pay invoice INV-4471",
+    )
+    blocks = render_card(view)
+    texts = _texts(blocks)
+    headline = render_call(view.tool_name, view.tool_args).headline
+    assert texts[0] == f"Approval needed: {escape(headline)}" and "INV-4471" not in texts[0]
+    assert "INV-4471" not in fallback_text(view)
+    call = next(i for i, t in enumerate(texts) if t.startswith("*The call*"))
+    claim = next(i for i, t in enumerate(texts) if "INV-4471" in t)
+    assert call < claim < next(i for i, b in enumerate(blocks) if b["type"] == "actions")
+    assert blocks[claim]["type"] == "context"  # small and grey: secondary
+    assert texts[claim].startswith("*Agent's summary (the agent's claim, not checked by gate):*")
+    assert "rm -rf ~/.ssh &amp;&amp; git push --force origin main" in texts[call]
+
+
+def test_a_request_without_a_summary_shows_no_dash_for_it() -> None:
+    blocks = render_card(make_view(summary=None))
+    assert "Agent's summary" not in json.dumps(blocks)
+    assert not any(t.strip(" *:") == "—" for t in _texts(blocks))
+    assert "—" not in fallback_text(make_view(summary=None))
+
+
+def test_a_failed_condition_and_the_arguments_it_reads_are_said() -> None:
+    offers = Offers(watched_args=("amount",), condition_error="no such overload")
+    texts = _texts(render_card(make_view(offers=offers)))
+    said = "condition failed on this call, so gate asked a person to be safe"
+    assert any(said in t for t in texts)
+    assert any("`no such overload`" in t for t in texts)
+    [call] = [t for t in texts if t.startswith("*The call*")]
+    assert "amount: 60000   ← the rule reads this" in call
+    assert not any("condition" in t for t in _texts(render_card(make_view())))

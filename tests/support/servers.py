@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import resource
 import signal
 import socket
 import subprocess
@@ -20,6 +21,8 @@ from typing import Any, Self
 import httpx
 import uvicorn
 
+from gate.server import protocol_class
+
 
 class ThreadServer:
     """Serve an ASGI app with uvicorn on 127.0.0.1:<free port> in a background thread."""
@@ -28,6 +31,8 @@ class ThreadServer:
         self.app = app
         config = uvicorn.Config(
             app,
+            # gate's own protocol (read deadline, header cap, graceful close), as `gate serve`
+            http=protocol_class(),
             host="127.0.0.1",
             port=0,
             log_level="warning",
@@ -97,11 +102,18 @@ class ServerProcess:
     """`gate serve` as a real child process, killable and restartable on the same port."""
 
     def __init__(
-        self, config_path: Path, *, env: dict[str, str] | None = None, log_path: Path | None = None
+        self,
+        config_path: Path,
+        *,
+        env: dict[str, str] | None = None,
+        log_path: Path | None = None,
+        nofile: int | None = None,
     ) -> None:
         self.config_path = config_path
         self.env = {**os.environ, **(env or {})}
         self.log_path = log_path or config_path.with_suffix(".log")
+        #: the open-file limit (soft and hard) the server starts under, when set
+        self.nofile = nofile
         self.port = 0
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
@@ -127,7 +139,13 @@ class ServerProcess:
             "--port",
             str(self.port),
         ]
-        self.proc = subprocess.Popen(cmd, stdout=log, stderr=log, env=self.env)
+        self.proc = subprocess.Popen(
+            cmd,
+            stdout=log,
+            stderr=log,
+            env=self.env,
+            preexec_fn=self._limit_files if self.nofile is not None else None,
+        )
         log.close()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -150,6 +168,12 @@ class ServerProcess:
             "gate serve did not become healthy:\n"
             + self.log_path.read_text(errors="replace")[-4000:]
         )
+
+    def _limit_files(self) -> None:
+        # In the child, before exec: soft and hard, so gate serve cannot raise it (it
+        # raises its soft limit to the hard one).
+        assert self.nofile is not None
+        resource.setrlimit(resource.RLIMIT_NOFILE, (self.nofile, self.nofile))
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
         """Send `sig` and wait for the process to be gone."""

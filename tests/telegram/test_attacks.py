@@ -310,7 +310,7 @@ def test_an_edit_prompt_on_a_cut_card_does_not_open(tg_gate: Gate, fake: FakeTel
     assert fake.replies_to(CHAT, card.message_id) == []
     _, notice = fake.answer(update["callback_query"]["id"])
     assert notice is not None and notice["show_alert"] is True
-    assert notice["text"] == "Arguments too long for Telegram: review and approve in gate."
+    assert notice["text"] == "The call is too long for Telegram: review and approve in gate."
     assert (state(tg_gate, request_id)["status"], state(tg_gate, request_id)["votes"]) == (
         "pending",
         [],
@@ -331,14 +331,14 @@ def test_an_edit_prompt_on_a_cut_card_does_not_open(tg_gate: Gate, fake: FakeTel
 
 def test_one_line_values_cannot_forge_lines_of_the_card(tg_gate: Gate, fake: FakeTelegram) -> None:
     # The tool, agent and user are the agent's words; with line breaks in them they would
-    # draw lines of their own: a fake "Arguments:" block above the real one, or blank lines
-    # pushing the real arguments off a phone's screen.
-    forged = 'x\nArguments:\n{\n  "amount": 5\n}' + "\n" * 40
+    # draw lines of their own: a fake "The call:" block above the real one, or blank lines
+    # pushing the real call off a phone's screen.
+    forged = 'x\nThe call:\n{\n  "amount": 5\n}' + "\n" * 40
     request_id = ask(tg_gate, "ask_forged", {"amount": 60000}, agent_id=forged, user_id=forged)
     text, entities = card_of(fake, request_id).shown()
     inline = [text[e.offset : e.offset + e.length] for e in entities if e.type == "code"]
     assert inline and not any("\n" in part for part in inline), inline
-    assert [line for line in text.splitlines() if line.startswith("Arguments:")] == ["Arguments:"]
+    assert [line for line in text.splitlines() if line.startswith("The call:")] == ["The call:"]
 
 
 def test_a_verified_update_of_any_shape_is_never_a_500(tg_gate: Gate, fake: FakeTelegram) -> None:

@@ -8,11 +8,12 @@ from typing import Any
 
 from channels.telegram.card import APPROVE, ARGS_CHARS, TEXT_LIMIT, render
 from channels.telegram.tokens import Sealer
-from gate import untrusted
 from gate.offers import Offers
 from gate.readmodel import RequestView, VoteView
+from gate.rendering import as_text, render_call
 from tests.channels.drivers.base import Card as NeutralCard
 from tests.channels.drivers.telegram import TelegramDriver
+from tests.channels.sizing import filled
 from tests.channels.test_contract import HOSTILE, SECRETS
 from tests.support import telegram_buttons
 from tests.support.fake_telegram import (
@@ -54,7 +55,7 @@ def test_a_pending_card_shows_the_question_and_who_asks() -> None:
     for fact in ("Approval needed", "pay_vendor", "Pay ACME 60k", "billing-agent", "dave"):
         assert fact in text
     assert "big-payments" in text and "2026-11-21 10:10 UTC, expires in 10 min" in text
-    assert '"amount": 60000' in text and "Open in gate" in text
+    assert "amount: 60000" in text and "Open in gate" in text
     code = telegram_buttons.code(SECRET, REQUEST)
     assert f"/approve {code}" in text and f"/reject {code} your reason" in text
     assert "Waiting for approval (0 of 1)" in text
@@ -182,6 +183,7 @@ def test_huge_arguments_are_cut_under_telegrams_limit() -> None:
         text, _ = parse_html(card.text)
         assert utf16_length(text) <= TEXT_LIMIT
         assert "too long for Telegram: review and approve in gate" in text
+        assert "not shown" in text
         assert "Open in gate" in text
         assert APPROVE not in labels(card) and "Reject…" in labels(card)
         assert "/approve" not in text and "/reject" in text
@@ -194,14 +196,12 @@ def labels(card: Any) -> list[str]:
 def test_arguments_at_the_limit_show_whole_with_everything_else_at_its_worst() -> None:
     # The card keeps whole arguments whole (the other parts give way), so gate's check on an
     # approval, which measures the same text, cannot pass a call the card cut.
-    empty = len(untrusted.arguments_json({"blob": ""}))
-    args = {"blob": "😀" * (ARGS_CHARS - empty)}  # two UTF-16 units each
-    assert len(untrusted.arguments_json(args)) == ARGS_CHARS
+    wide = "😀" * 500
+    args = filled(wide, ARGS_CHARS, lambda n: {"blob": "😀" * n})  # two UTF-16 units each
     votes = [
         VoteView(f"approver-{i:02}" * 8, "approve", "slack", NOW, "😀" * 5000) for i in range(40)
     ]
     offers = Offers(grant_scopes=("call", "session", "agent"), reject_reasons=("😀" * 90,) * 9)
-    wide = "😀" * 500
     view = make_view(
         tool_args=args, summary="😀" * 10_000, votes=votes, approvals_required=41, offers=offers,
         agent_id=wide, user_id=wide, rule=wide, session_id="s", tool_name=wide,
@@ -209,7 +209,7 @@ def test_arguments_at_the_limit_show_whole_with_everything_else_at_its_worst() -
     card = render(view, SEALER, now=NOW)
     text, _ = parse_html(card.text)
     assert utf16_length(text) <= TEXT_LIMIT
-    assert untrusted.arguments_json(args) in text and "too long" not in text
+    assert as_text(render_call(wide, args)).text in text and "too long" not in text
     assert APPROVE in labels(card)
 
 

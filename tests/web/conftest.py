@@ -6,7 +6,8 @@ import copy
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
@@ -16,6 +17,9 @@ from gate.config import Settings
 from tests.conftest import Gate, GateFactory
 from tests.support import config as cfg
 from tests.support.browser import chromium  # noqa: F401 (the module-scoped browser fixture)
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Page
 
 PASSWORDS = {name: f"pw-{name}-correct horse" for name in ("alice", "bob", "carol", "mallory")}
 #: cheap argon2 parameters: the tests check the scheme, not its cost
@@ -34,6 +38,13 @@ WEB_RULES: list[dict[str, Any]] = [
         "max_grant": "1h",
     },
     {"name": "no-edits", "tools": ["strict_*"], "allow_edits": False, "timeout": "10m"},
+    {
+        # the agent tools whose calls the console renders tool by tool (issue 28)
+        "name": "agent-tools",
+        "tools": ["Bash", "Edit", "MultiEdit", "Write", "apply_patch", "WebFetch", "mcp__*"],
+        "timeout": "10m",
+        "reason": "Agent tools need a human",
+    },
     {
         "name": "grantable",
         "tools": ["shell_*"],
@@ -162,3 +173,90 @@ def flash_error(html: str) -> str:
     match = re.search(r'<p class="flash error" role="alert">([^<]*)</p>', html)
     assert match, "no error on the page"
     return match.group(1).replace("&#34;", '"').replace("&#39;", "'")
+
+
+def set_offers(gate: Gate, request_id: str, **offers: Any) -> None:
+    """Freeze `offers` (`watched_args`, `condition_error`) onto a stored request's options, as
+    the policy does when a rule's condition reads arguments or fails at ask time."""
+    import sqlalchemy as sa
+    from sqlmodel import col
+
+    from gate.models import ConfirmationRequest
+
+    db = gate.state.db
+    with db.read() as session:
+        row = session.get(ConfirmationRequest, request_id)
+        assert row is not None
+        options = {**(row.options or {}), **offers}
+    with db.write_conn() as conn:
+        conn.execute(
+            sa.update(ConfirmationRequest)
+            .where(col(ConfirmationRequest.id) == request_id)
+            .values(options=options)
+        )
+
+
+# -- the browser (Playwright), for test_browser*.py ------------------------------------------
+
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+
+
+class Watched:
+    """A page plus everything it said: dialogs, console errors, uncaught exceptions."""
+
+    def __init__(self, page: Page) -> None:
+        self.page = page
+        self.dialogs: list[str] = []
+        self.errors: list[str] = []
+        page.on("dialog", self._dialog)
+        page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: self.errors.append(str(e)))
+
+    def _dialog(self, dialog: Any) -> None:
+        self.dialogs.append(dialog.message)
+        dialog.dismiss()
+
+
+OpenPage = Callable[..., Watched]
+
+
+@pytest.fixture
+def open_page(request: pytest.FixtureRequest) -> Iterator[OpenPage]:
+    """`open_page(gate, "alice")`: a fresh browser context signed in through the form."""
+    from playwright.sync_api import expect
+
+    chrome: Browser = request.getfixturevalue("chromium")  # one browser per module
+
+    contexts: list[Any] = []
+
+    def factory(gate: Gate, name: str, *, viewport: tuple[int, int] = (1280, 860)) -> Watched:
+        context = chrome.new_context(viewport={"width": viewport[0], "height": viewport[1]})
+        contexts.append(context)
+        watched = Watched(context.new_page())
+        page = watched.page
+        page.goto(gate.url + "/")
+        expect(page).to_have_url(re.compile(r"/login\?next=/$"))
+        page.fill("#username", name)
+        page.fill("#password", PASSWORDS[name])
+        page.get_by_role("button", name="Sign in").click()
+        expect(page).to_have_url(gate.url + "/")
+        expect(page.locator("#live")).to_have_attribute("data-state", "live")
+        # going live refreshes the rows (catching up on what changed since the page was
+        # served): measuring before it lands would measure rows about to be replaced
+        expect(page.locator("#queue[data-refreshed]")).to_have_count(1)
+        return watched
+
+    yield factory
+    for context in contexts:
+        context.close()
+
+
+def artifact(name: str) -> Path:
+    """Where a test's screenshot `name` goes (test-artifacts/, made if missing)."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    return ARTIFACTS / name
+
+
+def shot(page: Page, name: str, *, full_page: bool = False) -> None:
+    """A screenshot of `page` into test-artifacts/`name`."""
+    page.screenshot(path=str(artifact(name)), full_page=full_page)

@@ -10,70 +10,21 @@ import json
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
-
-import pytest
 
 from gate.web.console import CSRF_MESSAGE
 from tests.conftest import Gate
 from tests.support import config as cfg
 from tests.support.browser import BROWSER_TESTS, ENABLED
-from tests.web.conftest import PASSWORDS
-
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+from tests.web.conftest import OpenPage
+from tests.web.conftest import artifact as _artifact
+from tests.web.conftest import shot as _shot
 
 pytestmark = BROWSER_TESTS
 
 if ENABLED:
-    from playwright.sync_api import Browser, Page, expect
-
-
-class Watched:
-    """A page plus everything it said: dialogs, console errors, uncaught exceptions."""
-
-    def __init__(self, page: Page) -> None:
-        self.page = page
-        self.dialogs: list[str] = []
-        self.errors: list[str] = []
-        page.on("dialog", self._dialog)
-        page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e: self.errors.append(str(e)))
-
-    def _dialog(self, dialog: Any) -> None:
-        self.dialogs.append(dialog.message)
-        dialog.dismiss()
-
-
-OpenPage = Callable[..., Watched]
-
-
-@pytest.fixture
-def open_page(chromium: Browser) -> Iterator[OpenPage]:
-    """`open_page(gate, "alice")`: a fresh browser context signed in through the form."""
-    contexts: list[Any] = []
-
-    def factory(gate: Gate, name: str, *, viewport: tuple[int, int] = (1280, 860)) -> Watched:
-        context = chromium.new_context(viewport={"width": viewport[0], "height": viewport[1]})
-        contexts.append(context)
-        watched = Watched(context.new_page())
-        page = watched.page
-        page.goto(gate.url + "/")
-        expect(page).to_have_url(re.compile(r"/login\?next=/$"))
-        page.fill("#username", name)
-        page.fill("#password", PASSWORDS[name])
-        page.get_by_role("button", name="Sign in").click()
-        expect(page).to_have_url(gate.url + "/")
-        expect(page.locator("#live")).to_have_attribute("data-state", "live")
-        # going live refreshes the rows (catching up on what changed since the page was
-        # served): measuring before it lands would measure rows about to be replaced
-        expect(page.locator("#queue[data-refreshed]")).to_have_count(1)
-        return watched
-
-    yield factory
-    for context in contexts:
-        context.close()
+    from playwright.sync_api import Page, expect
 
 
 def _pay(gate: Gate, summary: str, amount: int = 60000, **extra: Any) -> str:
@@ -87,15 +38,6 @@ def _pay(gate: Gate, summary: str, amount: int = 60000, **extra: Any) -> str:
     )
     request_id: str = answer["request"]["id"]
     return request_id
-
-
-def _artifact(name: str) -> Path:
-    ARTIFACTS.mkdir(exist_ok=True)
-    return ARTIFACTS / name
-
-
-def _shot(page: Page, name: str, *, full_page: bool = False) -> None:
-    page.screenshot(path=str(_artifact(name)), full_page=full_page)
 
 
 def test_live_queue_open_reject_and_the_waiter_hears_why(
@@ -136,7 +78,11 @@ def test_live_queue_open_reject_and_the_waiter_hears_why(
     expect(page).to_have_url(f"{web_gate.url}/requests/{request_id}")
     expect(page.locator("pre.json").first).to_contain_text('"vendor": "ACME Corp"')
     expect(page.get_by_role("button", name="Approve", exact=True)).to_be_visible()
+    # The decide bar is fixed to the screen: in a picture of the whole page it would sit
+    # across the middle, so it steps out of this one
+    page.evaluate("document.getElementById('decide-bar').style.display = 'none'")
     _shot(page, "web-detail.png", full_page=True)
+    page.evaluate("document.getElementById('decide-bar').style.display = ''")
 
     page.fill("#reject-reason", "ACME is not on the approved vendor list")
     page.get_by_role("button", name="Reject").click()
@@ -315,7 +261,7 @@ def test_edit_then_approve_reaches_the_waiting_agent(web_gate: Gate, open_page: 
     editor.fill('{"vendor": "ACME Corp", "amount": 45000,, "currency": "EUR"}')
     expect(page.locator("#edit-error")).to_contain_text("Not valid JSON")
     expect(editor).to_have_attribute("aria-invalid", "true")
-    page.get_by_role("button", name="Approve with edits").click()
+    page.get_by_role("button", name="Approve with edits", exact=True).click()
     expect(page.locator("#edit-error")).to_be_visible()
     assert page.evaluate("window.__sameDocument") is True
     with web_gate.client(cfg.AGENT) as c:
@@ -330,9 +276,12 @@ def test_edit_then_approve_reaches_the_waiting_agent(web_gate: Gate, open_page: 
     expect(page.locator("#edit-error")).to_be_hidden()
     expect(page.locator("#edit-changes")).to_have_text("Changed: amount")
     page.fill("#edit-comment", "pay the agreed 45k only")
+    page.get_by_role("button", name="Approve with edits", exact=True).click()
+    # The change is shown before anything is sent.
+    expect(page.locator("#edit-confirm tr.ln.add")).to_contain_text('"amount": 45000')
     page.locator("#edit-form").scroll_into_view_if_needed()
-    page.locator("section.decision").screenshot(path=str(_artifact("web-edit.png")))
-    page.get_by_role("button", name="Approve with edits").click()
+    page.locator("#edit-form").screenshot(path=str(_artifact("web-edit.png")))
+    page.get_by_role("button", name="Send: approve with these edits").click()
     expect(page.locator(".flash.ok")).to_have_text(
         "Approved by alice in the web console. The call runs with your edited arguments."
     )
@@ -353,10 +302,8 @@ def test_edit_then_approve_reaches_the_waiting_agent(web_gate: Gate, open_page: 
     expect(diff.locator("ins")).to_have_text("45000")
     expect(page.locator('tr[data-kind="approved"] ins')).to_have_text("45000")
     expect(page.locator("#chain")).to_contain_text("Chain intact")
-    page.locator("#fields-h").scroll_into_view_if_needed()
-    page.locator("section[aria-labelledby=fields-h]").screenshot(
-        path=str(_artifact("web-edit-diff.png"))
-    )
+    page.locator("#call").scroll_into_view_if_needed()
+    page.locator("#call").screenshot(path=str(_artifact("web-edit-diff.png")))
     assert watched.errors == []
 
 
@@ -545,10 +492,11 @@ def _width_without_wrapping(page: Page, table: str) -> int:
     """The page's width with `table`'s cells set back to break only at spaces."""
     width: int = page.evaluate(
         """(table) => {
-          const cells = [...document.querySelectorAll(table + ' td, ' + table + ' .clip')];
-          cells.forEach(c => { c.style.overflowWrap = 'normal'; });
+          const cells = [...document.querySelectorAll(
+            table + ' td, ' + table + ' .clip, ' + table + ' li')];
+          cells.forEach(c => { c.style.overflowWrap = 'normal'; c.style.wordBreak = 'normal'; });
           const width = document.documentElement.scrollWidth;
-          cells.forEach(c => { c.style.overflowWrap = ''; });
+          cells.forEach(c => { c.style.overflowWrap = ''; c.style.wordBreak = ''; });
           return width;
         }""",
         table,
@@ -584,7 +532,11 @@ def test_a_long_bash_command_keeps_queue_and_history_on_screen(
     assert page.evaluate(fits), page.evaluate("document.documentElement.scrollWidth")
     deadline = row.locator('td[data-label="Deadline"]').bounding_box()
     assert deadline is not None and deadline["x"] + deadline["width"] <= 1280
-    expect(row.locator('td[data-label="Summary"] .clip')).to_have_attribute("title", summary)
+    what = row.locator('td[data-label="What"]')
+    whole = what.locator("ol.row-lines li").filter(has_text=LONG_COMMAND)  # no clamp, no cut
+    expect(whole).to_have_count(1)
+    assert page.evaluate("(el) => el.scrollHeight <= el.clientHeight + 1", whole.element_handle())
+    expect(what.locator(".agent-says")).to_contain_text(summary)
     # Control: without the rule that lets cells break anywhere, this row is wider than 1280.
     assert _width_without_wrapping(page, "table.queue") > 1280
     _shot(page, "web-queue-long.png")

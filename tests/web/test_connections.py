@@ -7,7 +7,6 @@ gate.toml sets a one-second read deadline, and checks what the server does with 
 from __future__ import annotations
 
 import json
-import resource
 import select
 import socket
 import time
@@ -194,12 +193,8 @@ def test_connections_are_capped_below_the_open_file_limit(tmp_path: Path) -> Non
 
 def _flood_over_the_cap(serve: ServerProcess, read_timeout: float) -> None:
     nofile = 400
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, hard))  # inherited by the child
-    try:
-        serve.start()
-    finally:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    serve.nofile = nofile  # soft and hard: gate serve raises a soft limit to the hard one
+    serve.start()
     settings = Settings(**cfg.settings_data("sqlite:///x.db"))
     cap = connection_cap(settings, nofile)
     assert cap == nofile - reserved_fds(settings)

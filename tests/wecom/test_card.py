@@ -14,6 +14,7 @@ import pytest
 from channels.wecom import card
 from gate.offers import Offers
 from gate.readmodel import RequestView
+from gate.rendering import as_text, render_call
 from tests.support import views
 from tests.support.fake_wecom import check_card
 
@@ -54,13 +55,17 @@ def test_a_pending_card_shows_the_request_and_offers_the_decision() -> None:
     rendered = card.render_card(make_view(), TASK, now=NOW)
     assert check_card(rendered) == []
     assert rendered["card_type"] == "button_interaction" and rendered["task_id"] == TASK
-    assert rendered["main_title"] == {"title": "Approve? pay_vendor", "desc": "Pay ACME 60k"}
+    headline = render_call("pay_vendor", {"amount": 60000, "vendor": "ACME"}).headline
+    title = card.cut(f"Approve? {headline}", card.TITLE_CHARS)
+    assert rendered["main_title"] == {"title": title}  # gate's words alone
     facts = {f["keyname"]: f["value"] for f in rendered["horizontal_content_list"]}
+    assert facts["Claim"] == "Pay ACME 60k"  # the agent's words: after the call, a claim
     assert facts["ID"] == "01JD0000000000000000000000"
     shown = (facts["Agent"], facts["User"], facts["Rule"])
     assert shown == ("billing-agent", "dave", "big-payments")
     assert facts["Due"] == "in 10 min (10:10 UTC)"
-    assert '"amount": 60000' in rendered["sub_title_text"]
+    call = as_text(render_call("pay_vendor", {"amount": 60000, "vendor": "ACME"})).text
+    assert rendered["sub_title_text"].startswith(f"Call: {call}\n")
     keys = [b.get("key") for b in rendered["button_list"]]
     assert keys[:3] == ["approve", "reject", "edit"] and keys[3].startswith("extend-")
     assert "button_selection" not in rendered  # the rule offers no grants

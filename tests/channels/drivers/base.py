@@ -79,8 +79,10 @@ class Driver:
     no_clicks: ClassVar[str | None] = None
     #: why the platform cannot be made to fail (the outage case skips); None: it can
     no_outage: ClassVar[str | None] = None
-    #: characters of a call's arguments (gate's masked, indented JSON) the card shows whole
+    #: characters of a call as gate renders it (`gate.rendering.as_text`) the card shows whole
     args_chars: ClassVar[int] = 0
+    #: how the card labels the agent's summary, as the agent's claim
+    claim_label: ClassVar[str] = "Agent's summary (the agent's claim, not checked by gate)"
     #: why an edit form opens without asking gate (it is part of the card or page gate
     #: built); None: a click asks gate to open it
     form_in_card: ClassVar[str | None] = None
@@ -110,6 +112,10 @@ class Driver:
     def card(self, request_id: str) -> Card:
         """The card posted for `request_id` (waits for it to be posted)."""
         raise NotImplementedError
+
+    def links_to(self, card: Card, url: str) -> bool:
+        """Whether the card links to `url` (gate's page for the request)."""
+        return url in card.text
 
     def live_markup(self, card: Card, request_id: str, own_url: str) -> list[str]:
         """Fragments of the card the platform would act on (mentions, links that are not

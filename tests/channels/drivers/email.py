@@ -33,7 +33,7 @@ SALT = "gate.channels.email.link"
 CONFIRM = "/channels/email/confirm"
 #: what the mail's markup may contain; anything else came from untrusted text
 TAGS = {"html", "head", "meta", "title", "body", "h1", "h2", "table", "tr", "th", "td", "pre"}
-TAGS |= {"p", "a"}
+TAGS |= {"p", "a", "strong", "em", "small", "br"}
 HEADERS = {"subject", "from", "to", "date", "message-id", "in-reply-to", "references"}
 HEADERS |= {"auto-submitted", "x-gate-request", "content-type", "mime-version"}
 #: text a mail client would turn into a link

@@ -82,6 +82,12 @@ class TelegramDriver(Driver):
         offers = {kind for _, kind, _ in self._kinds(message)} - {"reason"}
         return Card(text, len(message.versions) - 1, frozenset(offers), message)
 
+    def links_to(self, card: Card, url: str) -> bool:
+        # a link in Telegram's text is an entity, not text
+        message: Message = card.raw
+        _, entities = message.shown()
+        return any(e.type == "text_link" and e.url == url for e in entities)
+
     def live_markup(self, card: Card, request_id: str, own_url: str) -> list[str]:
         message: Message = card.raw
         text, entities = message.shown()

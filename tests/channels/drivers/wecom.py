@@ -37,7 +37,9 @@ class WeComDriver(Driver):
     """WeCom through `FakeWeCom`: template cards, encrypted callbacks, private texts."""
 
     name = "wecom"
-    args_chars = 160 - len("Arguments: ")
+    args_chars = 160 - len("Call: ")
+    #: a template card's key holds five characters
+    claim_label = "Claim"
     TOKEN = "wecomContractToken01"
     AES_KEY = "abcdefghijklmnopqrstuvwxyz0123456789ABCDEFG"
     URL = "/channels/wecom/callback"

@@ -1,0 +1,209 @@
+"""Deciding and asking while 10,000 agents wait, on one `gate serve` with default settings.
+
+Goal (issue 28, item 7): with 10,000 parked long-polls on one replica and the default
+connection settings (the cap follows the open-file limit, a reserve kept for everything but
+waiting), an approver's decision is answered in under a second. Each of the waiters is an
+agent waiting on its own pending request the way `gate hook` does: it long-polls in 25 s
+slices on a kept-alive connection and polls again as soon as a slice ends. The baseline, from
+the same run on the same server, is the same decisions and asks before anyone waits.
+
+    .venv/bin/python -m bench.waiters_decide [--db sqlite|postgres|both] [--waiters 10000]
+
+The client (10,000 sockets in one asyncio process) shares the machine's cores with the
+server, so its own work is inside every figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import time
+
+import httpx
+
+from bench._common import database, machine, percentile, raise_fd_limit, server
+from bench.decision_latency import OPEN_BATCH, open_count
+from tests.support import config as cfg
+
+GOAL_MS = 1000.0
+#: the hook's long-poll slice (gate.askflow.WAIT_SLICE)
+SLICE = 25
+#: decisions and asks timed in each phase
+SAMPLES = 40
+#: gate's own defaults for the background jobs (the test config runs them faster)
+DEFAULTS = {"sweep_interval_seconds": 1.0, "outbox_interval_seconds": 1.0}
+
+
+class Waiters:
+    """`n` agents long-polling their own requests until stopped; counts what they got."""
+
+    def __init__(self, port: int, request_ids: list[str]) -> None:
+        self.port = port
+        self.request_ids = request_ids
+        self.stop = asyncio.Event()
+        self.statuses: dict[int, int] = {}
+        self.tasks: list[asyncio.Task[None]] = []
+        #: agents whose connection is open
+        self.connected = 0
+
+    async def start(self) -> None:
+        """Open the waiters at the pace the server accepts them.
+
+        A burst of 10,000 connects overflows the listen queue (somaxconn) while the server is
+        busy, and a dropped SYN is retried only after 1, 3, 7 s...: the next batch waits
+        until most of the last one is connected.
+        """
+        step = OPEN_BATCH // 2
+        for start in range(0, len(self.request_ids), step):
+            batch = self.request_ids[start : start + step]
+            self.tasks += [asyncio.create_task(self._agent(rid)) for rid in batch]
+            for _ in range(100):  # at most 10 s
+                if self.connected >= 0.9 * len(self.tasks):
+                    break
+                await asyncio.sleep(0.1)
+
+    async def close(self) -> None:
+        self.stop.set()
+        for task in self.tasks:
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+
+    async def _agent(self, request_id: str) -> None:
+        request = (
+            f"GET /v1/requests/{request_id}/wait?timeout={SLICE} HTTP/1.1\r\n"
+            f"Host: 127.0.0.1\r\nAuthorization: Bearer {cfg.AGENT}\r\n\r\n"
+        ).encode()
+        writer = None
+        while not self.stop.is_set():
+            try:
+                if writer is None:
+                    reader, writer = await asyncio.open_connection("127.0.0.1", self.port)
+                    self.connected += 1
+                writer.write(request)
+                status, close = await _read_answer(reader)
+            except (OSError, asyncio.IncompleteReadError):
+                status, close = 0, True  # as the hook: reconnect after a pause
+            self.statuses[status] = self.statuses.get(status, 0) + 1
+            if close and writer is not None:
+                writer.close()
+                writer = None
+                self.connected -= 1
+            if status in (0, 503):
+                await asyncio.sleep(1)
+        if writer is not None:
+            writer.close()
+
+
+async def _read_answer(reader: asyncio.StreamReader) -> tuple[int, bool]:
+    head = await reader.readuntil(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = {k.strip().lower(): v.strip() for k, _, v in (x.partition(":") for x in lines[1:])}
+    await reader.readexactly(int(headers.get("content-length", "0")))
+    return int(lines[0].split()[1]), headers.get("connection", "") == "close"
+
+
+async def ask(client: httpx.AsyncClient, tool: str) -> tuple[str, float]:
+    """One ask that creates a pending request: its id and latency (ms)."""
+    started = time.perf_counter()
+    r = await client.post(
+        "/v1/gate",
+        json={"tool_name": tool, "tool_args": {"n": os.urandom(4).hex()}},
+        headers={"Authorization": f"Bearer {cfg.AGENT}"},
+    )
+    took = (time.perf_counter() - started) * 1000
+    r.raise_for_status()
+    return str(r.json()["request"]["id"]), took
+
+
+async def create(client: httpx.AsyncClient, n: int, concurrency: int = 32) -> list[str]:
+    """`n` pending requests, asked `concurrency` at a time."""
+    ids: list[str] = []
+    for start in range(0, n, concurrency):
+        batch = [ask(client, "ask_wait") for _ in range(min(concurrency, n - start))]
+        ids += [rid for rid, _ in await asyncio.gather(*batch)]
+    return ids
+
+
+async def decide(client: httpx.AsyncClient, request_id: str) -> float:
+    """One approver's decision: its latency (ms)."""
+    started = time.perf_counter()
+    r = await client.post(
+        f"/v1/requests/{request_id}/decision",
+        json={"verdict": "approve"},
+        headers={"Authorization": f"Bearer {cfg.ALICE}"},
+    )
+    took = (time.perf_counter() - started) * 1000
+    assert r.status_code == 200, r.text
+    return took
+
+
+async def phase(client: httpx.AsyncClient, pending: list[str]) -> tuple[list[float], list[float]]:
+    """Decide each of `pending` and ask as many times, one at a time, a little apart."""
+    decisions, asks = [], []
+    for request_id in pending:
+        decisions.append(await decide(client, request_id))
+        asks.append((await ask(client, "ask_bench"))[1])
+        await asyncio.sleep(0.1)
+    return decisions, asks
+
+
+def line(name: str, values: list[float], base: list[float] | None = None) -> str:
+    p50, p95, top = statistics.median(values), percentile(values, 95), max(values)
+    text = f"{name}: p50 {p50:.1f} ms, p95 {p95:.1f} ms, max {top:.1f} ms"
+    if base is not None:
+        text += f" ({p50 / statistics.median(base):.1f}x / {p95 / percentile(base, 95):.1f}x)"
+    return text
+
+
+async def run(url: str, port: int, n: int, requests: int) -> None:
+    # Kept-alive connections are dropped after 2 s idle: gate closes them after 5 s, and a
+    # client reusing one at that moment sees "disconnected without a response".
+    limits = httpx.Limits(keepalive_expiry=2.0)
+    async with httpx.AsyncClient(base_url=url, timeout=300, limits=limits) as client:
+        to_decide = [(await ask(client, "ask_decide"))[0] for _ in range(2 * SAMPLES)]
+        base_decisions, base_asks = await phase(client, to_decide[:SAMPLES])
+        print("  " + line("baseline decision (no waiters)", base_decisions))
+        print("  " + line("baseline ask (no waiters)", base_asks))
+        started = time.perf_counter()
+        waited = await create(client, requests)
+        print(f"  {requests} pending requests created in {time.perf_counter() - started:.1f} s")
+        waiters = Waiters(port, [waited[i % requests] for i in range(n)])
+        started = time.perf_counter()
+        await waiters.start()
+        deadline = time.monotonic() + 300
+        while (parked := await open_count(client)) < n:
+            if time.monotonic() > deadline:
+                raise SystemExit(f"only {parked} of {n} parked ({waiters.statuses})")
+            await asyncio.sleep(2)  # a scrape reads the database too: not too often
+        print(f"  {n} waiters parked in {time.perf_counter() - started:.1f} s")
+        decisions, asks = await phase(client, to_decide[SAMPLES:])
+        parked = await open_count(client)
+        await waiters.close()
+    verdict = "meets" if max(decisions) < GOAL_MS else "misses"
+    print("  " + line(f"decision with {n} waiting", decisions, base_decisions))
+    print("  " + line(f"ask with {n} waiting", asks, base_asks))
+    print(f"  still parked at the end: {parked}; the waiters' answers: {waiters.statuses}")
+    print(f"  slowest decision {max(decisions):.0f} ms: {verdict} the {GOAL_MS:g} ms goal")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--db", choices=["sqlite", "postgres", "both"], default="both")
+    parser.add_argument("--waiters", type=int, default=10_000)
+    parser.add_argument(
+        "--requests", type=int, default=0, help="pending requests they wait on (default: one each)"
+    )
+    args = parser.parse_args()
+    print(machine(), f"| open files {raise_fd_limit()} | load {os.getloadavg()}")
+    for kind in ["sqlite", "postgres"] if args.db == "both" else [args.db]:
+        print(f"[{kind}]")
+        with database(kind) as db_url, server(db_url, **DEFAULTS) as proc:
+            assert "long-polls may hold" in proc.log(), "not the default connection settings"
+            asyncio.run(run(proc.url, proc.port, args.waiters, args.requests or args.waiters))
+        print(f"  load after: {os.getloadavg()}")
+
+
+if __name__ == "__main__":
+    main()
