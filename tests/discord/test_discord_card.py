@@ -17,6 +17,7 @@ from gate.readmodel import RequestView, VoteView
 from gate.rendering import as_text, render_call
 from tests.channels.drivers.discord import DiscordDriver
 from tests.channels.sizing import filled
+from tests.support import views
 from tests.support.discord_shapes import message_problems, modal_problems
 
 NOW = datetime(2026, 11, 25, 10, 0, tzinfo=UTC)
@@ -41,33 +42,16 @@ CORPUS = [
 
 
 def make_view(**overrides: Any) -> RequestView:
+    """The shared view with this file's ids, URL and date."""
     fields: dict[str, Any] = {
         "id": RID,
-        "status": "pending",
-        "tool_name": "pay_vendor",
         "tool_args": {"amount": 60000, "vendor": "acme"},
-        "agent_id": "billing-agent",
-        "user_id": "dave",
         "session_id": "s-1",
-        "org_id": None,
-        "rule": "big-payments",
         "summary": "Pay acme 60k",
-        "context": {},
         "created_at": NOW,
-        "expires_at": NOW + timedelta(minutes=10),
-        "approvals_required": 1,
-        "approvers": ["alice", "bob"],
-        "votes": [],
-        "decided_at": None,
-        "decided_by": None,
-        "decided_via": None,
-        "reason": None,
-        "on_timeout": "reject",
-        "submitted_by": "billing-agent",
         "url": URL,
     }
-    fields.update(overrides)
-    return RequestView(**fields)
+    return views.make_view(**{**fields, **overrides})
 
 
 def live(message: dict[str, Any], request_id: str = RID) -> list[str]:

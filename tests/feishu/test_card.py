@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -12,10 +11,11 @@ import pytest
 
 from channels.feishu import CARD_BYTES, MASK, mask_secrets, render_card
 from channels.feishu.card import ARGS_CHARS
-from gate.readmodel import RequestView, VoteView
+from gate.readmodel import VoteView
 from gate.rendering import render_call
 from tests.channels.sizing import filled
 from tests.support.fake_feishu import check_card
+from tests.support.views import make_view
 
 FIXTURES = Path("/work/shared/fixtures")
 NOW = datetime(2026, 11, 21, 10, 0, tzinfo=UTC)
@@ -27,35 +27,6 @@ def fixture(name: str) -> dict[str, Any]:
         pytest.skip(f"fixture {name} not available")
     data: dict[str, Any] = json.loads(path.read_text())
     return data
-
-
-def make_view(**overrides: Any) -> RequestView:
-    base = RequestView(
-        id="01JD0000000000000000000000",
-        status="pending",
-        tool_name="pay_vendor",
-        tool_args={"amount": 60000, "vendor": "ACME"},
-        agent_id="billing-agent",
-        user_id="dave",
-        session_id="s1",
-        org_id=None,
-        rule="big-payments",
-        summary="Pay ACME 60k",
-        context={},
-        created_at=NOW,
-        expires_at=NOW + timedelta(minutes=10),
-        approvals_required=1,
-        approvers=["alice", "bob"],
-        votes=[],
-        decided_at=None,
-        decided_by=None,
-        decided_via=None,
-        reason=None,
-        on_timeout="reject",
-        submitted_by="billing-agent",
-        url="https://gate.example/requests/01JD0000000000000000000000",
-    )
-    return replace(base, **overrides)
 
 
 def walk(node: Any) -> list[dict[str, Any]]:

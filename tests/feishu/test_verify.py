@@ -76,6 +76,7 @@ def test_fake_encryption_round_trips_through_the_channel() -> None:
         encrypt("another key", b'{"a": 1}'),  # wrong key: padding fails
         encrypt("k", b"x" * 16)[:-4] + "AAA=",  # corrupted tail
     ],
+    ids=["not-base64", "no-iv", "wrong-key", "corrupted-tail"],  # encrypt() is random per run
 )
 def test_undecryptable_input_raises_value_error(data: str) -> None:
     with pytest.raises(ValueError):
@@ -142,6 +143,7 @@ def test_without_a_key_the_legacy_signature_is_accepted_as_legacy() -> None:
         (json.dumps({"encrypt": encrypt("another key", b"{}")}).encode(), "undecryptable"),
         (json.dumps({"encrypt": encrypt(KEY, b"[1]")}).encode(), "undecryptable"),
     ],
+    ids=["deep", "list", "not-base64", "wrong-key", "not-an-object"],  # encrypt() is random
 )
 def test_a_signed_body_that_is_not_ours_to_read_is_a_400(body: bytes, code: str) -> None:
     cb = build_callback(body, encrypt_key=KEY, encrypted=False, timestamp=NOW)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from gate.readmodel import RequestView, VoteView
 from gate.rendering import as_text, render_call
 from gate.untrusted import mask_value
 from tests.channels.sizing import filled
+from tests.support import views
 from tests.support.fake_slack import check_blocks, check_modal
 
 PAYLOADS = Path(__file__).resolve().parent / "payloads"
@@ -73,33 +74,15 @@ BIDI = re.compile("[\u202a-\u202e\u2066-\u2069\u200e\u200f\u200b\ufeff\x00-\x08\
 
 
 def make_view(**overrides: Any) -> RequestView:
+    """The shared view with this file's id and URL, outside any session."""
     fields: dict[str, Any] = {
         "id": "01JREQ",
-        "status": "pending",
-        "tool_name": "pay_vendor",
         "tool_args": {"amount": 60000, "vendor": "acme"},
-        "agent_id": "billing-agent",
-        "user_id": "dave",
         "session_id": None,
-        "org_id": None,
-        "rule": "big-payments",
         "summary": "Pay acme 60k",
-        "context": {},
-        "created_at": NOW,
-        "expires_at": NOW + timedelta(minutes=10),
-        "approvals_required": 1,
-        "approvers": ["alice", "bob"],
-        "votes": [],
-        "decided_at": None,
-        "decided_by": None,
-        "decided_via": None,
-        "reason": None,
-        "on_timeout": "reject",
-        "submitted_by": "billing-agent",
         "url": URL,
     }
-    fields.update(overrides)
-    return RequestView(**fields)
+    return views.make_view(**{**fields, **overrides})
 
 
 def rendered(view: RequestView) -> str:

@@ -34,7 +34,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from tests.support.servers import ThreadServer
+from tests.support.servers import LoopbackFake
 
 API_KEY = "sk-ant-api03-fake-key-for-loopback-tests"
 MODEL = "claude-sonnet-4-5-20250929"
@@ -75,7 +75,7 @@ class _Script:
     sent: dict[str, PlannedCall] = field(default_factory=dict)
 
 
-class FakeAnthropic:
+class FakeAnthropic(LoopbackFake):
     """The fake's state and its ASGI app; `start()` serves it on 127.0.0.1:<free port>."""
 
     def __init__(self, api_key: str = API_KEY) -> None:
@@ -92,22 +92,12 @@ class FakeAnthropic:
                 Route("/{rest:path}", self._other, methods=["GET", "POST", "HEAD", "PUT"]),
             ]
         )
-        self.server: ThreadServer | None = None
 
     # -- control --------------------------------------------------------------------------
 
     @property
     def url(self) -> str:
-        assert self.server is not None
-        return self.server.url
-
-    def start(self) -> FakeAnthropic:
-        self.server = ThreadServer(self.app).start()
-        return self
-
-    def stop(self) -> None:
-        if self.server is not None:
-            self.server.stop()
+        return self.base_url
 
     def plan(
         self, name: str, tool_input: dict[str, Any], *, call_id: str | None = None

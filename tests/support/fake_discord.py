@@ -38,7 +38,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from tests.support.discord_shapes import EPHEMERAL, message_problems, modal_problems
-from tests.support.servers import ThreadServer
+from tests.support.servers import LoopbackFake
 
 TOKEN = "MTA5ODc2NTQzMjEwOTg3NjU0Mw.Gfake0.bot-token-for-tests"
 CHANNEL = "1100000000000000001"
@@ -106,7 +106,7 @@ class Delivered:
         return None
 
 
-class FakeDiscord:
+class FakeDiscord(LoopbackFake):
     """The fake's state and its ASGI app; `start()` serves it on 127.0.0.1:<free port>."""
 
     def __init__(self, token: str = TOKEN, channels: tuple[str, ...] = (CHANNEL,)) -> None:
@@ -135,25 +135,17 @@ class FakeDiscord:
                 Route("/api/v10/webhooks/{application}/{token}", self._follow_up, methods=["POST"]),
             ]
         )
-        self.server = ThreadServer(self.app)
 
     # -- control --------------------------------------------------------------------------
 
     @property
     def api_url(self) -> str:
-        return f"{self.server.url}/api/v10"
+        return f"{self.base_url}/api/v10"
 
     @property
     def public_key(self) -> str:
         """The application's public key, as the Developer Portal shows it (64 hex digits)."""
         return self.private_key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw).hex()
-
-    def start(self) -> FakeDiscord:
-        self.server.start()
-        return self
-
-    def stop(self) -> None:
-        self.server.stop()
 
     def snowflake(self) -> str:
         with self.lock:

@@ -29,7 +29,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from tests.support.servers import ThreadServer
+from tests.support.servers import LoopbackFake
 
 APP_ID = "cli_gate_test"
 APP_SECRET = "app-secret-for-tests"
@@ -209,7 +209,7 @@ def _check_button(el: dict[str, Any], problems: list[str], in_form: bool) -> Non
         problems.append("a form submit button needs a name")
 
 
-class FakeFeishu:
+class FakeFeishu(LoopbackFake):
     """The open platform, as far as gate uses it. Thread-safe: tests read while it serves."""
 
     def __init__(self, *, expire: int = 7200, token_delay: float = 0.0) -> None:
@@ -238,20 +238,12 @@ class FakeFeishu:
                 Route("/open-apis/im/v1/messages/{message_id}", self._patch, methods=["PATCH"]),
             ]
         )
-        self.server = ThreadServer(self.app)
 
     # -- lifecycle and commands --------------------------------------------------------------
 
     @property
     def url(self) -> str:
-        return self.server.url
-
-    def start(self) -> FakeFeishu:
-        self.server.start()
-        return self
-
-    def stop(self) -> None:
-        self.server.stop()
+        return self.base_url
 
     def fail(
         self,

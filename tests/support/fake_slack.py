@@ -26,7 +26,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from tests.support.servers import ThreadServer
+from tests.support.servers import LoopbackFake
 
 TOKEN = "xoxb-0000000000-fake-bot-token"
 CHANNEL = "C0APPROVALS"
@@ -71,7 +71,7 @@ class BlockKitError(ValueError):
     """A block that real Slack would refuse with invalid_blocks."""
 
 
-class FakeSlack:
+class FakeSlack(LoopbackFake):
     """The fake's state and its ASGI app; `start()` serves it on 127.0.0.1:<free port>."""
 
     def __init__(self, token: str = TOKEN, channels: tuple[str, ...] = (CHANNEL,)) -> None:
@@ -86,22 +86,12 @@ class FakeSlack:
         self._ts = itertools.count(100)
         self._lock = threading.Lock()
         self.app = Starlette(routes=[Route("/api/{method}", self._handle, methods=["POST"])])
-        self.server: ThreadServer | None = None
 
     # -- control --------------------------------------------------------------------------
 
     @property
     def api_url(self) -> str:
-        assert self.server is not None
-        return f"{self.server.url}/api/"
-
-    def start(self) -> FakeSlack:
-        self.server = ThreadServer(self.app).start()
-        return self
-
-    def stop(self) -> None:
-        if self.server is not None:
-            self.server.stop()
+        return f"{self.base_url}/api/"
 
     def fail(
         self,

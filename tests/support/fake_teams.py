@@ -40,7 +40,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from tests.support.servers import ThreadServer
+from tests.support.servers import LoopbackFake
 
 APP_ID = "6f1c2a8e-3b4d-4e5f-8a9b-0c1d2e3f4a5b"
 APP_PASSWORD = "app-password-for-tests"
@@ -135,7 +135,7 @@ class Message:
         return self.cards[-1]
 
 
-class FakeTeams:
+class FakeTeams(LoopbackFake):
     """Teams, as far as gate uses it. Thread-safe: tests read while it serves."""
 
     def __init__(self, *, token_lifetime: int = 3599) -> None:
@@ -167,20 +167,12 @@ class FakeTeams:
                 Route("/v3/conversations/{conv}/members/{member}", self._member),
             ]
         )
-        self.server = ThreadServer(self.app)
 
     # -- lifecycle and commands ------------------------------------------------------------
 
     @property
     def url(self) -> str:
-        return self.server.url
-
-    def start(self) -> FakeTeams:
-        self.server.start()
-        return self
-
-    def stop(self) -> None:
-        self.server.stop()
+        return self.base_url
 
     def settings(self, **extra: Any) -> dict[str, Any]:
         """The `[channels.teams]` table pointing every URL at this fake."""

@@ -33,7 +33,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from tests.support.servers import ThreadServer
+from tests.support.servers import LoopbackFake
 
 BOT_ID = 7000000001
 TOKEN = f"{BOT_ID}:AAFakeTelegramTokenForGateTests_0123"
@@ -209,7 +209,7 @@ def user(user_id: int, name: str = "Person") -> dict[str, Any]:
 BOT_USER = {"id": BOT_ID, "is_bot": True, "first_name": "gate", "username": BOT_USERNAME}
 
 
-class FakeTelegram:
+class FakeTelegram(LoopbackFake):
     """The Bot API as far as gate uses it. Thread-safe: tests read while it serves."""
 
     def __init__(self, token: str = TOKEN, chats: tuple[int, ...] = (CHAT,)) -> None:
@@ -227,22 +227,12 @@ class FakeTelegram:
         self.app = Starlette(
             routes=[Route("/bot{token}/{method}", self._handle, methods=["POST", "GET"])]
         )
-        self.server: ThreadServer | None = None
 
     # -- control --------------------------------------------------------------------------
 
     @property
     def url(self) -> str:
-        assert self.server is not None
-        return self.server.url
-
-    def start(self) -> FakeTelegram:
-        self.server = ThreadServer(self.app).start()
-        return self
-
-    def stop(self) -> None:
-        if self.server is not None:
-            self.server.stop()
+        return self.base_url
 
     def fail(
         self,

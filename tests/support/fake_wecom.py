@@ -35,7 +35,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from tests.support.servers import ThreadServer
+from tests.support.servers import LoopbackFake
 
 CORP_ID = "ww0123456789abcdef"
 SECRET = "wecom-app-secret-for-tests"
@@ -209,7 +209,7 @@ def _check_options(
         problems.append("option ids must be unique")
 
 
-class FakeWeCom:
+class FakeWeCom(LoopbackFake):
     """The server API, as far as gate uses it. Thread-safe: tests read while it serves."""
 
     def __init__(self, *, expire: int = 7200) -> None:
@@ -238,20 +238,12 @@ class FakeWeCom:
                 Route("/cgi-bin/appchat/send", self._appchat, methods=["POST"]),
             ]
         )
-        self.server = ThreadServer(self.app)
 
     # -- lifecycle and commands --------------------------------------------------------------
 
     @property
     def url(self) -> str:
-        return self.server.url
-
-    def start(self) -> FakeWeCom:
-        self.server.start()
-        return self
-
-    def stop(self) -> None:
-        self.server.stop()
+        return self.base_url
 
     def fail(
         self, kind: str, *, errcode: int, status: int = 200, errmsg: str = "", times: int = 1

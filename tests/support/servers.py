@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import httpx
 import uvicorn
@@ -69,6 +69,30 @@ class ThreadServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class LoopbackFake:
+    """Start and stop for a loopback fake of a platform: its ASGI `app` served by a
+    `ThreadServer` on a fresh port each start (the fakes used to carry a copy of this each)."""
+
+    app: Any
+    server: ThreadServer | None = None
+
+    @property
+    def base_url(self) -> str:
+        """`http://127.0.0.1:<port>` of the running fake."""
+        assert self.server is not None, f"{type(self).__name__} is not started"
+        return self.server.url
+
+    def start(self) -> Self:
+        """Serve the app; returns self so `Fake().start()` reads as one step."""
+        self.server = ThreadServer(self.app).start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving (a no-op when never started)."""
+        if self.server is not None:
+            self.server.stop()
 
 
 _LISTEN = re.compile(rb"Uvicorn running on http://127\.0\.0\.1:(\d+)")
@@ -178,11 +202,21 @@ def _healthy(url: str) -> bool:
         return False
 
 
+#: sockets holding the ports `free_port` handed out, for the life of the test process
+_RESERVED: list[socket.socket] = []
+
+
 def free_port() -> int:
-    """A port that was free a moment ago (for fakes that must be named before they start)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A loopback port where nothing listens, for "the server is down" tests.
+
+    The port stays bound (never listening) until the process exits: a connection to it is
+    refused, and no other test of a parallel run can bind it in the meantime (a port that was
+    merely free a moment ago could be taken by another worker's server).
+    """
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    _RESERVED.append(s)
+    return int(s.getsockname()[1])
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float = 10, interval: float = 0.02) -> Any:
@@ -197,4 +231,4 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 10, interval: floa
         time.sleep(interval)
 
 
-__all__ = ["ServerProcess", "ThreadServer", "free_port", "signal", "wait_until"]
+__all__ = ["LoopbackFake", "ServerProcess", "ThreadServer", "free_port", "signal", "wait_until"]

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -13,6 +12,7 @@ import pytest
 from channels.teams.card import CARD_BYTES, MAX_USER_IDS, render_card
 from gate.offers import Offers
 from gate.readmodel import RequestView, VoteView
+from tests.support import views
 from tests.support.fake_teams import check_card
 from tests.teams.conftest import verbs, walk
 
@@ -24,37 +24,20 @@ HOSTILE = (
 
 
 def make_view(**overrides: Any) -> RequestView:
-    base = RequestView(
-        id="01JD0000000000000000000000",
-        status="pending",
-        tool_name="refund_order",
-        tool_args={"amount": 900, "currency": "EUR", "customer": "c-1"},
-        agent_id="billing-agent",
-        user_id="dave",
-        session_id="s1",
-        org_id=None,
-        rule="refunds",
-        summary="Refund order 42",
-        context={},
-        created_at=NOW,
-        expires_at=NOW + timedelta(minutes=10),
-        approvals_required=1,
-        approvers=["alice", "bob"],
-        votes=[],
-        decided_at=None,
-        decided_by=None,
-        decided_via=None,
-        reason=None,
-        on_timeout="reject",
-        submitted_by="billing-agent",
-        url="https://gate.example/requests/01JD0000000000000000000000",
-        offers=Offers(
+    """The shared view as a refund whose rule offers edits, grants and reasons."""
+    fields: dict[str, Any] = {
+        "tool_name": "refund_order",
+        "tool_args": {"amount": 900, "currency": "EUR", "customer": "c-1"},
+        "rule": "refunds",
+        "summary": "Refund order 42",
+        "created_at": NOW,
+        "offers": Offers(
             editable=("amount", "currency"),
             grant_scopes=("session", "agent"),
             reject_reasons=("wrong customer", "too expensive"),
         ),
-    )
-    return replace(base, **overrides)
+    }
+    return views.make_view(**{**fields, **overrides})
 
 
 def runs(card: dict[str, Any]) -> str:

@@ -3,7 +3,6 @@ hostile text kept inert, secrets masked, and Telegram's limits kept."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -25,41 +24,13 @@ from tests.support.fake_telegram import (
     parse_html,
     utf16_length,
 )
+from tests.support.views import make_view
 
 NOW = datetime(2026, 11, 21, 10, 0, tzinfo=UTC)
 REQUEST = "01JD0000000000000000000000"
 URL = f"https://gate.example/requests/{REQUEST}"
 SECRET = TelegramDriver.CALLBACK_SECRET
 SEALER = Sealer(SECRET)
-
-
-def make_view(**overrides: Any) -> RequestView:
-    base = RequestView(
-        id=REQUEST,
-        status="pending",
-        tool_name="pay_vendor",
-        tool_args={"amount": 60000, "vendor": "ACME"},
-        agent_id="billing-agent",
-        user_id="dave",
-        session_id="s1",
-        org_id=None,
-        rule="big-payments",
-        summary="Pay ACME 60k",
-        context={},
-        created_at=NOW,
-        expires_at=NOW + timedelta(minutes=10),
-        approvals_required=1,
-        approvers=["alice", "bob"],
-        votes=[],
-        decided_at=None,
-        decided_by=None,
-        decided_via=None,
-        reason=None,
-        on_timeout="reject",
-        submitted_by="billing-agent",
-        url=URL,
-    )
-    return replace(base, **overrides)
 
 
 def as_message(view: RequestView) -> Message:

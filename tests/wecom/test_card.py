@@ -15,6 +15,7 @@ from channels.wecom import card
 from gate.offers import Offers
 from gate.readmodel import RequestView
 from gate.rendering import as_text, render_call
+from tests.support import views
 from tests.support.fake_wecom import check_card
 
 NOW = datetime(2026, 11, 21, 10, 0, 0, 123456, tzinfo=UTC)
@@ -27,32 +28,8 @@ HOSTILE = (
 
 
 def make_view(**overrides: Any) -> RequestView:
-    base = RequestView(
-        id="01JD0000000000000000000000",
-        status="pending",
-        tool_name="pay_vendor",
-        tool_args={"amount": 60000, "vendor": "ACME"},
-        agent_id="billing-agent",
-        user_id="dave",
-        session_id="s1",
-        org_id=None,
-        rule="big-payments",
-        summary="Pay ACME 60k",
-        context={},
-        created_at=NOW,
-        expires_at=NOW + timedelta(minutes=10),
-        approvals_required=1,
-        approvers=["alice", "bob"],
-        votes=[],
-        decided_at=None,
-        decided_by=None,
-        decided_via=None,
-        reason=None,
-        on_timeout="reject",
-        submitted_by="billing-agent",
-        url=URL,
-    )
-    return replace(base, **overrides)
+    """The shared view, created at this file's NOW (with microseconds)."""
+    return views.make_view(**{"created_at": NOW, **overrides})
 
 
 def strings(node: Any) -> list[str]:
