@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from gate import linear
+
 Runtime = Literal["claude-code", "codex"]
 RUNTIMES: tuple[Runtime, ...] = ("claude-code", "codex")
 #: the matcher that sends every tool, as each runtime spells it
@@ -87,11 +89,11 @@ def sends(matcher: str | None, runtime: Runtime, tool_name: str) -> bool | None:
     if matcher is None or matcher in ("", "*"):
         return True
     if _EXACT[runtime].fullmatch(matcher):
-        separators = r"[|,]" if runtime == "claude-code" else r"\|"
-        return tool_name in (n.strip() for n in re.split(separators, matcher))
-    try:
-        return re.search(matcher, tool_name) is not None
-    except re.error:
+        names = re.split(r"[|,]", matcher) if runtime == "claude-code" else re.split(r"\|", matcher)
+        return tool_name in (n.strip() for n in names)
+    try:  # RE2: the operator's pattern runs over a name an agent chose, in linear time
+        return linear.compile(matcher).search(tool_name) is not None
+    except Exception:  # a pattern RE2 cannot run (backreferences, lookarounds): unknown
         return None
 
 

@@ -398,6 +398,31 @@ LINEAR_OR_TRUSTED = {
     r"(?:^|[\s\"'/\\])gate(?:\.exe)?[\"']?\s+hook\b|-m\s+gate\.(?:hook|cli\s+hook)\b": (
         "the operator's own agent settings files (gate init)"
     ),
+    # gate.toml's own `when` text (the operator's, not an agent's), tokenized by gate/cel_tokens;
+    # each is a single class or alternatives with disjoint first characters
+    r"(?:[ \t\n\r\f]+|//[^\n]*)+": "CEL whitespace and comments in the operator's policy",
+    r"(?:\d+\.\d+(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+)"
+    r"|0[xX][0-9a-fA-F]+[uU]?|\d+[uU]?": ("CEL number literals in the operator's policy"),
+    r"(?:[rR][bB]?|[bB][rR]?)?(?:\"\"\"|'''|\"|')": "CEL string openers, fixed length",
+    r"\\(?:x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|[0-3][0-7]{2}|[abfnrtv\\?\"'`])": (
+        "CEL escapes, fixed length"
+    ),
+    r"[=!<>]+": "operators in the operator's policy (gate/cel_vocab hints), one class",
+    # a stored row's JSON text (gate/db.py reads old rows): fixed-length, one class
+    r"\\u[dD][89a-fA-F]": "a JSON surrogate escape, fixed length",
+    "[\ud800-\udfff]": "one surrogate code point, one class",
+    # gate init's hook matchers: operator settings and tool names, single classes or literals
+    r"[A-Za-z0-9_]+": "one class",
+    r"[\\.^$|?*+()\[\]{}]": "one character of a class",
+    r"[A-Za-z0-9_\-, |]*": "one class",
+    r"[A-Za-z0-9_|]*": "one class",
+    r"([*?])": "one character of a class",
+    r"\?": "a literal",
+    r"\*": "a literal",
+    r"[|,]": "one character of a class",
+    r"\|": "a literal",
+    r"\s+": "one class",
+    r"[A-Za-z0-9_.:/-]+": "one class",
     # gate's own SQL, compiled by SQLAlchemy once per statement (gate.direct)
     r"%\((\w+)\)s|%%": "placeholders in compiled SQL; literal prefixes, one class",
 }
@@ -416,6 +441,8 @@ def _re_patterns(path: Path) -> Iterator[tuple[int, str | None]]:
         ):
             first = node.args[0] if node.args else None
             literal = first.value if isinstance(first, ast.Constant) else None
+            if isinstance(literal, bytes):  # a bytes pattern is reviewed by its text
+                literal = literal.decode("latin-1")
             yield node.lineno, literal if isinstance(literal, str) else None
 
 
