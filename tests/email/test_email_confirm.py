@@ -42,8 +42,11 @@ def test_the_page_shows_the_request_with_gates_headers(email_gate: Gate, smtp: F
     args = {"amount": 60000, "api_key": "sk-live-abcdef123456"}
     summary = "Pay acme <script>alert(1)</script>"
     request_id = ask(email_gate, args=args, summary=summary, agent_id="billing-bot")
-    url = links(wait_mail(smtp, request_id, ADDRESSES["alice"]))["approve"]
-    r, page = open_link(email_gate, url)
+    # A value masked whole under a secret-named key is never approvable from a mail (it must
+    # be revealed on gate's page first), so the mail's confirm page is opened by its reject link.
+    mail_links = links(wait_mail(smtp, request_id, ADDRESSES["alice"]))
+    assert "approve" not in mail_links
+    r, page = open_link(email_gate, mail_links["reject"])
     # The token is in the URL: no Referer ever carries it on; nothing caches the page.
     assert r.headers["referrer-policy"] == "no-referrer"
     assert r.headers["cache-control"] == "no-store"

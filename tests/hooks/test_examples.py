@@ -57,7 +57,8 @@ def test_claude_code_settings_snippet(live: Live) -> None:
     assert handler["type"] == "command"
     assert handler["timeout"] >= hook_timeout + 30
     matcher = re.compile(entry["matcher"])  # unanchored, like Claude Code's JavaScript regex
-    for tool in ("Bash", "Write", "Edit", "mcp__supabase__execute_sql"):
+    # derived from examples/gate.toml (gate init): every tool its rules name reaches gate
+    for tool in ("Bash", "Write", "Edit", "mcp__github__create_issue", "WebFetch"):
         assert matcher.search(tool)
     assert not matcher.search("Read")
 
