@@ -161,7 +161,8 @@ def test_untrusted_text_cannot_add_headers_or_links(email_gate: Gate, smtp: Fake
     assert mail.message["Bcc"] is None
     # the subject is gate's headline: the agent's summary never reaches a header
     assert "\n" not in str(mail.message["Subject"]) and "Bcc" not in str(mail.message["Subject"])
-    assert "Bcc: evil@example.net" in mail.part("plain")  # in the body, as the agent's claim
+    # in the body, as the agent's claim, its address defanged like any host an agent wrote
+    assert "Bcc: evil@example[.]net" in mail.part("plain")
     html = mail.part("html")
     assert "<img" not in html and "&lt;img" in html
     assert "https://evil" not in html + mail.part("plain")

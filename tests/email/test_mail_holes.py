@@ -46,4 +46,7 @@ def test_bare_domains_and_addresses_from_the_agent_are_defanged(
         assert "billing@pay-desk[.]net" in text
         assert "login[.]microsoftonline[.]com[.]evil[.]io/x" in text
         assert "10[.]0[.]0[.]1/admin" in text
-    assert "approve-now[.]com" in str(mail.message["Subject"])
+    # the subject is gate's headline of the call (the agent's summary never reaches a header),
+    # defanged like the body
+    subject = str(mail.message["Subject"])
+    assert "login[.]microsoftonline[.]com" in subject and "approve-now" not in subject
