@@ -593,7 +593,9 @@ def _feishu_args(card: dict[str, Any]) -> str:
 
 
 def _web_args(page: str) -> str:
-    found = re.search(r'<pre class="json" tabindex="0"><code>(.*?)</code></pre>', page, re.S)
+    found = re.search(
+        r'<pre class="json" tabindex="0" id="args-asked"><code>(.*?)</code></pre>', page, re.S
+    )
     assert found, "no arguments block on the page"
     return html.unescape(found.group(1))
 
