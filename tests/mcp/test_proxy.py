@@ -184,7 +184,9 @@ async def test_approved_call_runs_with_progress_and_its_outcome_is_recorded(
     result = box[0]
     assert not result.is_error and text_of(result) == f"paid {vendor} 60"
     assert ran(marker) == [{"tool": "pay_vendor", "args": {"vendor": vendor, "amount": 60}}]
-    assert all(msg and request["id"] in msg for _, msg in progress)
+    # a beat may come while the ask is in flight ("the request"); once asked, each names it
+    assert all(msg and msg.startswith("Waiting for approval in gate") for _, msg in progress)
+    assert request["id"] in str(progress[-1][1])
     assert [v for v, _ in progress] == sorted(v for v, _ in progress)  # progress only grows
     assert request["session_id"].startswith("mcp-fixture-")
     assert request["agent_id"] == "mcp"  # the SDK client's name from initialize
