@@ -58,6 +58,12 @@ RECORDING = "Recording your decision; the card updates in a moment."
 #: the whole answer to a press from a conversation the request's card was not posted to, the
 #: same whether the request exists, is pending or was decided (and by whom): it tells nothing
 NOT_HERE = "gate does not take actions on this card in this conversation."
+#: a press other than Approve whose request could not be read in time: nothing was done
+BUSY = "gate is busy and did nothing yet: press again in a moment."
+
+
+class NotHere(Exception):
+    """A slow press's request turned out not to have its card in the press's conversation."""
 
 
 class TeamsChannel:
@@ -215,7 +221,11 @@ class TeamsChannel:
         nothing and gets `NOT_HERE`, whoever pressed, so a tenant user in an unrelated chat
         learns neither that the request exists nor who decided it.
         """
-        view = await self.gate.view(action.request_id)
+        read = asyncio.ensure_future(self.gate.view(action.request_id))
+        try:  # the read counts against Teams' answer budget: a slow database must not lose it
+            view = await asyncio.wait_for(asyncio.shield(read), self.ack_budget)
+        except TimeoutError:
+            return self._slow(action, conversation, read)
         if view is None or conversation not in self.targets(view):
             log.info("teams press on a card not in its conversation, by %s", action.object_id)
             return message(NOT_HERE)
@@ -235,6 +245,30 @@ class TeamsChannel:
         if isinstance(click, str):
             return await self._notice(action, conversation, click)
         return await self._decide(action, click, conversation)
+
+    def _slow(
+        self, action: CardAction, conversation: str, read: asyncio.Future[RequestView | None]
+    ) -> dict[str, Any]:
+        """A press whose request could not be read within the budget: an approval goes on in
+        the background once the read shows the card is in this conversation ("Recording...",
+        told late like any slow decision); anything else asks to press again."""
+        self._track(read)
+        click = approve_click(self.name, action) if action.verb == "approve" else None
+        if not isinstance(click, Click):
+            return message(BUSY)
+        task = asyncio.ensure_future(self._act_here(read, click, conversation))
+        self._track(task)
+        self._track(asyncio.ensure_future(self._tell_late(action, conversation, task)))
+        return message(RECORDING)
+
+    async def _act_here(
+        self, read: asyncio.Future[RequestView | None], click: Click, conversation: str
+    ) -> Result:
+        """`click` through gate, only when the request's card is in `conversation`."""
+        view = await read
+        if view is None or conversation not in self.targets(view):
+            raise NotHere(click.request_id)
+        return await self.gate.act(click)
 
     async def _view_for(self, action: CardAction) -> tuple[str | None, RequestView | None]:
         """Why this presser may not act now (None: they may), and the request's view."""
@@ -282,6 +316,12 @@ class TeamsChannel:
         nothing (someone decided first), the presser is told, or they would believe it
         counted. The invoke was answered already, and a bot has no message only one member
         sees: a reply to the card in its conversation @mentions them."""
+        try:
+            await asyncio.shield(decided)
+        except NotHere:
+            return  # not this conversation's card: it is told nothing
+        except Exception:
+            pass  # late_words says deciding failed
         text = await decisions.late_words(decided, self.name)
         if text is None or not conversation:
             return  # recorded (the card the outbox replaces says so), or nowhere to answer
