@@ -158,3 +158,35 @@ def test_a_reply_to_an_unknown_message_is_posted_in_the_conversation(
     (posted,) = [m for m in fake_teams.posted() if "late_text" in json.dumps(m.card)]
     assert posted.conversation == CONVERSATION
     assert fake_teams.card_problems == []
+
+
+def test_a_slow_press_from_another_conversation_acts_on_nothing_and_is_told_nothing(
+    teams_gate_db: Gate, fake_teams: FakeTeams
+) -> None:
+    """The conversation check reads the request within Teams' 4 s: when the database is slow
+    the press is answered in time, and only a card in the press's own conversation is acted
+    on, then or later."""
+    gate = teams_gate_db
+    request_id = ask(gate, user_id="dave")
+    card = _card(fake_teams, request_id)
+    elsewhere = "19:someone-else@thread.v2"
+    pressed = {
+        verb: fake_teams.invoke(
+            verb=verb,
+            data={"request_id": request_id},
+            object_id=object_id("alice"),
+            service_url=fake_teams.url + "/",
+            conversation=elsewhere,
+            reply_to=card.activity_id,
+        )  # fmt: skip
+        for verb in ("approve", "reject")
+    }
+    with requests_locked(gate.settings.server.database_url, 8.0):
+        answers = {verb: send(gate, fake_teams, activity) for verb, activity in pressed.items()}
+    for r in answers.values():
+        assert r.status_code == 200, r.text
+        assert r.json()["type"] == MESSAGE_TYPE  # words only, within the budget
+    # once the lock is gone, the approval from elsewhere still changes nothing and says nothing
+    asyncio.run(asyncio.sleep(1.0))
+    assert state(gate, request_id)["status"] == "pending"
+    assert fake_teams.replies_to(card.activity_id) == []
