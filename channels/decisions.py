@@ -128,6 +128,12 @@ def arguments_within(
     return shown if measure(shown.text) <= room else arguments(view, room // 6, link=link)
 
 
+def recut(view: RequestView, shown: Arguments, room: int, full: int) -> Arguments:
+    """`shown` for a card shrunk to fit its platform: a cut call cut again to `room` characters
+    (the card links the whole call itself) when `room` is less than the card's `full` room."""
+    return arguments(view, room, link=False) if shown.cut and room < full else shown
+
+
 def approvable(view: RequestView, limit: int) -> bool:
     """Whether a card with room for `limit` characters offers approve, edit and approve, or
     approve with a grant: while pending, and only when it shows the whole rendered call (and

@@ -185,8 +185,7 @@ def _arguments(
     """The call as gate renders it, one inert code block: whole, or cut to `args_chars`
     ending with what is not shown, then why the card offers no approval; then the arguments
     the rule's condition reads."""
-    if shown.cut and args_chars < ARGS_CHARS:  # a smaller card: the rendering cut shorter
-        shown = decisions.arguments(view, args_chars, link=False)
+    shown = decisions.recut(view, shown, args_chars, ARGS_CHARS)  # a smaller card: cut shorter
     elements = [
         _div("The call", "args_label"),
         {"tag": "markdown", "element_id": "args", "content": code_block(shown.text)},

@@ -181,8 +181,7 @@ def _arguments(view: RequestView, shown: decisions.Arguments, args_chars: int) -
     `args_chars` ending with what is not shown, then why the card offers no approval."""
     if shown.whole:
         return ["The call:", pre(shown.text)]
-    if shown.cut and args_chars < ARGS_CHARS:  # a smaller card: the rendering cut shorter
-        shown = decisions.arguments(view, args_chars, link=False)
+    shown = decisions.recut(view, shown, args_chars, ARGS_CHARS)  # a smaller card: cut shorter
     return ["The call:", pre(shown.text), escape(shown.note("Telegram"))]
 
 
