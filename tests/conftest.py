@@ -17,8 +17,10 @@ from gate.app import create_app
 from gate.config import Settings
 from gate.state import AppState
 from tests.support import config as cfg
+from tests.support.databases import migrated_sqlite
 from tests.support.embedded_pg import embedded_postgres_url
 from tests.support.embedded_pg import failure as embedded_failure
+from tests.support.http import TLS
 from tests.support.servers import ThreadServer
 
 PG_ENV = "GATE_TEST_POSTGRES_URL"
@@ -34,10 +36,27 @@ PG_SKIP = (
 # -- databases ------------------------------------------------------------------------------
 
 
+# Migrating a database costs about a quarter of a second of CPU, and some two thousand tests
+# each want one: each test process migrates one template per database once, and every test
+# gets a copy of it (a file copy on SQLite, tests/support/databases.py; `CREATE DATABASE ...
+# TEMPLATE` on PostgreSQL).
+# A test of the migrations themselves asks for an empty database with `fresh_database`.
+FRESH = "fresh_database"
+
+
+def _wants_fresh(request: pytest.FixtureRequest) -> bool:
+    return request.node.get_closest_marker(FRESH) is not None
+
+
+def _sqlite_copy(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    path = tmp_path / "gate.db"
+    return f"sqlite:///{path}" if _wants_fresh(request) else migrated_sqlite(path)
+
+
 @pytest.fixture
-def sqlite_url(tmp_path: Path) -> str:
-    """A fresh SQLite file."""
-    return f"sqlite:///{tmp_path / 'gate.db'}"
+def sqlite_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A SQLite file of its own, already migrated (empty with the `fresh_database` mark)."""
+    return _sqlite_copy(request, tmp_path)
 
 
 def _pg_skip() -> str:
@@ -53,22 +72,50 @@ def _pg_admin_url() -> str | None:
 
 
 @pytest.fixture
-def postgres_url() -> Iterator[str]:
-    """A fresh PostgreSQL database, dropped afterwards; skipped when not configured."""
+def postgres_url(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A PostgreSQL database of its own, already migrated (empty with the `fresh_database`
+    mark), dropped afterwards; skipped when not configured."""
     admin = _pg_admin_url()
     if not admin:
         pytest.skip(_pg_skip())
-    yield from _temporary_pg_database(admin)
+    yield from _temporary_pg_database(admin, _pg_template(request))
 
 
-def _temporary_pg_database(admin_url: str) -> Iterator[str]:
+def _pg_template(request: pytest.FixtureRequest) -> str | None:
+    """The migrated template database of this test process, or None for an empty one."""
+    if _wants_fresh(request):
+        return None
+    name: str = request.getfixturevalue("_postgres_template")
+    return name
+
+
+@pytest.fixture(scope="session")
+def _postgres_template() -> Iterator[str]:
+    """A PostgreSQL database migrated to head once per test process, to copy from."""
+    from gate.db import normalise_url, upgrade
+
+    admin = _pg_admin_url()
+    assert admin
+    name = f"gate_template_{uuid.uuid4().hex[:12]}"
+    engine = sa.create_engine(normalise_url(admin), isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    upgrade(sa.make_url(normalise_url(admin)).set(database=name).render_as_string(False))
+    yield name
+    with engine.connect() as conn:
+        conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    engine.dispose()
+
+
+def _temporary_pg_database(admin_url: str, template: str | None) -> Iterator[str]:
     from gate.db import normalise_url
 
     admin = normalise_url(admin_url)
     name = f"gate_test_{uuid.uuid4().hex[:12]}"
     engine = sa.create_engine(admin, isolation_level="AUTOCOMMIT")
+    copy = f' TEMPLATE "{template}"' if template else ""
     with engine.connect() as conn:
-        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"{copy}'))
     url = sa.make_url(admin).set(database=name).render_as_string(hide_password=False)
     try:
         yield url
@@ -91,12 +138,12 @@ def _temporary_pg_database(admin_url: str) -> Iterator[str]:
 def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """Each database-facing test runs on SQLite and on PostgreSQL."""
     if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'gate.db'}"
+        yield _sqlite_copy(request, tmp_path)
         return
     admin = _pg_admin_url()
     if not admin:
         pytest.skip(_pg_skip())
-    yield from _temporary_pg_database(admin)
+    yield from _temporary_pg_database(admin, _pg_template(request))
 
 
 # -- live servers ---------------------------------------------------------------------------
@@ -117,7 +164,7 @@ class Gate:
 
     def client(self, token: str | None = None, **kwargs: Any) -> httpx.Client:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        return httpx.Client(base_url=self.url, headers=headers, timeout=30, **kwargs)
+        return httpx.Client(base_url=self.url, headers=headers, timeout=30, **kwargs, verify=TLS)
 
     def submit(self, token: str = cfg.AGENT, **body: Any) -> dict[str, Any]:
         with self.client(token) as c:
@@ -170,6 +217,15 @@ def gate(make_gate: GateFactory, db_url: str) -> Gate:
 def gate_sqlite(make_gate: GateFactory) -> Gate:
     """A gate on SQLite only, for tests that are not about the database."""
     return make_gate()
+
+
+# -- the run ---------------------------------------------------------------------------------
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto`: two workers per core. Much of a test's time is waiting (a server starting, a
+    long-poll, a subprocess), so one worker per core leaves a third of the CPU idle."""
+    return 2 * (os.cpu_count() or 1)
 
 
 # -- the end of a run -----------------------------------------------------------------------

@@ -9,6 +9,7 @@ import httpx
 import pytest
 
 from gate.logs import configure_logging
+from tests.support.http import TLS
 
 SECRET = "123456:AAH-bot-token-in-the-path"
 
@@ -30,7 +31,7 @@ def test_request_urls_stay_out_of_the_log_even_at_debug(
 ) -> None:
     configure_logging("DEBUG")
     transport = httpx.MockTransport(lambda request: httpx.Response(200, json={"ok": True}))
-    with httpx.Client(transport=transport) as client:
+    with httpx.Client(transport=transport, verify=TLS) as client:
         client.post(f"https://api.telegram.org/bot{SECRET}/sendMessage", json={})
     logging.getLogger("gate.test").debug("gate's own debug lines still show")
 

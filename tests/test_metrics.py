@@ -10,11 +10,12 @@ from prometheus_client.parser import text_string_to_metric_families
 from gate.models import Delivery
 from tests.conftest import Gate
 from tests.support import config as cfg
+from tests.support.http import TLS
 from tests.support.servers import wait_until
 
 
 def _scrape(gate: Gate) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    r = httpx.get(gate.url + "/metrics", timeout=10)
+    r = httpx.get(gate.url + "/metrics", timeout=10, verify=TLS)
     assert r.status_code == 200
     assert r.headers["content-type"].startswith("text/plain")
     samples = {}

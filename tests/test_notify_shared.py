@@ -9,6 +9,7 @@ import httpx
 from gate.notify import Event, Notifier
 from tests.conftest import Gate
 from tests.support import config as cfg
+from tests.support.http import TLS
 
 
 async def test_waiters_woken_together_share_one_read() -> None:
@@ -74,7 +75,9 @@ async def test_many_waiters_on_one_request_all_see_the_decision(gate: Gate) -> N
     request_id = gate.submit(tool_name="ask_fanout", tool_args={})["request"]["id"]
     headers = {"Authorization": f"Bearer {cfg.AGENT}"}
     limits = httpx.Limits(max_connections=300)
-    async with httpx.AsyncClient(base_url=gate.url, headers=headers, limits=limits) as client:
+    async with httpx.AsyncClient(
+        base_url=gate.url, headers=headers, limits=limits, verify=TLS
+    ) as client:
         waiters = [
             asyncio.create_task(
                 client.get(f"/v1/requests/{request_id}/wait?timeout=30", timeout=60)

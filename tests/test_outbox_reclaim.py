@@ -18,7 +18,9 @@ import httpx
 from gate import outbox
 from tests.email.conftest import ADDRESSES, LINK_SECRET
 from tests.support import config as cfg
+from tests.support.databases import migrated_sqlite
 from tests.support.fake_smtp import FakeSMTP
+from tests.support.http import TLS
 from tests.support.servers import ServerProcess, wait_until
 
 #: the lease (6 s) plus a pump interval, with room for a slow host
@@ -52,12 +54,12 @@ def test_a_killed_replicas_claimed_card_is_sent_by_another_within_seconds(
     tmp_path: Path,
 ) -> None:
     smtp = FakeSMTP().start()
-    config = _config(tmp_path / "gate.toml", f"sqlite:///{tmp_path / 'gate.db'}", smtp)
+    config = _config(tmp_path / "gate.toml", migrated_sqlite(tmp_path / "gate.db"), smtp)
     first = ServerProcess(config, log_path=tmp_path / "first.log").start()
     second = ServerProcess(config, log_path=tmp_path / "second.log").start()  # a live replica
     try:
         with smtp.stall() as stalled:
-            with httpx.Client(base_url=first.url, timeout=10) as c:
+            with httpx.Client(base_url=first.url, timeout=10, verify=TLS) as c:
                 asked = c.post(
                     "/v1/gate",
                     json={"tool_name": "pay_vendor", "tool_args": {"amount": 60000}},

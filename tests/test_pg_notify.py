@@ -18,6 +18,7 @@ from gate.notify import Event
 from gate.notify_pg import APPLICATION_NAME, CHANNEL, PostgresNotifier, libpq_url
 from tests.conftest import Gate, GateFactory
 from tests.support import config as cfg
+from tests.support.http import TLS
 from tests.support.servers import wait_until
 
 pytestmark = pytest.mark.postgres
@@ -65,7 +66,7 @@ def pool() -> Iterator[ThreadPoolExecutor]:
 def _wait(gate: Gate, request_id: str) -> dict[str, Any]:
     """Long-poll like a hook: loop until the request is final."""
     headers = {"Authorization": f"Bearer {cfg.AGENT}"}
-    with httpx.Client(base_url=gate.url, headers=headers, timeout=90) as c:
+    with httpx.Client(base_url=gate.url, headers=headers, timeout=90, verify=TLS) as c:
         while True:
             r = c.get(f"/v1/requests/{request_id}/wait", params={"timeout": 60})
             assert r.status_code == 200, r.text
@@ -182,7 +183,7 @@ def test_every_listener_cut_at_once(replicas: tuple[Gate, Gate], postgres_url: s
             wait_until(lambda g=gate: _notifier(g).connects >= 2 and _notifier(g).backend_pid)
         # The replicas still serve everything else while and after the listener is cut.
         req = b.submit(tool_name="ask_after", tool_args={})["request"]
-        with httpx.Client(base_url=a.url, timeout=30) as c:
+        with httpx.Client(base_url=a.url, timeout=30, verify=TLS) as c:
             assert c.get("/readyz").status_code == 200
         seen_on_a = _collect_events(a)
         assert b.decide(req["id"], cfg.ALICE, "approve").status_code == 200

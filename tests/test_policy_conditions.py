@@ -27,6 +27,7 @@ from gate.policy import CallFacts, Policy
 from gate.policy_check import check, hint_for_syntax
 from tests.conftest import GateFactory
 from tests.support import config as cfg
+from tests.support.databases import migrated_sqlite
 
 #: activations the runtime check runs refused conditions against: every shape an argument
 #: can take, so "never true" is shown for each
@@ -155,7 +156,7 @@ def _gate(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_policy_check_names_every_bad_rule_with_its_hint(tmp_path: Path) -> None:
-    data = cfg.settings_data(f"sqlite:///{tmp_path / 'gate.db'}")
+    data = cfg.settings_data(migrated_sqlite(tmp_path / "gate.db"))
     data["rules"] = [
         {"name": "rm", "tools": ["Bash"], "when": "command.contains('rm')"},
         {"name": "fine", "tools": ["Write"], "when": "args.file_path.startsWith('/etc')"},
@@ -174,7 +175,7 @@ def test_policy_check_names_every_bad_rule_with_its_hint(tmp_path: Path) -> None
 
 
 def test_serve_refuses_to_start_on_a_condition_that_can_only_fail(tmp_path: Path) -> None:
-    data = cfg.settings_data(f"sqlite:///{tmp_path / 'gate.db'}")
+    data = cfg.settings_data(migrated_sqlite(tmp_path / "gate.db"))
     data["rules"] = [{"name": "rm", "tools": ["Bash"], "when": "command.contains('rm')"}]
     path = tmp_path / "gate.toml"
     path.write_text(cfg.to_toml(data))

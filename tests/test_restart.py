@@ -13,12 +13,13 @@ from typing import Any
 import httpx
 
 from tests.support import config as cfg
+from tests.support.http import TLS
 from tests.support.servers import ServerProcess, wait_until
 
 
 def _client(server: ServerProcess, token: str) -> httpx.Client:
     return httpx.Client(
-        base_url=server.url, headers={"Authorization": f"Bearer {token}"}, timeout=30
+        base_url=server.url, headers={"Authorization": f"Bearer {token}"}, timeout=30, verify=TLS
     )
 
 
@@ -32,6 +33,7 @@ def _wait_through_restarts(url_of: Any, request_id: str, result: dict[str, Any])
                 params={"timeout": 5},
                 headers={"Authorization": f"Bearer {cfg.AGENT}"},
                 timeout=10,
+                verify=TLS,
             )
             body = r.json()
             if body.get("status") not in (None, "pending"):

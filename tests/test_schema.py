@@ -6,6 +6,7 @@ import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
 import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
@@ -16,6 +17,8 @@ from gate.db import Database, normalise_url, upgrade
 from gate.models import ConfirmationRequest, utcnow
 
 ROOT = Path(__file__).resolve().parent.parent
+#: these tests run the migrations themselves, from an empty database
+pytestmark = pytest.mark.fresh_database
 
 
 def test_migrated_schema_equals_models(db_url: str) -> None:

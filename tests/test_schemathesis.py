@@ -9,6 +9,7 @@ schemathesis can check that (documented status codes, content types and bodies).
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,13 +25,15 @@ from schemathesis.checks import CheckFunction
 
 from gate.app import create_app
 from tests.support import config as cfg
+from tests.support.http import TLS
 from tests.support.servers import ThreadServer
 
 pytestmark = pytest.mark.slow
 
-#: per operation, caller and mode: up to 15 x 2 x 2 x 80 = 4,800 cases;
-#: hypothesis stops early on operations with few distinct inputs (~3,200 sent, ~100 s)
-EXAMPLES = 80
+#: per operation, caller and mode: up to 15 x 2 x 2 x 30 = 1,800 cases; hypothesis stops
+#: early on operations with few distinct inputs. The same cases every run (derandomized): a
+#: deeper search is `GATE_TEST_SCHEMATHESIS_EXAMPLES=200 pytest tests/test_schemathesis.py`.
+EXAMPLES = int(os.environ.get("GATE_TEST_SCHEMATHESIS_EXAMPLES", "30"))
 SETTINGS = settings(
     max_examples=EXAMPLES,
     deadline=None,
@@ -58,7 +61,9 @@ def live_gate(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadServer
 
 def _fresh_request(server: ThreadServer) -> str:
     """A new pending request, so generated bodies reach the code behind the 404."""
-    with httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {cfg.AGENT}"}) as c:
+    with httpx.Client(
+        base_url=server.url, headers={"Authorization": f"Bearer {cfg.AGENT}"}, verify=TLS
+    ) as c:
         r = c.post("/v1/gate", json={"tool_name": "ask_schemathesis", "tool_args": {"n": 1}})
     request_id: str = r.json()["request"]["id"]
     return request_id
@@ -108,6 +113,6 @@ def test_generated_cases(live_gate: ThreadServer, token: str | None, mode: Gener
         except Exception as exc:
             exc.add_note(f"operation: {operation.label} ({mode.value})")
             raise
-    # Hypothesis stops early when an operation has few distinct inputs; still, thousands.
+    # Hypothesis stops early when an operation has few distinct inputs; still, hundreds.
     print(f"{sum(statuses.values())} cases, by status: {dict(sorted(statuses.items()))}")  # noqa: T201
-    assert sum(statuses.values()) >= 300
+    assert sum(statuses.values()) >= 6 * EXAMPLES

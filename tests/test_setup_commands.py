@@ -10,6 +10,8 @@ from pathlib import Path
 import httpx
 
 from tests.support import config as cfg
+from tests.support.databases import migrated_sqlite
+from tests.support.http import TLS
 from tests.support.servers import ServerProcess
 
 
@@ -34,7 +36,7 @@ def test_tokens_new_prints_a_token_once_and_an_entry_that_stores_only_its_hash(
     assert token not in "\n".join(entry)  # only the hash goes into gate.toml
     assert "shown once" in made.stderr
     # the printed entry, pasted into gate.toml, makes the token work (and nothing else does)
-    data = cfg.settings_data(f"sqlite:///{tmp_path / 'gate.db'}")
+    data = cfg.settings_data(migrated_sqlite(tmp_path / "gate.db"))
     data["tokens"] = [t for t in data["tokens"] if t["role"] != "agent"]
     path = tmp_path / "gate.toml"
     path.write_text(cfg.to_toml(data) + "\n" + "\n".join(entry) + "\n")
@@ -42,11 +44,17 @@ def test_tokens_new_prints_a_token_once_and_an_entry_that_stores_only_its_hash(
     try:
         body = {"tool_name": "read_file", "tool_args": {}}
         ok = httpx.post(
-            server.url + "/v1/gate", json=body, headers={"Authorization": f"Bearer {token}"}
+            server.url + "/v1/gate",
+            json=body,
+            headers={"Authorization": f"Bearer {token}"},
+            verify=TLS,
         )
         assert ok.status_code == 200 and ok.json()["decision"] == "allow", ok.text
         bad = httpx.post(
-            server.url + "/v1/gate", json=body, headers={"Authorization": f"Bearer {token}x"}
+            server.url + "/v1/gate",
+            json=body,
+            headers={"Authorization": f"Bearer {token}x"},
+            verify=TLS,
         )
         assert bad.status_code == 401
     finally:
@@ -59,7 +67,7 @@ def test_an_approver_token_needs_its_approver() -> None:
 
 
 def test_the_api_and_requests_show_carry_the_requests_context(tmp_path: Path) -> None:
-    path = cfg.write_config(tmp_path / "gate.toml", f"sqlite:///{tmp_path / 'gate.db'}")
+    path = cfg.write_config(tmp_path / "gate.toml", migrated_sqlite(tmp_path / "gate.db"))
     server = ServerProcess(path).start()
     try:
         context = {"cwd": "/srv/app", "permission_mode": "default", "transcript_path": "/t"}
@@ -70,10 +78,10 @@ def test_the_api_and_requests_show_carry_the_requests_context(tmp_path: Path) ->
             "context": context,
         }
         headers = {"Authorization": f"Bearer {cfg.AGENT}"}
-        rid = httpx.post(server.url + "/v1/gate", json=body, headers=headers).json()["request"][
-            "id"
-        ]
-        got = httpx.get(server.url + f"/v1/requests/{rid}", headers=headers).json()
+        rid = httpx.post(server.url + "/v1/gate", json=body, headers=headers, verify=TLS).json()[
+            "request"
+        ]["id"]
+        got = httpx.get(server.url + f"/v1/requests/{rid}", headers=headers, verify=TLS).json()
         assert got["context"] == context and got["session_id"] == "sess-42"
         assert got["submitted_by"] == "billing-agent"
         shown = _gate("requests", "--url", server.url, "--token", cfg.ADMIN, "show", rid)
@@ -100,6 +108,6 @@ def test_a_second_serve_on_a_busy_port_fails_before_touching_its_database(
         assert f"cannot listen on 127.0.0.1:{first.port}" in done.stderr
         assert "Traceback" not in done.stderr
         assert not second_db.exists()  # nothing was created or migrated
-        assert httpx.get(first.url + "/healthz").status_code == 200
+        assert httpx.get(first.url + "/healthz", verify=TLS).status_code == 200
     finally:
         first.stop()

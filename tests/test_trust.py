@@ -19,6 +19,7 @@ import httpx
 import pytest
 
 from tests.support import config as cfg
+from tests.support.http import TLS
 from tests.support.servers import ServerProcess
 
 #: an agent token that belongs to approver alice (her own agent)
@@ -88,7 +89,7 @@ def served(db_url: str, tmp_path: Path) -> Iterator[str]:
 
 def _call(url: str, token: str, method: str, path: str, body: Any = None) -> httpx.Response:
     headers = {"Authorization": f"Bearer {token}"}
-    return httpx.request(method, url + path, json=body, headers=headers, timeout=30)
+    return httpx.request(method, url + path, json=body, headers=headers, timeout=30, verify=TLS)
 
 
 def ask(url: str, token: str = cfg.AGENT, **body: Any) -> dict[str, Any]:

@@ -32,6 +32,7 @@ from tests.slack.conftest import SIGNING_SECRET
 from tests.support import config as cfg
 from tests.support.fake_feishu import APP_ID, APP_SECRET, FakeFeishu, check_card
 from tests.support.fake_slack import CHANNEL, TOKEN, FakeSlack, check_blocks
+from tests.support.http import TLS
 from tests.support.servers import wait_until
 from tests.web.conftest import sign_in
 
@@ -689,7 +690,7 @@ def test_a_one_megabyte_hostile_argument_does_not_stall_other_requests(
     worker = threading.Thread(target=submit)
     worker.start()
     slowest = 0.0
-    with httpx.Client(base_url=everywhere.url, timeout=30) as client:
+    with httpx.Client(base_url=everywhere.url, timeout=30, verify=TLS) as client:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             start = time.monotonic()

@@ -38,6 +38,8 @@ from gate.hook import urllib_sender
 from gate.toolcall import Call, Verdict
 from tests.conftest import Gate, GateFactory
 from tests.support import config as cfg
+from tests.support.databases import migrated_sqlite
+from tests.support.http import TLS
 from tests.support.servers import ServerProcess, wait_until
 
 # -- the numbers ----------------------------------------------------------------------------
@@ -79,7 +81,7 @@ def test_gate_serve_raises_its_open_file_limit(tmp_path: Path) -> None:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if hard == resource.RLIM_INFINITY or hard <= 1024:
         pytest.skip("needs a finite hard open-file limit above 1024")
-    path = cfg.write_config(tmp_path / "gate.toml", f"sqlite:///{tmp_path / 'gate.db'}")
+    path = cfg.write_config(tmp_path / "gate.toml", migrated_sqlite(tmp_path / "gate.db"))
     server = ServerProcess(path)
     resource.setrlimit(resource.RLIMIT_NOFILE, (1024, hard))  # inherited by the child
     try:
@@ -107,7 +109,7 @@ RESERVE = 32  # the default for a cap of 64: at least 32, at most half
 def small(tmp_path: Path) -> Iterator[ServerProcess]:
     """`gate serve` with a connection cap of 64 (32 of them for long-polls)."""
     path = cfg.write_config(
-        tmp_path / "gate.toml", f"sqlite:///{tmp_path / 'gate.db'}", max_connections=CAP
+        tmp_path / "gate.toml", migrated_sqlite(tmp_path / "gate.db"), max_connections=CAP
     )
     server = ServerProcess(path).start()
     try:
@@ -157,7 +159,7 @@ def ask(client: httpx.Client, tool: str) -> str:
 def test_waiters_filling_their_share_leave_room_to_ask_decide_and_sign_in(
     small: ServerProcess,
 ) -> None:
-    with httpx.Client(base_url=small.url, timeout=10) as client:
+    with httpx.Client(base_url=small.url, timeout=10, verify=TLS) as client:
         parked_id = ask(client, "ask_parked")
         other_id = ask(client, "ask_other")
         waiting = park(small.port, parked_id, CAP - RESERVE)

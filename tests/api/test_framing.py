@@ -26,6 +26,7 @@ from gate.app import create_app
 from gate.config import Settings
 from gate.server import GateServer, listen, server_config
 from tests.support import config as cfg
+from tests.support.databases import migrated_sqlite
 
 BIG = 600_000  # over the 256 KiB body limit
 
@@ -41,7 +42,7 @@ class Served:
 
 def _serve(tmp_path: Path, parser: str, **server: object) -> Iterator[Served]:
     settings = Settings(
-        **cfg.settings_data(f"sqlite:///{tmp_path / 'gate.db'}", **server)  # type: ignore[arg-type]
+        **cfg.settings_data(migrated_sqlite(tmp_path / "gate.db"), **server)  # type: ignore[arg-type]
     )
     sock = listen("127.0.0.1", 0)
     app = create_app(settings)

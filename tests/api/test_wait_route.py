@@ -18,6 +18,7 @@ from gate.api.lean import GateAPI, LeanRoutes, plain_timeout
 from gate.config import Settings
 from tests.conftest import Gate, GateFactory
 from tests.support import config as cfg
+from tests.support.http import TLS
 
 SECURITY = ("content-security-policy", "x-frame-options", "x-content-type-options")
 #: the same query as the plain `timeout=0`, in a form only the FastAPI route parses
@@ -41,7 +42,7 @@ def wait(
     sent = {"X-Request-ID": "wait-test-1", **headers}
     if token:
         sent.setdefault("Authorization", f"Bearer {token}")
-    with httpx.Client(base_url=gate.url, headers=sent, timeout=30) as c:
+    with httpx.Client(base_url=gate.url, headers=sent, timeout=30, verify=TLS) as c:
         return c.get(f"/v1/requests/{request_id}/wait", params={"timeout": timeout})
 
 
@@ -216,7 +217,9 @@ async def test_waiters_of_one_request_are_woken_and_share_one_encoding(gate: Gat
     n = 40
     headers = {"Authorization": f"Bearer {cfg.AGENT}"}
     limits = httpx.Limits(max_connections=n + 5)
-    async with httpx.AsyncClient(base_url=gate.url, headers=headers, limits=limits) as client:
+    async with httpx.AsyncClient(
+        base_url=gate.url, headers=headers, limits=limits, verify=TLS
+    ) as client:
         waiters = [
             asyncio.create_task(
                 client.get(f"/v1/requests/{request_id}/wait?timeout=30", timeout=60)

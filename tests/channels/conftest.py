@@ -19,6 +19,7 @@ from tests.channels.drivers import DRIVERS, Driver
 from tests.conftest import Gate
 from tests.support import config as cfg
 from tests.support.chat_rules import CHAT_RULES
+from tests.support.databases import migrated_sqlite
 from tests.support.servers import ThreadServer
 
 #: the longest a request may run: two Extends (+15 min each) past the 10 min rules, so a
@@ -67,7 +68,7 @@ def driver(request: pytest.FixtureRequest) -> Iterator[Driver]:
 def gate(driver: Driver, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gate]:
     """A real gate (SQLite) whose only channel is the driver's, talking to its fake."""
     folder: Path = tmp_path_factory.mktemp(f"contract-{driver.name}")
-    settings = contract_settings(driver, f"sqlite:///{folder / 'gate.db'}")
+    settings = contract_settings(driver, migrated_sqlite(folder / "gate.db"))
     server = ThreadServer(create_app(settings)).start()
     driver.attach(server.url)
     try:

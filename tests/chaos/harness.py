@@ -32,6 +32,7 @@ import sqlalchemy as sa
 from gate.db import normalise_url
 from tests.support import config as cfg
 from tests.support.fake_slack import CHANNEL, FakeSlack
+from tests.support.http import TLS
 from tests.support.servers import ServerProcess, wait_until
 
 TERMINAL = {"approved", "rejected", "expired", "cancelled"}
@@ -126,7 +127,9 @@ class Chaos:
         # One pooled client for every thread: building an httpx.Client costs ~90 ms of CPU
         # (its TLS context), which with hundreds of threads would throttle the workload.
         self.http = httpx.Client(
-            timeout=15, limits=httpx.Limits(max_connections=1000, max_keepalive_connections=300)
+            timeout=15,
+            limits=httpx.Limits(max_connections=1000, max_keepalive_connections=300),
+            verify=TLS,
         )
 
     # -- clients --------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from channels.discord.interaction import parse_interaction
 from tests.discord.conftest import fixture
 from tests.support.discord_shapes import message_problems, modal_problems
 from tests.support.fake_discord import CHANNEL, FakeDiscord
+from tests.support.http import TLS
 
 RID = "01JREQ0000000000000000000A"
 BUTTON = {"type": 2, "style": 1, "label": "Go", "custom_id": "a"}
@@ -73,12 +74,17 @@ def test_the_modal_check_refuses_what_discord_refuses() -> None:
 def test_the_api_refuses_a_wrong_token_and_a_missing_user_agent(fake_discord: FakeDiscord) -> None:
     url = f"{fake_discord.api_url}/channels/{CHANNEL}/messages"
     agent = {"User-Agent": "DiscordBot (https://example.org, 1)"}
-    r = httpx.post(url, json=GOOD, headers={"Authorization": "Bot wrong", **agent})
+    r = httpx.post(url, json=GOOD, headers={"Authorization": "Bot wrong", **agent}, verify=TLS)
     assert (r.status_code, r.json()["code"]) == (401, 0)
-    r = httpx.post(url, json=GOOD, headers={"Authorization": f"Bot {fake_discord.token}"})
+    r = httpx.post(
+        url, json=GOOD, headers={"Authorization": f"Bot {fake_discord.token}"}, verify=TLS
+    )
     assert r.status_code == 400
     r = httpx.post(
-        url, json=GOOD, headers={"Authorization": f"Bearer {fake_discord.token}", **agent}
+        url,
+        json=GOOD,
+        headers={"Authorization": f"Bearer {fake_discord.token}", **agent},
+        verify=TLS,
     )
     assert r.status_code == 401
     assert fake_discord.posted() == []

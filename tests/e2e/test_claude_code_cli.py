@@ -33,7 +33,9 @@ import httpx
 import pytest
 
 from tests.support import config as cfg
+from tests.support.databases import migrated_sqlite
 from tests.support.fake_anthropic import API_KEY, MODEL, FakeAnthropic, PlannedCall
+from tests.support.http import TLS
 from tests.support.servers import ServerProcess, free_port
 
 pytestmark = pytest.mark.slow
@@ -141,7 +143,7 @@ def gate_executable() -> str:
 def gate_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     """One real `gate serve` for the module: every Bash call needs someone from finance."""
     home = tmp_path_factory.mktemp("gate")
-    data = cfg.settings_data(f"sqlite:///{home / 'gate.db'}")
+    data = cfg.settings_data(migrated_sqlite(home / "gate.db"))
     data["rules"] = [SHELL_RULE, *data["rules"]]
     path = home / "gate.toml"
     path.write_text(cfg.to_toml(data))
@@ -292,7 +294,7 @@ class Approver(threading.Thread):
         admin = {"Authorization": f"Bearer {cfg.ADMIN}"}
         alice = {"Authorization": f"Bearer {cfg.ALICE}"}
         deadline = time.monotonic() + CLI_TIMEOUT
-        with httpx.Client(base_url=self.gate_url, timeout=10) as http:
+        with httpx.Client(base_url=self.gate_url, timeout=10, verify=TLS) as http:
             while time.monotonic() < deadline and not self.cli_done.is_set():
                 params = {"status": "pending", "tool_name": "Bash"}
                 items = http.get("/v1/requests", params=params, headers=admin).json()["items"]
@@ -349,7 +351,9 @@ def assert_clean_exchange(model: FakeAnthropic, outcome: Outcome) -> None:
 
 
 def request_of(gate_url: str, request_id: str) -> dict[str, Any]:
-    with httpx.Client(base_url=gate_url, headers={"Authorization": f"Bearer {cfg.ADMIN}"}) as c:
+    with httpx.Client(
+        base_url=gate_url, headers={"Authorization": f"Bearer {cfg.ADMIN}"}, verify=TLS
+    ) as c:
         found: dict[str, Any] = c.get(f"/v1/requests/{request_id}").json()
     return found
 

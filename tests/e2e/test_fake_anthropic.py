@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from tests.support.fake_anthropic import API_KEY, MODEL, FakeAnthropic
+from tests.support.http import TLS
 
 CAPTURE = Path(__file__).parent / "fixtures" / "anthropic_stream_tool_use.txt"
 BASH = {"name": "Bash", "description": "run a command", "input_schema": {"type": "object"}}
@@ -46,7 +47,7 @@ def read_sse(text: str) -> list[tuple[str, dict[str, Any]]]:
 def ask(fake: FakeAnthropic, messages: list[dict[str, Any]], **extra: Any) -> httpx.Response:
     body = {"model": MODEL, "max_tokens": 1024, "messages": messages, "tools": [BASH], **extra}
     headers = {"x-api-key": API_KEY, "anthropic-version": "2023-06-01"}
-    return httpx.post(f"{fake.url}/v1/messages", json=body, headers=headers, timeout=10)
+    return httpx.post(f"{fake.url}/v1/messages", json=body, headers=headers, timeout=10, verify=TLS)
 
 
 def test_a_streamed_tool_use_has_the_captured_shapes(fake: FakeAnthropic) -> None:
@@ -95,11 +96,13 @@ def test_bad_requests_are_refused_and_recorded(fake: FakeAnthropic) -> None:
         f"{fake.url}/v1/messages",
         json={"model": MODEL, "max_tokens": 1, "messages": [{"role": "user", "content": "x"}]},
         headers={"x-api-key": "sk-wrong"},
+        verify=TLS,
     )
     no_messages = httpx.post(
         f"{fake.url}/v1/messages",
         json={"model": MODEL, "max_tokens": 1, "messages": []},
         headers={"x-api-key": API_KEY},
+        verify=TLS,
     )
     stray = {"type": "tool_result", "tool_use_id": "toolu_never_sent", "content": "?"}
     ask(fake, [{"role": "user", "content": [stray]}])

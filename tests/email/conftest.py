@@ -17,6 +17,7 @@ from tests.support import config as cfg
 from tests.support.browser import chromium  # noqa: F401 (the module-scoped browser fixture)
 from tests.support.chat_rules import CHAT_RULES
 from tests.support.fake_smtp import FakeSMTP, Received
+from tests.support.http import TLS
 from tests.support.servers import wait_until
 
 LINK_SECRET = "email-tests-link-secret-0123456789abcdef"
@@ -120,7 +121,9 @@ def local(url: str, gate: Gate) -> str:
 
 def open_link(gate: Gate, url: str, **headers: str) -> tuple[httpx.Response, Page]:
     """GET a link as a browser would."""
-    r = httpx.get(local(url, gate), headers={"Accept": "text/html", **headers}, timeout=10)
+    r = httpx.get(
+        local(url, gate), headers={"Accept": "text/html", **headers}, timeout=10, verify=TLS
+    )
     return r, Page(r.text)
 
 
@@ -130,7 +133,7 @@ def submit(
     """POST the page's form (its hidden fields plus `fields`) to the link's address."""
     data = {**page.hidden, **(fields or {})}
     r = httpx.post(local(url, gate), data=data, headers={"Accept": "text/html", **headers},
-                   timeout=10)  # fmt: skip
+                   timeout=10, verify=TLS)  # fmt: skip
     return r, Page(r.text)
 
 

@@ -22,6 +22,7 @@ from tests.email.conftest import (
 )
 from tests.support import config as cfg
 from tests.support.fake_smtp import FakeSMTP
+from tests.support.http import TLS
 from tests.support.servers import wait_until
 
 
@@ -33,7 +34,7 @@ def test_opening_a_link_decides_nothing(email_gate: Gate, smtp: FakeSMTP) -> Non
         for _ in range(2):
             r, page = open_link(email_gate, url)
             assert r.status_code == 200 and "csrf" in page.hidden
-        assert httpx.head(local(url, email_gate)).status_code == 405
+        assert httpx.head(local(url, email_gate), verify=TLS).status_code == 405
     now = state(email_gate, request_id)
     assert now["status"] == "pending" and now["votes"] == []
 
@@ -70,7 +71,7 @@ def test_a_decision_needs_the_pages_form(email_gate: Gate, smtp: FakeSMTP) -> No
     # No form token, a forged one, or bob's (tied to his link, not alice's): 403.
     for csrf in (None, "forged", bobs_page.hidden["csrf"]):
         data = {} if csrf is None else {"csrf": csrf}
-        r = httpx.post(local(alice, email_gate), data=data)
+        r = httpx.post(local(alice, email_gate), data=data, verify=TLS)
         assert r.status_code == 403, r.text
         assert r.json()["error"]["code"] == "csrf_failed"
     # The right form sent from another site: 403 too (Origin: null is any page that sends
@@ -126,7 +127,9 @@ def test_a_foreign_or_tampered_link_is_refused(email_gate: Gate, smtp: FakeSMTP)
     # Alice's signature on the other request, or as bob: the signature no longer matches.
     for bad in (forged(r=other), forged(u=ADDRESSES["bob"])):
         for method in ("GET", "POST"):
-            r = httpx.request(method, f"{email_gate.url}/channels/email/confirm?t={bad}")
+            r = httpx.request(
+                method, f"{email_gate.url}/channels/email/confirm?t={bad}", verify=TLS
+            )
             assert r.status_code == 401, r.text
             assert r.json()["error"]["code"] == "bad_email_link"
     # The request is the token's, never the form's: a field naming another request is ignored.
@@ -141,6 +144,7 @@ def test_a_bad_link_gets_a_page_in_a_browser(email_gate: Gate) -> None:
     r = httpx.get(
         f"{email_gate.url}/channels/email/confirm?t=not-a-token",
         headers={"Accept": "text/html,application/xhtml+xml"},
+        verify=TLS,
     )
     assert r.status_code == 401
     assert r.headers["content-type"].startswith("text/html")
@@ -198,9 +202,9 @@ def test_hostile_form_bodies_never_500(email_gate: Gate, smtp: FakeSMTP) -> None
         (b"csrf=" + b"A" * 5000, "application/x-www-form-urlencoded"),
     ]
     for body, kind in bodies:
-        r = httpx.post(url, content=body, headers={"Content-Type": kind})
+        r = httpx.post(url, content=body, headers={"Content-Type": kind}, verify=TLS)
         assert r.status_code in (400, 403, 422), (body[:20], r.status_code, r.text)
     for query in ("t=" + "A" * 5000, "t=%00", "t=%ff%fe", "do=approve"):
-        r = httpx.get(f"{email_gate.url}/channels/email/confirm?{query}")
+        r = httpx.get(f"{email_gate.url}/channels/email/confirm?{query}", verify=TLS)
         assert r.status_code in (400, 401), (query, r.text)
     assert state(email_gate, request_id)["votes"] == []

@@ -19,6 +19,8 @@ import httpx
 import pytest
 
 from tests.support import config as cfg
+from tests.support.databases import migrated_sqlite
+from tests.support.http import TLS
 from tests.support.servers import ServerProcess, wait_until
 
 #: real Claude Code PreToolUse payloads (copies of shared/fixtures, see fixtures/README.md)
@@ -93,7 +95,7 @@ class Live:
 
     def api(self, token: str = cfg.ADMIN) -> httpx.Client:
         return httpx.Client(
-            base_url=self.url, headers={"Authorization": f"Bearer {token}"}, timeout=30
+            base_url=self.url, headers={"Authorization": f"Bearer {token}"}, timeout=30, verify=TLS
         )
 
     def pending(self, tool_name: str, session_id: str | None = None) -> dict[str, Any] | None:
@@ -195,7 +197,7 @@ def start_server(tmp_path: Path) -> Live:
     """`gate serve` on a fresh SQLite file with the hook rules."""
     db = tmp_path / "gate.db"
     path = tmp_path / "gate.toml"
-    path.write_text(cfg.to_toml(hook_settings(f"sqlite:///{db}")))
+    path.write_text(cfg.to_toml(hook_settings(migrated_sqlite(db))))
     return Live(ServerProcess(path).start(), db)
 
 
@@ -247,7 +249,7 @@ def offering(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     """`gate serve` with OFFER_RULES, the hook rules and the standard ones, for one module."""
     tmp = tmp_path_factory.mktemp("offering")
     db = tmp / "gate.db"
-    data = hook_settings(f"sqlite:///{db}")
+    data = hook_settings(migrated_sqlite(db))
     data["rules"] = OFFER_RULES + data["rules"]
     path = tmp / "gate.toml"
     path.write_text(cfg.to_toml(data))

@@ -10,6 +10,7 @@ from typing import Any
 
 from tests.hooks.conftest import Live, fixture, run_hook
 from tests.support import config as cfg
+from tests.support.databases import migrated_sqlite
 from tests.support.servers import ServerProcess, free_port, wait_until
 
 
@@ -313,7 +314,7 @@ def test_anonymous_loopback_server_needs_no_token(tmp_path: Path) -> None:
     (tmp_path / "gate.toml").write_text(
         cfg.to_toml(
             {
-                "server": {"database_url": f"sqlite:///{tmp_path / 'gate.db'}"},
+                "server": {"database_url": migrated_sqlite(tmp_path / "gate.db")},
                 "rules": [{"name": "reads", "tools": ["Bash"], "action": "allow"}],
             }
         )

@@ -23,6 +23,7 @@ import pytest
 from gate.hook_matchers import derive, sends
 from tests.hooks.test_init import gate_init
 from tests.support import config as cfg
+from tests.support.databases import migrated_sqlite
 from tests.support.servers import ServerProcess, wait_until
 
 HOOK = f"{sys.executable} -m gate.hook --format claude-code --timeout 540"
@@ -38,7 +39,7 @@ def dirs(tmp_path: Path) -> tuple[Path, Path]:
 
 def policy(path: Path, *tools: list[str]) -> Path:
     """A gate.toml at `path` with one ask rule per list of tools."""
-    data = cfg.settings_data(f"sqlite:///{path.parent / 'gate.db'}")
+    data = cfg.settings_data(migrated_sqlite(path.parent / "gate.db"))
     data["rules"] = [
         {"name": f"r{i}", "tools": globs, "timeout": "10m"} for i, globs in enumerate(tools)
     ]
@@ -198,7 +199,7 @@ def test_serve_warns_in_its_log(dirs: tuple[Path, Path]) -> None:
     user.write_text(
         json.dumps({"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"command": HOOK}]}]}})
     )
-    data = json.loads(json.dumps(cfg.settings_data(f"sqlite:///{project / 'gate.db'}")))
+    data = json.loads(json.dumps(cfg.settings_data(migrated_sqlite(project / "gate.db"))))
     data["server"]["migrate_on_start"] = True
     data["rules"] = [{"name": "agents", "tools": ["Task"], "timeout": "10m"}]
     config.write_text(cfg.to_toml(data))

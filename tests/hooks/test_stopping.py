@@ -19,6 +19,7 @@ from tests.conftest import Gate, GateFactory
 from tests.hooks.conftest import Live, hook_settings, run_hook
 from tests.hooks.test_claude_code import RM, fresh, pre_tool_use
 from tests.support import config as cfg
+from tests.support.databases import migrated_sqlite
 from tests.support.servers import ServerProcess
 
 
@@ -74,7 +75,7 @@ def test_approvers_see_the_hooks_deadline_not_the_rules(live: Live) -> None:
 @pytest.fixture
 def slow_sweep(tmp_path: Path) -> Iterator[Live]:
     """A `gate serve` whose expiry sweep runs once a minute: the hook's deadline comes first."""
-    data = hook_settings(f"sqlite:///{tmp_path / 'gate.db'}")
+    data = hook_settings(migrated_sqlite(tmp_path / "gate.db"))
     data["server"]["sweep_interval_seconds"] = 60
     (tmp_path / "gate.toml").write_text(cfg.to_toml(data))
     live = Live(ServerProcess(tmp_path / "gate.toml").start(), tmp_path / "gate.db")

@@ -19,6 +19,8 @@ import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
 from tests.support import config as cfg
+from tests.support.databases import migrated_sqlite
+from tests.support.http import TLS
 from tests.support.servers import ServerProcess
 
 HERE = Path(__file__).parent
@@ -63,7 +65,7 @@ class Live:
 
     def api(self, token: str = cfg.ADMIN) -> httpx.AsyncClient:
         return httpx.AsyncClient(
-            base_url=self.url, headers={"Authorization": f"Bearer {token}"}, timeout=30
+            base_url=self.url, headers={"Authorization": f"Bearer {token}"}, timeout=30, verify=TLS
         )
 
     async def request(self, request_id: str) -> dict[str, Any]:
@@ -119,7 +121,7 @@ class Live:
 
 def start_gate(tmp: Path) -> Live:
     """`gate serve` on a fresh SQLite file with the MCP rules in front of the standard ones."""
-    data = cfg.settings_data(f"sqlite:///{tmp / 'gate.db'}")
+    data = cfg.settings_data(migrated_sqlite(tmp / "gate.db"))
     data["rules"] = MCP_RULES + data["rules"]
     path = tmp / "gate.toml"
     path.write_text(cfg.to_toml(data))

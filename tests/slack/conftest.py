@@ -19,6 +19,7 @@ from gate.config import Settings
 from tests.conftest import Gate, GateFactory
 from tests.support import config as cfg
 from tests.support.fake_slack import CHANNEL, TOKEN, FakeSlack, Message
+from tests.support.http import TLS
 from tests.support.servers import wait_until
 
 SIGNING_SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
@@ -99,7 +100,7 @@ def interact(
     """POST a signed interaction (unless `headers` says otherwise) to the gate."""
     raw = form(payload) if body is None else body
     sent = {"Content-Type": "application/x-www-form-urlencoded", **sign(raw), **(headers or {})}
-    with httpx.Client(base_url=gate.url, timeout=10) as client:
+    with httpx.Client(base_url=gate.url, timeout=10, verify=TLS) as client:
         return client.post(INTERACTIONS, content=raw, headers=sent)
 
 

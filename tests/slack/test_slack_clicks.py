@@ -41,6 +41,7 @@ from tests.slack.test_slack_offers import _edit_values, _submission
 from tests.support import config as cfg
 from tests.support.chat_rules import CHAT_RULES
 from tests.support.fake_slack import TOKEN, FakeSlack, Message
+from tests.support.http import TLS
 from tests.support.servers import ThreadServer, wait_until
 
 
@@ -78,7 +79,9 @@ class Adapter:
         """POST a signed interaction to the adapter."""
         body = form(payload)
         sent = {"Content-Type": "application/x-www-form-urlencoded", **sign(body), **headers}
-        return httpx.post(self.url + INTERACTIONS, content=body, headers=sent, timeout=10)
+        return httpx.post(
+            self.url + INTERACTIONS, content=body, headers=sent, timeout=10, verify=TLS
+        )
 
     def submit(self, tool: str, args: dict[str, Any], **extra: Any) -> tuple[str, Message]:
         """Ask gate; return the request id and the card the gate posted to the fake."""
@@ -212,10 +215,10 @@ def test_a_forged_or_malformed_click_never_reaches_gate(adapter: Adapter) -> Non
     request_id, card = adapter.submit("pay_vendor", {"amount": 60000})
     body = form(block_actions(request_id, "U0ALICE", message=card))
     forged = sign(body, secret="not-the-signing-secret")
-    r = httpx.post(adapter.url + INTERACTIONS, content=body, headers=forged, timeout=10)
+    r = httpx.post(adapter.url + INTERACTIONS, content=body, headers=forged, timeout=10, verify=TLS)
     assert r.status_code == 401 and r.json()["error"]["code"] == "invalid_signature"
     # unsigned garbage is refused for its signature, before anything parses it
-    r = httpx.post(adapter.url + INTERACTIONS, content=b"payload=%5B", timeout=10)
+    r = httpx.post(adapter.url + INTERACTIONS, content=b"payload=%5B", timeout=10, verify=TLS)
     assert r.status_code == 401
     # signed but not an interaction: a precise 400
     r = adapter.send({"type": "block_actions", "user": {"id": "U0ALICE"}, "actions": []})

@@ -15,6 +15,7 @@ from tests.conftest import Gate, GateFactory
 from tests.slack.conftest import INTERACTIONS, block_actions, form, interact, sign, slack_settings
 from tests.support import config as cfg
 from tests.support.fake_slack import FakeSlack
+from tests.support.http import TLS
 from tests.support.servers import wait_until
 
 
@@ -38,7 +39,7 @@ def _audit_kinds(gate: Gate, request_id: str) -> list[str]:
 
 def _post_raw(gate: Gate, body: bytes, headers: dict[str, Any]) -> httpx.Response:
     sent = {"Content-Type": "application/x-www-form-urlencoded", **headers}
-    with httpx.Client(base_url=gate.url, timeout=10) as client:
+    with httpx.Client(base_url=gate.url, timeout=10, verify=TLS) as client:
         return client.post(INTERACTIONS, content=body, headers=sent)
 
 

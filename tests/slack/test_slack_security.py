@@ -12,6 +12,7 @@ from tests.conftest import Gate
 from tests.slack.conftest import SIGNING_SECRET, block_actions, form, interact, sign
 from tests.support import config as cfg
 from tests.support.fake_slack import FakeSlack
+from tests.support.http import TLS
 from tests.support.servers import wait_until
 
 
@@ -85,6 +86,7 @@ def test_headers_absent_altogether_is_401(slack_gate_sqlite: Gate) -> None:
         slack_gate_sqlite.url + "/channels/slack/interactions",
         content=body,
         headers={"Content-Type": "application/x-www-form-urlencoded"},
+        verify=TLS,
     )
     assert r.status_code == 401
     assert r.json()["error"]["code"] == "invalid_signature"

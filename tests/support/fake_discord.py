@@ -38,6 +38,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from tests.support.discord_shapes import EPHEMERAL, message_problems, modal_problems
+from tests.support.http import TLS
 from tests.support.servers import LoopbackFake
 
 TOKEN = "MTA5ODc2NTQzMjEwOTg3NjU0Mw.Gfake0.bot-token-for-tests"
@@ -285,7 +286,7 @@ class FakeDiscord(LoopbackFake):
     def post_raw(
         self, gate_url: str, body: bytes, headers: Mapping[str, str | bytes]
     ) -> httpx.Response:
-        with httpx.Client(base_url=gate_url, timeout=10) as client:
+        with httpx.Client(base_url=gate_url, timeout=10, verify=TLS) as client:
             return client.post(INTERACTIONS, content=body, headers=headers)
 
     def deliver(

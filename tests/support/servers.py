@@ -22,6 +22,7 @@ import httpx
 import uvicorn
 
 from gate.server import protocol_class
+from tests.support.http import TLS
 
 
 class ThreadServer:
@@ -197,7 +198,7 @@ class ServerProcess:
 
 def _healthy(url: str) -> bool:
     try:
-        return httpx.get(url + "/healthz", timeout=1).status_code == 200
+        return httpx.get(url + "/healthz", timeout=1, verify=TLS).status_code == 200
     except httpx.HTTPError:
         return False
 

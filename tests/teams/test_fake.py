@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 
 from tests.support.fake_teams import APP_ID, APP_PASSWORD, CONVERSATION, SCOPE, FakeTeams
+from tests.support.http import TLS
 
 CARD = {"type": "AdaptiveCard", "version": "1.5", "body": [{"type": "TextBlock", "text": "hi"}]}
 
@@ -25,7 +26,7 @@ def activity(card: Any, **extra: Any) -> dict[str, Any]:
 
 
 def test_the_token_endpoint_checks_the_client(fake_teams: FakeTeams) -> None:
-    with httpx.Client(base_url=fake_teams.url) as c:
+    with httpx.Client(base_url=fake_teams.url, verify=TLS) as c:
         assert token(c).status_code == 200
         assert token(c, client_secret="wrong").json()["error"] == "invalid_client"
         assert token(c, scope="https://graph.microsoft.com/.default").status_code == 400
@@ -35,7 +36,7 @@ def test_the_token_endpoint_checks_the_client(fake_teams: FakeTeams) -> None:
 
 def test_the_connector_checks_token_activity_and_card(fake_teams: FakeTeams) -> None:
     url = f"/v3/conversations/{CONVERSATION}/activities"
-    with httpx.Client(base_url=fake_teams.url) as c:
+    with httpx.Client(base_url=fake_teams.url, verify=TLS) as c:
         bearer = {"Authorization": "Bearer " + token(c).json()["access_token"]}
         assert c.post(url, json=activity(CARD)).status_code == 401
         assert (

@@ -20,6 +20,8 @@ import pytest
 from gate.config import Settings
 from gate.server import connection_cap, reserved_fds
 from tests.support import config as cfg
+from tests.support.databases import migrated_sqlite
+from tests.support.http import TLS
 from tests.support.servers import ServerProcess
 
 READ_TIMEOUT = 1.0
@@ -34,7 +36,7 @@ HALF_REQUEST = (
 def _server(tmp_path: Path, read_timeout: float) -> ServerProcess:
     path = cfg.write_config(
         tmp_path / "gate.toml",
-        f"sqlite:///{tmp_path / 'gate.db'}",
+        migrated_sqlite(tmp_path / "gate.db"),
         request_read_timeout_seconds=read_timeout,
         keep_alive_timeout_seconds=1,
     )
@@ -90,7 +92,7 @@ def closed_by_server(opened: list[socket.socket], within: float) -> tuple[list[b
 
 def agent_round_trip(url: str) -> None:
     """An agent asks, an approver decides, the agent's wait sees it."""
-    with httpx.Client(base_url=url, timeout=10) as agent:
+    with httpx.Client(base_url=url, timeout=10, verify=TLS) as agent:
         asked = agent.post(
             "/v1/gate",
             json={"tool_name": "pay_vendor", "tool_args": {"amount": 60000}, "user_id": "dave"},
@@ -160,7 +162,7 @@ def test_a_slow_sender_does_not_restart_the_clock(serve: ServerProcess) -> None:
 
 def test_a_kept_alive_connection_stays_usable(serve: ServerProcess) -> None:
     serve.start()
-    with httpx.Client(base_url=serve.url, timeout=5) as c:
+    with httpx.Client(base_url=serve.url, timeout=5, verify=TLS) as c:
         for _ in range(3):
             assert c.get("/healthz").status_code == 200
             time.sleep(READ_TIMEOUT * 0.6)  # idle, but under keep-alive

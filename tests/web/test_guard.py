@@ -19,6 +19,7 @@ from gate.exchange import Exchange
 from gate.hook import urllib_sender
 from tests.conftest import Gate, GateFactory
 from tests.support import config as cfg
+from tests.support.http import TLS
 from tests.web.conftest import browser, csrf_of, sign_in
 
 PAY = {"tool_name": "pay_vendor", "tool_args": {"amount": 60000}, "user_id": "dave"}
@@ -73,7 +74,7 @@ def _error(r: httpx.Response, status: int, code: str) -> dict[str, Any]:
 def test_local_mode_refuses_a_rebound_host_on_api_and_console(local_gate: Gate, host: str) -> None:
     request_id = _ask(local_gate)
     value = host.format(port=local_gate.server.port)
-    with httpx.Client(base_url=local_gate.url, headers={"Host": value}) as c:
+    with httpx.Client(base_url=local_gate.url, headers={"Host": value}, verify=TLS) as c:
         for method, path in [
             ("GET", f"/v1/requests/{request_id}"),
             ("GET", "/v1/requests"),
@@ -91,14 +92,14 @@ def test_local_mode_refuses_a_rebound_host_on_api_and_console(local_gate: Gate, 
 def test_a_port_of_odd_digits_is_refused_not_a_500(local_gate: Gate) -> None:
     # "²" is a digit to str.isdigit() but not to int(); a latin-1 header byte can carry it
     with httpx.Client(
-        base_url=local_gate.url, headers={"Host": "localhost:\xb2".encode("latin-1")}
+        base_url=local_gate.url, headers={"Host": "localhost:\xb2".encode("latin-1")}, verify=TLS
     ) as c:
         _error(c.get("/v1/requests"), 421, "host_not_allowed")
 
 
 def test_a_csrf_field_that_cannot_be_encoded_is_refused_not_a_500(local_gate: Gate) -> None:
     request_id = _ask(local_gate)
-    with httpx.Client(base_url=local_gate.url) as c:
+    with httpx.Client(base_url=local_gate.url, verify=TLS) as c:
         r = c.post(
             f"/requests/{request_id}/decide",
             content="verdict=approve&csrf_token=%ED%A0%80",  # a lone surrogate, UTF-8 encoded
@@ -116,7 +117,7 @@ def test_a_csrf_field_that_cannot_be_encoded_is_refused_not_a_500(local_gate: Ga
 )
 def test_local_mode_answers_loopback_names(local_gate: Gate, host: str) -> None:
     value = host.format(port=local_gate.server.port)
-    with httpx.Client(base_url=local_gate.url, headers={"Host": value}) as c:
+    with httpx.Client(base_url=local_gate.url, headers={"Host": value}, verify=TLS) as c:
         assert c.get("/v1/requests").status_code == 200
         assert c.get("/").status_code == 200
 
@@ -133,7 +134,7 @@ def test_with_tokens_any_host_is_answered(web_gate: Gate) -> None:
 def test_local_mode_refuses_a_cross_site_body_less_cancel(local_gate: Gate) -> None:
     request_id = _ask(local_gate)
     path = f"/v1/requests/{request_id}/cancel"
-    with httpx.Client(base_url=local_gate.url) as c:
+    with httpx.Client(base_url=local_gate.url, verify=TLS) as c:
         # What <form method=post> or fetch(no-cors) from another site sends.
         _error(c.post(path, headers={"Origin": "https://evil.example"}), 403, "cross_site_request")
         _error(c.post(path, headers={"Origin": "null"}), 403, "cross_site_request")
@@ -165,7 +166,7 @@ def test_only_a_bearer_token_proves_a_post_is_not_a_pages(
     # prompt) to a form another site posts there; only a bearer token can't come that way.
     request_id = _ask(local_gate)
     path = f"/v1/requests/{request_id}/cancel"
-    with httpx.Client(base_url=local_gate.url) as c:
+    with httpx.Client(base_url=local_gate.url, verify=TLS) as c:
         headers = {"Authorization": credentials, "Origin": "https://evil.example"}
         _error(c.post(path, headers=headers), 403, "cross_site_request")
         _error(c.post(path, data={"reason": "x"}, headers=headers), 403, "cross_site_request")
@@ -173,7 +174,7 @@ def test_only_a_bearer_token_proves_a_post_is_not_a_pages(
 
 
 def test_local_mode_accepts_json_and_same_origin(local_gate: Gate) -> None:
-    with httpx.Client(base_url=local_gate.url) as c:
+    with httpx.Client(base_url=local_gate.url, verify=TLS) as c:
         first = _ask(local_gate)
         r = c.post(f"/v1/requests/{first}/cancel", headers={"Content-Type": "application/json"})
         assert r.status_code == 200, r.text
@@ -260,7 +261,7 @@ def test_bearer_tokens_and_signed_callbacks_need_no_origin(web_gate: Gate) -> No
         # A page cannot attach a bearer token, so a token-carrying post is not cross-site.
         r = c.post(f"/v1/requests/{request_id}/cancel", headers={"Origin": "https://x.example"})
         assert r.status_code == 200, r.text
-    with httpx.Client(base_url=web_gate.url) as c:
+    with httpx.Client(base_url=web_gate.url, verify=TLS) as c:
         # No Slack here: the route is missing (404), not refused by the guard (403).
         r = c.post("/channels/slack/interactions", data={"payload": "{}"})
         assert r.status_code == 404, r.text

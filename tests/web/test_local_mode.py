@@ -7,6 +7,7 @@ import httpx
 from gate.config import Settings
 from tests.conftest import GateFactory
 from tests.support import config as cfg
+from tests.support.http import TLS
 from tests.web.conftest import browser
 
 
@@ -43,7 +44,7 @@ def test_no_local_mode_when_exposed_or_with_passwords(
     make_gate: GateFactory, sqlite_url: str
 ) -> None:
     exposed = make_gate(settings=_local_settings(sqlite_url, host="0.0.0.0"))
-    with httpx.Client(base_url=exposed.url, follow_redirects=False) as web:
+    with httpx.Client(base_url=exposed.url, follow_redirects=False, verify=TLS) as web:
         assert web.get("/").status_code in (302, 303)
     from argon2 import PasswordHasher
 
@@ -51,5 +52,5 @@ def test_no_local_mode_when_exposed_or_with_passwords(
     data["tokens"] = []
     data["approvers"][0]["password_hash"] = PasswordHasher(time_cost=1, memory_cost=8192).hash("pw")
     with_passwords = make_gate(settings=Settings(**data))
-    with httpx.Client(base_url=with_passwords.url, follow_redirects=False) as web:
+    with httpx.Client(base_url=with_passwords.url, follow_redirects=False, verify=TLS) as web:
         assert web.get("/").status_code in (302, 303)

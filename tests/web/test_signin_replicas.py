@@ -18,6 +18,8 @@ import pytest
 from gate.web.signin import CLIENT_BURST, NAME_BURST
 from tests.conftest import Gate
 from tests.support import config as cfg
+from tests.support.databases import migrated_sqlite
+from tests.support.http import TLS
 from tests.support.servers import ServerProcess
 from tests.web.conftest import PASSWORDS, WebGateFactory, browser, csrf_of, web_settings
 
@@ -64,7 +66,7 @@ def test_a_client_is_limited_once_across_two_replicas(
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[ServerProcess]:
     """`gate serve` (a real process, its own uvicorn settings) with web sign-in."""
-    settings = web_settings(f"sqlite:///{tmp_path / 'gate.db'}")
+    settings = web_settings(migrated_sqlite(tmp_path / "gate.db"))
     data = copy.deepcopy(cfg.settings_data(settings.server.database_url))
     hashes = {a.name: a.password_hash for a in settings.approvers}
     for approver in data["approvers"]:
@@ -80,7 +82,7 @@ def served(tmp_path: Path) -> Iterator[ServerProcess]:
 def test_a_new_forwarded_for_from_loopback_does_not_reset_the_client_limit(
     served: ServerProcess,
 ) -> None:
-    with httpx.Client(base_url=served.url, follow_redirects=False) as c:
+    with httpx.Client(base_url=served.url, follow_redirects=False, verify=TLS) as c:
         c.headers["Origin"] = served.url
         for i in range(CLIENT_BURST):  # a new name and a new "address" on every try
             assert _attempt(c, f"user{i}", "guess", f"10.1.{i}.{i + 1}") == 401, i

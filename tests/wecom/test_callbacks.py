@@ -11,6 +11,7 @@ from tests.conftest import Gate
 from tests.support import config as cfg
 from tests.support import fake_wecom
 from tests.support.fake_wecom import FakeWeCom
+from tests.support.http import TLS
 from tests.support.servers import wait_until
 from tests.wecom.conftest import (
     AES_KEY,
@@ -145,7 +146,7 @@ def test_a_typed_message_is_acted_on_once(wecom_gate: Gate, fake: FakeWeCom) -> 
     request_id = ask(wecom_gate, "wire_funds", {"amount": 10})  # needs two approvals
     plain = fake_wecom.text_xml(user=user("alice"), content=f"reject {request_id} no", msg_id=7)
     cb = fake_wecom.build_callback(plain, token=TOKEN, encoding_aes_key=AES_KEY)
-    with httpx.Client(base_url=wecom_gate.url) as c:
+    with httpx.Client(base_url=wecom_gate.url, verify=TLS) as c:
         for _ in range(3):  # WeCom retries an unanswered callback three times
             assert c.post(URL, params=cb.query, content=cb.body).status_code == 200
     assert len(fake.texts_to(user("alice"))) == 1

@@ -26,6 +26,7 @@ from itsdangerous import TimestampSigner, URLSafeTimedSerializer
 
 from tests.channels.drivers.base import Answer, Card, Driver, Private, invisible, no_answer
 from tests.support import fake_smtp
+from tests.support.http import TLS
 from tests.support.servers import wait_until
 
 SECRET = "contract-suite-email-link-secret-0123456789"
@@ -194,7 +195,7 @@ class EmailDriver(Driver):
         return f"{CONFIRM}?{urlencode({'t': token, 'do': do})}"
 
     def _open(self, gate_url: str, token: str, do: str) -> tuple[httpx.Response, Page]:
-        with httpx.Client(base_url=gate_url, timeout=10) as client:
+        with httpx.Client(base_url=gate_url, timeout=10, verify=TLS) as client:
             r = client.get(self._url(token, do), headers={"Accept": "text/html"})
         return r, Page(r.text)
 
@@ -243,7 +244,7 @@ class EmailDriver(Driver):
         if "csrf" not in page.hidden:  # refused before a form was shown
             return Answer(r.status_code, lambda: self._private(page))
         form = self._form(page, do, reason=reason, reasons=reasons, edits=edits, grant=grant)
-        with httpx.Client(base_url=gate_url, timeout=10) as client:
+        with httpx.Client(base_url=gate_url, timeout=10, verify=TLS) as client:
             r = client.post(self._url(token, do), data=dict(form) | _multi(form))
         answered = Page(r.text)
         return Answer(r.status_code, lambda: self._private(answered))
@@ -257,7 +258,7 @@ class EmailDriver(Driver):
             "stale": self._token(request_id, person, age=30 * 86400),
         }
         answers = {}
-        with httpx.Client(base_url=gate_url, timeout=10) as client:
+        with httpx.Client(base_url=gate_url, timeout=10, verify=TLS) as client:
             for how, token in cases.items():
                 answers[how] = client.post(self._url(token, "approve"), data=body)
                 answers[f"{how} (opened)"] = client.get(self._url(token, "approve"))
@@ -270,7 +271,7 @@ class EmailDriver(Driver):
             return [Answer(0, no_answer("no form to replay"))]
         form = self._form(page, action, reason="replayed", reasons=(), edits=None, grant=None)
         answers = []
-        with httpx.Client(base_url=gate_url, timeout=10) as client:
+        with httpx.Client(base_url=gate_url, timeout=10, verify=TLS) as client:
             for _ in range(2):
                 r = client.post(self._url(token, action), data=dict(form) | _multi(form))
                 answered = Page(r.text)

@@ -25,6 +25,7 @@ from tests.channels.drivers.base import (
     strings,
 )
 from tests.support import fake_feishu
+from tests.support.http import TLS
 from tests.support.servers import wait_until
 
 #: `<` opening something a markup reader could take for a tag: <at ...>, </a>, <!...>
@@ -134,7 +135,7 @@ class FeishuDriver(Driver):
         )
 
     def _send(self, gate_url: str, callback: fake_feishu.Callback) -> httpx.Response:
-        with httpx.Client(base_url=gate_url, timeout=10) as client:
+        with httpx.Client(base_url=gate_url, timeout=10, verify=TLS) as client:
             return client.post(self.URL, content=callback.body, headers=callback.headers)
 
     def _deliver(self, gate_url: str, payload: dict[str, Any]) -> tuple[Answer, dict[str, Any]]:

@@ -26,6 +26,7 @@ from tests.channels.drivers.base import (
     strings,
 )
 from tests.support import fake_slack
+from tests.support.http import TLS
 from tests.support.servers import wait_until
 
 
@@ -113,7 +114,7 @@ class SlackDriver(Driver):
         return ("payload=" + quote(json.dumps(payload, separators=(",", ":")))).encode()
 
     def _post(self, gate_url: str, body: bytes, headers: dict[str, str]) -> httpx.Response:
-        with httpx.Client(base_url=gate_url, timeout=10) as client:
+        with httpx.Client(base_url=gate_url, timeout=10, verify=TLS) as client:
             return client.post(self.URL, content=body, headers=headers)
 
     def _block_actions(

@@ -36,6 +36,7 @@ from tests.channels.drivers.base import (
     strings,
 )
 from tests.support import fake_teams
+from tests.support.http import TLS
 from tests.support.servers import wait_until
 
 URL = "/channels/teams/messages"
@@ -83,7 +84,7 @@ class TeamsDriver(Driver):
         return body, {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
 
     def _send(self, gate_url: str, body: bytes, headers: dict[str, str]) -> httpx.Response:
-        with httpx.Client(base_url=gate_url, timeout=10) as client:
+        with httpx.Client(base_url=gate_url, timeout=10, verify=TLS) as client:
             return client.post(URL, content=body, headers=headers)
 
     def _invoke(

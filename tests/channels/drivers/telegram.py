@@ -14,6 +14,7 @@ import httpx
 from tests.channels.drivers.base import Answer, Card, Driver, Private, invisible
 from tests.support import fake_telegram, telegram_buttons
 from tests.support.fake_telegram import CHAT, Message
+from tests.support.http import TLS
 from tests.support.servers import wait_until
 
 #: what a Telegram client turns into something live in plain text (outside <code>/<pre>):
@@ -113,7 +114,7 @@ class TelegramDriver(Driver):
     # -- clicks --
 
     def _post(self, gate_url: str, delivery: fake_telegram.Delivery) -> httpx.Response:
-        with httpx.Client(base_url=gate_url, timeout=15) as client:
+        with httpx.Client(base_url=gate_url, timeout=15, verify=TLS) as client:
             return client.post(self.URL, content=delivery.body, headers=delivery.headers)
 
     def _push(self, gate_url: str, update: dict[str, Any]) -> httpx.Response:

@@ -27,6 +27,7 @@ from tests.channels.drivers.base import (
     strings,
 )
 from tests.support import fake_wecom
+from tests.support.http import TLS
 from tests.support.servers import wait_until
 
 #: fields of a template card that hold a link WeCom opens
@@ -113,7 +114,7 @@ class WeComDriver(Driver):
     # -- clicks --
 
     def _post(self, gate_url: str, callback: fake_wecom.Callback) -> httpx.Response:
-        with httpx.Client(base_url=gate_url, timeout=15) as client:
+        with httpx.Client(base_url=gate_url, timeout=15, verify=TLS) as client:
             return client.post(self.URL, params=callback.query, content=callback.body)
 
     def _signed(self, plain: bytes, **kwargs: Any) -> fake_wecom.Callback:
