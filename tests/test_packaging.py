@@ -32,7 +32,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
         check=True,
         timeout=300,
     )
-    (path,) = out.glob("gate-*.whl")
+    (path,) = out.glob("gate_approvals-*.whl")  # the distribution's name: `gate` is taken
     return path
 
 
