@@ -123,7 +123,7 @@ def _operation(method: str, path: str, op: dict[str, Any]) -> str:
 
 
 def _schema(name: str, body: dict[str, Any]) -> str:
-    lines = [f'### {name} {{: #schema-{name.lower()} }}\n']
+    lines = [f"### {name} {{: #schema-{name.lower()} }}\n"]
     if body.get("description"):
         lines.append(_text(body["description"]) + "\n")
     if "enum" in body:
