@@ -134,3 +134,13 @@ def test_walkthrough_prints_what_it_shows(tmp_path: Path) -> None:
         assert pattern.fullmatch(line), f"shown: {pattern.pattern}\nprinted: {line}"
     assert "Approved by local in the API: invoice checked" in out
     assert '"code":"already_decided"' in out
+
+
+def test_the_first_rule_is_the_one_the_agent_tests_check() -> None:
+    """README and Getting started start Claude Code with the starter rule that
+    tests/hooks/test_readme_wire.py runs through `gate policy explain`."""
+    toml = re.compile(r"```toml\n(.*?)```", re.S)
+    (starter,) = toml.findall(docs.section("wire"))
+    getting_started = (docs.DOCS / "getting-started.md").read_text()
+    assert toml.findall(README.read_text()) == [starter]
+    assert toml.findall(getting_started) == [starter]
