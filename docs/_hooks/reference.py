@@ -61,7 +61,7 @@ def api_reference() -> str:
     groups: dict[str, list[tuple[str, str, dict[str, Any]]]] = {}
     for path, item in schema["paths"].items():
         for method, op in item.items():
-            tag = (op.get("tags") or [_group(path)])[0]
+            tag = (op.get("tags") or ["other"])[0]
             groups.setdefault(tag, []).append((method.upper(), path, op))
     for tag, ops in groups.items():
         out.append(f"\n## {tag}\n")
@@ -71,19 +71,6 @@ def api_reference() -> str:
     for name, body in schema.get("components", {}).get("schemas", {}).items():
         out.append(_schema(name, body))
     return "\n".join(out) + "\n"
-
-
-def _group(path: str) -> str:
-    parts = [p for p in path.split("/") if p and not p.startswith("{")]
-    if not parts:
-        return "web console"
-    if parts[0] == "v1" and len(parts) > 1:
-        return f"/v1/{parts[1]}"
-    if parts[0] in {"healthz", "readyz", "metrics"}:
-        return "operations"
-    if parts[0] == "channels":
-        return "channel callbacks"
-    return "web console"
 
 
 def _operation(method: str, path: str, op: dict[str, Any]) -> str:
