@@ -206,10 +206,12 @@ def subcommands(help_text: str) -> list[str]:
 def cli_reference() -> str:
     """Every command's --help, top-level first, each under a heading of its own."""
     pages: dict[tuple[str, ...], str] = {(): _help(())}
-    level = [()]
+    level: list[tuple[str, ...]] = [()]
     with ThreadPoolExecutor(max_workers=2) as pool:
         while level:
-            children = [(*c, s) for c in level for s in subcommands(pages[c])]
+            children: list[tuple[str, ...]] = [
+                (*c, s) for c in level for s in subcommands(pages[c])
+            ]
             for command, text in zip(children, pool.map(_help, children), strict=True):
                 pages[command] = text
             level = children
