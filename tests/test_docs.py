@@ -3,6 +3,7 @@ and the walkthrough must be true, and the site must build."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -144,3 +145,53 @@ def test_the_first_rule_is_the_one_the_agent_tests_check() -> None:
     getting_started = (docs.DOCS / "getting-started.md").read_text()
     assert toml.findall(README.read_text()) == [starter]
     assert toml.findall(getting_started) == [starter]
+
+
+def test_getting_started_first_rule_runs_as_written(tmp_path: Path) -> None:
+    """Getting started's commands after the walkthrough, verbatim, in a folder holding a
+    `.venv/bin/gate` and the page's gate.toml: the check, the server, `gate init claude-code`."""
+    part = (docs.DOCS / "getting-started.md").read_text().split("## A first rule", 1)[1]
+    (rule,) = re.findall(r"```toml\n(.*?)```", part, re.S)
+    block = _bash_blocks(part)[0]
+    commands = [c for c in (line.split("#", 1)[0].strip() for line in block.splitlines()) if c]
+    check, serve, init = commands
+    assert serve == ".venv/bin/gate serve"
+    program = tmp_path / ".venv" / "bin" / "gate"
+    program.parent.mkdir(parents=True)
+    program.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m gate.cli "$@"\n')
+    program.chmod(0o755)
+    (tmp_path / "gate.toml").write_text(rule)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GATE_")}
+    env.update(HOME=str(tmp_path / "home"), PYTHONPATH=str(ROOT))
+
+    def run(command: str, **more: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["bash", "-c", command],
+            cwd=tmp_path,
+            env={**env, **more},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    checked = run(check)
+    assert checked.returncode == 0, checked.stderr
+    assert "gate.toml: OK, 1 rule(s)" in checked.stdout
+    log = tmp_path / "serve.log"
+    with open(log, "wb") as fh:  # on a free port, not the page's 8000: tests run side by side
+        proc = subprocess.Popen(
+            ["bash", "-c", f"exec {serve} --port 0"], cwd=tmp_path, env=env, stdout=fh, stderr=fh
+        )
+    try:
+        port = wait_until(
+            lambda: re.search(r"running on http://127\.0\.0\.1:(\d+)", log.read_text()), timeout=30
+        ).group(1)
+        installed = run(init, GATE_URL=f"http://127.0.0.1:{port}")
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    assert installed.returncode == 0, installed.stderr
+    assert "needs no token (local mode" in installed.stdout
+    settings = tmp_path / "home" / "code" / "my-project" / ".claude" / "settings.json"
+    assert '"matcher": "Bash"' in settings.read_text()
+    assert "gate ready: database sqlite:///./gate.db, 1 rule(s)" in log.read_text()

@@ -88,3 +88,27 @@ def test_the_readmes_links_into_the_docs_exist() -> None:
     assert links
     for link in links:
         assert (ROOT / link).exists(), link
+
+
+@pytest.mark.parametrize(
+    "channel", ["slack", "feishu", "telegram", "discord", "wecom", "teams", "email"]
+)
+def test_each_channel_page_says_what_it_refuses_in_the_codes_it_answers(channel: str) -> None:
+    page = (DOCS / "channels" / f"{channel}.md").read_text()
+    assert "## What it refuses, and why" in page
+    refusals = page.split("## What it refuses, and why", 1)[1]
+    codes = re.findall(r"`4\d\d ([a-z_]+)`", refusals)
+    assert codes
+    # the channel's own code, and the same-origin guard every state-changing request passes
+    sources = [*(ROOT / "channels" / channel).rglob("*.py"), ROOT / "gate" / "api" / "guard.py"]
+    source = "".join(path.read_text() for path in sources)
+    for code in codes:
+        assert f'"{code}"' in source, code
+
+
+def test_what_every_channel_refuses_is_the_pipelines_refusals() -> None:
+    from gate.acting import Refusal
+
+    page = (DOCS / "channels" / "index.md").read_text()
+    for refusal in Refusal:
+        assert f'| `{refusal.value}` | "Not recorded: {refusal.sentence()[:30]}' in page, refusal
