@@ -21,7 +21,8 @@ The idempotency key is the tool call id within the graph's thread, so a graph re
 its checkpoint gets the answer it already had instead of asking again; without a thread id,
 every call is asked afresh.
 
-Needs `pip install 'gate[integrations]'` (langchain-core, langgraph, langchain).
+Needs the `integrations` extra (langchain-core, langgraph, langchain):
+`pip install 'gate-approvals[integrations]'`, or `pip install '.[integrations]'` from a clone.
 """
 
 # No `from __future__ import annotations`: GatedTool is a pydantic model, which reads its

@@ -18,7 +18,8 @@ approves it, the tool runs (with the approver's edited arguments, if any). Anyth
 interruption with gate's reason as the `rejection_message`, which is exactly what the model
 reads before it continues. Interruptions from other tools are left to the app.
 
-Needs `pip install 'gate[integrations]'` (openai-agents).
+Needs the `integrations` extra (openai-agents): `pip install 'gate-approvals[integrations]'`,
+or `pip install '.[integrations]'` from a clone.
 """
 
 from __future__ import annotations

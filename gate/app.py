@@ -15,7 +15,7 @@ from datetime import datetime
 from fastapi import FastAPI
 
 from gate import metrics, threads, web
-from gate.api import health, lean, v1
+from gate.api import docs, health, lean, v1
 from gate.api.guard import SameOriginGuard
 from gate.api.lean import GateAPI
 from gate.api.middleware import RequestEnvelope, install_error_handlers
@@ -55,6 +55,10 @@ def create_app(settings: Settings, *, clock: Callable[[], datetime] = utcnow) ->
         version="0.1.0",
         lifespan=_lifespan(state),
         description="Human approval for AI agent tool calls",
+        # FastAPI's pages load Swagger UI and ReDoc from a CDN, which gate's CSP blocks:
+        # `gate.api.docs` serves Swagger UI from gate's own files instead, and there is no ReDoc
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.gate = state
     install_error_handlers(app)
@@ -67,6 +71,7 @@ def create_app(settings: Settings, *, clock: Callable[[], datetime] = utcnow) ->
         headers=SECURITY_HEADERS,
     )
     app.include_router(health.router)
+    docs.install(app)
     app.include_router(v1.router)
     for channel in state.channels.values():
         router = channel.router()
@@ -158,7 +163,7 @@ def _log_startup(settings: Settings, state: AppState) -> None:
     if not settings.rules:
         log.warning(
             "no [[rules]] configured: every call is allowed unless the caller sets "
-            "metadata.requires_confirmation. Add rules to gate.toml (see README, 'Policy')."
+            "metadata.requires_confirmation. Add rules to gate.toml (see docs/policy.md)."
         )
     if state.tokens.anonymous_allowed:
         log.warning(

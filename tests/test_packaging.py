@@ -32,7 +32,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
         check=True,
         timeout=300,
     )
-    (path,) = out.glob("gate-*.whl")
+    (path,) = out.glob("gate_approvals-*.whl")  # the distribution's name: `gate` is taken
     return path
 
 
@@ -44,6 +44,11 @@ def test_wheel_contains_data_folders(wheel: Path) -> None:
     assert any(n.startswith("gate/_bundled/templates/") and n.endswith(".html") for n in names)
     assert "channels/slack/__init__.py" in names and "channels/feishu/__init__.py" in names
     assert "gate/lookalikes.txt" in names  # gate.toolnames reads it
+    # /docs loads Swagger UI from gate itself (gate/api/docs.py), so the wheel carries it
+    assert "gate/_bundled/templates/static/swagger-ui/swagger-ui-bundle.js" in names
+    assert "gate/_bundled/templates/static/swagger-ui/LICENSE" in names
+    metadata = next(n for n in names if n.endswith(".dist-info/METADATA"))
+    assert "\nName: gate-approvals\n" in zipfile.ZipFile(wheel).read(metadata).decode()
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
     assert "gate = gate.cli:main" in text

@@ -1,4 +1,4 @@
-"""`gate mcp`: gate for MCP clients, on the official MCP Python SDK (`pip install 'gate[mcp]'`).
+"""`gate mcp`: gate for MCP clients, on the official MCP Python SDK (the `mcp` extra).
 
 * `gate mcp prompt`: a stdio MCP server with one tool, `approve`, for Claude Code's
   `--permission-prompt-tool mcp__gate__approve` (headless `claude -p`, the Agent SDK).
@@ -21,7 +21,7 @@ from gate.hook import add_metadata_option
 
 MISSING_SDK = (
     "gate mcp needs the MCP Python SDK, which is an optional extra: "
-    "pip install 'gate[mcp]' (or pip install 'mcp>=2.3')"
+    "pip install 'gate-approvals[mcp]' (from a clone: pip install '.[mcp]')"
 )
 
 

@@ -3,7 +3,6 @@ when the channel could not send safely."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,6 +14,7 @@ from gate.config import Settings
 from gate.errors import ConfigError
 from tests.email.conftest import LINK_SECRET
 from tests.support import config as cfg
+from tests.support import docs
 
 
 class _Gate:
@@ -92,7 +92,6 @@ def test_outcome_emails_by_rule() -> None:
 def test_every_setting_is_documented() -> None:
     from channels.email.settings import EmailSettings
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    section = readme.split("<!-- section:email -->", 1)[1].split("<!-- /section:email -->")[0]
+    section = docs.section("email")
     for key in EmailSettings.model_fields:
-        assert f"`{key}`" in section, f"README's email section does not explain `{key}`"
+        assert f"`{key}`" in section, f"the email channel's page does not explain `{key}`"

@@ -1,4 +1,4 @@
-"""The README's "Wire it into your agent" section is true: its gate.toml is valid and does
+"""The docs' agent pages ("Wire it into your agent") are true: its gate.toml is valid and does
 what the text says, and its commands exist."""
 
 from __future__ import annotations
@@ -12,14 +12,11 @@ from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+from tests.support import docs
 
 
 def wire() -> str:
-    text = README.read_text()
-    found = re.search(r"<!-- section:wire -->(.*?)<!-- /section:wire -->", text, re.S)
-    assert found, "README has no wire section"
-    return found.group(1)
+    return docs.section("wire")
 
 
 def gate(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:

@@ -140,5 +140,5 @@ def test_without_the_sdk_gate_mcp_says_how_to_install_it() -> None:
         check=False,
     )
     assert proc.returncode == 1
-    assert "pip install 'gate[mcp]'" in proc.stderr
+    assert "pip install 'gate-approvals[mcp]'" in proc.stderr
     assert "Traceback" not in proc.stderr

@@ -1,4 +1,4 @@
-"""The README's "MCP clients" section is exact: its configs run, parse and agree with each other."""
+"""The docs' "MCP clients" page is exact: its configs run, parse and agree with each other."""
 
 from __future__ import annotations
 
@@ -17,16 +17,13 @@ from gate.mcp import _parser
 from gate.mcp.proxy import check
 from tests.mcp.conftest import Live, unique
 from tests.support import config as cfg
+from tests.support import docs
 
-README = Path(__file__).resolve().parents[2] / "README.md"
 GATE = str(Path(sys.executable).parent / "gate")  # the console script the configs name
 
 
 def section() -> str:
-    text = README.read_text()
-    match = re.search(r"<!-- section:mcp -->(.*?)<!-- /section:mcp -->", text, re.S)
-    assert match, "README has no MCP section"
-    return match.group(1)
+    return docs.section("mcp")
 
 
 def blocks(kind: str) -> list[str]:
