@@ -209,18 +209,22 @@ def _config_failure(exc: Exception, source: str | None = None) -> int:
     from gate.errors import ConfigError
 
     if isinstance(exc, ConfigError) and exc.source is None and source:
-        exc = ConfigError(exc.reason, source=source, key=exc.key)
+        exc = ConfigError(exc.reason, source=source, key=exc.key, line=exc.line)
     print(f"gate: configuration error: {exc}", file=sys.stderr)  # noqa: T201
     return CONFIG_EXIT
 
 
 def _serve(ns: argparse.Namespace) -> int:
     from gate.app import create_app
+    from gate.config_errors import exposure_problem
     from gate.errors import ConfigError
     from gate.logs import configure_logging
     from gate.server import GateServer, listen, server_config
 
     settings = _load(ns, host=ns.host, port=ns.port)
+    exposed = exposure_problem(settings)
+    if exposed is not None:
+        return _config_failure(ConfigError(exposed, source=settings.source))
     configure_logging(settings.server.log_level, json_logs=settings.server.log_json)
     # Take the port before anything touches the database (see gate.server.listen).
     try:

@@ -32,9 +32,12 @@ from pydantic_settings import (
 
 from gate import untrusted
 from gate.config_connections import ConnectionSettings
+from gate.config_errors import explain
 from gate.errors import ConfigError
 
 DEFAULT_CONFIG_NAME = "gate.toml"
+#: the name gate is installed under (`pip install gate-approvals`); the command is `gate`
+DISTRIBUTION = "gate-approvals"
 # Durations come from requests and forms too: RE2, so a long digit run cannot backtrack.
 _DURATION_PART = untrusted.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 _DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -89,7 +92,21 @@ def check_database_url(url: str) -> str:
         what = f"scheme {scheme[:30]!r}" if scheme else "URL (no scheme://)"
         hint = "use sqlite:///path/to/gate.db or postgresql://user:password@host/dbname"
         raise ValueError(f"unsupported database {what}: {hint}")
+    if scheme.startswith("postgres"):
+        _check_postgres_driver()
     return url
+
+
+def _check_postgres_driver() -> None:
+    """ValueError naming the extra to install when psycopg (the `postgres` extra) is missing."""
+    try:
+        import psycopg  # noqa: F401  (imported here, the driver SQLAlchemy will load)
+    except ImportError as exc:
+        raise ValueError(
+            f"PostgreSQL needs the psycopg driver, which cannot be imported ({exc}): install "
+            f"the postgres extra, pip install '{DISTRIBUTION}[postgres]' (from a clone: "
+            "pip install '.[postgres]')"
+        ) from None
 
 
 class _Strict(BaseModel):
@@ -390,21 +407,6 @@ class Settings(BaseSettings):
         return next((a for a in self.approvers if a.identity(channel) == user_id), None)
 
 
-def _describe(error: ValidationError) -> tuple[str | None, str]:
-    """(the first bad key, the reasons): `file, key: reason; other.key: reason`."""
-    parts: list[str] = []
-    first: str | None = None
-    for err in error.errors():
-        loc = ".".join(str(p) for p in err["loc"]) or None
-        msg = err["msg"].removeprefix("Value error, ")
-        if not parts:
-            first = loc
-            parts.append(msg)
-        else:
-            parts.append(f"{loc or '(top level)'}: {msg}")
-    return first, "; ".join(parts)
-
-
 def resolve_config_path(path: str | Path | None) -> Path | None:
     """The file to read: an explicit path, else $GATE_CONFIG, else ./gate.toml when present."""
     if path:
@@ -421,9 +423,11 @@ def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
     config_path = resolve_config_path(path)
     data: dict[str, Any] = {}
     source = str(config_path) if config_path else "defaults"
+    text = ""
     if config_path is not None:
         try:
-            data = tomllib.loads(config_path.read_text(encoding="utf-8"))
+            text = config_path.read_text(encoding="utf-8")
+            data = tomllib.loads(text)
         except FileNotFoundError:
             raise ConfigError("file not found", source=source) from None
         except OSError as exc:  # a directory, no permission...
@@ -436,8 +440,7 @@ def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
     try:
         settings = Settings(**data)
     except ValidationError as exc:
-        key, reason = _describe(exc)
-        raise ConfigError(reason, source=source, key=key) from None
+        raise explain(exc, model=Settings, data=data, text=text, source=source) from None
     except SettingsError as exc:  # e.g. GATE_SERVER set to something that is not JSON
         raise ConfigError(f"a GATE_* environment variable: {exc}", source=source) from None
     settings.source = source
