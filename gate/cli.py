@@ -63,6 +63,9 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gate", description="Human approval for AI agent tool calls."
     )
+    parser.add_argument(
+        "--version", action="version", version=f"gate {version()}", help="print the version"
+    )
     sub = parser.add_subparsers(metavar="COMMAND")
 
     serve = sub.add_parser("serve", help="run the server")
@@ -122,11 +125,34 @@ def _add_credential_commands(sub: Any) -> None:
         "new", help="make a token: print it once, and the [[tokens]] lines with its hash"
     )
     new_token.add_argument("name", help="what the token is for, e.g. billing-agent")
-    new_token.add_argument("--role", choices=["agent", "approver", "admin"], default="agent")
+    new_token.add_argument(
+        "--role",
+        choices=["agent", "approver", "admin"],
+        default="agent",
+        help="agent: asks (default); approver: decides as --approver; admin: both, and more",
+    )
     new_token.add_argument(
         "--approver", help="the [[approvers]] name this token acts as (required for approver)"
     )
     new_token.set_defaults(handler=_new_token)
+
+
+def version() -> str:
+    """The installed version of gate (`gate --version`), or a word on why it is unknown."""
+    from importlib import metadata
+
+    from gate.config import DISTRIBUTION
+
+    # The distribution's name, then the name it had before it was published (a checkout
+    # installed before the rename still answers).
+    for name in (DISTRIBUTION, "gate"):
+        try:
+            found = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            continue
+        if found.entry_points.select(group="console_scripts", name="gate"):
+            return found.version
+    return f"unknown (not installed as {DISTRIBUTION}; run from a checkout)"
 
 
 def _new_token(ns: argparse.Namespace) -> int:
