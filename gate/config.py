@@ -33,6 +33,10 @@ from pydantic_settings import (
 from gate import untrusted
 from gate.config_connections import ConnectionSettings
 from gate.config_errors import explain
+
+# re-exported: the rest of gate imports every settings model from here
+from gate.config_people import ApproverSettings as ApproverSettings
+from gate.config_people import TokenSettings as TokenSettings
 from gate.errors import ConfigError
 
 DEFAULT_CONFIG_NAME = "gate.toml"
@@ -193,82 +197,6 @@ class ServerSettings(ConnectionSettings):
             return ipaddress.ip_address(self.host).is_loopback
         except ValueError:
             return False
-
-
-class ApproverSettings(BaseModel):
-    """One `[[approvers]]` entry: a person, whichever surface they use.
-
-    Extra keys name that person's id on a channel (`slack = "U01..."`, `feishu = "ou_..."`),
-    so a new channel needs no change here.
-    """
-
-    model_config = ConfigDict(extra="allow")
-
-    name: str
-    groups: list[str] = Field(default_factory=list)
-    password_hash: SecretStr | None = None
-    email: str | None = None
-
-    def identity(self, channel: str) -> str | None:
-        """This person's user id on `channel`, if configured.
-
-        An extra key named like the channel (`slack = "U01..."`), or else a declared text
-        field of that name (`email`, for the email channel); never `name`, which is the
-        person's gate name, not an id on a channel.
-        """
-        value = (self.model_extra or {}).get(channel)
-        if value is None and channel in type(self).model_fields and channel != "name":
-            declared = getattr(self, channel)
-            value = declared if isinstance(declared, str) else None
-        return str(value) if value is not None else None
-
-    def has_email(self, address: str) -> bool:
-        """True when `address` is this person's email, in any letter case (as mail is)."""
-        return self.email is not None and self.email.casefold() == address.strip().casefold()
-
-    def identities(self) -> set[str]:
-        """Every name this person goes by: gate name (also their web sign-in), email, and
-        each channel id."""
-        ids = {self.name}
-        if self.email:
-            ids.add(self.email)
-        ids.update(str(v) for v in (self.model_extra or {}).values() if v is not None)
-        return ids
-
-    @model_validator(mode="after")
-    def _channel_ids_are_text(self) -> ApproverSettings:
-        """Every channel id is kept as text: `telegram = 123` (a TOML integer) becomes "123".
-
-        `identity` (who clicked) and `identities` (who must not approve their own call) must
-        read the same value, or an id that maps a click to this person would be missed by the
-        self-approval check. A value that is not text or a whole number is no id at all.
-        """
-        extra = self.model_extra or {}
-        for key, value in list(extra.items()):
-            if isinstance(value, bool) or not isinstance(value, str | int):
-                raise ValueError(
-                    f"{key}: a channel id must be text or a whole number, not {value!r}"
-                )
-            extra[key] = str(value)
-        return self
-
-
-class TokenSettings(_Strict):
-    """One `[[tokens]]` entry: an API bearer token with a role."""
-
-    name: str
-    role: Literal["agent", "approver", "admin"]
-    token: SecretStr | None = None
-    token_sha256: str | None = None
-    approver: str | None = None
-
-    @model_validator(mode="after")
-    def _one_secret(self) -> TokenSettings:
-        if (self.token is None) == (self.token_sha256 is None):
-            raise ValueError("give exactly one of `token` or `token_sha256`")
-        if self.role == "approver" and not self.approver:
-            raise ValueError('an approver token needs `approver = "<name>"`')
-        return self
 
 
 class ChannelsSettings(BaseModel):

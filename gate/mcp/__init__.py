@@ -73,6 +73,12 @@ def _parser() -> argparse.ArgumentParser:
         "asks this tool only where it would have asked its user), allow it, or deny it",
     )
 
+    _add_proxy(sub)
+    return p
+
+
+def _add_proxy(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """`gate mcp proxy`'s options."""
     proxy = sub.add_parser(
         "proxy",
         help="gate the tools of any MCP server (stdio command or streamable HTTP URL)",
@@ -115,7 +121,6 @@ def _parser() -> argparse.ArgumentParser:
         metavar="-- COMMAND ARGS...",
         help="the upstream MCP server's command line (stdio)",
     )
-    return p
 
 
 def _gate_url(p: argparse.ArgumentParser, flag: str, *, hidden: str | None) -> None:
