@@ -60,9 +60,15 @@ def _access(server: ServerProcess, request_id: str) -> dict[str, Any]:
     return found
 
 
+#: the sign-in proxy's proof (`[server].trusted_proxy_secret`), for a console request
+PROXY_SECRET = "proxy-secret-0123456789"
+
+
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[ServerProcess]:
-    server = _serve(tmp_path)
+    server = _serve(
+        tmp_path, trusted_user_header="X-Forwarded-User", trusted_proxy_secret=PROXY_SECRET
+    )
     try:
         yield server
     finally:
@@ -192,3 +198,13 @@ def test_a_warning_level_keeps_refusals_and_drops_the_access_lines(tmp_path: Pat
     assert [r["request_id"] for r in records if r["logger"] == "gate.api"] == [
         forged.headers["x-request-id"]
     ]
+
+
+def test_a_console_request_is_logged_with_the_signed_in_approver(served: ServerProcess) -> None:
+    signed_in = {"X-Forwarded-User": "alice", "X-Gate-Proxy-Secret": PROXY_SECRET}
+    with httpx.Client(base_url=served.url, timeout=30) as http:
+        page = http.get("/", headers=signed_in)
+    assert page.status_code == 200, page.text
+    line = _access(served, page.headers["x-request-id"])
+    assert (line["method"], line["path"], line["principal"]) == ("GET", "/", "alice")
+    assert PROXY_SECRET not in served.log()
