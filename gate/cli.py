@@ -232,10 +232,13 @@ def _load(ns: argparse.Namespace, **server: Any) -> Any:
 
 def _config_failure(exc: Exception, source: str | None = None) -> int:
     """Print `gate: configuration error: <file>, <key>: <reason>`; the exit status."""
+    from gate.config_errors import located
     from gate.errors import ConfigError
 
     if isinstance(exc, ConfigError) and exc.source is None and source:
         exc = ConfigError(exc.reason, source=source, key=exc.key, line=exc.line)
+    if isinstance(exc, ConfigError):
+        exc = located(exc)
     print(f"gate: configuration error: {exc}", file=sys.stderr)  # noqa: T201
     return CONFIG_EXIT
 
@@ -326,8 +329,10 @@ def _policy_check(ns: argparse.Namespace) -> int:
     for warning in warnings:
         print(f"gate: warning: {warning}", file=sys.stderr)  # noqa: T201
     if problems:
+        from gate.config_errors import located
+
         for problem in problems:
-            print(f"gate: policy error: {problem}", file=sys.stderr)  # noqa: T201
+            print(f"gate: policy error: {located(problem)}", file=sys.stderr)  # noqa: T201
         return 1
     print(f"{settings.source}: OK, {len(rules)} rule(s)")  # noqa: T201
     for rule in rules:

@@ -14,9 +14,11 @@ from __future__ import annotations
 import difflib
 import os
 import re
+import tomllib
 import types
 import typing
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
@@ -218,3 +220,36 @@ def exposure_problem(settings: Settings) -> str | None:
         + ", and ".join(missing)
         + "; or bind 127.0.0.1 to try gate on this machine alone"
     )
+
+
+def located(error: ConfigError) -> ConfigError:
+    """`error` with its line in the file and its rule by name, when they can be found.
+
+    For the errors raised after the file was read (a rule's `when` that does not compile, a
+    channel's table): `rules.big-payments.when` becomes `gate.toml:14: rule "big-payments"`,
+    `channels.slack.bot_token` gets the line of that key (or of its table).
+    """
+    if error.line is not None or not error.source or not error.key:
+        return error
+    try:
+        text = Path(error.source).read_text(encoding="utf-8")
+        data = tomllib.loads(text)
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return error
+    lines = key_lines(text)
+    key = error.key
+    loc: Loc = tuple(error.key.split("."))
+    found = data.get("rules")
+    rules: list[Any] = found if isinstance(found, list) else []
+    named = [
+        (index, entry["name"])
+        for index, entry in enumerate(rules)
+        if isinstance(entry, dict) and isinstance(entry.get("name"), str)
+    ]
+    for index, name in sorted(named, key=lambda item: -len(item[1])):
+        if key == f"rules.{name}" or key.startswith(f"rules.{name}."):
+            field = key[len(f"rules.{name}.") :]
+            loc = ("rules", index, *([field] if field else []))
+            key = f'rule "{name}"'
+            break
+    return ConfigError(error.reason, source=error.source, key=key, line=_line_of(lines, loc))

@@ -367,3 +367,30 @@ def test_serving_beyond_loopback_that_nobody_could_use_is_refused(
     assert says in said, said
     if case == "neither":
         assert "and no [[approvers]], so nobody could decide" in said
+
+
+def test_a_rule_gate_cannot_compile_is_named_with_its_line(tmp_path: Path) -> None:
+    toml = (
+        '[server]\nport = 0\n\n[[rules]]\nname = "reads.v2"\ntools = ["read_*"]\n'
+        'action = "allow"\n\n[[rules]]\nname = "big-payments"\ntools = ["pay_*"]\n'
+        'when = "args.amount >"\n'
+    )
+    checked, path = _gate(tmp_path, toml, "policy", "check")
+    assert checked.returncode == 1 and "Traceback" not in checked.stderr, checked.stderr
+    assert checked.stderr.startswith(
+        f'gate: policy error: {path}:12: rule "big-payments": `when` is not valid CEL: '
+    ), checked.stderr
+    served, path = _gate(tmp_path, toml, "serve")
+    assert served.returncode == CONFIG_EXIT and "Traceback" not in served.stderr
+    # the parser's own lines (a caret under the spot) follow the first
+    assert (
+        f'gate: configuration error: {path}:12: rule "big-payments": `when` is not valid CEL: '
+        in served.stderr
+    ), served.stderr
+
+
+def test_a_channel_table_gate_refuses_is_named_with_its_line(tmp_path: Path) -> None:
+    toml = '[server]\nport = 0\n\n[channels.slack]\nbot_token = "xoxb-1"\n'
+    r, path = _gate(tmp_path, toml, "serve")
+    said = _config_error(r, path, "channels.slack.signing_secret", "is required", line=4)
+    assert "xoxb-1" not in said
