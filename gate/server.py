@@ -418,9 +418,11 @@ def welcome(settings: Settings, address: str) -> list[str]:
             "(until then every call is allowed), then restart"
         )
     elif not settings.tokens:
+        # the hook and `gate requests` default to gate's default address
+        here = "" if console == "http://127.0.0.1:8000/" else f" --url {console.rstrip('/')}"
         lines.append(
-            "next: in your project, `gate init claude-code` sends Claude Code's tool calls "
-            "here; `gate requests list` shows what waits for you"
+            f"next: in your project, `gate init claude-code{here}` sends Claude Code's tool "
+            f"calls here; `gate requests list{here}` shows what waits for you"
         )
     else:
         lines.append(

@@ -92,7 +92,13 @@ def test_the_next_step_follows_the_configuration() -> None:
     rules_only = Settings(rules=[{"name": "r", "tools": ["pay_*"]}])
     lines = welcome(rules_only, "http://127.0.0.1:8000")
     assert lines[0] == "console: http://127.0.0.1:8000/ (approve and reject there)"
-    assert lines[1].startswith("next: in your project, `gate init claude-code` sends")
+    assert lines[1] == (
+        "next: in your project, `gate init claude-code` sends Claude Code's tool calls here; "
+        "`gate requests list` shows what waits for you"
+    )
+    elsewhere = welcome(rules_only, "http://127.0.0.1:9000")[1]
+    assert "`gate init claude-code --url http://127.0.0.1:9000`" in elsewhere
+    assert "`gate requests list --url http://127.0.0.1:9000`" in elsewhere
     public = Settings(server={"public_url": "https://gate.example.com"})
     assert welcome(public, "http://0.0.0.0:8000")[0].startswith(
         "console: https://gate.example.com/"
