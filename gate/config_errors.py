@@ -231,6 +231,8 @@ def located(error: ConfigError) -> ConfigError:
     """
     if error.line is not None or not error.source or not error.key:
         return error
+    if _variable_of(tuple(error.key.split("."))) is not None:
+        return error  # set by a GATE_* variable: no line of the file is the cause
     try:
         text = Path(error.source).read_text(encoding="utf-8")
         data = tomllib.loads(text)

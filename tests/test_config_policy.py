@@ -180,5 +180,5 @@ def test_policy_check_reports_a_bad_rule(tmp_path: Path) -> None:
     path.write_text('[[rules]]\nname = "oops"\nwhen = "args.x ==="\n')
     r = _gate("policy", "check", "--config", str(path))
     assert r.returncode == 1
-    assert "rules.oops.when" in r.stderr and "not valid CEL" in r.stderr
+    assert 'rule "oops"' in r.stderr and "not valid CEL" in r.stderr
     assert "Traceback" not in r.stderr
