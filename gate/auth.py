@@ -10,6 +10,7 @@ from typing import Literal
 
 from gate.config import ApproverSettings, Settings
 from gate.errors import Forbidden, Unauthenticated
+from gate.logs import note_principal
 
 Role = Literal["agent", "approver", "admin"]
 ANONYMOUS_NAME = "local"
@@ -62,6 +63,7 @@ class TokenBook:
         """The principal for an `Authorization` header value; raises 401."""
         if not authorization:
             if self.anonymous_allowed:
+                note_principal(ANONYMOUS_NAME)
                 return Principal(ANONYMOUS_NAME, "admin", anonymous=True)
             raise Unauthenticated(
                 "missing bearer token: send 'Authorization: Bearer <token>' "
@@ -76,6 +78,7 @@ class TokenBook:
         digest = sha256_hex(value.strip())
         for known, principal in self._by_digest.items():
             if hmac.compare_digest(known, digest):
+                note_principal(principal.name)
                 return principal
         raise Unauthenticated("unknown or revoked token", code="invalid_token")
 

@@ -63,6 +63,9 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gate", description="Human approval for AI agent tool calls."
     )
+    parser.add_argument(
+        "--version", action="version", version=f"gate {version()}", help="print the version"
+    )
     sub = parser.add_subparsers(metavar="COMMAND")
 
     serve = sub.add_parser("serve", help="run the server")
@@ -122,11 +125,34 @@ def _add_credential_commands(sub: Any) -> None:
         "new", help="make a token: print it once, and the [[tokens]] lines with its hash"
     )
     new_token.add_argument("name", help="what the token is for, e.g. billing-agent")
-    new_token.add_argument("--role", choices=["agent", "approver", "admin"], default="agent")
+    new_token.add_argument(
+        "--role",
+        choices=["agent", "approver", "admin"],
+        default="agent",
+        help="agent: asks (default); approver: decides as --approver; admin: both, and more",
+    )
     new_token.add_argument(
         "--approver", help="the [[approvers]] name this token acts as (required for approver)"
     )
     new_token.set_defaults(handler=_new_token)
+
+
+def version() -> str:
+    """The installed version of gate (`gate --version`), or a word on why it is unknown."""
+    from importlib import metadata
+
+    from gate.config import DISTRIBUTION
+
+    # The distribution's name, then the name it had before it was published (a checkout
+    # installed before the rename still answers).
+    for name in (DISTRIBUTION, "gate"):
+        try:
+            found = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            continue
+        if found.entry_points.select(group="console_scripts", name="gate"):
+            return found.version
+    return f"unknown (not installed as {DISTRIBUTION}; run from a checkout)"
 
 
 def _new_token(ns: argparse.Namespace) -> int:
@@ -206,21 +232,28 @@ def _load(ns: argparse.Namespace, **server: Any) -> Any:
 
 def _config_failure(exc: Exception, source: str | None = None) -> int:
     """Print `gate: configuration error: <file>, <key>: <reason>`; the exit status."""
+    from gate.config_errors import located
     from gate.errors import ConfigError
 
     if isinstance(exc, ConfigError) and exc.source is None and source:
-        exc = ConfigError(exc.reason, source=source, key=exc.key)
+        exc = ConfigError(exc.reason, source=source, key=exc.key, line=exc.line)
+    if isinstance(exc, ConfigError):
+        exc = located(exc)
     print(f"gate: configuration error: {exc}", file=sys.stderr)  # noqa: T201
     return CONFIG_EXIT
 
 
 def _serve(ns: argparse.Namespace) -> int:
     from gate.app import create_app
+    from gate.config_errors import exposure_problem
     from gate.errors import ConfigError
     from gate.logs import configure_logging
     from gate.server import GateServer, listen, server_config
 
     settings = _load(ns, host=ns.host, port=ns.port)
+    exposed = exposure_problem(settings)
+    if exposed is not None:
+        return _config_failure(ConfigError(exposed, source=settings.source))
     configure_logging(settings.server.log_level, json_logs=settings.server.log_json)
     # Take the port before anything touches the database (see gate.server.listen).
     try:
@@ -296,8 +329,10 @@ def _policy_check(ns: argparse.Namespace) -> int:
     for warning in warnings:
         print(f"gate: warning: {warning}", file=sys.stderr)  # noqa: T201
     if problems:
+        from gate.config_errors import located
+
         for problem in problems:
-            print(f"gate: policy error: {problem}", file=sys.stderr)  # noqa: T201
+            print(f"gate: policy error: {located(problem)}", file=sys.stderr)  # noqa: T201
         return 1
     print(f"{settings.source}: OK, {len(rules)} rule(s)")  # noqa: T201
     for rule in rules:

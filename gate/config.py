@@ -32,9 +32,16 @@ from pydantic_settings import (
 
 from gate import untrusted
 from gate.config_connections import ConnectionSettings
+from gate.config_errors import explain
+
+# re-exported: the rest of gate imports every settings model from here
+from gate.config_people import ApproverSettings as ApproverSettings
+from gate.config_people import TokenSettings as TokenSettings
 from gate.errors import ConfigError
 
 DEFAULT_CONFIG_NAME = "gate.toml"
+#: the name gate is installed under (`pip install gate-approvals`); the command is `gate`
+DISTRIBUTION = "gate-approvals"
 # Durations come from requests and forms too: RE2, so a long digit run cannot backtrack.
 _DURATION_PART = untrusted.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 _DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -89,7 +96,21 @@ def check_database_url(url: str) -> str:
         what = f"scheme {scheme[:30]!r}" if scheme else "URL (no scheme://)"
         hint = "use sqlite:///path/to/gate.db or postgresql://user:password@host/dbname"
         raise ValueError(f"unsupported database {what}: {hint}")
+    if scheme.startswith("postgres"):
+        _check_postgres_driver()
     return url
+
+
+def _check_postgres_driver() -> None:
+    """ValueError naming the extra to install when psycopg (the `postgres` extra) is missing."""
+    try:
+        import psycopg  # noqa: F401  (imported here, the driver SQLAlchemy will load)
+    except ImportError as exc:
+        raise ValueError(
+            f"PostgreSQL needs the psycopg driver, which cannot be imported ({exc}): install "
+            f"the postgres extra, pip install '{DISTRIBUTION}[postgres]' (from a clone: "
+            "pip install '.[postgres]')"
+        ) from None
 
 
 class _Strict(BaseModel):
@@ -176,82 +197,6 @@ class ServerSettings(ConnectionSettings):
             return ipaddress.ip_address(self.host).is_loopback
         except ValueError:
             return False
-
-
-class ApproverSettings(BaseModel):
-    """One `[[approvers]]` entry: a person, whichever surface they use.
-
-    Extra keys name that person's id on a channel (`slack = "U01..."`, `feishu = "ou_..."`),
-    so a new channel needs no change here.
-    """
-
-    model_config = ConfigDict(extra="allow")
-
-    name: str
-    groups: list[str] = Field(default_factory=list)
-    password_hash: SecretStr | None = None
-    email: str | None = None
-
-    def identity(self, channel: str) -> str | None:
-        """This person's user id on `channel`, if configured.
-
-        An extra key named like the channel (`slack = "U01..."`), or else a declared text
-        field of that name (`email`, for the email channel); never `name`, which is the
-        person's gate name, not an id on a channel.
-        """
-        value = (self.model_extra or {}).get(channel)
-        if value is None and channel in type(self).model_fields and channel != "name":
-            declared = getattr(self, channel)
-            value = declared if isinstance(declared, str) else None
-        return str(value) if value is not None else None
-
-    def has_email(self, address: str) -> bool:
-        """True when `address` is this person's email, in any letter case (as mail is)."""
-        return self.email is not None and self.email.casefold() == address.strip().casefold()
-
-    def identities(self) -> set[str]:
-        """Every name this person goes by: gate name (also their web sign-in), email, and
-        each channel id."""
-        ids = {self.name}
-        if self.email:
-            ids.add(self.email)
-        ids.update(str(v) for v in (self.model_extra or {}).values() if v is not None)
-        return ids
-
-    @model_validator(mode="after")
-    def _channel_ids_are_text(self) -> ApproverSettings:
-        """Every channel id is kept as text: `telegram = 123` (a TOML integer) becomes "123".
-
-        `identity` (who clicked) and `identities` (who must not approve their own call) must
-        read the same value, or an id that maps a click to this person would be missed by the
-        self-approval check. A value that is not text or a whole number is no id at all.
-        """
-        extra = self.model_extra or {}
-        for key, value in list(extra.items()):
-            if isinstance(value, bool) or not isinstance(value, str | int):
-                raise ValueError(
-                    f"{key}: a channel id must be text or a whole number, not {value!r}"
-                )
-            extra[key] = str(value)
-        return self
-
-
-class TokenSettings(_Strict):
-    """One `[[tokens]]` entry: an API bearer token with a role."""
-
-    name: str
-    role: Literal["agent", "approver", "admin"]
-    token: SecretStr | None = None
-    token_sha256: str | None = None
-    approver: str | None = None
-
-    @model_validator(mode="after")
-    def _one_secret(self) -> TokenSettings:
-        if (self.token is None) == (self.token_sha256 is None):
-            raise ValueError("give exactly one of `token` or `token_sha256`")
-        if self.role == "approver" and not self.approver:
-            raise ValueError('an approver token needs `approver = "<name>"`')
-        return self
 
 
 class ChannelsSettings(BaseModel):
@@ -390,21 +335,6 @@ class Settings(BaseSettings):
         return next((a for a in self.approvers if a.identity(channel) == user_id), None)
 
 
-def _describe(error: ValidationError) -> tuple[str | None, str]:
-    """(the first bad key, the reasons): `file, key: reason; other.key: reason`."""
-    parts: list[str] = []
-    first: str | None = None
-    for err in error.errors():
-        loc = ".".join(str(p) for p in err["loc"]) or None
-        msg = err["msg"].removeprefix("Value error, ")
-        if not parts:
-            first = loc
-            parts.append(msg)
-        else:
-            parts.append(f"{loc or '(top level)'}: {msg}")
-    return first, "; ".join(parts)
-
-
 def resolve_config_path(path: str | Path | None) -> Path | None:
     """The file to read: an explicit path, else $GATE_CONFIG, else ./gate.toml when present."""
     if path:
@@ -421,9 +351,11 @@ def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
     config_path = resolve_config_path(path)
     data: dict[str, Any] = {}
     source = str(config_path) if config_path else "defaults"
+    text = ""
     if config_path is not None:
         try:
-            data = tomllib.loads(config_path.read_text(encoding="utf-8"))
+            text = config_path.read_text(encoding="utf-8")
+            data = tomllib.loads(text)
         except FileNotFoundError:
             raise ConfigError("file not found", source=source) from None
         except OSError as exc:  # a directory, no permission...
@@ -436,8 +368,7 @@ def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
     try:
         settings = Settings(**data)
     except ValidationError as exc:
-        key, reason = _describe(exc)
-        raise ConfigError(reason, source=source, key=key) from None
+        raise explain(exc, model=Settings, data=data, text=text, source=source) from None
     except SettingsError as exc:  # e.g. GATE_SERVER set to something that is not JSON
         raise ConfigError(f"a GATE_* environment variable: {exc}", source=source) from None
     settings.source = source

@@ -110,12 +110,24 @@ class TooManyWaiters(Unavailable):
 
 
 class ConfigError(Exception):
-    """A configuration or policy problem, reported with the file, the key and the reason."""
+    """A configuration or policy problem, reported with the file, the key and the reason.
 
-    def __init__(self, message: str, *, source: str | None = None, key: str | None = None):
-        where = ", ".join(p for p in (source, key) if p)
+    Written as compilers write theirs: `gate.toml:12: rule "big-payments": reason` (the line
+    when known), or `gate.toml: server.port: reason`.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        source: str | None = None,
+        key: str | None = None,
+        line: int | None = None,
+    ):
+        place = f"{source}:{line}" if source and line else source
+        where = ": ".join(p for p in (place, key) if p)
         super().__init__(f"{where}: {message}" if where else message)
-        self.source, self.key, self.reason = source, key, message
+        self.source, self.key, self.reason, self.line = source, key, message, line
 
 
 def error_body(code: str, message: str, **extra: Any) -> dict[str, Any]:

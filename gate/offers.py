@@ -105,10 +105,22 @@ class Offers:
         }
 
 
+#: what a reject without a reason is answered, wherever it was made
+REASON_REQUIRED = "say why you reject it: the reason is what the agent is told"
+
+
 def with_reasons(
     offers: Offers, verdict: Verdict, comment: str | None, reasons: list[str]
 ) -> str | None:
-    """Combine preset reject reasons and free text into what the model is told."""
+    """Combine preset reject reasons and free text into what the model is told.
+
+    A reject needs one or the other, on every surface (the console, chat, email, the API,
+    `gate requests reject`): the reason is what the agent is told, so it can do something
+    else instead of trying the same call again. This is the one place that rule lives;
+    forms check it early only to keep their own wording.
+    """
+    if verdict == Verdict.reject and not reasons and not (comment or "").strip():
+        raise InvalidInput(REASON_REQUIRED, code="reason_required")
     if not reasons:
         return comment
     if verdict != Verdict.reject:

@@ -41,6 +41,7 @@ import h11
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from gate.api.middleware import AccessLog
 from gate.capacity import (
     Capacity,
     connection_cap,
@@ -295,9 +296,13 @@ def protocol_class() -> type[asyncio.Protocol]:
 class GateServerConfig(uvicorn.Config):
     """uvicorn's Config carrying the per-connection limits the guarded protocol reads."""
 
-    def __init__(self, app: Any, *, limits: ConnectionLimits, **kwargs: Any) -> None:
+    def __init__(
+        self, app: Any, *, limits: ConnectionLimits, settings: Settings | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(app, **kwargs)
         self.limits = limits
+        #: what the start-up lines say (the console's address, the next step)
+        self.settings = settings
 
 
 def server_config(app: Any, settings: Settings, *, parser: str = "auto") -> GateServerConfig:
@@ -338,8 +343,10 @@ def server_config(app: Any, settings: Settings, *, parser: str = "auto") -> Gate
         )
     protocol = GuardedH11Protocol if parser == "h11" else protocol_class()
     return GateServerConfig(
-        app,
+        AccessLog(app),
         limits=limits,
+        settings=settings,
+        interface="asgi3",  # AccessLog's call is a plain function returning the app's coroutine
         http=protocol,
         host=server.host,
         port=server.port,
@@ -390,8 +397,36 @@ class GateServer(uvicorn.Server):
         await super().startup(sockets=sockets)
         if sockets and not self.should_exit:
             host, port = sockets[0].getsockname()[:2]
+            address = f"http://{f'[{host}]' if ':' in host else host}:{port}"
             logging.getLogger("uvicorn.error").info(
-                "Uvicorn running on http://%s:%d (Press CTRL+C to quit)",
-                f"[{host}]" if ":" in host else host,
-                port,
+                "Uvicorn running on %s (Press CTRL+C to quit)", address
             )
+            settings = getattr(self.config, "settings", None)
+            if settings is not None:
+                for line in welcome(settings, address):
+                    log.info("%s", line)
+
+
+def welcome(settings: Settings, address: str) -> list[str]:
+    """What `gate serve` says once it listens: where the console is, and what to do next."""
+    server = settings.server
+    console = (server.public_url or address).rstrip("/") + "/"
+    lines = [f"console: {console} (approve and reject there)"]
+    if not settings.rules:
+        lines.append(
+            "next: add [[rules]] to gate.toml saying which tool calls need an approval "
+            "(until then every call is allowed), then restart"
+        )
+    elif not settings.tokens:
+        # the hook and `gate requests` default to gate's default address
+        here = "" if console == "http://127.0.0.1:8000/" else f" --url {console.rstrip('/')}"
+        lines.append(
+            f"next: in your project, `gate init claude-code{here}` sends Claude Code's tool "
+            f"calls here; `gate requests list{here}` shows what waits for you"
+        )
+    else:
+        lines.append(
+            f"next: give each agent its token as GATE_TOKEN with GATE_URL={console.rstrip('/')}"
+            " (`gate tokens new NAME` makes one); approvers sign in at the console"
+        )
+    return lines

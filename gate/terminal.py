@@ -14,32 +14,68 @@ import urllib.error
 import urllib.request
 from typing import Any
 
+#: what `requests list --status` takes: a request's status, or every one
+STATUSES = ("pending", "approved", "rejected", "expired", "cancelled", "all")
+
 
 def add_commands(sub: Any) -> None:
     """Register `requests ...` on the top-level parser."""
     req = sub.add_parser("requests", help="list, show and decide requests on a running server")
-    req.add_argument(
-        "--url",
-        default=os.environ.get("GATE_URL", "http://127.0.0.1:8000"),
-        help="server URL (default $GATE_URL or http://127.0.0.1:8000)",
-    )
-    req.add_argument(
-        "--token", default=os.environ.get("GATE_TOKEN"), help="bearer token (default $GATE_TOKEN)"
-    )
+    _server_options(req, top=True)
     tasks = req.add_subparsers(metavar="TASK")
-    ls = tasks.add_parser("list", help="requests as a table")
-    ls.add_argument("--status", default="pending")
-    ls.add_argument("--limit", type=int, default=50)
+    ls = tasks.add_parser("list", help="requests as a table, newest first (pending by default)")
+    ls.add_argument(
+        "--status",
+        choices=STATUSES,
+        default="pending",
+        help="which requests: pending (default: those waiting for a decision), approved, "
+        "rejected, expired, cancelled, or all",
+    )
+    ls.add_argument(
+        "--limit", type=int, default=50, help="at most this many (1 to 500, default: 50)"
+    )
     ls.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    _server_options(ls, top=False)
     ls.set_defaults(handler=_list)
     show = tasks.add_parser("show", help="one request")
-    show.add_argument("id")
+    show.add_argument("id", help="the request's id (the ID column of `gate requests list`)")
+    _server_options(show, top=False)
     show.set_defaults(handler=_show)
     for verdict in ("approve", "reject"):
         p = tasks.add_parser(verdict, help=f"{verdict} a request")
-        p.add_argument("id")
-        p.add_argument("--comment", "-m", help="what the agent is told")
+        p.add_argument("id", help="the request's id (the ID column of `gate requests list`)")
+        p.add_argument(
+            "--comment",
+            "-m",
+            *(["--reason"] if verdict == "reject" else []),
+            dest="comment",
+            help="why, in words the agent is told (required to reject: the agent needs to "
+            "know what to do instead)"
+            if verdict == "reject"
+            else "a note the agent is told (optional)",
+        )
+        _server_options(p, top=False)
         p.set_defaults(handler=_decide, verdict=verdict)
+
+
+def _server_options(p: argparse.ArgumentParser, *, top: bool) -> None:
+    """`--url` and `--token`, before the task (`gate requests --url U list`) or after it.
+
+    After it they only override what was given before (or the environment's defaults).
+    """
+    url = os.environ.get("GATE_URL", "http://127.0.0.1:8000") if top else argparse.SUPPRESS
+    token = os.environ.get("GATE_TOKEN") if top else argparse.SUPPRESS
+    p.add_argument(
+        "--url",
+        default=url,
+        help="the gate server's URL (default: $GATE_URL or http://127.0.0.1:8000)",
+    )
+    p.add_argument(
+        "--token",
+        default=token,
+        help="an approver or admin token (default: $GATE_TOKEN; none needed on a server "
+        "without [[tokens]] on this machine)",
+    )
 
 
 def _call(ns: argparse.Namespace, method: str, path: str, body: Any = None) -> Any:
@@ -73,10 +109,18 @@ def _table(rows: list[list[str]], headers: list[str]) -> str:
 
 
 def _list(ns: argparse.Namespace) -> int:
-    page = _call(ns, "GET", f"/v1/requests?status={ns.status}&limit={ns.limit}")
+    query = f"limit={ns.limit}" + ("" if ns.status == "all" else f"&status={ns.status}")
+    page = _call(ns, "GET", f"/v1/requests?{query}")
     if ns.json:
         print(json.dumps(page["items"], indent=2))  # noqa: T201
         return 0
+    what = "requests" if ns.status == "all" else f"{ns.status} requests"
+    if not page["items"]:
+        others = "" if ns.status == "all" else " (--status all shows every request)"
+        print(f"no {what}{others}")  # noqa: T201
+        return 0
+    more = ", more with --limit" if page.get("next_cursor") else ""
+    print(f"{what}, newest first ({len(page['items'])} shown{more}):\n")  # noqa: T201
     rows = [
         [
             r["id"],

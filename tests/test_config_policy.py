@@ -54,14 +54,14 @@ def test_config_from_gate_config_env(tmp_path: Path, monkeypatch: pytest.MonkeyP
         ("[server\n", "gate.toml", "not valid TOML"),
         ('[server]\nport = "eighty"\n', "server.port", "valid integer"),
         ('[server]\ndefault_timeout = "soon"\n', "server.default_timeout", "not a duration"),
-        ("[serverr]\n", "serverr", "Extra inputs are not permitted"),
-        ('[[rules]]\nname = "r"\naction = "maybe"\n', "rules.0.action", "'allow', 'deny' or 'ask'"),
+        ("[serverr]\n", "gate.toml:1", 'unknown table "serverr"; did you mean "server"?'),
+        ('[[rules]]\nname = "r"\naction = "maybe"\n', 'rule "r": action', "'deny' or 'ask'"),
         (
             '[[rules]]\nname = "r"\napprovers = ["zed"]\n',
             "",
             "approver 'zed' is not in [[approvers]]",
         ),
-        ('[[tokens]]\nname = "t"\nrole = "agent"\n', "tokens.0", "exactly one of `token`"),
+        ('[[tokens]]\nname = "t"\nrole = "agent"\n', 'token "t"', "exactly one of `token`"),
     ],
 )
 def test_bad_files_name_file_key_and_reason(
@@ -180,5 +180,5 @@ def test_policy_check_reports_a_bad_rule(tmp_path: Path) -> None:
     path.write_text('[[rules]]\nname = "oops"\nwhen = "args.x ==="\n')
     r = _gate("policy", "check", "--config", str(path))
     assert r.returncode == 1
-    assert "rules.oops.when" in r.stderr and "not valid CEL" in r.stderr
+    assert 'rule "oops"' in r.stderr and "not valid CEL" in r.stderr
     assert "Traceback" not in r.stderr

@@ -35,7 +35,7 @@ def test_metrics_report_requests_decisions_waiters_outbox_and_sweeps(gate: Gate)
         waiter.start()
         wait_until(lambda: _scrape(gate).get(("gate_open_waiters", ())) == 1)
         assert gate.decide(first, cfg.ALICE, "approve").status_code == 200
-        assert gate.decide(second, cfg.BOB, "reject").status_code == 200
+        assert gate.decide(second, cfg.BOB, "reject", "no").status_code == 200
         waiter.join(timeout=30)
 
     m = _scrape(gate)

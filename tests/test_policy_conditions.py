@@ -168,9 +168,9 @@ def test_policy_check_names_every_bad_rule_with_its_hint(tmp_path: Path) -> None
     done = _gate("policy", "check", "--config", str(path))
 
     assert done.returncode == 1
-    assert "rules.rm.when" in done.stderr and "did you mean `args.command`?" in done.stderr
-    assert "rules.js.when" in done.stderr and "did you mean `contains`?" in done.stderr
-    assert "rules.fine" not in done.stderr
+    assert 'rule "rm"' in done.stderr and "did you mean `args.command`?" in done.stderr
+    assert 'rule "js"' in done.stderr and "did you mean `contains`?" in done.stderr
+    assert 'rule "fine"' not in done.stderr and "rules.fine" not in done.stderr
     assert "Traceback" not in done.stderr
 
 
@@ -183,7 +183,7 @@ def test_serve_refuses_to_start_on_a_condition_that_can_only_fail(tmp_path: Path
     done = _gate("serve", "--config", str(path), "--port", "0")
 
     assert done.returncode == 2
-    assert "rules.rm.when" in done.stderr and "unknown variable `command`" in done.stderr
+    assert 'rule "rm"' in done.stderr and "unknown variable `command`" in done.stderr
 
 
 def test_a_condition_failing_on_a_call_is_logged_per_rule_once_a_minute(

@@ -129,6 +129,6 @@ def test_broken_policy_stops_start_up_naming_file_rule_and_reason(tmp_path: Path
     )
     assert r.returncode == 2  # gate cannot start because of its configuration
     assert str(bad) in r.stderr
-    assert "rules.big.when" in r.stderr
+    assert f'{bad}:4: rule "big"' in r.stderr
     assert "not valid CEL" in r.stderr
     assert "Traceback" not in r.stderr

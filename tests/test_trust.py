@@ -316,4 +316,4 @@ def test_a_when_that_can_never_be_a_boolean_is_refused_at_start(tmp_path: Path) 
         )
         assert done.returncode != 0
         assert "Traceback" not in done.stderr
-        assert "rules.sum.when" in done.stderr and "true or false" in done.stderr, done.stderr
+        assert 'rule "sum"' in done.stderr and "true or false" in done.stderr, done.stderr

@@ -63,6 +63,7 @@ def _parser() -> argparse.ArgumentParser:
         description="A stdio MCP server with one tool, `approve`: use it with "
         "`claude -p --mcp-config ... --permission-prompt-tool mcp__gate__approve`.",
     )
+    _gate_url(prompt, "--url", hidden="--gate-url")
     _common(prompt, default_agent="claude-code")
     prompt.add_argument(
         "--on-no-rule",
@@ -72,6 +73,12 @@ def _parser() -> argparse.ArgumentParser:
         "asks this tool only where it would have asked its user), allow it, or deny it",
     )
 
+    _add_proxy(sub)
+    return p
+
+
+def _add_proxy(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """`gate mcp proxy`'s options."""
     proxy = sub.add_parser(
         "proxy",
         help="gate the tools of any MCP server (stdio command or streamable HTTP URL)",
@@ -83,7 +90,15 @@ def _parser() -> argparse.ArgumentParser:
         required=True,
         help="the server's name in rules: its tools are gated as mcp__NAME__TOOL",
     )
-    proxy.add_argument("--url", help="streamable HTTP URL of the upstream MCP server")
+    proxy.add_argument(
+        "--upstream-url",
+        "--url",  # its first spelling, kept for clients' configs written with it
+        dest="url",
+        metavar="URL",
+        help="streamable HTTP URL of the upstream MCP server (instead of a command after --)",
+    )
+    # Here the gate server's URL is --gate-url: --url named the upstream's first.
+    _gate_url(proxy, "--gate-url", hidden=None)
     proxy.add_argument(
         "--header",
         action="append",
@@ -106,16 +121,24 @@ def _parser() -> argparse.ArgumentParser:
         metavar="-- COMMAND ARGS...",
         help="the upstream MCP server's command line (stdio)",
     )
-    return p
 
 
-def _common(p: argparse.ArgumentParser, *, default_agent: str | None) -> None:
+def _gate_url(p: argparse.ArgumentParser, flag: str, *, hidden: str | None) -> None:
+    """The gate server's URL as `flag` (and `hidden`, an older spelling, not in --help)."""
+    default = os.environ.get("GATE_URL") or DEFAULT_URL
     p.add_argument(
-        "--gate-url",
-        default=os.environ.get("GATE_URL") or DEFAULT_URL,
+        flag,
+        dest="gate_url",
+        default=default,
+        metavar="URL",
         help=f"gate server URL (default: $GATE_URL or {DEFAULT_URL}); the agent token is "
         "read from $GATE_TOKEN, and kept out of reach of the programs gate mcp starts",
     )
+    if hidden is not None:
+        p.add_argument(hidden, dest="gate_url", default=default, help=argparse.SUPPRESS)
+
+
+def _common(p: argparse.ArgumentParser, *, default_agent: str | None) -> None:
     p.add_argument(
         "--timeout",
         type=float,

@@ -374,11 +374,11 @@ def check(ns: argparse.Namespace) -> None:
         command = command[1:]
     ns.upstream = command
     if bool(ns.url) == bool(command):
-        raise ProxyError("give the upstream either as -- COMMAND ARGS... or as --url URL")
+        raise ProxyError("give the upstream either as -- COMMAND ARGS... or as --upstream-url URL")
     if ns.url and not str(ns.url).startswith(("http://", "https://")):
-        raise ProxyError(f"--url {ns.url!r} is not an http(s) URL")
+        raise ProxyError(f"--upstream-url {ns.url!r} is not an http(s) URL")
     if ns.header and not ns.url:
-        raise ProxyError("--header is for an HTTP upstream (--url)")
+        raise ProxyError("--header is for an HTTP upstream (--upstream-url)")
     if ns.url:
         expand_headers(ns.header, dict(os.environ))
 

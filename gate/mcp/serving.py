@@ -47,7 +47,7 @@ class Options:
         if not self.gate_url.startswith(("http://", "https://")):
             return (
                 f"the gate URL {self.gate_url!r} is not an http(s) URL: set GATE_URL "
-                f"(or --gate-url), e.g. {DEFAULT_URL}"
+                f"(or --url; --gate-url for gate mcp proxy), e.g. {DEFAULT_URL}"
             )
         return None
 

@@ -21,6 +21,7 @@ from starlette.responses import Response
 
 from gate.auth import local_web_user, new_csrf_token
 from gate.config import ApproverSettings, Settings
+from gate.logs import note_principal
 
 log = logging.getLogger("gate.web")
 
@@ -168,6 +169,18 @@ def signed_in(
 
     `approver_of` looks the sign-in up in the database (None once signed out).
     """
+    approver = _signed_in(settings, request, session, approver_of)
+    if approver is not None:
+        note_principal(approver.name)  # the access log's "by"
+    return approver
+
+
+def _signed_in(
+    settings: Settings,
+    request: Request,
+    session: WebSession,
+    approver_of: Callable[[str], str | None],
+) -> ApproverSettings | None:
     value = proxy_user(settings, request)
     if value:
         return settings.approver(value) or settings.approver_by_email(value)

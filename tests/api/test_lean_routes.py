@@ -274,7 +274,12 @@ def route(request: pytest.FixtureRequest, small: Gate) -> tuple[str, str, str, l
     """(route, path, token, a valid body) for each lean POST, on `small`."""
     if request.param == "gate":
         return "gate", "/v1/gate", cfg.AGENT, body({"tool_name": "read_file", "tool_args": {}})
-    return "decision", DECIDE.format(ask(small)), cfg.ALICE, body({"verdict": "reject"})
+    return (
+        "decision",
+        DECIDE.format(ask(small)),
+        cfg.ALICE,
+        body({"verdict": "reject", "comment": "no"}),
+    )
 
 
 def test_a_body_over_the_limit_by_its_length_is_refused_by_the_stack(
@@ -416,7 +421,7 @@ def test_a_decision_is_answered_as_every_other_route_shows_the_request(gate: Gat
 def test_a_second_decision_is_the_same_409_on_both_paths(gate: Gate) -> None:
     request_id = ask(gate)
     assert gate.decide(request_id, cfg.ALICE).status_code == 200
-    verdict = body({"verdict": "reject"})
+    verdict = body({"verdict": "reject", "comment": "no"})
     taken, lean, full = both_paths(
         gate, "decision", lambda: send(gate, DECIDE.format(request_id), verdict, cfg.BOB)
     )

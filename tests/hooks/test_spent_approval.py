@@ -46,5 +46,5 @@ def test_a_call_without_an_id_is_asked_afresh_once_its_approval_was_spent(
     again = offering.wait_pending("Bash", payload["session_id"])
 
     assert again["id"] != first  # a person is asked again: the old yes is not handed back
-    post_decision(offering, again["id"], cfg.ALICE, {"verdict": "reject"})
+    post_decision(offering, again["id"], cfg.ALICE, {"verdict": "reject", "comment": "not again"})
     assert hook.json()[1]["hookSpecificOutput"]["permissionDecision"] == "deny"

@@ -455,7 +455,7 @@ async def test_http_upstream_with_headers_from_the_environment(
     ("args", "env", "says"),
     [
         (["--name", "a__b", "--", "x"], {}, "--name 'a__b'"),
-        (["--name", "ok"], {}, "either as -- COMMAND ARGS... or as --url URL"),
+        (["--name", "ok"], {}, "either as -- COMMAND ARGS... or as --upstream-url URL"),
         (["--name", "ok", "--url", "http://h/mcp", "--", "x"], {}, "either as"),
         (["--name", "ok", "--url", "ftp://h/mcp"], {}, "not an http(s) URL"),
         (["--name", "ok", "--header", "A: b", "--", "x"], {}, "--header is for an HTTP upstream"),

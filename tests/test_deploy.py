@@ -1,0 +1,145 @@
+"""The team deploy in `deploy/`, run without Docker: PostgreSQL, the migrate step, and two
+`gate serve` replicas as processes on the example gate.toml with its environment variables
+filled in as deploy.env would; an ask on one replica is decided on the other. And the
+compose file keeps validating, publishing only the proxy (so `/metrics` stays inside).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.support.servers import ServerProcess
+
+DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
+CONFIG = DEPLOY / "gate.toml"
+
+
+def _deploy_env(database_url: str) -> dict[str, str]:
+    """The example's variables (deploy.env.example), each filled in as a deploy would."""
+    example = (DEPLOY / "deploy.env.example").read_text()
+    names = re.findall(r"^(GATE_[A-Z0-9_]+)=", example, flags=re.MULTILINE)
+    env = dict.fromkeys(names, "")
+    env.update(
+        GATE_SERVER__DATABASE_URL=database_url,
+        GATE_SERVER__PUBLIC_URL="https://gate.example.com",
+        GATE_SERVER__SESSION_SECRET=secrets.token_urlsafe(32),
+        GATE_DOMAIN="gate.example.com",
+        GATE_TLS="ops@example.com",
+    )
+    for name in names:
+        if name.startswith("GATE_TOKEN_"):
+            env[name] = secrets.token_urlsafe(24)
+    return env
+
+
+def _gate(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "gate.cli", *args, "--config", str(CONFIG)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **env},
+    )
+
+
+@pytest.mark.postgres
+def test_an_ask_on_one_replica_is_decided_on_the_other(postgres_url: str, tmp_path: Path) -> None:
+    env = _deploy_env(postgres_url)
+    # the example needs every token it names: an empty one stops the migrate step, by name
+    unset = _gate({**env, "GATE_TOKEN_ALICE": ""}, "db", "upgrade")
+    assert unset.returncode == 2 and "Traceback" not in unset.stderr
+    assert 'token "alice-cli": token_env: the environment variable GATE_TOKEN_ALICE is not set' in (
+        unset.stderr
+    )
+    migrated = _gate(env, "db", "upgrade")  # the compose file's `migrate` service
+    assert migrated.returncode == 0, migrated.stderr
+    assert migrated.stdout == "database is at the latest schema\n"
+    replicas = [ServerProcess(CONFIG, env=env, log_path=tmp_path / f"gate-{n}.log") for n in (1, 2)]
+    try:
+        for replica in replicas:
+            replica.start(timeout=60)
+        one, two = replicas
+        agent = {"Authorization": f"Bearer {env['GATE_TOKEN_BILLING_AGENT']}"}
+        alice = {"Authorization": f"Bearer {env['GATE_TOKEN_ALICE']}"}
+        call = {"tool_name": "pay_invoice", "tool_args": {"amount": 4200, "to": "ACME"}}
+        asked = httpx.post(one.url + "/v1/gate", json=call, headers=agent, timeout=30).json()
+        assert asked["decision"] == "ask" and asked["rule"] == "big-payments", asked
+        rid = asked["request"]["id"]
+        assert asked["request"]["url"] == f"https://gate.example.com/requests/{rid}"
+        waited: dict[str, Any] = {}
+
+        def wait_on_one() -> None:
+            waited["answer"] = httpx.get(
+                one.url + f"/v1/requests/{rid}/wait",
+                params={"timeout": 30},
+                headers=agent,
+                timeout=60,
+            )
+
+        waiter = threading.Thread(target=wait_on_one)
+        waiter.start()
+        decided = httpx.post(
+            two.url + f"/v1/requests/{rid}/decision",
+            json={"verdict": "approve", "comment": "invoice checked"},
+            headers=alice,
+            timeout=30,
+        )
+        assert decided.status_code == 200, decided.text
+        waiter.join(timeout=60)
+        answer = waited["answer"]
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["status"] == "approved"
+        assert answer.json()["decided_by"] == "alice"
+        # neither replica migrated (the migrate step did), and each says where its console is
+        for replica in replicas:
+            log = replica.log()
+            assert "Running upgrade" not in log
+            assert '"message": "console: https://gate.example.com/' in log
+    finally:
+        for replica in replicas:
+            replica.stop()
+
+
+def test_the_example_config_checks_out_with_its_variables_filled() -> None:
+    env = _deploy_env("postgresql://gate:pw@postgres:5432/gate")
+    checked = _gate(env, "policy", "check")
+    assert checked.returncode == 0, checked.stderr
+    assert checked.stdout.startswith(f"{CONFIG}: OK, 3 rule(s)")
+    # serving on every address: it has the tokens and approvers that needs
+    assert "refusing to serve" not in checked.stderr
+
+
+@pytest.mark.skipif(shutil.which("docker-compose") is None, reason="needs docker-compose")
+def test_the_compose_file_validates_and_publishes_only_the_proxy() -> None:
+    import yaml
+
+    ran = subprocess.run(
+        ["docker-compose", "-f", str(DEPLOY / "docker-compose.yml"), "config"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert ran.returncode == 0, ran.stderr
+    services = yaml.safe_load(ran.stdout)["services"]
+    published = {name for name, service in services.items() if service.get("ports")}
+    assert published == {"proxy"}  # the replicas' /metrics is reachable on the network only
+    for name in ("gate-1", "gate-2", "migrate"):
+        volumes = services[name]["volumes"]
+        assert any(str(v).startswith(f"{CONFIG}:/etc/gate/gate.toml") for v in volumes) or any(
+            isinstance(v, dict) and v.get("source") == str(CONFIG) for v in volumes
+        ), volumes
+    caddyfile = (DEPLOY / "Caddyfile").read_text()
+    assert "@metrics path /metrics /metrics/*" in caddyfile
+    assert "respond @metrics 404" in caddyfile
+    assert "172.30.0.10" in str(services["proxy"]["networks"])
