@@ -89,6 +89,10 @@ def _parser() -> argparse.ArgumentParser:
     _config_arg(explain)
     explain.add_argument("payload", help="JSON file with a POST /v1/gate body (or - for stdin)")
     explain.set_defaults(handler=_policy_explain)
+    # `gate policy test` and `gate policy lint` (gate/policy_commands.py)
+    from gate.policy_commands import add_commands as add_policy_commands
+
+    add_policy_commands(policy)
 
     audit = sub.add_parser("audit", help="the tamper-evident audit log").add_subparsers(
         metavar="TASK"
