@@ -222,7 +222,7 @@ def _misses(policy: Policy, expect: Expect, got: Answer) -> list[Miss]:
     if expect.rule is not None and (got.rule or NO_RULE) != expect.rule:
         wanted = _rule_words(expect.rule)
         if expect.rule != NO_RULE and policy.rule(expect.rule) is None:
-            wanted += " (gate.toml has no rule by that name)"
+            wanted += " (the policy has no rule by that name)"
         misses.append(Miss("rule", wanted, _rule_words(got.rule or NO_RULE)))
     # who may approve and which grants are offered are sets: their order means nothing
     if expect.approvers is not None and set(got.approvers) != set(expect.approvers):
@@ -285,4 +285,5 @@ def write_junit(outcomes: list[Outcome], source: str, path: Path) -> None:
         details = [f"{m.what}: expected {m.expected}, got {m.got}" for m in outcome.misses]
         failure.text = "\n".join([*details, f"{source}, case {case.number}", *outcome.answer.trail])
     ElementTree.indent(suites)
+    path.parent.mkdir(parents=True, exist_ok=True)
     ElementTree.ElementTree(suites).write(path, encoding="utf-8", xml_declaration=True)

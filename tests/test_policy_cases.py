@@ -100,7 +100,7 @@ def test_a_miss_prints_expected_and_got_and_exits_1(tmp_path: Path) -> None:
     out = r.stdout
     assert f"FAIL 'rm should be denied' ({cases}, case 2)" in out
     assert "  decision: expected deny, got ask" in out
-    assert "  rule: expected 'no-rm' (gate.toml has no rule by that name), got 'risky-bash'" in out
+    assert "  rule: expected 'no-rm' (the policy has no rule by that name), got 'risky-bash'" in out
     assert "  approvers: expected ['alice'], got none" in out
     assert f"FAIL 'a push is allowed' ({cases}, case 3)" in out
     assert "  rule: expected no rule, got 'risky-bash'" in out
@@ -162,8 +162,7 @@ def test_junit_report(tmp_path: Path) -> None:
             "expect": {"decision": "allow"},
         },
     )
-    report = tmp_path / "out" / "policy.xml"
-    report.parent.mkdir()
+    report = tmp_path / "reports" / "policy.xml"  # its folder is made
     r = _gate("policy", "test", "--config", EXAMPLE_POLICY, cases, "--junit", report)
     assert r.returncode == 1
     root = ElementTree.parse(report).getroot()
@@ -392,3 +391,16 @@ def test_glob_cover_agrees_with_fnmatch() -> None:
             fnmatch.fnmatchcase(name, outer) for name in names if fnmatch.fnmatchcase(name, inner)
         )
         assert globs.covers(outer, inner) == truth, (outer, inner)
+
+
+def test_the_docs_cases_are_valid(tmp_path: Path) -> None:
+    """Every cases file docs/policy-testing.md shows is one `gate policy test` accepts."""
+    text = (ROOT / "docs" / "policy-testing.md").read_text()
+    blocks = [b.split("```", 1)[0] for b in text.split("```toml\n")[1:]]
+    assert len(blocks) == 2
+    for number, block in enumerate(blocks):
+        path = tmp_path / f"docs-{number}.toml"
+        path.write_text(block)
+        r = _gate("policy", "test", "--config", EXAMPLE_POLICY, path)
+        assert r.returncode in (0, 1), r.stderr  # 2 would be an invalid file
+        assert "case(s)" in r.stdout
