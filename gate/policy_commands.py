@@ -99,7 +99,7 @@ def _test(ns: argparse.Namespace) -> int:
 
 
 def _lint(ns: argparse.Namespace) -> int:
-    from gate import policy_cases, policy_lint
+    from gate import hook_matchers, policy_cases, policy_lint
     from gate.errors import ConfigError
 
     loaded = _policy(ns)
@@ -115,7 +115,8 @@ def _lint(ns: argparse.Namespace) -> int:
             return INVALID
         outcomes = policy_cases.run(policy, cases)
         exercised = {o.answer.rule for o in outcomes if o.answer.rule is not None}
-    findings = policy_lint.lint(policy.rules, exercised)
+    hooks = hook_matchers.installed(hook_matchers.hook_files(Path.cwd()))
+    findings = policy_lint.lint(policy.rules, exercised, hooks)
     for finding in findings:
         _say(f"{source}: {finding.message}")
     checked = f"{len(policy.rules)} rule(s)" + (f", cases {ns.cases}" if ns.cases else "")

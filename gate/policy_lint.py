@@ -16,16 +16,17 @@ silent rather than guess.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from gate import globs
+from gate import globs, hook_matchers
 from gate.policy import Rule
 
 #: the longest tool name `POST /v1/gate` accepts (`GateCall.tool_name`)
 _LONGEST_TOOL_NAME = 200
 
-Kind = Literal["never-matches", "unreachable-pattern", "untested"]
+Kind = Literal["never-matches", "unreachable-pattern", "unsent", "untested"]
 
 
 @dataclass(frozen=True)
@@ -37,9 +38,14 @@ class Finding:
     message: str
 
 
-def lint(rules: tuple[Rule, ...], exercised: set[str] | None = None) -> list[Finding]:
-    """What is wrong with the order and patterns of `rules`; with `exercised` (the rules
-    some case was decided by), the rules no case exercised."""
+def lint(
+    rules: tuple[Rule, ...],
+    exercised: set[str] | None = None,
+    hooks: Sequence[hook_matchers.Installed] = (),
+) -> list[Finding]:
+    """What is wrong with the order and patterns of `rules`; with `hooks` (gate's agent hooks
+    installed here), the tools they never send; with `exercised` (the rules some case was
+    decided by), the rules no case exercised."""
     findings: list[Finding] = []
     dead_rules: set[str] = set()
     for index, rule in enumerate(rules):
@@ -56,6 +62,10 @@ def lint(rules: tuple[Rule, ...], exercised: set[str] | None = None) -> list[Fin
                     f"rule {rule.name!r}: tool pattern {rule.tools[p]!r} is never reached: {w}"
                 )
                 findings.append(Finding("unreachable-pattern", rule.name, message))
+    # a tool the agent's hook never sends to gate never reaches any rule (`gate policy check`
+    # warns of the same; lint counts it, so CI fails on it)
+    named = [(rule.name, rule.tools) for rule in rules]
+    findings.extend(Finding("unsent", "", text) for text in hook_matchers.uncovered(named, hooks))
     if exercised is not None:
         for rule in rules:
             if rule.name not in exercised and rule.name not in dead_rules:

@@ -7,6 +7,7 @@ import copy
 import fnmatch
 import itertools
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -23,13 +24,18 @@ EXAMPLE_POLICY = ROOT / "examples" / "gate.toml"
 EXAMPLE_CASES = ROOT / "examples" / "gate.cases.toml"
 
 
-def _gate(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def _gate(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """The real CLI, run in `cwd` with an empty home (gate's agent hooks are looked for in
+    both: lint reports tools they never send)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("CODEX_HOME", "GATE_CONFIG")}
+    env["HOME"] = str(cwd / "home")
     result = subprocess.run(
         [sys.executable, "-m", "gate.cli", *map(str, args)],
         capture_output=True,
         text=True,
         timeout=60,
         cwd=cwd,
+        env=env,
     )
     assert "Traceback" not in result.stderr, result.stderr
     return result
@@ -66,8 +72,8 @@ def _policy(path: Path, *rules: dict[str, Any], **top: Any) -> Path:
 # -- gate policy test -----------------------------------------------------------------------
 
 
-def test_the_example_cases_pass_against_the_example_policy() -> None:
-    r = _gate("policy", "test", "--config", EXAMPLE_POLICY, EXAMPLE_CASES)
+def test_the_example_cases_pass_against_the_example_policy(tmp_path: Path) -> None:
+    r = _gate("policy", "test", "--config", EXAMPLE_POLICY, EXAMPLE_CASES, cwd=tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.strip().endswith("12 case(s), 12 passed, 0 failed")
     assert "FAIL" not in r.stdout
@@ -95,7 +101,7 @@ def test_a_miss_prints_expected_and_got_and_exits_1(tmp_path: Path) -> None:
             "expect": {"decision": "allow", "rule": ""},
         },
     )
-    r = _gate("policy", "test", "--config", EXAMPLE_POLICY, cases)
+    r = _gate("policy", "test", "--config", EXAMPLE_POLICY, cases, cwd=tmp_path)
     assert r.returncode == 1
     out = r.stdout
     assert f"FAIL 'rm should be denied' ({cases}, case 2)" in out
@@ -139,7 +145,7 @@ def test_approvers_and_grant_scopes_are_checked(tmp_path: Path) -> None:
             "expect": {"decision": "ask", "approvers": ["alice"], "grant_scopes": ["agent"]},
         },
     )
-    r = _gate("policy", "test", "--config", policy, cases)
+    r = _gate("policy", "test", "--config", policy, cases, cwd=tmp_path)
     assert r.returncode == 1
     assert "finance and carol" not in r.stdout
     assert "  approvers: expected ['alice'], got ['alice', 'bob', 'carol']" in r.stdout
@@ -163,7 +169,7 @@ def test_junit_report(tmp_path: Path) -> None:
         },
     )
     report = tmp_path / "reports" / "policy.xml"  # its folder is made
-    r = _gate("policy", "test", "--config", EXAMPLE_POLICY, cases, "--junit", report)
+    r = _gate("policy", "test", "--config", EXAMPLE_POLICY, cases, "--junit", report, cwd=tmp_path)
     assert r.returncode == 1
     root = ElementTree.parse(report).getroot()
     assert root.tag == "testsuites"
@@ -214,11 +220,11 @@ def test_an_invalid_cases_file_exits_2_naming_file_and_case(tmp_path: Path) -> N
     ]
     for text, words in bad:
         path.write_text(text)
-        r = _gate("policy", "test", "--config", EXAMPLE_POLICY, path)
+        r = _gate("policy", "test", "--config", EXAMPLE_POLICY, path, cwd=tmp_path)
         assert r.returncode == 2, (text, r.stdout, r.stderr)
         assert r.stderr.startswith(f"gate: invalid cases file: {path}"), r.stderr
         assert words in r.stderr, (words, r.stderr)
-    r = _gate("policy", "test", "--config", EXAMPLE_POLICY, tmp_path / "missing.toml")
+    r = _gate("policy", "test", "--config", EXAMPLE_POLICY, tmp_path / "missing.toml", cwd=tmp_path)
     assert r.returncode == 2
     assert "missing.toml: file not found" in r.stderr
 
@@ -228,14 +234,14 @@ def test_an_invalid_policy_exits_2(tmp_path: Path) -> None:
         tmp_path / "gate.toml",
         {"name": "typo", "tools": ["Bash"], "when": "args.command.includes('rm')"},
     )
-    r = _gate("policy", "test", "--config", broken, EXAMPLE_CASES)
+    r = _gate("policy", "test", "--config", broken, EXAMPLE_CASES, cwd=tmp_path)
     assert r.returncode == 2
     assert f"gate: policy error: {broken}, rules.typo.when" in r.stderr
-    r = _gate("policy", "test", "--config", tmp_path / "nope.toml", EXAMPLE_CASES)
+    r = _gate("policy", "test", "--config", tmp_path / "nope.toml", EXAMPLE_CASES, cwd=tmp_path)
     assert r.returncode == 2
     assert "gate: configuration error:" in r.stderr
     assert "nope.toml: file not found" in r.stderr
-    r = _gate("policy", "lint", "--config", broken)
+    r = _gate("policy", "lint", "--config", broken, cwd=tmp_path)
     assert r.returncode == 2
     assert "rules.typo.when" in r.stderr
 
@@ -293,7 +299,9 @@ def test_policy_test_decides_as_the_running_server(make_gate: GateFactory, tmp_p
     assert cases[8]["expect"]["decision"] == "deny"
     assert cases[9]["expect"] == {"decision": "allow", "rule": ""}
     assert cases[10]["expect"]["rule"] == "requires_confirmation"
-    r = _gate("policy", "test", "--config", config, _cases(tmp_path / "cases.toml", *cases))
+    r = _gate(
+        "policy", "test", "--config", config, _cases(tmp_path / "cases.toml", *cases), cwd=tmp_path
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert f"{len(calls)} case(s), {len(calls)} passed, 0 failed" in r.stdout
 
@@ -301,8 +309,8 @@ def test_policy_test_decides_as_the_running_server(make_gate: GateFactory, tmp_p
 # -- gate policy lint -----------------------------------------------------------------------
 
 
-def test_lint_finds_nothing_in_the_example() -> None:
-    r = _gate("policy", "lint", "--config", EXAMPLE_POLICY, "--cases", EXAMPLE_CASES)
+def test_lint_finds_nothing_in_the_example(tmp_path: Path) -> None:
+    r = _gate("policy", "lint", "--config", EXAMPLE_POLICY, "--cases", EXAMPLE_CASES, cwd=tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.strip() == f"{EXAMPLE_POLICY}: 0 finding(s) in 4 rule(s), cases {EXAMPLE_CASES}"
 
@@ -322,7 +330,7 @@ def test_lint_names_rules_that_can_never_match(tmp_path: Path) -> None:
         {"name": "writes", "tools": ["Write", "Edit"]},  # a `when` shadows nothing
         {"name": "edits", "tools": ["Edit", "NotebookEdit"], "action": "deny"},
     )
-    r = _gate("policy", "lint", "--config", policy)
+    r = _gate("policy", "lint", "--config", policy, cwd=tmp_path)
     assert r.returncode == 1, r.stdout + r.stderr
     lines = r.stdout.splitlines()
     assert lines == [
@@ -353,7 +361,7 @@ def test_lint_with_cases_names_rules_no_case_exercised(tmp_path: Path) -> None:
             "expect": {"decision": "allow"},
         },
     )
-    r = _gate("policy", "lint", "--config", EXAMPLE_POLICY, "--cases", cases)
+    r = _gate("policy", "lint", "--config", EXAMPLE_POLICY, "--cases", cases, cwd=tmp_path)
     assert r.returncode == 1
     assert r.stdout.splitlines() == [
         f"{EXAMPLE_POLICY}: rule 'secret-files' is not exercised: no case is decided by it",
@@ -362,7 +370,9 @@ def test_lint_with_cases_names_rules_no_case_exercised(tmp_path: Path) -> None:
         f"{EXAMPLE_POLICY}: 3 finding(s) in 4 rule(s), cases {cases}",
     ]
     (tmp_path / "bad.toml").write_text("[[cases]]\n")
-    r = _gate("policy", "lint", "--config", EXAMPLE_POLICY, "--cases", tmp_path / "bad.toml")
+    r = _gate(
+        "policy", "lint", "--config", EXAMPLE_POLICY, "--cases", tmp_path / "bad.toml", cwd=tmp_path
+    )
     assert r.returncode == 2
     assert "gate: invalid cases file:" in r.stderr
 
@@ -401,6 +411,33 @@ def test_the_docs_cases_are_valid(tmp_path: Path) -> None:
     for number, block in enumerate(blocks):
         path = tmp_path / f"docs-{number}.toml"
         path.write_text(block)
-        r = _gate("policy", "test", "--config", EXAMPLE_POLICY, path)
+        r = _gate("policy", "test", "--config", EXAMPLE_POLICY, path, cwd=tmp_path)
         assert r.returncode in (0, 1), r.stderr  # 2 would be an invalid file
         assert "case(s)" in r.stdout
+
+
+def test_lint_names_tools_the_installed_hook_never_sends(tmp_path: Path) -> None:
+    """A rule naming a tool the agent's gate hook does not send can never fire: lint counts it
+    (`gate policy check` only warns)."""
+    settings = tmp_path / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    hook = {"type": "command", "command": "gate hook claude-code"}
+    settings.write_text(
+        json.dumps({"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [hook]}]}})
+    )
+    r = _gate("policy", "lint", "--config", EXAMPLE_POLICY, cwd=tmp_path)
+    assert r.returncode == 1
+    lines = r.stdout.splitlines()
+    # one finding per pattern: Write, Edit, apply_patch, the three GitHub globs, WebFetch
+    assert len(lines) == 8
+    assert lines[0].startswith(
+        f"{EXAMPLE_POLICY}: rule 'secret-files' names 'Write', but the claude-code hook"
+    )
+    assert "never sends it to gate, so the rule cannot fire there" in lines[0]
+    assert [line.split("'")[1] for line in lines[:7]] == [
+        *["secret-files"] * 3,
+        *["github-writes"] * 3,
+        "fetch-outside-docs",
+    ]
+    assert not any("risky-bash" in line for line in lines)
+    assert lines[7] == f"{EXAMPLE_POLICY}: 7 finding(s) in 4 rule(s)"
