@@ -79,7 +79,7 @@ def _parser() -> argparse.ArgumentParser:
     _config_arg(up)
     up.set_defaults(handler=_db_upgrade)
 
-    policy = sub.add_parser("policy", help="check and explain the policy file").add_subparsers(
+    policy = sub.add_parser("policy", help="check, explain, test, lint rules").add_subparsers(
         metavar="TASK"
     )
     check = policy.add_parser("check", help="validate gate.toml; exit 1 naming what is wrong")
