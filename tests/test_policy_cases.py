@@ -249,10 +249,13 @@ def test_an_invalid_policy_exits_2(tmp_path: Path) -> None:
 # -- the CLI and the server agree -----------------------------------------------------------
 
 
-def test_policy_test_decides_as_the_running_server(make_gate: GateFactory, tmp_path: Path) -> None:
-    """Each call is sent to POST /v1/gate on a real server; its answers become the expectations
-    of a cases file, which `gate policy test` must pass against the same gate.toml."""
-    data = cfg.settings_data(f"sqlite:///{tmp_path / 'gate.db'}")
+def test_policy_test_decides_as_the_running_server(
+    make_gate: GateFactory, db_url: str, tmp_path: Path
+) -> None:
+    """Each call is sent to POST /v1/gate on a real server (on each database); its answers
+    become the expectations of a cases file, which `gate policy test` must pass against the
+    same gate.toml."""
+    data = cfg.settings_data(db_url)
     data["rules"] = [
         *data["rules"],
         {
