@@ -9,6 +9,8 @@ pair of automata, determinised, looking for a name `inner` accepts and `outer` d
 
 from __future__ import annotations
 
+import fnmatch
+import functools
 from dataclasses import dataclass
 
 #: stands for every character neither glob names (a real character is one long, this is not)
@@ -34,6 +36,7 @@ class _Item:
         return (symbol in self.chars) != self.negated
 
 
+@functools.cache
 def parse(glob: str) -> tuple[_Item, ...] | None:
     """The glob's items, as `fnmatch.translate` reads it (None: a range too wide to reason
     about)."""
@@ -119,6 +122,9 @@ def covers(outer: str, inner: str) -> bool:
     """Whether every name `inner` matches, `outer` matches too (False when unsure)."""
     if outer == inner:
         return True
+    sample = _sample(inner)
+    if sample is not None and not fnmatch.fnmatchcase(sample, outer):
+        return False  # one name `inner` matches is enough to say no (and the usual answer)
     big, small = parse(outer), parse(inner)
     if big is None or small is None:
         return False
@@ -136,6 +142,27 @@ def covers(outer: str, inner: str) -> bool:
                 seen.add(pair)
                 todo.append(pair)
     return True
+
+
+@functools.cache
+def _sample(glob: str) -> str | None:
+    """One name the glob matches, its stars matching nothing (None: no name found)."""
+    items = parse(glob)
+    if items is None:
+        return None
+    name = []
+    for item in items:
+        if item.kind == "star":
+            continue
+        if item.kind != "set":
+            name.append(next(iter(item.chars)) if item.chars else "a")
+            continue
+        pool = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-"
+        found = next((c for c in [*sorted(item.chars), *pool] if item.accepts(c)), None)
+        if found is None:
+            return None
+        name.append(found)
+    return "".join(name)
 
 
 def matches_everything(glob: str) -> bool:
