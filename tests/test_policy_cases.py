@@ -245,6 +245,13 @@ def test_an_invalid_policy_exits_2(tmp_path: Path) -> None:
     r = _gate("policy", "lint", "--config", broken, cwd=tmp_path)
     assert r.returncode == 2
     assert "rules.typo.when" in r.stderr
+    # no --config, no $GATE_CONFIG and no ./gate.toml: nothing to test against
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for command in (["test", str(EXAMPLE_CASES)], ["lint"]):
+        r = _gate("policy", *command, cwd=empty)
+        assert r.returncode == 2
+        assert r.stderr == "gate: no policy file: pass --config gate.toml (or set $GATE_CONFIG)\n"
 
 
 # -- the CLI and the server agree -----------------------------------------------------------
