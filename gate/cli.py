@@ -82,7 +82,7 @@ def _parser() -> argparse.ArgumentParser:
     _config_arg(up)
     up.set_defaults(handler=_db_upgrade)
 
-    policy = sub.add_parser("policy", help="check and explain the policy file").add_subparsers(
+    policy = sub.add_parser("policy", help="check, explain, test, lint rules").add_subparsers(
         metavar="TASK"
     )
     check = policy.add_parser("check", help="validate gate.toml; exit 1 naming what is wrong")
@@ -92,6 +92,10 @@ def _parser() -> argparse.ArgumentParser:
     _config_arg(explain)
     explain.add_argument("payload", help="JSON file with a POST /v1/gate body (or - for stdin)")
     explain.set_defaults(handler=_policy_explain)
+    # `gate policy test` and `gate policy lint` (gate/policy_commands.py)
+    from gate.policy_commands import add_commands as add_policy_commands
+
+    add_policy_commands(policy)
 
     audit = sub.add_parser("audit", help="the tamper-evident audit log").add_subparsers(
         metavar="TASK"

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import cel
 
@@ -34,6 +34,9 @@ from gate import cel_shape, policy_check, toolnames
 from gate.config import RuleSettings, Settings
 from gate.errors import ConfigError
 from gate.offers import DEFAULT_MAX_GRANT, Offers
+
+if TYPE_CHECKING:
+    from gate.schemas import GateCall
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +53,12 @@ class CallFacts:
     agent_id: str | None = None
     user_id: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, call: GateCall) -> CallFacts:
+        """What policy sees of a `POST /v1/gate` body: the server and `gate policy test` both
+        build the facts here, so a tested case is decided as the live call would be."""
+        return cls(call.tool_name, call.tool_args, call.agent_id, call.user_id, call.metadata)
 
     def activation(self) -> dict[str, Any]:
         """The variables a `when` expression sees."""

@@ -104,8 +104,7 @@ class GateService:
 
     def judge(self, call: GateCall) -> Decision:
         """Policy's decision for a call: no database, no I/O (safe on the event loop)."""
-        facts = (call.tool_name, call.tool_args, call.agent_id, call.user_id, call.metadata)
-        return self.policy.evaluate(CallFacts(*facts))
+        return self.policy.evaluate(CallFacts.of(call))
 
     def ask(self, call: GateCall, principal: Principal, decision: Decision) -> Submitted:
         """Create the request an `ask` decision makes (or find it again by idempotency key)."""
