@@ -237,7 +237,7 @@ def test_an_invalid_policy_exits_2(tmp_path: Path) -> None:
     )
     r = _gate("policy", "test", "--config", broken, EXAMPLE_CASES, cwd=tmp_path)
     assert r.returncode == 2
-    assert f"gate: policy error: {broken}, rules.typo.when" in r.stderr
+    assert f"gate: policy error: {broken}: rules.typo.when" in r.stderr
     r = _gate("policy", "test", "--config", tmp_path / "nope.toml", EXAMPLE_CASES, cwd=tmp_path)
     assert r.returncode == 2
     assert "gate: configuration error:" in r.stderr
