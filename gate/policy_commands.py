@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from gate.policy import Policy
+    from gate.policy_cases import Case
 
 #: the policy or the cases file is invalid (as for a configuration error in `gate serve`)
 INVALID = 2
@@ -77,18 +78,27 @@ def _policy(ns: argparse.Namespace) -> tuple[Policy, str] | None:
     return Policy(settings), settings.source
 
 
-def _test(ns: argparse.Namespace) -> int:
+def _load_cases(path: str) -> list[Case] | None:
+    """The cases file, or None once its error is said (the command then exits 2)."""
     from gate import policy_cases
     from gate.errors import ConfigError
+
+    try:
+        return policy_cases.load_cases(Path(path))
+    except ConfigError as exc:
+        _say(f"gate: invalid cases file: {exc}", err=True)
+        return None
+
+
+def _test(ns: argparse.Namespace) -> int:
+    from gate import policy_cases
 
     loaded = _policy(ns)
     if loaded is None:
         return INVALID
     policy, _ = loaded
-    try:
-        cases = policy_cases.load_cases(Path(ns.cases))
-    except ConfigError as exc:
-        _say(f"gate: invalid cases file: {exc}", err=True)
+    cases = _load_cases(ns.cases)
+    if cases is None:
         return INVALID
     outcomes = policy_cases.run(policy, cases)
     for line in policy_cases.report(outcomes, ns.cases):
@@ -104,7 +114,6 @@ def _test(ns: argparse.Namespace) -> int:
 
 def _lint(ns: argparse.Namespace) -> int:
     from gate import hook_matchers, policy_cases, policy_lint
-    from gate.errors import ConfigError
 
     loaded = _policy(ns)
     if loaded is None:
@@ -112,10 +121,8 @@ def _lint(ns: argparse.Namespace) -> int:
     policy, source = loaded
     exercised = None
     if ns.cases:
-        try:
-            cases = policy_cases.load_cases(Path(ns.cases))
-        except ConfigError as exc:
-            _say(f"gate: invalid cases file: {exc}", err=True)
+        cases = _load_cases(ns.cases)
+        if cases is None:
             return INVALID
         outcomes = policy_cases.run(policy, cases)
         exercised = {o.answer.rule for o in outcomes if o.answer.rule is not None}

@@ -5,10 +5,8 @@ the same way wherever it is made (the decide pipeline, `gate.offers.with_reasons
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import subprocess
-import sys
 from collections.abc import Iterator
 
 import httpx
@@ -20,16 +18,11 @@ from gate.acting import Actor, Refusal
 from gate.models import Verdict
 from tests.conftest import Gate
 from tests.support import config as cfg
+from tests.support.cli import run_gate
 
 
 def _gate(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "gate.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, **(env or {})},
-    )
+    return run_gate(*args, env=env)
 
 
 def _parsers() -> Iterator[tuple[str, argparse.ArgumentParser]]:

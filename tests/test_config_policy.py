@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from datetime import timedelta
 from pathlib import Path
 
@@ -14,6 +13,7 @@ from gate.config import Settings, load_settings, parse_duration
 from gate.errors import ConfigError
 from gate.policy import CallFacts, Policy
 from tests.support import config as cfg
+from tests.support.cli import run_gate
 
 
 def test_durations() -> None:
@@ -147,13 +147,7 @@ def test_a_channel_finds_approvers_by_a_declared_field_of_its_name() -> None:
 
 
 def _gate(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "gate.cli", *args],
-        capture_output=True,
-        text=True,
-        input=stdin,
-        timeout=60,
-    )
+    return run_gate(*args, stdin=stdin)
 
 
 def test_policy_check_and_explain(tmp_path: Path) -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import random
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,7 @@ from gate.policy import CallFacts, Policy
 from gate.policy_check import check, hint_for_syntax
 from tests.conftest import GateFactory
 from tests.support import config as cfg
+from tests.support.cli import run_gate
 from tests.support.databases import migrated_sqlite
 
 #: activations the runtime check runs refused conditions against: every shape an argument
@@ -147,12 +147,7 @@ def test_text_cel_refuses_gets_a_hint(when: str, hint: str) -> None:
 
 
 def _gate(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "gate.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return run_gate(*args)
 
 
 def test_policy_check_names_every_bad_rule_with_its_hint(tmp_path: Path) -> None:

@@ -2,27 +2,20 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import httpx
 
 from tests.support import config as cfg
+from tests.support.cli import run_gate
 from tests.support.databases import migrated_sqlite
 from tests.support.http import TLS
 from tests.support.servers import ServerProcess
 
 
 def _gate(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "gate.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, **(env or {})},
-    )
+    return run_gate(*args, env=env)
 
 
 def test_tokens_new_prints_a_token_once_and_an_entry_that_stores_only_its_hash(

@@ -7,12 +7,12 @@ import json
 import re
 import shlex
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.support import docs
+from tests.support.cli import run_gate
 
 
 def wire() -> str:
@@ -20,13 +20,7 @@ def wire() -> str:
 
 
 def gate(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "gate.cli", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return run_gate(*args, stdin=stdin)
 
 
 def test_the_starter_gate_toml_gates_risky_bash(tmp_path: Path) -> None:
