@@ -92,6 +92,12 @@ def test_the_default_cap_is_minutes_and_the_hook_asks_for_more() -> None:
     assert WAIT_SLICE > cap  # so the server's jitter, not the agents' clocks, ends slices
 
 
+@pytest.mark.parametrize("seconds", [0, -1, 3601])
+def test_a_cap_of_no_time_or_over_an_hour_is_refused(seconds: float) -> None:
+    with pytest.raises(ValueError, match="max_wait_seconds"):
+        cfg.make_settings("sqlite:///x.db", max_wait_seconds=seconds)
+
+
 # -- renewing a long-poll reads nothing ---------------------------------------------------
 
 
