@@ -24,6 +24,7 @@ import asyncio
 import os
 import statistics
 import time
+from collections.abc import Callable
 
 import httpx
 
@@ -38,6 +39,8 @@ GOAL_MS = 1000.0
 SAMPLES = 40
 #: pause between two (ask, decision) pairs while the agents wait
 PAIR_EVERY = 0.5
+#: asks and decisions slower than this are listed with when they came (ms)
+SLOW_MS = 250.0
 #: gate's own defaults for the background jobs (the test config runs them faster)
 DEFAULTS = {"sweep_interval_seconds": 1.0, "outbox_interval_seconds": 1.0}
 
@@ -147,15 +150,28 @@ async def decide(client: httpx.AsyncClient, request_id: str) -> float:
 
 
 async def phase(
-    client: httpx.AsyncClient, *, pairs: int = 0, seconds: float = 0.0
+    client: httpx.AsyncClient,
+    *,
+    pairs: int = 0,
+    seconds: float = 0.0,
+    renewals: Callable[[], int] = lambda: 0,
 ) -> tuple[list[float], list[float]]:
-    """Ask, then decide what was asked, `pairs` times or for `seconds`, a little apart."""
+    """Ask, then decide what was asked, `pairs` times or for `seconds`, a little apart.
+
+    Each slow one is printed with its time into the phase, the load, and how many
+    long-polls the agents had renewed by then (the renewal wave shows there).
+    """
     decisions, asks = [], []
-    until = time.monotonic() + seconds
-    while len(asks) < pairs or time.monotonic() < until:
+    started = time.monotonic()
+    while len(asks) < pairs or time.monotonic() < started + seconds:
         request_id, took = await ask(client, "ask_decide")
         asks.append(took)
         decisions.append(await decide(client, request_id))
+        for kind, ms in (("ask", took), ("decision", decisions[-1])):
+            if ms > SLOW_MS:
+                at, load = time.monotonic() - started, os.getloadavg()[0]
+                where = f"at {at:.0f} s, load {load:.1f}, {renewals()} renewed"
+                print(f"    slow {kind} {ms:.0f} ms {where}")
         await asyncio.sleep(PAIR_EVERY)
     return decisions, asks
 
@@ -190,7 +206,10 @@ async def run(url: str, port: int, n: int, requests: int, slice_: float, seconds
         print(f"  {n} waiters parked in {time.perf_counter() - started:.1f} s")
         load = os.getloadavg()[0]
         answered = dict(waiters.statuses)
-        decisions, asks = await phase(client, seconds=seconds)
+        done = sum(answered.values())
+        decisions, asks = await phase(
+            client, seconds=seconds, renewals=lambda: sum(waiters.statuses.values()) - done
+        )
         renewed = {k: v - answered.get(k, 0) for k, v in waiters.statuses.items()}
         parked = await open_count(client)
         await waiters.close()
