@@ -138,6 +138,7 @@ class Notifier:
     def __init__(self) -> None:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._watches: dict[str, set[Watch]] = {}
+        self._waiting = 0  # the watches in `_watches`, counted as they come and go
         self._streams: set[asyncio.Queue[Event | None]] = set()
         #: bumped by every delivery and wake_all: a read begun at seq >= S saw their commits
         self.seq = 0
@@ -166,12 +167,7 @@ class Notifier:
     @property
     def waiting(self) -> int:
         """How many long-polls are open right now."""
-        return sum(len(w) for w in self._watches.values())
-
-    @property
-    def watched(self) -> int:
-        """How many requests have long-polls open right now."""
-        return len(self._watches)
+        return self._waiting
 
     def latest(self, request_id: str, max_age: float) -> Any:
         """The value last read of `request_id`, if no change of it was delivered since that
@@ -219,12 +215,15 @@ class Notifier:
             recent = self._recent.pop(request_id, None)
             if recent is not None:
                 self._latest[request_id] = recent
-        watches.add(watch)
+        if watch not in watches:
+            watches.add(watch)
+            self._waiting += 1
 
     def _unwatch(self, request_id: str, watch: Watch) -> None:
         watches = self._watches.get(request_id)
-        if watches is not None:
+        if watches is not None and watch in watches:
             watches.discard(watch)
+            self._waiting -= 1
             if not watches:
                 del self._watches[request_id]
                 self._encoded.pop(request_id, None)

@@ -15,10 +15,12 @@ so a long-poll is cheap to keep and cheap to renew:
 * **no read to renew**: an agent's next long-poll, sent as soon as one ended pending, takes
   the value the notifier remembers of its request (`Notifier.latest`: no change of it was
   delivered since it was read) instead of reading the database.
-* **a safety net on a budget**: a parked waiter re-reads on its own now and then, in case a
-  notification was lost; no more often than `RECHECK_SECONDS`, and with many requests
-  watched, spaced so the process makes about `RECHECK_READS_PER_SECOND` such reads in all.
-  A read someone made of the request within half that period counts as the re-read.
+* **a safety net on a budget**: a parked waiter wakes on its own now and then to re-read,
+  in case a notification was lost; no more often than `RECHECK_SECONDS`, and with many
+  waiters, spaced so the process makes about `RECHECKS_PER_SECOND` such wake-ups in all. A
+  read of the request begun within half that period (another waiter's) counts as the
+  re-read, so it is at most that many reads too. With 10,000 waiters a lost notification is
+  found within ~100 s; a PostgreSQL listener that reconnects wakes every waiter at once.
 * **reads in their own threads** (`threads.run_for_waiters`): waiters' reads queue behind
   each other, never in front of an ask or a decision.
 """
@@ -44,10 +46,11 @@ if TYPE_CHECKING:
 #: a waiter re-reads the database this often even without a wake-up, as a safety net for
 #: notifications lost while a listener reconnects; jittered so 10k waiters do not align
 RECHECK_SECONDS = 10.0
-#: ...and with many requests watched, no more often than this many re-reads a second in all:
-#: one costs a few hundred microseconds of CPU, so the net takes a few percent of a core at
-#: most (10,000 agents on their own requests: each re-reads every ~100 s)
-RECHECK_READS_PER_SECOND = 100.0
+#: ...and with many waiting, no more often than this many wake-ups (and re-reads) a second in
+#: all: a re-read costs a few hundred microseconds of CPU, a wake-up tens, so the net takes a
+#: few percent of a core (10,000 waiting: each wakes every ~100 s). Unbudgeted, 10,000
+#: waiters of one request woke 1,000 times a second, ~20% of a core (PostgreSQL run)
+RECHECKS_PER_SECOND = 100.0
 #: a long-poll held to the server's cap ends within its last fifth, at random
 SLICE_JITTER = 0.2
 #: what FastAPI serialises a `response_model=RequestPublic` with
@@ -89,7 +92,7 @@ async def wait(
     deadline = loop.time() + held
     notifier = service.notifier
     with notifier.watch(request_id, refresh=partial(_view, service, request_id)) as watch:
-        recheck = _recheck_seconds(notifier.watched)
+        recheck = _recheck_seconds(notifier.waiting)
         # An agent polling again right after an answer: nothing changed since, no read.
         view = notifier.latest(request_id, recheck) or await _read(service, request_id)
         service.check_readable(view, principal)
@@ -97,7 +100,7 @@ async def wait(
             remaining = deadline - loop.time()
             if remaining <= 0:
                 break
-            recheck = _recheck_seconds(notifier.watched)
+            recheck = _recheck_seconds(notifier.waiting)
             parked = watch.park(min(remaining, recheck * random.uniform(0.8, 1.2)))
             if parked is not None:
                 await parked
@@ -114,9 +117,9 @@ async def wait(
         return notifier.encoded(request_id, view, encode)
 
 
-def _recheck_seconds(watched: int) -> float:
-    """How long a waiter sleeps before its safety-net re-read, with `watched` requests."""
-    return max(RECHECK_SECONDS, watched / RECHECK_READS_PER_SECOND)
+def _recheck_seconds(waiting: int) -> float:
+    """How long a waiter sleeps before its safety-net re-read, with `waiting` waiters."""
+    return max(RECHECK_SECONDS, waiting / RECHECKS_PER_SECOND)
 
 
 async def _view(service: GateService, request_id: str) -> RequestView | None:
