@@ -183,13 +183,6 @@ class Notifier:
 
     def _remember(self, request_id: str, value: Any, began: float) -> None:
         if request_id in self._watches:
-            kept = self._latest.get(request_id)
-            # An equal value read again keeps the object already held: the new one is freed
-            # at once instead of living on into the collector's oldest generation, where
-            # 100 re-reads a second set off a full collection of every parked connection's
-            # objects every minute or two (0.5-2 s each on a loaded host).
-            if kept is not None and kept[0] == value:
-                value = kept[0]
             self._latest[request_id] = (value, began)
             return
         self._recent[request_id] = (value, began)

@@ -108,13 +108,11 @@ async def wait(
             # A change hands over the view read once for every waiter; a timer (the safety
             # net) or a missed notification (wake_all) leaves the waiter to read: a read of
             # the request begun within half the period does (other waiters of it made it).
-            fresh = (
+            view = (
                 watch.take()
                 or notifier.latest(request_id, recheck / 2)
                 or await _read(service, request_id)
             )
-            # The same request read again: keep the object held (see `Notifier._remember`).
-            view = view if fresh == view else fresh
         # Inside the watch: the encoding is kept for the other waiters of this request.
         return notifier.encoded(request_id, view, encode)
 
