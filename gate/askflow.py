@@ -52,8 +52,13 @@ DEFAULT_URL = "http://127.0.0.1:8000"
 #: Claude Code kills a command hook after 600 s by default and then lets the call through its
 #: normal permission flow; stopping 60 s earlier leaves time to withdraw the request and answer.
 DEFAULT_TIMEOUT = 540.0
-#: one long-poll; under the server's 60 s cap and the idle timeout of common proxies
-WAIT_SLICE = 25.0
+#: one long-poll at most: longer than the server's cap (`server.max_wait_seconds`, 300 s by
+#: default), which then ends each slice at a time of its own, spread so thousands of waiting
+#: agents do not poll again together (issue 28, item 7). Usually the whole wait is one or two.
+WAIT_SLICE = 600.0
+#: a slice cut short by what looks like a proxy's idle timeout (a 502, 504 or lost connection
+#: after at least this long) makes the next slices this share of how long it lasted
+PROXY_CUT_AFTER, PROXY_CUT_SHARE = 10.0, 0.8
 #: POST /v1/gate tries (a restart blip is survived, a dead server is reported in ~1 s)
 SUBMIT_ATTEMPTS = 3
 SUBMIT_TIMEOUT = 15.0
@@ -226,12 +231,14 @@ def _await(asking: _Asking, request: dict[str, Any], rule: str | None, wait_slic
             return _gave_up(request, rule, last, words)
         slice_ = min(wait_slice, remaining)
         path = f"/v1/requests/{request_id}/wait?timeout={slice_:.3f}"
+        began = asking.clock()
         reply = yield from round_trip(Exchange("GET", path, None, slice_ + 10))
         if reply.status == 200 and is_request(reply.body):
             request, failures, last = reply.body, 0, None
             continue
         if not transient(reply):
             return _failed(reply, words)
+        wait_slice = _under_proxy(wait_slice, reply, asking.clock() - began)
         # A restart (directly, or behind a proxy answering 502/503/504) is survived: the
         # request is in the database. So is a server holding all the waiters it may (503
         # too_many_waiters): its Retry-After says when to poll again. Until the deadline,
@@ -241,6 +248,13 @@ def _await(asking: _Asking, request: dict[str, Any], rule: str | None, wait_slic
         backoff = min(BACKOFF_FIRST * 2 ** min(failures - 1, 10), BACKOFF_CAP)
         yield pause_after(reply, backoff, asking.remaining())
     return _bound(_final(request, rule, words), asking.call, asking.key, words)
+
+
+def _under_proxy(wait_slice: float, reply: Reply, lasted: float) -> float:
+    """The slice to ask for next: shorter than a proxy that cut this one after `lasted` s."""
+    if reply.status in (0, 502, 504) and lasted >= PROXY_CUT_AFTER:
+        return min(wait_slice, lasted * PROXY_CUT_SHARE)
+    return wait_slice
 
 
 def _gave_up(

@@ -139,8 +139,6 @@ class ServerSettings(ConnectionSettings):
     #: requests stays quick to serialise and CEL rules stay quick to evaluate
     json_max_nodes: int = Field(default=10_000, ge=1)
     migrate_on_start: bool = True
-    #: the longest a single `/wait` call may hold; clients loop for longer waits
-    max_wait_seconds: float = 60.0
     sweep_interval_seconds: float = 1.0
     outbox_interval_seconds: float = 1.0
     outbox_max_attempts: int = 12

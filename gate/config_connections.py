@@ -23,6 +23,14 @@ class ConnectionSettings(BaseModel):
     #: open sockets held at once; None (the default) follows the open-file limit (raised to
     #: its hard limit at start), minus what the database and logs need, up to 65,536
     max_connections: int | None = Field(default=None, ge=16)
+    #: the longest one long-poll (`GET /v1/requests/{id}/wait`) is held; clients poll again.
+    #: Long, so 10,000 waiting agents renew a few dozen long-polls a second, not hundreds; one
+    #: held to it ends at a random point of its last fifth, so renewals do not come in bursts.
+    #: Behind a proxy that cuts a quiet response sooner (nginx's `proxy_read_timeout` and AWS
+    #: ALB's idle timeout are 60 s, Cloudflare's 100 s), set it under that proxy's limit:
+    #: otherwise each long-poll ends in the proxy's 504 and `gate hook` and the SDK, which
+    #: poll again after it, shorten their own slices to fit under it.
+    max_wait_seconds: float = Field(default=300.0, gt=0, le=3600)
     #: connections long-polls may never take, kept for asks, decisions and the console;
     #: None (the default): a tenth of the connection cap, at least 32 (at most half of it)
     reserved_connections: int | None = Field(default=None, ge=1)

@@ -7,12 +7,19 @@ service code runs there); it hops onto the event loop through `gate.threads.soon
 Across replicas (PostgreSQL) a subclass adds LISTEN/NOTIFY: `stage()` queues a
 `pg_notify` inside the deciding transaction, so the notification is sent if and only if the
 decision commits, and every replica's listener turns it into a local `publish`.
+
+The notifier also remembers the last value read of each request (`latest`) for as long as no
+change of it was delivered: an agent's next long-poll, sent as soon as the last one ended
+pending, is then answered from memory instead of the database. A delivery of the request, or
+a `wake_all` (notifications may have been missed), forgets it; the waiters' own periodic
+re-read (`gate.waiting`) refreshes it, so a value is never older than that safety net.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
@@ -22,6 +29,10 @@ from gate import threads
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+
+#: requests nobody waits on any more whose last read is still kept, oldest dropped first: an
+#: agent polls again right after an answer, so a short memory covers it (~1-4 KB each)
+RECENT = 4096
 
 
 @dataclass(frozen=True)
@@ -54,7 +65,7 @@ class Watch:
         self._seen = -1
 
     def __enter__(self) -> Watch:
-        self._notifier._watches.setdefault(self._request_id, set()).add(self)
+        self._notifier._enter(self._request_id, self)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -127,10 +138,15 @@ class Notifier:
     def __init__(self) -> None:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._watches: dict[str, set[Watch]] = {}
+        self._waiting = 0  # the watches in `_watches`, counted as they come and go
         self._streams: set[asyncio.Queue[Event | None]] = set()
         #: bumped by every delivery and wake_all: a read begun at seq >= S saw their commits
         self.seq = 0
-        self._reads: dict[str, tuple[int, asyncio.Future[Any]]] = {}
+        self._reads: dict[str, tuple[int, asyncio.Future[Any], float]] = {}
+        #: the last value read of a request (and when its read began, loop time), while no
+        #: change of it was delivered since: of watched requests, and of `RECENT` others
+        self._latest: dict[str, tuple[Any, float]] = {}
+        self._recent: OrderedDict[str, tuple[Any, float]] = OrderedDict()
         #: per watched request, how to read it: a change starts one read and hands its
         #: result to every waiter, which then wakes once, with the answer in hand
         self._refresh: dict[str, Callable[[], Awaitable[Any]]] = {}
@@ -151,7 +167,35 @@ class Notifier:
     @property
     def waiting(self) -> int:
         """How many long-polls are open right now."""
-        return sum(len(w) for w in self._watches.values())
+        return self._waiting
+
+    def latest(self, request_id: str, max_age: float) -> Any:
+        """The value last read of `request_id`, if no change of it was delivered since that
+        read began and it began at most `max_age` seconds ago; else None (read it)."""
+        entry = self._latest.get(request_id) or self._recent.get(request_id)
+        if entry is None or self._now() - entry[1] > max_age:
+            return None
+        return entry[0]
+
+    def _now(self) -> float:
+        loop = self._loop or asyncio.get_running_loop()
+        return loop.time()
+
+    def _remember(self, request_id: str, value: Any, began: float) -> None:
+        if request_id in self._watches:
+            self._latest[request_id] = (value, began)
+            return
+        self._recent[request_id] = (value, began)
+        self._recent.move_to_end(request_id)
+        while len(self._recent) > RECENT:
+            self._recent.popitem(last=False)
+
+    def _forget(self, request_id: str) -> None:
+        """A change of the request was delivered: nothing read of it before is current."""
+        self._latest.pop(request_id, None)
+        self._recent.pop(request_id, None)
+        # A read still running may have begun before the change: it is not remembered.
+        self._reads.pop(request_id, None)
 
     def watch(self, request_id: str, refresh: Callable[[], Awaitable[Any]] | None = None) -> Watch:
         """Interest in one request, registered for the `with` block it opens.
@@ -164,14 +208,29 @@ class Notifier:
             self._refresh[request_id] = refresh
         return Watch(self, request_id)
 
+    def _enter(self, request_id: str, watch: Watch) -> None:
+        watches = self._watches.get(request_id)
+        if watches is None:
+            watches = self._watches[request_id] = set()
+            recent = self._recent.pop(request_id, None)
+            if recent is not None:
+                self._latest[request_id] = recent
+        if watch not in watches:
+            watches.add(watch)
+            self._waiting += 1
+
     def _unwatch(self, request_id: str, watch: Watch) -> None:
         watches = self._watches.get(request_id)
-        if watches is not None:
+        if watches is not None and watch in watches:
             watches.discard(watch)
+            self._waiting -= 1
             if not watches:
                 del self._watches[request_id]
                 self._encoded.pop(request_id, None)
                 self._refresh.pop(request_id, None)
+                latest = self._latest.pop(request_id, None)
+                if latest is not None:
+                    self._remember(request_id, *latest)
 
     def encoded(self, request_id: str, value: T, encode: Callable[[T], bytes]) -> bytes:
         """`encode(value)`, reused for every waiter while the request's value stays equal.
@@ -205,12 +264,16 @@ class Notifier:
     def wake_all(self) -> None:
         """Wake every waiter so it re-reads the database (after a missed-notification gap)."""
         self.seq += 1
+        self._latest.clear()
+        self._recent.clear()
+        self._reads.clear()
         for watches in list(self._watches.values()):
             for w in list(watches):
                 w.set()
 
     def _deliver(self, event: Event) -> None:
         self.seq += 1
+        self._forget(event.request_id)
         watches = list(self._watches.get(event.request_id, ()))
         refresh = self._refresh.get(event.request_id)
         if watches and refresh is not None:
@@ -244,14 +307,18 @@ class Notifier:
         entry = self._reads.get(request_id)
         if entry is None or entry[0] < since:
             future: asyncio.Future[T] = asyncio.ensure_future(read())
-            entry = (self.seq, future)
+            entry = (self.seq, future, self._now())
             self._reads[request_id] = entry
 
             def _done(f: asyncio.Future[Any], key: str = request_id) -> None:
-                if self._reads.get(key) is entry:
+                current = self._reads.get(key) is entry
+                if current:
                     del self._reads[key]
-                if not f.cancelled():
-                    f.exception()  # retrieved here, so a read nobody awaits any more is quiet
+                # retrieved here, so a read nobody awaits any more is quiet
+                if f.cancelled() or f.exception() is not None:
+                    return
+                if current and f.result() is not None:  # nothing delivered since it began
+                    self._remember(key, f.result(), entry[2])
 
             future.add_done_callback(_done)
         return entry[1]

@@ -10,6 +10,11 @@ result. (Those on an Intel VM; on a slower AMD one a crossing of this pool cost 
 the executor's 80-95 us, under uvloop: the two wake-ups, not the Python, are most of it.)
 The hot paths use `run_sync` below; code elsewhere may keep anyio's.
 
+Long-polls read through a pool of their own (`run_for_waiters`), a few threads wide: 10,000
+parked waiters re-reading (a reconnect's `wake_all`, first reads of new waiters) queue there,
+never in front of a decision or an ask, and hold at most `WAITER_WORKERS` database
+connections, so the pool's others stay free for the transactions that decide.
+
 A caller that is cancelled stops waiting, and the thread finishes its work on its own: a
 transaction is never cut in half by a cancellation (as with anyio's shielded threads), and
 at exit the process waits for the work already started.
@@ -36,6 +41,10 @@ T = TypeVar("T")
 
 #: as many as anyio's default limiter lends: calls beyond wait for a free thread
 MAX_WORKERS = 40
+#: threads for waiters' reads: one read is a few hundred microseconds of CPU on two cores, so
+#: a few threads keep the CPU busy while one waits on PostgreSQL's answer; half the default
+#: PostgreSQL pool (`db_pool_size` 8), so waiting never holds all of its connections
+WAITER_WORKERS = 4
 
 #: (loop, future, work) handed to a worker; None tells a worker to stop
 _Job = tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]", Callable[[], Any]] | None
@@ -51,7 +60,8 @@ class _Workers:
     the first thread to finish.
     """
 
-    def __init__(self, most: int) -> None:
+    def __init__(self, most: int, name: str) -> None:
+        self._name = name
         self._jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
         self._most = most
         self._lock = threading.Lock()
@@ -67,7 +77,7 @@ class _Workers:
                 self._idle -= 1
             elif len(self._threads) < self._most and not self._stopped:
                 thread = threading.Thread(
-                    target=self._work, name=f"gate-worker_{len(self._threads)}", daemon=True
+                    target=self._work, name=f"{self._name}_{len(self._threads)}", daemon=True
                 )
                 self._threads.append(thread)
         self._jobs.put(job)
@@ -95,29 +105,43 @@ class _Workers:
             thread.join()
 
 
-_pool: _Workers | None = None
+#: the pools by name (`gate-worker`, `gate-waiter`), each started at its first use
+_pools: dict[str, _Workers] = {}
 _pool_lock = threading.Lock()
 #: per worker thread: (loop, callbacks) the function running under `run_sync` owes its loop
 _local = threading.local()
+GENERAL, WAITERS = "gate-worker", "gate-waiter"
+_SIZES = {GENERAL: MAX_WORKERS, WAITERS: WAITER_WORKERS}
 
 
-def _workers() -> _Workers:
-    global _pool
-    if _pool is None:
+def _workers(name: str) -> _Workers:
+    pool = _pools.get(name)
+    if pool is None:
         with _pool_lock:
-            if _pool is None:
-                _pool = _Workers(MAX_WORKERS)
-                atexit.register(_pool.stop)
-    return _pool
+            pool = _pools.get(name)
+            if pool is None:
+                pool = _pools[name] = _Workers(_SIZES[name], name)
+                atexit.register(pool.stop)
+    return pool
 
 
 async def run_sync(function: Callable[..., T], *args: Any) -> T:
     """`function(*args)` in a worker thread, with the caller's context variables (the
     request id the logs carry)."""
+    return await _run_in(GENERAL, function, args)
+
+
+async def run_for_waiters(function: Callable[..., T], *args: Any) -> T:
+    """`run_sync`, in the waiters' own few threads: long-polls' reads queue behind each
+    other there, never in front of the general pool's asks and decisions."""
+    return await _run_in(WAITERS, function, args)
+
+
+async def _run_in(pool: str, function: Callable[..., T], args: tuple[Any, ...]) -> T:
     loop = asyncio.get_running_loop()
     future: asyncio.Future[T] = loop.create_future()
     context = contextvars.copy_context()
-    _workers().submit((loop, future, partial(context.run, function, *args)))
+    _workers(pool).submit((loop, future, partial(context.run, function, *args)))
     return await future
 
 

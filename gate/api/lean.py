@@ -234,8 +234,8 @@ class LeanRoutes:
             await self._refuse(scope, send, rid, exc)
             return
         try:
-            cap = self.service.settings.server.max_wait_seconds
-            body = await waiting.wait(self.service, request_id, principal, min(timeout, cap))
+            # held up to `timeout`, ended sooner at the server's cap (`waiting.slice_seconds`)
+            body = await waiting.wait(self.service, request_id, principal, timeout)
         except Exception as exc:
             await self._refuse(scope, send, rid, exc)
             return

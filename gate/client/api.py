@@ -169,7 +169,8 @@ class GateClient:
         )
 
     def wait(self, request_id: str, timeout: float = WAIT_SLICE) -> Any:
-        """One long-poll: the request once final, or still pending after `timeout`.
+        """One long-poll: the request once final, or still pending after `timeout` (or
+        sooner: the server ends a long-poll at its own `max_wait_seconds`, 300 s by default).
 
         A server holding all the waiters it may answers 503 with `Retry-After`: the wait
         is tried again then, within `timeout` (and the request read once when it is up).
