@@ -424,6 +424,9 @@ LINEAR_OR_TRUSTED = {
     r"\|": "a literal",
     r"\s+": "one class",
     r"[A-Za-z0-9_.:/-]+": "one class",
+    # gate.toml's lines (the operator's file), read to point a configuration error at its line
+    r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?\s*(#.*)?$": "gate.toml table headers, one line each",
+    r"""^\s*([A-Za-z0-9_\-."' ]+?)\s*=(?!=)""": "gate.toml keys, one line each",
     # gate's own SQL, compiled by SQLAlchemy once per statement (gate.direct)
     r"%\((\w+)\)s|%%": "placeholders in compiled SQL; literal prefixes, one class",
 }
