@@ -20,11 +20,11 @@ from typing import Any
 import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
-from gate import batch, direct, rows
 from gate.binding import canonical_json
-from gate.db import Database
 from gate.models import AuditEvent, RequestStatus
-from gate.rows import AUDIT, UNREAD
+from gate.store import batch, direct, rows
+from gate.store.db import Database
+from gate.store.rows import AUDIT, UNREAD
 
 #: the kind of event that records a masked value shown to an approver
 REVEALED = "revealed"

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
-from gate import batch, grants, machine, offers
+from gate import grants, machine, offers
 from gate.acting import (
     Actor,
     Refusal,
@@ -30,6 +30,7 @@ from gate.config import parse_duration
 from gate.errors import AlreadyDecided, Conflict, Forbidden, InvalidInput, NotFound
 from gate.models import RequestStatus, Verdict
 from gate.readmodel import RequestView, build_view
+from gate.store import batch
 
 if TYPE_CHECKING:
     from gate.auth import Principal

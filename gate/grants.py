@@ -24,12 +24,13 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
-from gate import audit, batch, direct
+from gate import audit
 from gate.binding import call_hash
 from gate.config import parse_duration
 from gate.errors import InvalidInput
 from gate.models import Grant, GrantStatus, UTCDateTime, Verdict, new_id
-from gate.rows import GRANT, VOTE, RequestRow, VoteRow
+from gate.store import batch, direct
+from gate.store.rows import GRANT, VOTE, RequestRow, VoteRow
 
 if TYPE_CHECKING:
     from gate.readmodel import RequestView

@@ -24,13 +24,13 @@ from typing import Any
 import sqlalchemy as sa
 from sqlmodel import Session, col
 
-from gate import audit, batch, direct, outbox, reasons, rows
+from gate import audit, outbox, reasons
 from gate.binding import argument_diff, canonical_json
 from gate.models import ConfirmationRequest, Grant, GrantStatus, RequestStatus, Verdict
 
 # re-exported: callers write machine.Changed, machine.AlreadyFinal, ...
 from gate.outcomes import AlreadyFinal, AlreadyVoted, Changed, Extended, Missing, Outcome, Voted
-from gate.rows import AUDIT, UNREAD, RequestRow, VoteRow
+from gate.store import batch, direct, rows
 
 __all__ = ["AlreadyFinal", "AlreadyVoted", "Changed", "Extended", "Missing", "Outcome", "Voted"]
 __all__ += ["lock", "record_vote", "expire", "cancel", "extend", "record_outcome"]
@@ -39,7 +39,7 @@ __all__ += ["allow_by_grant", "end_grant"]
 
 def lock(
     session: Session, request_id: str, *, optimistic: bool = False
-) -> tuple[RequestRow, list[VoteRow]] | None:
+) -> tuple[rows.RequestRow, list[rows.VoteRow]] | None:
     """The request, locked for this transaction, and its votes: all a decision reads.
 
     PostgreSQL takes the row lock (`FOR UPDATE`) first; the votes and the audit chain's head
@@ -71,8 +71,8 @@ def lock(
 
 def record_vote(
     session: Session,
-    req: RequestRow,
-    votes: list[VoteRow],
+    req: rows.RequestRow,
+    votes: list[rows.VoteRow],
     *,
     approver: str,
     verdict: Verdict,
@@ -94,7 +94,7 @@ def record_vote(
     if req.expires_at <= now:
         expire(session, request_id=req.id, now=now, req=req)
         return _already_final(req)
-    vote = VoteRow(
+    vote = rows.VoteRow(
         id=None,
         request_id=req.id,
         approver=approver,
@@ -131,7 +131,7 @@ def record_vote(
     return _approve(session, req, vote, approvals, edited_args)
 
 
-def _cast(session: Session, votes: list[VoteRow], vote: VoteRow) -> bool:
+def _cast(session: Session, votes: list[rows.VoteRow], vote: rows.VoteRow) -> bool:
     """Store `vote` (and add it to `votes`); False when this approver had already cast the
     same verdict. An approver who approved towards a quorum and now rejects changes their
     vote."""
@@ -151,8 +151,8 @@ def _cast(session: Session, votes: list[VoteRow], vote: VoteRow) -> bool:
 
 def _approve(
     session: Session,
-    req: RequestRow,
-    vote: VoteRow,
+    req: rows.RequestRow,
+    vote: rows.VoteRow,
     approvals: int,
     edited_args: dict[str, Any] | None,
 ) -> Outcome:
@@ -180,7 +180,7 @@ def _approve(
 
 
 def expire(
-    session: Session, *, request_id: str, now: datetime, req: RequestRow | None = None
+    session: Session, *, request_id: str, now: datetime, req: rows.RequestRow | None = None
 ) -> Outcome:
     """Apply the request's deadline: expire it, or approve it when on_timeout says so.
 
@@ -254,7 +254,7 @@ def cancel(
 
 def _transition(
     session: Session,
-    req: RequestRow,
+    req: rows.RequestRow,
     to: RequestStatus,
     *,
     now: datetime,
@@ -297,14 +297,14 @@ def _transition(
 
 def _compare_and_set(
     session: Session,
-    req: RequestRow,
+    req: rows.RequestRow,
     params: dict[str, Any],
     written: tuple[str, ...],
     guard: rows.Guard,
 ) -> int:
     """`_transition`'s compare-and-set; returns the rows it changed (1 or 0). A row this
     transaction locked (PostgreSQL, `rows.read`) cannot change before it ends: pending and
-    in time, the change is sure, so it rides with the trailing writes (`gate.batch`). So
+    in time, the change is sure, so it rides with the trailing writes (`gate.store.batch`). So
     does one read optimistically, whose statement fails instead when it is not sure."""
     sure = req.locked and req.status == RequestStatus.pending  # locked: its head was read
     in_time = guard != "before" or req.expires_at > params["before"]
@@ -317,16 +317,16 @@ def _compare_and_set(
             batch.write(session, checked, {**params, "head": req.audit_head}, required=True)
         return 1
     conn = session.connection()
-    if req.audit_head is not UNREAD and not req.optimistic:  # its head was read under a lock
+    if req.audit_head is not rows.UNREAD and not req.optimistic:  # its head was read under a lock
         return int(direct.execute(conn, rows.CAS[guard], params).rowcount)
-    batch.before_reading(session, AUDIT)  # the head comes back with the change (see `lock`)
+    batch.before_reading(session, rows.AUDIT)  # the head comes back with the change (see `lock`)
     # the rows returned are the rows changed (SQLite's row count is not, with RETURNING)
     changed = direct.execute(conn, rows.CAS_HEAD[conn.dialect.name, guard], params).all()
     req.audit_head = changed[0].head if changed else req.audit_head
     return len(changed)
 
 
-def _already_final(req: RequestRow) -> AlreadyFinal:
+def _already_final(req: rows.RequestRow) -> AlreadyFinal:
     return AlreadyFinal(
         req.id, RequestStatus(req.status), req.decided_by, req.decided_at, req.decided_via
     )
@@ -401,7 +401,7 @@ def record_outcome(
     return True
 
 
-def allow_by_grant(session: Session, *, req: RequestRow, grant: Any, now: datetime) -> None:
+def allow_by_grant(session: Session, *, req: rows.RequestRow, grant: Any, now: datetime) -> None:
     """Record a call a grant let through: born approved, linked to the approval behind it.
 
     `req` is the request not yet written; `grant` the grant row `grants.find` returned."""

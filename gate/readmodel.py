@@ -11,7 +11,7 @@ from gate.binding import call_hash
 from gate.channel import surface_name
 from gate.models import AuditEvent, ConfirmationRequest, Delivery, RequestStatus, Vote
 from gate.offers import Offers
-from gate.rows import RequestRow, VoteRow
+from gate.store.rows import RequestRow, VoteRow
 
 
 @dataclass(frozen=True)
@@ -133,7 +133,7 @@ def build_view(
     audit: list[AuditEvent] | None = None,
     like: RequestView | None = None,
 ) -> RequestView:
-    """Assemble a RequestView from rows (ORM objects or the hot paths' `gate.rows` rows);
+    """Assemble a RequestView from rows (ORM objects or the hot paths' `gate.store.rows` rows);
     `like`, a view built before from the same row objects, lends what they still share."""
     args_hash, offers = _derived(req, like)
     return RequestView(

@@ -17,8 +17,8 @@ from sqlmodel import col
 from gate import audit, outbox
 from gate.models import ConfirmationRequest, RequestStatus
 from gate.offers import Offers
-from gate.rows import REQUEST
 from gate.service import GateService
+from gate.store.rows import REQUEST
 
 log = logging.getLogger(__name__)
 

@@ -18,14 +18,14 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
-from gate import direct
 from gate.models import DeliveryKind, DeliveryStatus, UTCDateTime
 from gate.outbox import HEARTBEAT, LEASE, Claimed, renew
-from gate.rows import DELIVERY
+from gate.store import direct
+from gate.store.rows import DELIVERY
 
 if TYPE_CHECKING:
-    from gate.db import Database
     from gate.readmodel import RequestView
+    from gate.store.db import Database
 
 log = logging.getLogger("gate.outbox")
 

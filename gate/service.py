@@ -18,13 +18,12 @@ import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from gate import audit, batch, direct, grants, machine, outbox, requestlog, rows
+from gate import audit, grants, machine, outbox, requestlog
 from gate.acting import Result, approved_own
 from gate.auth import Principal
 from gate.binding import call_hash
 from gate.changes import CardPump, Change
 from gate.config import Settings
-from gate.db import Database
 from gate.deciding import raise_for
 from gate.errors import ApprovalSpent, Forbidden, KeyReused, NotFound
 from gate.models import (
@@ -39,8 +38,10 @@ from gate.models import (
 from gate.notify import Event, Notifier
 from gate.policy import CallFacts, Decision, Policy, Rule
 from gate.readmodel import RequestView, build_view
-from gate.rows import RequestRow
 from gate.schemas import GateCall
+from gate.store import batch, direct, rows
+from gate.store.db import Database
+from gate.store.rows import RequestRow
 
 log = logging.getLogger(__name__)
 
@@ -411,7 +412,7 @@ class GateService:
         pump = self.pump if self.pump is not None and self.pump.accepting() else None
         with self.db.write() as session:
             change = Change(session)
-            if not self.db.sqlite:  # its trailing writes go as one statement (gate.batch)
+            if not self.db.sqlite:  # its trailing writes go as one statement (gate.store.batch)
                 batch.begin(session)
             if pump is not None:
                 outbox.hand_to_pump(session, self.clock() + outbox.LEASE)

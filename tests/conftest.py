@@ -62,7 +62,7 @@ def postgres_url() -> Iterator[str]:
 
 
 def _temporary_pg_database(admin_url: str) -> Iterator[str]:
-    from gate.db import normalise_url
+    from gate.store.db import normalise_url
 
     admin = normalise_url(admin_url)
     name = f"gate_test_{uuid.uuid4().hex[:12]}"

@@ -423,7 +423,7 @@ LINEAR_OR_TRUSTED = {
     r"\|": "a literal",
     r"\s+": "one class",
     r"[A-Za-z0-9_.:/-]+": "one class",
-    # gate's own SQL, compiled by SQLAlchemy once per statement (gate.direct)
+    # gate's own SQL, compiled by SQLAlchemy once per statement (gate.store.direct)
     r"%\((\w+)\)s|%%": "placeholders in compiled SQL; literal prefixes, one class",
 }
 _RE_CALLS = {"compile", "search", "match", "fullmatch", "finditer", "findall", "sub", "split"}

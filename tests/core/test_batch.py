@@ -1,4 +1,4 @@
-"""A change's trailing writes sent together (`gate.batch`): the same rows as one by one.
+"""A change's trailing writes sent together (`gate.store.batch`): the same rows as one by one.
 
 On PostgreSQL `GateService.changing` holds the writes nobody reads before the commit and
 sends them as one statement; on SQLite each runs at once. Every test runs on both and checks
@@ -20,10 +20,11 @@ import pytest
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
 
-from gate import audit, batch, deciding, grants, machine, outbox, rows
+from gate import audit, deciding, grants, machine, outbox
 from gate.models import GrantStatus, Verdict, new_id
 from gate.notify_pg import CHANNEL, PostgresNotifier, libpq_url
 from gate.service import GateService
+from gate.store import batch, rows
 from tests.core.conftest import Clock, approver, ask, granted_refund
 from tests.support.sql_counter import counting, per_database
 

@@ -1,4 +1,4 @@
-"""Hot statements run on the driver's cursor (`gate.direct`): what SQLAlchemy would return.
+"""Hot statements run on the driver's cursor (`gate.store.direct`): what SQLAlchemy would return.
 
 Every test runs on SQLite and PostgreSQL against a real database: the rows, their types and
 row counts must be SQLAlchemy's own, a driver error must surface as SQLAlchemy's exception
@@ -15,12 +15,13 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 
-from gate import deciding, direct, grants, outbox, rows, sending
-from gate.db import Database
+from gate import deciding, grants, outbox, sending
 from gate.models import Verdict
 from gate.notify_pg import libpq_url
 from gate.schemas import GateCall
 from gate.service import GateService
+from gate.store import direct, rows
+from gate.store.db import Database
 from tests.core.conftest import AGENT, Clock, approver, ask, granted_refund
 from tests.support.sql_counter import counting
 

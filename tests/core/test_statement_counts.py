@@ -29,7 +29,7 @@ def check(tally: Tally, *, statements: int, transactions: int) -> None:
 
 
 def writes(service: GateService, *, sqlite: int, postgres: int) -> int:
-    """Statements of a change: on PostgreSQL its trailing writes are one (`gate.batch`)."""
+    """Statements of a change: on PostgreSQL its trailing writes are one (`gate.store.batch`)."""
     return per_database(service.db.engine, sqlite=sqlite, postgres=postgres)
 
 

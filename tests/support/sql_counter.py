@@ -59,5 +59,5 @@ def counting(engine: sa.Engine) -> Iterator[Tally]:
 
 def per_database(engine: sa.Engine, *, sqlite: int, postgres: int) -> int:
     """The statements expected on `engine`'s database: on PostgreSQL a change's trailing
-    writes (request, audit event, cards, vote, NOTIFY) are one statement (`gate.batch`)."""
+    writes (request, audit event, cards, vote, NOTIFY) are one statement (`gate.store.batch`)."""
     return sqlite if engine.dialect.name == "sqlite" else postgres

@@ -70,9 +70,9 @@ class Database:
             # few calls (0.1 per ask at concurrency 32); waiting for a pooled one is cheaper,
             # and fewer busy backends also leave the two cores to gate.
             kwargs.update(pool_size=pool_size, max_overflow=pool_overflow)
-            from gate import db_postgres  # psycopg is installed only with PostgreSQL
+            from gate.store import postgres  # psycopg is installed only with PostgreSQL
 
-            kwargs["connect_args"] = db_postgres.connect_args()
+            kwargs["connect_args"] = postgres.connect_args()
         kwargs["json_deserializer"] = stored_json
         self.engine: Engine = sa.create_engine(self.url, **kwargs)
         self._pinned: _Pinned | None = None

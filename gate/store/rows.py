@@ -20,7 +20,6 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import Session
 
-from gate import batch, direct
 from gate.models import (
     AuditEvent,
     ConfirmationRequest,
@@ -30,6 +29,7 @@ from gate.models import (
     UTCDateTime,
     Vote,
 )
+from gate.store import batch, direct
 
 REQUEST: sa.Table = ConfirmationRequest.__table__  # type: ignore[attr-defined]
 VOTE: sa.Table = Vote.__table__  # type: ignore[attr-defined]
@@ -172,7 +172,7 @@ CAS_HEAD |= {
 @functools.cache
 def cas_of(written: tuple[str, ...], guard: Guard) -> sa.Update:
     """`CAS[guard]` setting exactly the columns `written`, each a bind parameter of its
-    name (what a batch's parts need, see `gate.batch`); one statement per shape."""
+    name (what a batch's parts need, see `gate.store.batch`); one statement per shape."""
     values = {name: sa.bindparam(name, type_=REQUEST.c[name].type) for name in written}
     return _cas(guard).values(values)
 
@@ -184,7 +184,7 @@ def checked_cas_of(written: tuple[str, ...], guard: Guard) -> sa.Update:
     lock, is still `:head`. `gate_audit_head` takes a snapshot of its own (migration 0007),
     so it sees an event the lock's last holder committed even when that holder left the row
     as it was (the UPDATE then finds nothing to re-check). A batch part `required`: with no
-    row or `ok` false the whole statement fails (`gate.batch`)."""
+    row or `ok` false the whole statement fails (`gate.store.batch`)."""
     head = _audit_head(REQUEST.c.id)
     expected = sa.bindparam("head", type_=sa.String)
     return cas_of(written, guard).returning(head.is_not_distinct_from(expected).label("ok"))

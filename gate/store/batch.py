@@ -34,7 +34,7 @@ inside the transaction, and rolls all of it back: as one by one, nothing of it i
 A part can be `required`: an UPDATE returning one boolean column `ok` that must change a row
 and return true, or the whole statement fails (`gate_require`, migration 0008) and `send`
 raises `Unmet`. A decision made on a row read without its lock ends this way when another
-change of the request got in first (`gate.rows.checked_cas_of`): none of its writes are kept,
+change of the request got in first (`gate.store.rows.checked_cas_of`): none of its writes are kept,
 and the decision is made again under the lock.
 """
 
@@ -49,7 +49,7 @@ from sqlalchemy.sql import visitors
 from sqlalchemy.sql.dml import UpdateBase
 from sqlmodel import Session
 
-from gate import direct
+from gate.store import direct
 
 #: in `Session.info` while a batch is open: the parts held so far
 _KEY = "gate_batch"

@@ -4,8 +4,8 @@ Every statement an ask, a decision or a card's mark runs costs SQLAlchemy's exec
 context on top of the driver's own work: ~70 us of CPU on PostgreSQL (a cache-key walk of
 the statement, the compiled-cache lookup, `construct_params`, the cursor result's metadata
 and row wrappers), more than psycopg's execute and fetch together. The statements of the hot
-paths are fixed `sa.Executable` objects built at import (`gate.rows`, `gate.sending`,
-`gate.batch`'s fused ones), so here each is compiled once per database dialect, and each
+paths are fixed `sa.Executable` objects built at import (`gate.store.rows`, `gate.sending`,
+`gate.store.batch`'s fused ones), so here each is compiled once per database dialect, and each
 execution hands the driver the compiled SQL with the parameters put through the same bind
 processors SQLAlchemy would use, and puts the rows through the same result processors.
 
@@ -135,7 +135,7 @@ def execute(
     `last` says nothing runs after it before the commit; `outside` says it need not run in
     the transaction at all (a read whose every use a later write confirms). On PostgreSQL
     either, when nothing ran in the transaction yet, goes in autocommit
-    (`gate.db_postgres.autocommitted`): no `BEGIN` before it, and for `last` no `COMMIT`.
+    (`gate.store.postgres.autocommitted`): no `BEGIN` before it, and for `last` no `COMMIT`.
     """
     if conn._has_events or conn.engine._has_events or not conn.in_transaction():
         return _through_sqlalchemy(conn, statement, params)
@@ -155,7 +155,7 @@ def execute(
     cursor = _cursor(conn)
     try:
         if (last or outside) and dialect.name == "postgresql":
-            from gate.db_postgres import autocommitted  # psycopg is there with PostgreSQL only
+            from gate.store.postgres import autocommitted  # psycopg is there with PostgreSQL only
 
             with autocommitted(cursor.connection):
                 cursor.execute(compiled.sql, sent)
@@ -181,7 +181,7 @@ def _cursor(conn: sa.Connection) -> Any:
         return kept[1]
     assert driver is not None
     if conn.dialect.name == "postgresql":
-        from gate.db_postgres import RawCursor  # psycopg is there with PostgreSQL only
+        from gate.store.postgres import RawCursor  # psycopg is there with PostgreSQL only
 
         cursor: Any = RawCursor(driver)
     else:

@@ -73,7 +73,7 @@ class Cursor(psycopg.Cursor[TupleRow]):
 
 
 class RawCursor(psycopg.RawCursor[TupleRow]):
-    """psycopg's cursor for `$1`-style SQL (`gate.direct`), with the same `Description`."""
+    """psycopg's cursor for `$1`-style SQL (`gate.store.direct`), with the same `Description`."""
 
     description = Cursor.description  # type: ignore[assignment]
 
