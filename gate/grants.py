@@ -30,7 +30,8 @@ from gate.config import parse_duration
 from gate.errors import InvalidInput
 from gate.models import Grant, GrantStatus, UTCDateTime, Verdict, new_id
 from gate.store import batch, direct
-from gate.store.rows import GRANT, VOTE, RequestRow, VoteRow
+from gate.store.records import RequestRow, VoteRow
+from gate.store.rows import GRANT, VOTE
 
 if TYPE_CHECKING:
     from gate.readmodel import RequestView

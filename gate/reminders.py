@@ -14,10 +14,11 @@ from typing import Any
 import sqlalchemy as sa
 from sqlmodel import col
 
-from gate import audit, outbox
+from gate import audit
 from gate.models import ConfirmationRequest, RequestStatus
 from gate.offers import Offers
 from gate.service import GateService
+from gate.store import outbox
 from gate.store.rows import REQUEST
 
 log = logging.getLogger(__name__)

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 
 from gate.models import DeliveryKind, DeliveryStatus, UTCDateTime
-from gate.outbox import HEARTBEAT, LEASE, Claimed, renew
 from gate.store import direct
+from gate.store.outbox import HEARTBEAT, LEASE, Claimed, renew
 from gate.store.rows import DELIVERY
 
 if TYPE_CHECKING:

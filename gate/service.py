@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from gate import audit, grants, machine, outbox, requestlog
+from gate import audit, grants, machine, requestlog
 from gate.acting import Result, approved_own
 from gate.auth import Principal
 from gate.binding import call_hash
@@ -39,9 +39,9 @@ from gate.notify import Event, Notifier
 from gate.policy import CallFacts, Decision, Policy, Rule
 from gate.readmodel import RequestView, build_view
 from gate.schemas import GateCall
-from gate.store import batch, direct, rows
+from gate.store import batch, direct, outbox, rows
 from gate.store.db import Database
-from gate.store.rows import RequestRow
+from gate.store.records import RequestRow
 
 log = logging.getLogger(__name__)
 

@@ -20,16 +20,17 @@ import pytest
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
 
-from gate import audit, deciding, grants, machine, outbox
+from gate import audit, deciding, grants, machine
 from gate.models import GrantStatus, Verdict, new_id
 from gate.notify_pg import CHANNEL, PostgresNotifier, libpq_url
 from gate.service import GateService
-from gate.store import batch, rows
+from gate.store import batch, outbox, rows
+from gate.store.records import RequestRow
 from tests.core.conftest import Clock, approver, ask, granted_refund
 from tests.support.sql_counter import counting, per_database
 
 
-def _request(service: GateService, clock: Clock) -> rows.RequestRow:
+def _request(service: GateService, clock: Clock) -> RequestRow:
     now = clock.now
     return rows.new_request(
         id=new_id(),
@@ -42,7 +43,7 @@ def _request(service: GateService, clock: Clock) -> rows.RequestRow:
     )
 
 
-def _created(session: Session, req: rows.RequestRow, clock: Clock) -> None:
+def _created(session: Session, req: RequestRow, clock: Clock) -> None:
     """Write `req` and its first audit event, as an ask does."""
     rows.insert_request(session, req)
     audit.record(

@@ -15,12 +15,12 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 
-from gate import deciding, grants, outbox, sending
+from gate import deciding, grants, sending
 from gate.models import Verdict
 from gate.notify_pg import libpq_url
 from gate.schemas import GateCall
 from gate.service import GateService
-from gate.store import direct, rows
+from gate.store import direct, outbox, rows
 from gate.store.db import Database
 from tests.core.conftest import AGENT, Clock, approver, ask, granted_refund
 from tests.support.sql_counter import counting
