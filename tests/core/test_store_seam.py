@@ -7,6 +7,7 @@ which sees requests only as `RequestView`s, must import nothing under `gate/stor
 
 from __future__ import annotations
 
+import ast
 import os
 import pkgutil
 import subprocess
@@ -96,3 +97,23 @@ def test_a_channel_loads_nothing_of_the_store(module: str) -> None:
     )
     assert found.returncode == 0, found.stderr
     assert found.stdout.split() == [], f"{module} loaded {found.stdout.strip()}"
+
+
+def test_the_state_machine_speaks_no_sql() -> None:
+    # it decides; the store's verbs (gate.store.decisions) choose and run the statements
+    tree = ast.parse((ROOT / "gate" / "machine.py").read_text(encoding="utf-8"))
+    imported = {
+        alias.name if isinstance(node, ast.Import) else f"{node.module}.{alias.name}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for alias in node.names
+    }
+    speaking = {
+        name
+        for name in imported
+        if name.startswith(("sqlalchemy", "sqlmodel.col", "sqlmodel.select"))
+        or name.startswith(("gate.store.rows", "gate.store.batch", "gate.store.direct"))
+        or name in {"gate.store.rows", "gate.store.batch", "gate.store.direct"}
+    }
+    assert speaking == set(), speaking
+    assert "gate.store.decisions" in imported
