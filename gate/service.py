@@ -14,7 +14,6 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
 
-import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
@@ -39,7 +38,8 @@ from gate.notify import Event, Notifier
 from gate.policy import CallFacts, Decision, Policy, Rule
 from gate.readmodel import RequestView, build_view
 from gate.schemas import GateCall
-from gate.store import batch, direct, outbox, rows
+from gate.store import batch, outbox, reads, records
+from gate.store import decisions as store
 from gate.store.db import Database
 from gate.store.records import RequestRow
 
@@ -51,12 +51,6 @@ log = logging.getLogger(__name__)
 _SAME_CALL = ("args_hash", "agent_id", "user_id", "session_id", "org_id")
 #: outcomes that spend an approval: the call was made (`not_run` leaves it unspent)
 SPENT = frozenset({"ran", "failed"})
-_REQUEST, _GRANT = "request", "grant"
-#: the sweep's work: due requests and due grants, each row tagged with its `kind`
-_DUE_WORK = sa.union_all(
-    sa.select(sa.literal(_REQUEST).label("kind"), rows.DUE_REQUESTS.c.id),
-    sa.select(sa.literal(_GRANT).label("kind"), grants.DUE.subquery("due_grants").c.id),
-)
 
 
 @dataclass(frozen=True)
@@ -153,7 +147,7 @@ class GateService:
         # not for on_timeout = "approve", where an early expiry would be an early yes.
         if call.expires_in is not None and rule.on_timeout != "approve":
             wait = min(wait, timedelta(seconds=call.expires_in))
-        return rows.new_request(
+        return records.new_request(
             id=new_id(),
             idempotency_key=call.idempotency_key,
             tool_name=call.tool_name,
@@ -211,7 +205,7 @@ class GateService:
                 machine.allow_by_grant(session, req=req, grant=grant, now=now)
                 change.events.append(Event("final", req.id))
                 return None, True, None
-            rows.insert_request(session, req)
+            store.insert_request(session, req)
             audit.record(
                 session,
                 request_id=req.id,
@@ -251,11 +245,9 @@ class GateService:
         Keys belong to the principal that sent them: another token's request under the same
         key is never found (nor its approval handed out)."""
         key = req.idempotency_key
-        params = {"key": key, "submitted_by": req.submitted_by}
-        found = direct.execute(session.connection(), rows.BY_KEY, params).first()
-        if found is None:
+        earlier = reads.by_key(session, key, req.submitted_by)
+        if earlier is None:
             return None
-        earlier = rows.request_row(found._mapping)
         if any(getattr(earlier, name) != getattr(req, name) for name in _SAME_CALL):
             raise KeyReused(
                 f"idempotency key {key!r} was already used for a different call (other "
@@ -276,10 +268,10 @@ class GateService:
         """The request with its votes (and deliveries and audit trail when `full`)."""
         if full:
             with self.db.read() as session:
-                req = rows.read(session, request_id)
+                req = reads.request(session, request_id)
                 return self._view(session, req, full=True) if req else None
         with self.db.read_conn() as conn:  # the common read: one statement, no ORM
-            found = rows.with_votes(conn, request_id)
+            found = reads.with_votes(conn, request_id)
         if found is None:
             return None
         return build_view(*found, public_url=self.settings.server.base_url)
@@ -287,7 +279,7 @@ class GateService:
     def _view(
         self, session: Session, req: ConfirmationRequest | RequestRow, *, full: bool = False
     ) -> RequestView:
-        votes = rows.votes(session, req.id)
+        votes = reads.votes(session, req.id)
         deliveries = audit = None
         if full:
             deliveries = list(
@@ -390,14 +382,14 @@ class GateService:
         # It runs every second on every replica, mostly to find nothing: one statement on a
         # connection (no ORM session) finds both kinds of due work.
         with self.db.read_conn() as conn:
-            found = conn.execute(_DUE_WORK, {"now": now, "limit": limit}).all()
+            found = reads.due_work(conn, now, limit)
         done = 0
-        for request_id in (row.id for row in found if row.kind == _REQUEST):
+        for request_id in (work_id for kind, work_id in found if kind == reads.REQUEST):
             with self.changing() as change:
                 outcome = machine.expire(change.session, request_id=request_id, now=now)
                 change.record(outcome)
             done += isinstance(outcome, machine.Changed)
-        ended = [row.id for row in found if row.kind == _GRANT]
+        ended = [work_id for kind, work_id in found if kind == reads.GRANT]
         if ended:
             with self.db.write() as session:
                 for grant_id in ended:
@@ -436,9 +428,4 @@ class GateService:
     def counts(self) -> dict[str, int]:
         """Requests by status."""
         with self.db.read() as session:
-            rows = session.execute(
-                sa.select(col(ConfirmationRequest.status), sa.func.count()).group_by(
-                    ConfirmationRequest.status
-                )
-            ).all()
-        return {str(status): int(n) for status, n in rows}
+            return dict(reads.counts(session))

@@ -148,7 +148,11 @@ _ALGORITHMS: dict[str, type[_SQLite] | type[_PostgreSQL]] = {
 
 
 def _algorithm(session: Session) -> type[_SQLite] | type[_PostgreSQL]:
-    return _ALGORITHMS[session.connection().dialect.name]
+    # the session's bind (the write connection, or the engine) names the database without
+    # `session.connection()`'s transaction lookup
+    bind = session.bind
+    dialect = bind.dialect if bind is not None else session.connection().dialect
+    return _ALGORITHMS[dialect.name]
 
 
 def _quorum(req: RequestRow) -> bool:

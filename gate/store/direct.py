@@ -4,7 +4,7 @@ Every statement an ask, a decision or a card's mark runs costs SQLAlchemy's exec
 context on top of the driver's own work: ~70 us of CPU on PostgreSQL (a cache-key walk of
 the statement, the compiled-cache lookup, `construct_params`, the cursor result's metadata
 and row wrappers), more than psycopg's execute and fetch together. The statements of the hot
-paths are fixed `sa.Executable` objects built at import (`gate.store.rows`, `gate.sending`,
+paths are fixed `sa.Executable` objects built at import (`gate.store.rows`, `gate.store.marks`,
 `gate.store.batch`'s fused ones), so here each is compiled once per database dialect, and each
 execution hands the driver the compiled SQL with the parameters put through the same bind
 processors SQLAlchemy would use, and puts the rows through the same result processors.

@@ -115,3 +115,12 @@ REQUEST_FIELDS: tuple[str, ...] = tuple(
 )
 #: a vote's columns as a `VoteRow` carries them
 VOTE_FIELDS: tuple[str, ...] = tuple(VoteRow.__dataclass_fields__)
+
+
+def new_request(**values: Any) -> RequestRow:
+    """A request not yet written: every column, the unset ones at their defaults."""
+    fields: dict[str, Any] = dict.fromkeys(REQUEST_FIELDS)
+    fields |= {"status": "pending", "approvals_required": 1, "on_timeout": "reject"}
+    fields |= {"approvers": [], "context": {}, "options": {}, "tool_args": {}}
+    # nothing written yet: the first event has no predecessor
+    return RequestRow(**(fields | values), audit_head=None)

@@ -27,7 +27,7 @@ from gate.models import (
     UTCDateTime,
     Vote,
 )
-from gate.store import batch, direct
+from gate.store import batch, direct, records
 from gate.store.records import GUARDS, UNREAD, VOTE_FIELDS, Guard, Head, RequestRow, VoteRow
 
 REQUEST: sa.Table = ConfirmationRequest.__table__  # type: ignore[attr-defined]
@@ -269,13 +269,8 @@ def insert_request(session: Session, req: RequestRow) -> None:
     batch.write(session, INSERT_REQUEST, {k: getattr(req, k) for k in REQUEST_COLUMNS})
 
 
-def new_request(**values: Any) -> RequestRow:
-    """A request not yet written: every column, the unset ones at their defaults."""
-    fields: dict[str, Any] = dict.fromkeys(REQUEST_COLUMNS)
-    fields |= {"status": "pending", "approvals_required": 1, "on_timeout": "reject"}
-    fields |= {"approvers": [], "context": {}, "options": {}, "tool_args": {}}
-    # nothing written yet: the first event has no predecessor
-    return RequestRow(**(fields | values), audit_head=None)
+#: a request not yet written (`gate.store.records.new_request`)
+new_request = records.new_request
 
 
 # -- sign-in rate limits (gate.web.signin) ---------------------------------------------------

@@ -14,11 +14,14 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
 import channels
-from gate.store import rows
+from gate.service import GateService
+from gate.store import direct, rows
 from gate.store.records import REQUEST_FIELDS, VOTE_FIELDS, RequestRow
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -117,3 +120,46 @@ def test_the_state_machine_speaks_no_sql() -> None:
     }
     assert speaking == set(), speaking
     assert "gate.store.decisions" in imported
+
+
+def test_the_driver_path_stays_on_under_a_sqlalchemy_listener(service: GateService) -> None:
+    # what tracing instrumentation installs: it used to switch the driver path off, so a
+    # traced server (and the statement-count tests) ran code production does not
+    through_sqlalchemy: list[str] = []
+    told: list[str] = []
+
+    def on_cursor(conn: Any, cursor: Any, statement: str, *_: Any) -> None:
+        through_sqlalchemy.append(statement)
+
+    def on_statement(conn: Any, statement: str, params: Any) -> None:
+        told.append(statement)
+
+    sa.event.listen(service.db.engine, "before_cursor_execute", on_cursor)
+    direct.listen(service.db.engine, on_statement)
+    try:
+        with service.db.write_conn() as conn:
+            direct.execute(conn, rows.SELECT_REQUEST, {"id": "no-such-request"})
+            conn.execute(sa.select(sa.literal(1)))  # SQLAlchemy's own path, told once too
+    finally:
+        direct.remove(service.db.engine, on_statement)
+        sa.event.remove(service.db.engine, "before_cursor_execute", on_cursor)
+    assert len(through_sqlalchemy) == 1, through_sqlalchemy  # only the second statement
+    assert len(told) == 2 and "confirmation_request" in told[0], told
+
+
+def test_the_store_imports_only_what_its_docstring_allows() -> None:
+    allowed = ("gate.store", "gate.models", "gate.config", "gate.errors", "gate.resources")
+    found: dict[str, set[str]] = {}
+    for path in sorted((ROOT / "gate" / "store").glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("gate"):
+                names = [f"{node.module}.{alias.name}" for alias in node.names]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names if alias.name.startswith("gate")]
+            else:
+                continue
+            for name in names:
+                if name != "gate" and not name.startswith(allowed):
+                    found.setdefault(path.name, set()).add(name)
+    assert found == {}, found
