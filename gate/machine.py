@@ -32,9 +32,23 @@ from gate.outcomes import AlreadyFinal, AlreadyVoted, Changed, Extended, Missing
 from gate.store import decisions as store
 from gate.store.records import RequestRow, VoteRow
 
-__all__ = ["AlreadyFinal", "AlreadyVoted", "Changed", "Extended", "Missing", "Outcome", "Voted"]
-__all__ += ["lock", "record_vote", "expire", "cancel", "extend", "record_outcome"]
-__all__ += ["allow_by_grant", "end_grant"]
+__all__ = [
+    "AlreadyFinal",
+    "AlreadyVoted",
+    "Changed",
+    "Extended",
+    "Missing",
+    "Outcome",
+    "Voted",
+    "lock",
+    "record_vote",
+    "expire",
+    "cancel",
+    "extend",
+    "record_outcome",
+    "allow_by_grant",
+    "end_grant",
+]
 
 
 def lock(
@@ -43,7 +57,7 @@ def lock(
     """The request and its votes, as of this transaction's lock: all a decision reads (None
     when no request has that id). `optimistic` (PostgreSQL) may read the row without its
     lock; a change built on it is then made only if nothing changed it meanwhile
-    (`gate.store.decisions`, `Unmet`)."""
+    (`gate.store.decisions`, `CHANGED_MEANWHILE`)."""
     return store.load_for_decision(session, request_id, optimistic=optimistic)
 
 

@@ -35,9 +35,31 @@ from gate.store import batch, direct, rows
 from gate.store.outbox import enqueue_updates as owe_card_updates
 from gate.store.records import UNREAD, VOTE_FIELDS, Guard, Head, RequestRow, Unread, VoteRow
 
-__all__ = ["Lost", "Won", "append_event", "audit_head", "cast_vote", "compare_and_set"]
-__all__ += ["end_grant", "insert_request", "load", "load_for_decision", "move_deadline"]
-__all__ += ["owe_card_updates", "set_outcome", "use_grant"]
+__all__ = [
+    "CHANGED_MEANWHILE",
+    "Lost",
+    "Won",
+    "append_event",
+    "audit_head",
+    "cast_vote",
+    "compare_and_set",
+    "end_grant",
+    "insert_request",
+    "load",
+    "load_for_decision",
+    "move_deadline",
+    "owe_card_updates",
+    "set_outcome",
+    "use_grant",
+]
+
+
+#: what a decision made on an optimistic read raises when another change of the request
+#: committed after the read (`_PostgreSQL`): nothing was written; decide again, locked.
+#: `gate_require` says so (`batch.Unmet`); so does a vote that collides with one committed
+#: meanwhile (PostgreSQL runs a statement's parts in no set order, so the vote may be
+#: written before the check fails)
+CHANGED_MEANWHILE: tuple[type[Exception], ...] = (batch.Unmet, sa.exc.IntegrityError)
 
 
 @dataclass(frozen=True, slots=True)
