@@ -360,7 +360,8 @@ def end_grant(
     session: Session, *, grant_id: str, to: GrantStatus, actor: str | None, now: datetime
 ) -> bool:
     """Revoke or expire an active grant (compare-and-set, like requests)."""
-    ended, request_id = store.end_grant(session, grant_id, to=to, actor=actor, now=now)
+    ending = {"status": to, "ended_at": now, "ended_by": actor}
+    ended, request_id = store.end_grant(session, grant_id, ending)
     if request_id is not None:  # the event joins the approving request's chain
         event = f"grant_{to.value}"
         audit.append(session, request_id, event, actor, None, now, {"grant": grant_id})

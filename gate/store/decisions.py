@@ -285,16 +285,15 @@ def set_outcome(session: Session, request_id: str, outcome: str) -> bool:
     return bool(result.rowcount == 1)  # type: ignore[attr-defined]
 
 
-def end_grant(
-    session: Session, grant_id: str, *, to: GrantStatus, actor: str | None, now: datetime
-) -> tuple[bool, str | None]:
-    """End an active grant (compare-and-set): whether it was active, and the id of the
-    request that approved it, locked for the transaction (its event joins that request's
-    chain; None when the grant row is gone)."""
+def end_grant(session: Session, grant_id: str, written: dict[str, Any]) -> tuple[bool, str | None]:
+    """Write `written` (the ending's status, time and actor, as the machine decided them)
+    on a grant only while it is active (compare-and-set): whether it was, and the id of
+    the request that approved it, locked for the transaction (its event joins that
+    request's chain; None when the grant row is gone)."""
     result = session.execute(
         sa.update(Grant)
         .where(col(Grant.id) == grant_id, col(Grant.status) == GrantStatus.active)
-        .values(status=to, ended_at=now, ended_by=actor)
+        .values(written)
     )
     if result.rowcount != 1:  # type: ignore[attr-defined]
         return False, None

@@ -179,7 +179,13 @@ def checked_cas_of(written: tuple[str, ...], guard: Guard) -> sa.Update:
     row or `ok` false the whole statement fails (`gate.store.batch`)."""
     head = _audit_head(REQUEST.c.id)
     expected = sa.bindparam("head", type_=sa.String)
-    return cas_of(written, guard).returning(head.is_not_distinct_from(expected).label("ok"))
+    # Built anew, not from `cas_of`'s cached statement: SQLAlchemy memoizes a statement's
+    # RETURNING columns the first time they are read (`exported_columns`, which
+    # `gate.store.batch` and `gate.store.direct` read), and `.returning()` copies that memo
+    # to the statement it makes, which then returns no `ok`.
+    values = {name: sa.bindparam(name, type_=REQUEST.c[name].type) for name in written}
+    checked = _cas(guard).values(values)
+    return checked.returning(head.is_not_distinct_from(expected).label("ok"))
 
 
 def request_row(mapping: Any, *, head: Head = UNREAD) -> RequestRow:

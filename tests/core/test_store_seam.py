@@ -163,3 +163,12 @@ def test_the_store_imports_only_what_its_docstring_allows() -> None:
                 if name != "gate" and not name.startswith(allowed):
                     found.setdefault(path.name, set()).add(name)
     assert found == {}, found
+
+
+def test_a_checked_compare_and_set_returns_ok_after_its_plain_one_was_read() -> None:
+    # SQLAlchemy memoizes RETURNING columns on first read and `.returning()` copied the memo:
+    # a decision's checked compare-and-set built on a plain one the batch had read returned
+    # no `ok` (a fused statement then failed to build, on PostgreSQL, in the second decision)
+    written = ("status", "decided_at", "decided_by", "decided_via", "reason", "outcome")
+    assert len(rows.cas_of(written, "before").exported_columns) == 0
+    assert list(rows.checked_cas_of(written, "before").exported_columns.keys()) == ["ok"]
