@@ -22,7 +22,7 @@ from pathlib import Path
 import httpx
 import sqlalchemy as sa
 
-from gate.db import normalise_url, upgrade
+from gate.store.db import normalise_url, upgrade
 from tests.support import config as cfg
 from tests.support.servers import ServerProcess
 

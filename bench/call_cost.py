@@ -135,12 +135,12 @@ def measure_sql(db_url: str) -> dict[str, tuple[int, int]]:
     from gate.acting import Actor
     from gate.auth import Principal
     from gate.config import Settings
-    from gate.db import Database
     from gate.models import Verdict
     from gate.notify import Notifier
     from gate.policy import Policy
     from gate.schemas import GateCall
     from gate.service import GateService
+    from gate.store.db import Database
     from tests.support.sql_counter import counting
 
     settings = Settings(**cfg.settings_data(db_url))

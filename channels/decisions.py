@@ -18,7 +18,7 @@ from typing import Any
 from gate.acting import Result
 from gate.channel import ChannelContext, Click
 from gate.config import Settings
-from gate.machine import Extended
+from gate.outcomes import Extended
 from gate.readmodel import RequestView
 from gate.rendering import CallRendering, as_text, render_call, shown_chars
 from gate.untrusted import clean, masks_only_credentials

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from gate import machine, rendering, untrusted
+from gate import outcomes, rendering, untrusted
 from gate.config import ApproverSettings, Settings
 from gate.models import RequestStatus
 
@@ -136,7 +136,7 @@ class Actor:
 class Result:
     """What a decision or extension did, for any surface to report."""
 
-    outcome: machine.Outcome | None
+    outcome: outcomes.Outcome | None
     view: RequestView | None
     refusal: Refusal | None = None
     #: the precise reason for `not_offered` ("not one of this rule's reject reasons: ...")
@@ -147,7 +147,7 @@ class Result:
     @property
     def changed(self) -> bool:
         """True when something was recorded (a decision, a vote or a new deadline)."""
-        return isinstance(self.outcome, machine.Changed | machine.Voted | machine.Extended)
+        return isinstance(self.outcome, outcomes.Changed | outcomes.Voted | outcomes.Extended)
 
     def message(self) -> str:
         """One sentence for the person who acted."""
@@ -155,29 +155,29 @@ class Result:
         if self.refusal is not None:
             why = self.detail or self.refusal.sentence()
             return f"Not recorded: {why[0].lower() + why[1:]}." if why else "Not recorded."
-        if isinstance(out, machine.Missing) or self.view is None:
+        if isinstance(out, outcomes.Missing) or self.view is None:
             return "This request no longer exists."
-        if isinstance(out, machine.AlreadyFinal):
+        if isinstance(out, outcomes.AlreadyFinal):
             return already_final_message(out)
-        if isinstance(out, machine.AlreadyVoted):
+        if isinstance(out, outcomes.AlreadyVoted):
             return f"You already voted to {out.verdict.value} this request."
-        if isinstance(out, machine.Voted):
+        if isinstance(out, outcomes.Voted):
             return f"Your approval is recorded ({out.approvals} of {out.required})."
-        if isinstance(out, machine.Extended):
+        if isinstance(out, outcomes.Extended):
             return f"Deadline moved to {out.until:%Y-%m-%d %H:%M} UTC."
         return self.view.outcome_sentence() + "."
 
 
-def already_final_message(out: machine.AlreadyFinal) -> str:
+def already_final_message(out: outcomes.AlreadyFinal) -> str:
     """ "Already approved by alice at 2026-11-21 10:00:00 UTC."."""
     by = f" by {out.decided_by}" if out.decided_by else ""
     at = f" at {out.decided_at:%Y-%m-%d %H:%M:%S} UTC" if out.decided_at else ""
     return f"Already {out.status.value}{by}{at}."
 
 
-def already_final(view: RequestView) -> machine.AlreadyFinal:
+def already_final(view: RequestView) -> outcomes.AlreadyFinal:
     """The "already decided" outcome for a request that is no longer pending."""
-    return machine.AlreadyFinal(
+    return outcomes.AlreadyFinal(
         view.id, RequestStatus(view.status), view.decided_by, view.decided_at, view.decided_via
     )
 
@@ -185,7 +185,7 @@ def already_final(view: RequestView) -> machine.AlreadyFinal:
 def settled(view: RequestView | None, request_id: str) -> Result | None:
     """The result for a request that is missing or already final; None while it is pending."""
     if view is None:
-        return Result(machine.Missing(request_id), None)
+        return Result(outcomes.Missing(request_id), None)
     if view.is_final:
         return Result(already_final(view), view)
     return None

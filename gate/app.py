@@ -22,7 +22,6 @@ from gate.api.middleware import RequestEnvelope, install_error_handlers
 from gate.auth import TokenBook
 from gate.channel import load_channels
 from gate.config import Settings, load_settings
-from gate.db import Database, upgrade
 from gate.jobs import Jobs
 from gate.models import utcnow
 from gate.notify import Notifier
@@ -31,6 +30,7 @@ from gate.scheduler import Scheduler
 from gate.schemas import JsonLimits
 from gate.service import GateService
 from gate.state import AppState, ChannelGate
+from gate.store.db import Database, upgrade
 from gate.web.session import SECURITY_HEADERS
 
 log = logging.getLogger("gate")

@@ -17,14 +17,13 @@ import hashlib
 from datetime import UTC, datetime
 from typing import Any
 
-import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
-from gate import batch, direct, rows
 from gate.binding import canonical_json
-from gate.db import Database
 from gate.models import AuditEvent, RequestStatus
-from gate.rows import AUDIT, UNREAD
+from gate.store import decisions as store
+from gate.store.db import Database
+from gate.store.records import UNREAD
 
 #: the kind of event that records a masked value shown to an approver
 REVEALED = "revealed"
@@ -49,30 +48,16 @@ def append(
     head to read; `prev` passes a head the caller read in this transaction already (for
     the same request, under its lock), so it is not read again.
     """
-    if session.new:  # an ORM row this event may refer to must be written first
-        session.flush()
     if first:
         prev = None
     elif prev is UNREAD:
-        batch.before_reading(session, AUDIT)  # an event the batch still holds is the head
-        prev = direct.execute(session.connection(), _HEAD, {"request_id": request_id}).scalar()
+        prev = store.audit_head(session, request_id)
     kept = {k: v for k, v in detail.items() if v is not None}
     chain = chain_hash(request_id, now, kind, actor, via, kept, prev)
     values = {"request_id": request_id, "at": now, "kind": kind, "actor": actor, "via": via}
     values |= {"detail": kept, "prev_hash": prev, "chain_hash": chain}
-    batch.write(session, _INSERT, values)
+    store.append_event(session, values)
     return chain
-
-
-_HEAD = (
-    sa.select(AUDIT.c.chain_hash)
-    .where(AUDIT.c.request_id == sa.bindparam("request_id"))
-    .order_by(AUDIT.c.id.desc())
-    .limit(1)
-)
-#: its id is never read: no RETURNING on PostgreSQL
-_COLUMNS = ("request_id", "at", "kind", "actor", "via", "detail", "prev_hash", "chain_hash")
-_INSERT = batch.insert(AUDIT, _COLUMNS)
 
 
 def chain_hash(
@@ -161,7 +146,7 @@ def record_reveal(
 ) -> bool:
     """Record, under the request's lock, that `actor` revealed the masked value at `path`;
     False (nothing written) when the request is no longer pending or its deadline passed."""
-    req = rows.read(session, request_id, lock=True)
+    req = store.load(session, request_id, lock=True)
     if req is None or req.status != RequestStatus.pending or req.expires_at <= now:
         return False
     record(

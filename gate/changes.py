@@ -11,9 +11,10 @@ from typing import Protocol
 
 from sqlmodel import Session
 
-from gate import machine, outbox
+from gate import machine
 from gate.notify import Event
 from gate.readmodel import RequestView
+from gate.store import outbox
 
 
 @dataclass

@@ -288,8 +288,8 @@ def _serve(ns: argparse.Namespace) -> int:
 
 def _audit_verify(ns: argparse.Namespace) -> int:
     from gate import audit
-    from gate.db import Database, existing_schema
     from gate.errors import ConfigError
+    from gate.store.db import Database, existing_schema
 
     settings = _load(ns)
     try:
@@ -312,8 +312,8 @@ def _audit_verify(ns: argparse.Namespace) -> int:
 
 
 def _db_upgrade(ns: argparse.Namespace) -> int:
-    from gate.db import upgrade
     from gate.errors import ConfigError
+    from gate.store.db import upgrade
 
     settings = _load(ns)
     try:

@@ -14,9 +14,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-import sqlalchemy as sa
-
-from gate import batch, grants, machine, offers
+from gate import grants, machine, offers
 from gate.acting import (
     Actor,
     Refusal,
@@ -30,6 +28,7 @@ from gate.config import parse_duration
 from gate.errors import AlreadyDecided, Conflict, Forbidden, InvalidInput, NotFound
 from gate.models import RequestStatus, Verdict
 from gate.readmodel import RequestView, build_view
+from gate.store.decisions import CHANGED_MEANWHILE
 
 if TYPE_CHECKING:
     from gate.auth import Principal
@@ -65,10 +64,7 @@ def decide(
     asked = (service, request_id, actor, verdict, comment, edited_args, edits, reasons, grant)
     try:
         return _decide(*asked, optimistic=True)
-    # Another change of the request committed after the read. `gate_require` says so; a
-    # vote that collides with one committed meanwhile (PostgreSQL runs a statement's parts
-    # in no set order, so the vote may be written before the check fails) says so too.
-    except (batch.Unmet, sa.exc.IntegrityError):
+    except CHANGED_MEANWHILE:  # another change of the request committed after the read
         return _decide(*asked, optimistic=False)
 
 

@@ -21,15 +21,15 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-import sqlalchemy as sa
-from sqlmodel import Session, col, select
+from sqlmodel import Session
 
-from gate import audit, batch, direct
+from gate import audit
 from gate.binding import call_hash
 from gate.config import parse_duration
 from gate.errors import InvalidInput
-from gate.models import Grant, GrantStatus, UTCDateTime, Verdict, new_id
-from gate.rows import GRANT, VOTE, RequestRow, VoteRow
+from gate.models import GrantStatus, Verdict, new_id
+from gate.store import grants as grant_rows
+from gate.store.records import RequestRow, VoteRow
 
 if TYPE_CHECKING:
     from gate.readmodel import RequestView
@@ -119,7 +119,7 @@ def create(session: Session, req: RequestRow, spec: GrantSpec, *, by: str, now: 
         "status": GrantStatus.active.value,
         "uses": 0,
     }
-    batch.write(session, _INSERT, values)
+    grant_rows.insert(session, values)
     req.audit_head = audit.record(
         session,
         request_id=req.id,
@@ -131,31 +131,6 @@ def create(session: Session, req: RequestRow, spec: GrantSpec, *, by: str, now: 
         prev=req.audit_head,
     )
     return grant_id
-
-
-#: what `create` writes: every column but the two an ending sets (`machine.end_grant`)
-_GRANT_COLUMNS = tuple(c.name for c in GRANT.columns if c.name not in ("ended_at", "ended_by"))
-_INSERT = batch.insert(GRANT, _GRANT_COLUMNS)  # the id is ours (a ULID): nothing to return
-#: only what matching and `machine.allow_by_grant` read: every column a row returns costs
-#: the driver a description on each call, found or not
-_CANDIDATES = (
-    sa.select(
-        *(
-            GRANT.c[name]
-            for name in ("id", "request_id", "scope", "approvers", "args_hash", "session_id")
-            + ("agent_id", "created_by", "expires_at")
-        )
-    )
-    .where(
-        GRANT.c.status == GrantStatus.active.value,
-        GRANT.c.tool_name == sa.bindparam("tool_name"),
-        GRANT.c.expires_at > sa.bindparam("now", type_=UTCDateTime()),
-        GRANT.c.rule == sa.bindparam("rule"),
-        GRANT.c.submitted_by == sa.bindparam("submitted_by"),
-        GRANT.c.approvals_required == sa.bindparam("approvals_required"),
-    )
-    .order_by(GRANT.c.expires_at.desc())
-)
 
 
 def find(
@@ -180,7 +155,7 @@ def find(
         return None
     keys = ("tool_name", "rule", "submitted_by", "approvals_required")
     params = {k: getattr(req, k) for k in keys}
-    candidates = direct.execute(session.connection(), _CANDIDATES, {**params, "now": now}).all()
+    candidates = grant_rows.candidates(session, {**params, "now": now})
     if not candidates:
         return None
     args_hash = call_hash(req.tool_name, req.tool_args)
@@ -197,49 +172,11 @@ def find(
                 or (scope == "session" and session_id and grant.session_id == session_id)
                 or (scope == "agent" and agent_id and grant.agent_id == agent_id)
             )
-            if covers and not made_by_requester(_voters(session, grant.request_id)):
+            if covers and not made_by_requester(grant_rows.approvers(session, grant.request_id)):
                 return grant
     return None
 
 
-#: who approved a request (the people behind a grant it made)
-_APPROVERS = sa.select(VOTE.c.approver).where(
-    VOTE.c.request_id == sa.bindparam("request_id"), VOTE.c.verdict == Verdict.approve.value
-)
-
-
-def _voters(session: Session, request_id: str) -> list[str]:
-    return list(
-        direct.execute(session.connection(), _APPROVERS, {"request_id": request_id}).scalars()
-    )
-
-
-def list_grants(session: Session, *, active_only: bool, now: datetime) -> list[Grant]:
-    """Grants, newest first."""
-    stmt = select(Grant).order_by(col(Grant.created_at).desc()).limit(500)
-    if active_only:
-        stmt = stmt.where(col(Grant.status) == GrantStatus.active, col(Grant.expires_at) > now)
-    return list(session.exec(stmt).all())
-
-
-#: active grants whose time is up, at most `limit` (the expiry sweep ends them, see
-#: `GateService.expire_due`)
-DUE = (
-    sa.select(GRANT.c.id)
-    .where(
-        GRANT.c.status == GrantStatus.active.value,
-        GRANT.c.expires_at <= sa.bindparam("now", type_=UTCDateTime()),
-    )
-    .limit(sa.bindparam("limit"))
-)
-
-
-def count_active(session: Session, now: datetime) -> int:
-    """Active grants right now."""
-    return int(
-        session.execute(
-            sa.select(sa.func.count())
-            .select_from(Grant)
-            .where(col(Grant.status) == GrantStatus.active, col(Grant.expires_at) > now)
-        ).scalar_one()
-    )
+# re-exported: what reads grants (the grant review page, the metrics) calls them from here
+list_grants = grant_rows.list_grants
+count_active = grant_rows.count_active

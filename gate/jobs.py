@@ -14,11 +14,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from gate import outbox, reminders, sending, threads
+from gate import reminders, sending, threads
 from gate.channel import Channel
 from gate.models import DeliveryKind, utcnow
 from gate.readmodel import RequestView
 from gate.service import GateService
+from gate.store import outbox
 
 
 def _ignore(seconds: float) -> None:

@@ -5,15 +5,15 @@
             --deadline passed-----------> expired   (or approved when on_timeout = "approve")
             --cancel--------------------> cancelled
 
-Every transition is one compare-and-set UPDATE (`... WHERE id = :id AND status = 'pending'`)
-whose row count is checked (made sure by a row lock, or by `gate_require` in its statement),
-so double clicks, retries, a second replica and the sweep race freely: exactly one wins, the
-others get `AlreadyFinal`. The audit row and the outbox rows that refresh posted cards are
-written in the same transaction, which the caller (a use case in gate.service) owns.
+Every transition is one compare-and-set (`store.compare_and_set`: the request moves only
+while it is pending), so double clicks, retries, a second replica and the sweep race freely:
+exactly one wins (`Won`), the others get `AlreadyFinal`. The audit event and the card
+refreshes are written in the same transaction, which the caller (a use case in gate.service)
+owns.
 
-Votes for quorum first lock the request row (`SELECT ... FOR UPDATE` on PostgreSQL; on
-SQLite the writer's `BEGIN IMMEDIATE` already serialises writers), so two approvers voting at
-the same instant are counted one after the other and the second sees the first's vote.
+This module decides; it speaks no SQL. It reads and writes through the store's verbs
+(`gate.store.decisions`), which choose each database's statements and carry the argument
+for why they are correct (row locks, `BEGIN IMMEDIATE`, the one-statement batch).
 """
 
 from __future__ import annotations
@@ -21,52 +21,44 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-import sqlalchemy as sa
-from sqlmodel import Session, col
+from sqlmodel import Session
 
-from gate import audit, batch, direct, outbox, reasons, rows
+from gate import audit, reasons
 from gate.binding import argument_diff, canonical_json
-from gate.models import ConfirmationRequest, Grant, GrantStatus, RequestStatus, Verdict
+from gate.models import GrantStatus, RequestStatus, Verdict
 
 # re-exported: callers write machine.Changed, machine.AlreadyFinal, ...
 from gate.outcomes import AlreadyFinal, AlreadyVoted, Changed, Extended, Missing, Outcome, Voted
-from gate.rows import AUDIT, UNREAD, RequestRow, VoteRow
+from gate.store import decisions as store
+from gate.store.records import RequestRow, VoteRow
 
-__all__ = ["AlreadyFinal", "AlreadyVoted", "Changed", "Extended", "Missing", "Outcome", "Voted"]
-__all__ += ["lock", "record_vote", "expire", "cancel", "extend", "record_outcome"]
-__all__ += ["allow_by_grant", "end_grant"]
+__all__ = [
+    "AlreadyFinal",
+    "AlreadyVoted",
+    "Changed",
+    "Extended",
+    "Missing",
+    "Outcome",
+    "Voted",
+    "lock",
+    "record_vote",
+    "expire",
+    "cancel",
+    "extend",
+    "record_outcome",
+    "allow_by_grant",
+    "end_grant",
+]
 
 
 def lock(
     session: Session, request_id: str, *, optimistic: bool = False
 ) -> tuple[RequestRow, list[VoteRow]] | None:
-    """The request, locked for this transaction, and its votes: all a decision reads.
-
-    PostgreSQL takes the row lock (`FOR UPDATE`) first; the votes and the audit chain's head
-    are read by a later statement, so they are as of after the lock (a vote that committed
-    while this one waited for the lock is seen). On SQLite the writer's `BEGIN IMMEDIATE`
-    already serialises writers. None when no request has that id.
-
-    A pending request one approval decides has no votes: its first vote, either way, ends
-    it. So only its row is read, and the head comes back with the compare-and-set that
-    ends it (`_transition`): every event of a pending request is written under its lock,
-    so that statement, which begins after the lock was taken, sees the newest. Otherwise
-    the votes and the head are read at once (`audit_head` on the row).
-
-    `optimistic` (PostgreSQL): the row is read without its lock, outside the transaction.
-    A finished request cannot change any more, and a pending one that one approval decides
-    is changed only if its compare-and-set finds it as read (`rows.checked_cas_of`; the
-    caller decides again with the lock when it does not, `batch.Unmet`). A quorum's votes
-    are counted under the lock, so that row is read again with it."""
-    req = rows.read(session, request_id, lock=True, optimistic=optimistic)
-    if req is None:
-        return None
-    if req.status == RequestStatus.pending and req.approvals_required == 1:
-        return req, []
-    if req.optimistic and req.status == RequestStatus.pending:
-        return lock(session, request_id)
-    votes, req.audit_head = rows.votes_and_head(session, request_id, outside=req.optimistic)
-    return req, votes
+    """The request and its votes, as of this transaction's lock: all a decision reads (None
+    when no request has that id). `optimistic` (PostgreSQL) may read the row without its
+    lock; a change built on it is then made only if nothing changed it meanwhile
+    (`gate.store.decisions`, `CHANGED_MEANWHILE`)."""
+    return store.load_for_decision(session, request_id, optimistic=optimistic)
 
 
 def record_vote(
@@ -96,7 +88,6 @@ def record_vote(
         return _already_final(req)
     vote = VoteRow(
         id=None,
-        request_id=req.id,
         approver=approver,
         verdict=verdict.value,
         comment=comment,
@@ -105,7 +96,7 @@ def record_vote(
         grant_scope=grant[0] if grant else None,
         grant_seconds=grant[1] if grant else None,
     )
-    if not _cast(session, votes, vote):
+    if not _cast(session, req.id, votes, vote):
         return AlreadyVoted(req.id, approver, verdict)
     if verdict == Verdict.reject:
         reason = reasons.decision("Rejected", approver, via, comment)
@@ -126,26 +117,24 @@ def record_vote(
         req.audit_head = audit.append(
             session, req.id, "vote", approver, via, now, detail, prev=req.audit_head
         )
-        outbox.enqueue_updates(session, req.id, now)
+        store.owe_card_updates(session, req.id, now)
         return Voted(req.id, approvals, req.approvals_required)
     return _approve(session, req, vote, approvals, edited_args)
 
 
-def _cast(session: Session, votes: list[VoteRow], vote: VoteRow) -> bool:
+def _cast(session: Session, request_id: str, votes: list[VoteRow], vote: VoteRow) -> bool:
     """Store `vote` (and add it to `votes`); False when this approver had already cast the
     same verdict. An approver who approved towards a quorum and now rejects changes their
-    vote."""
+    vote (the grant they chose goes with their approval)."""
     existing = next((v for v in votes if v.approver == vote.approver), None)
     if existing is not None and existing.verdict == vote.verdict:
         return False
     if existing is None:
-        batch.write(session, rows.INSERT_VOTE, {k: v for k, v in vars(vote).items() if k != "id"})
+        store.cast_vote(session, request_id, vote, replacing=None)
         votes.append(vote)
         return True
-    changed = {"verdict": vote.verdict, "comment": vote.comment, "via": vote.via, "at": vote.at}
-    changed |= {"grant_scope": None, "grant_seconds": None}
-    existing.__dict__.update(changed)
-    batch.write(session, rows.UPDATE_VOTE, {"vote_id": existing.id, **changed})
+    vote.grant_scope = vote.grant_seconds = None
+    store.cast_vote(session, request_id, vote, replacing=existing)
     return True
 
 
@@ -188,7 +177,7 @@ def expire(
     moved past `now` since the caller found it due (an approver extended it) stands, and so
     does one moved between this read and the write: the compare-and-set ends the request
     only while its deadline is the one read here (`deadline`)."""
-    req = req or rows.read(session, request_id)
+    req = req or store.load(session, request_id)
     if req is None:
         return Missing(request_id)
     if req.status != RequestStatus.pending:
@@ -234,7 +223,7 @@ def cancel(
     session: Session, *, request_id: str, actor: str, via: str, why: str | None, now: datetime
 ) -> Outcome:
     """Withdraw a pending request (the agent gave up, or its session ended)."""
-    req = rows.read(session, request_id)
+    req = store.load(session, request_id)
     if req is None:
         return Missing(request_id)
     if req.status != RequestStatus.pending:
@@ -271,15 +260,9 @@ def _transition(
     `deadline` (an expiry), only while the deadline is still that one."""
     written = {"status": to.value, "decided_at": now, "decided_by": by, "decided_via": via}
     written |= {"reason": reason, **(values or {})}
-    params = {**written, "req_id": req.id}
-    guard: rows.Guard = ""
-    if before is not None:
-        params["before"], guard = before, "before"
-    elif deadline is not None:
-        params["deadline"], guard = deadline, "deadline"
-    if _compare_and_set(session, req, params, tuple(written), guard) != 1:
-        rows.refresh(session, req)
-        if req.status == RequestStatus.pending and guard == "deadline":
+    won = store.compare_and_set(session, req, written, before=before, deadline=deadline)
+    if isinstance(won, store.Lost):  # `req` is the row as the winner left it
+        if req.status == RequestStatus.pending and deadline is not None:
             # an extension committed between the expiry's read and its write: decided again
             # on the row as it is now (it stands unless that deadline passed too)
             return expire(session, request_id=req.id, now=now, req=req)
@@ -287,43 +270,12 @@ def _transition(
             expire(session, request_id=req.id, now=req.expires_at, req=req)
         return _already_final(req)
     req.audit_head = audit.append(
-        session, req.id, to.value, by, via, now, {**detail, "reason": reason}, prev=req.audit_head
+        session, req.id, to.value, by, via, now, {**detail, "reason": reason}, prev=won.head
     )
-    outbox.enqueue_updates(session, req.id, now)
-    # The answer is built from what the UPDATE wrote: nothing is read back.
-    req.__dict__.update(written)
+    store.owe_card_updates(session, req.id, now)
+    # The answer is built from what the compare-and-set wrote: nothing is read back.
+    req.update(written)
     return Changed(req.id, to, req.tool_name, req.rule, by, via)
-
-
-def _compare_and_set(
-    session: Session,
-    req: RequestRow,
-    params: dict[str, Any],
-    written: tuple[str, ...],
-    guard: rows.Guard,
-) -> int:
-    """`_transition`'s compare-and-set; returns the rows it changed (1 or 0). A row this
-    transaction locked (PostgreSQL, `rows.read`) cannot change before it ends: pending and
-    in time, the change is sure, so it rides with the trailing writes (`gate.batch`). So
-    does one read optimistically, whose statement fails instead when it is not sure."""
-    sure = req.locked and req.status == RequestStatus.pending  # locked: its head was read
-    in_time = guard != "before" or req.expires_at > params["before"]
-    in_time &= guard != "deadline" or req.expires_at == params["deadline"]
-    if (sure or req.optimistic) and in_time and batch.holding(session):
-        if sure:
-            batch.write(session, rows.cas_of(written, guard), params)
-        else:  # the statement fails unless the row and its head are as read (see `lock`)
-            checked = rows.checked_cas_of(written, guard)
-            batch.write(session, checked, {**params, "head": req.audit_head}, required=True)
-        return 1
-    conn = session.connection()
-    if req.audit_head is not UNREAD and not req.optimistic:  # its head was read under a lock
-        return int(direct.execute(conn, rows.CAS[guard], params).rowcount)
-    batch.before_reading(session, AUDIT)  # the head comes back with the change (see `lock`)
-    # the rows returned are the rows changed (SQLite's row count is not, with RETURNING)
-    changed = direct.execute(conn, rows.CAS_HEAD[conn.dialect.name, guard], params).all()
-    req.audit_head = changed[0].head if changed else req.audit_head
-    return len(changed)
 
 
 def _already_final(req: RequestRow) -> AlreadyFinal:
@@ -348,21 +300,8 @@ def extend(
     With `seen` (the deadline the person was shown), it moves only from that deadline, so a
     click delivered again, to any replica, extends once.
     """
-    guards = [
-        col(ConfirmationRequest.id) == request_id,
-        col(ConfirmationRequest.status) == RequestStatus.pending,
-        col(ConfirmationRequest.expires_at) > now,
-    ]
-    if seen is not None:
-        guards.append(col(ConfirmationRequest.expires_at) == seen)
-    result = session.execute(
-        sa.update(ConfirmationRequest)
-        .where(*guards)
-        .values(expires_at=until)
-        .execution_options(synchronize_session=False)
-    )
-    if result.rowcount != 1:  # type: ignore[attr-defined]
-        req = rows.read(session, request_id)
+    if not store.move_deadline(session, request_id, until=until, now=now, seen=seen):
+        req = store.load(session, request_id)
         if req is None:
             return Missing(request_id)
         if req.status == RequestStatus.pending and req.expires_at > now:
@@ -371,7 +310,7 @@ def extend(
             expire(session, request_id=request_id, now=now, req=req)
         return _already_final(req)
     audit.append(session, request_id, "extended", actor, via, now, {"until": until.isoformat()})
-    outbox.enqueue_updates(session, request_id, now)
+    store.owe_card_updates(session, request_id, now)
     return Extended(request_id, until)
 
 
@@ -385,17 +324,7 @@ def record_outcome(
     now: datetime,
 ) -> bool:
     """Record once what happened after approval ("ran", "failed", "not_run")."""
-    result = session.execute(
-        sa.update(ConfirmationRequest)
-        .where(
-            col(ConfirmationRequest.id) == request_id,
-            col(ConfirmationRequest.status) == RequestStatus.approved,
-            col(ConfirmationRequest.outcome).is_(None),
-        )
-        .values(outcome=outcome)
-        .execution_options(synchronize_session=False)
-    )
-    if result.rowcount != 1:  # type: ignore[attr-defined]
+    if not store.set_outcome(session, request_id, outcome):
         return False
     audit.append(session, request_id, outcome, actor, "agent", now, {"summary": summary})
     return True
@@ -413,8 +342,8 @@ def allow_by_grant(session: Session, *, req: RequestRow, grant: Any, now: dateti
         f"Allowed by a grant from {grant.created_by} (scope: {grant.scope}, until "
         f"{until}), made when approving request {grant.request_id}."
     )
-    rows.insert_request(session, req)
-    batch.write(session, rows.USE_GRANT, {"grant_id": grant.id})
+    store.insert_request(session, req)
+    store.use_grant(session, grant.id)
     req.audit_head = audit.append(
         session,
         req.id,
@@ -431,20 +360,9 @@ def end_grant(
     session: Session, *, grant_id: str, to: GrantStatus, actor: str | None, now: datetime
 ) -> bool:
     """Revoke or expire an active grant (compare-and-set, like requests)."""
-    result = session.execute(
-        sa.update(Grant)
-        .where(col(Grant.id) == grant_id, col(Grant.status) == GrantStatus.active)
-        .values(status=to, ended_at=now, ended_by=actor)
-    )
-    if result.rowcount != 1:  # type: ignore[attr-defined]
-        return False
-    grant = session.get(Grant, grant_id)
-    if grant is not None:
-        # The event joins the approving request's chain: under that request's lock, as
-        # every event of a request is, or an outcome reported at the same instant would
-        # read the same head and fork the chain.
-        rows.read(session, grant.request_id, lock=True)
-        audit.append(
-            session, grant.request_id, f"grant_{to.value}", actor, None, now, {"grant": grant_id}
-        )
-    return True
+    ending = {"status": to, "ended_at": now, "ended_by": actor}
+    ended, request_id = store.end_grant(session, grant_id, ending)
+    if request_id is not None:  # the event joins the approving request's chain
+        event = f"grant_{to.value}"
+        audit.append(session, request_id, event, actor, None, now, {"grant": grant_id})
+    return ended

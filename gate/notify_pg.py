@@ -30,8 +30,9 @@ import sqlalchemy as sa
 from psycopg import pq
 from sqlalchemy import event
 
-from gate import batch, threads
+from gate import threads
 from gate.notify import Event, Notifier
+from gate.store import batch
 
 log = logging.getLogger(__name__)
 

@@ -5,13 +5,54 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from gate.binding import call_hash
 from gate.channel import surface_name
-from gate.models import AuditEvent, ConfirmationRequest, Delivery, RequestStatus, Vote
+from gate.models import AuditEvent, Delivery, RequestStatus
 from gate.offers import Offers
-from gate.rows import RequestRow, VoteRow
+
+
+class RequestData(Protocol):
+    """What a view is built from: a request's columns, as the store's rows and the ORM model
+    both carry them (the read model imports neither)."""
+
+    id: str
+    idempotency_key: str | None
+    tool_name: str
+    tool_args: dict[str, Any]
+    agent_id: str | None
+    user_id: str | None
+    session_id: str | None
+    org_id: str | None
+    summary: str | None
+    context: dict[str, Any]
+    rule: str | None
+    status: str
+    approvers: list[str]
+    approvals_required: int
+    submitted_by: str | None
+    created_at: datetime
+    expires_at: datetime
+    decided_at: datetime | None
+    decided_by: str | None
+    decided_via: str | None
+    reason: str | None
+    on_timeout: str
+    approved_args: dict[str, Any] | None
+    options: dict[str, Any]
+    grant_id: str | None
+    outcome: str | None
+
+
+class VoteData(Protocol):
+    """What a view shows of a vote."""
+
+    approver: str
+    verdict: str
+    comment: str | None
+    via: str
+    at: datetime
 
 
 @dataclass(frozen=True)
@@ -125,15 +166,15 @@ class RequestView:
 
 
 def build_view(
-    req: ConfirmationRequest | RequestRow,
-    votes: Sequence[Vote | VoteRow],
+    req: RequestData,
+    votes: Sequence[VoteData],
     *,
     public_url: str,
     deliveries: list[Delivery] | None = None,
     audit: list[AuditEvent] | None = None,
     like: RequestView | None = None,
 ) -> RequestView:
-    """Assemble a RequestView from rows (ORM objects or the hot paths' `gate.rows` rows);
+    """Assemble a RequestView from rows (ORM objects or the store's typed rows);
     `like`, a view built before from the same row objects, lends what they still share."""
     args_hash, offers = _derived(req, like)
     return RequestView(
@@ -185,7 +226,7 @@ def build_view(
     )
 
 
-def _derived(req: ConfirmationRequest | RequestRow, like: RequestView | None) -> tuple[str, Offers]:
+def _derived(req: RequestData, like: RequestView | None) -> tuple[str, Offers]:
     """(the call's hash, the offers) of `req`: `like`'s, where it was built from the very same
     objects the row still holds (a decision's view before its change), else computed."""
     if like is None:
@@ -202,7 +243,7 @@ def _derived(req: ConfirmationRequest | RequestRow, like: RequestView | None) ->
     )
 
 
-def binding_of(req: ConfirmationRequest | RequestRow) -> str:
+def binding_of(req: RequestData) -> str:
     """The hash an approval of `req` is bound to: what will run, not what was asked."""
     args = req.approved_args if req.approved_args is not None else req.tool_args
     return call_hash(req.tool_name, args, req.idempotency_key)

@@ -11,31 +11,12 @@ import logging
 from datetime import datetime
 from typing import Any
 
-import sqlalchemy as sa
-from sqlmodel import col
-
-from gate import audit, outbox
-from gate.models import ConfirmationRequest, RequestStatus
+from gate import audit
 from gate.offers import Offers
-from gate.rows import REQUEST
 from gate.service import GateService
+from gate.store import nudges, outbox
 
 log = logging.getLogger(__name__)
-
-
-#: pending requests with a reminder or escalation due (`nudge_at`, on its index): a tick
-#: reads nothing for the many requests whose rules remind nobody
-_DUE = sa.select(
-    REQUEST.c.id,
-    REQUEST.c.created_at,
-    REQUEST.c.options,
-    REQUEST.c.approvers,
-    REQUEST.c.reminded_at,
-    REQUEST.c.escalated_at,
-).where(
-    REQUEST.c.status == RequestStatus.pending.value,
-    REQUEST.c.nudge_at <= sa.bindparam("now"),
-)
 
 
 def remind_and_escalate(service: GateService, now: datetime) -> tuple[int, int]:
@@ -46,7 +27,7 @@ def remind_and_escalate(service: GateService, now: datetime) -> tuple[int, int]:
     """
     counts = {"reminded_at": 0, "escalated_at": 0}
     with service.db.read_conn() as conn:  # only the columns this needs: no ORM objects
-        rows = conn.execute(_DUE, {"now": now}).all()
+        rows = nudges.due(conn, now)
     for req in rows:
         offers = Offers.from_options(req.options)
         done = {
@@ -76,11 +57,7 @@ def _next(offers: Offers, req: Any, done: dict[str, bool]) -> datetime | None:
 
 def _renudge(service: GateService, request_id: str, when: datetime | None) -> None:
     with service.db.write_conn() as conn:
-        conn.execute(
-            sa.update(REQUEST)
-            .where(REQUEST.c.id == request_id, REQUEST.c.status == RequestStatus.pending.value)
-            .values(nudge_at=when)
-        )
+        nudges.set_next(conn, request_id, when)
 
 
 def _mark(service: GateService, req: Any, column: str, now: datetime, then: datetime | None) -> int:
@@ -88,27 +65,14 @@ def _mark(service: GateService, req: Any, column: str, now: datetime, then: date
     escalate = column == "escalated_at"
     with service.changing() as change:
         session = change.session
-        result = session.execute(
-            sa.update(ConfirmationRequest)
-            .where(
-                col(ConfirmationRequest.id) == req.id,
-                col(ConfirmationRequest.status) == RequestStatus.pending,
-                getattr(ConfirmationRequest, column).is_(None),
-            )
-            .values({column: now, "nudge_at": then})
-        )
-        if result.rowcount != 1:  # type: ignore[attr-defined]
+        if not nudges.mark(session, req.id, column, now, then):
             return 0
         detail: dict[str, object] = {}
         if escalate:
             offers = Offers.from_options(req.options)
             extra = service.policy.expand_approvers(list(offers.escalate_approvers))
             approvers = list(dict.fromkeys([*req.approvers, *extra])) if req.approvers else []
-            session.execute(
-                sa.update(ConfirmationRequest)
-                .where(col(ConfirmationRequest.id) == req.id)
-                .values(approvers=approvers)
-            )
+            nudges.set_approvers(session, req.id, approvers)
             pairs = [t.partition(":") for t in offers.escalate_to]
             targets = [(c, t) for c, _, t in pairs if c in service.configured_channels]
             outbox.enqueue_posts(session, req.id, targets, now)

@@ -14,17 +14,15 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
 
-import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from gate import audit, batch, direct, grants, machine, outbox, requestlog, rows
+from gate import audit, grants, machine, requestlog
 from gate.acting import Result, approved_own
 from gate.auth import Principal
 from gate.binding import call_hash
 from gate.changes import CardPump, Change
 from gate.config import Settings
-from gate.db import Database
 from gate.deciding import raise_for
 from gate.errors import ApprovalSpent, Forbidden, KeyReused, NotFound
 from gate.models import (
@@ -39,8 +37,11 @@ from gate.models import (
 from gate.notify import Event, Notifier
 from gate.policy import CallFacts, Decision, Policy, Rule
 from gate.readmodel import RequestView, build_view
-from gate.rows import RequestRow
 from gate.schemas import GateCall
+from gate.store import batch, outbox, reads, records
+from gate.store import decisions as store
+from gate.store.db import Database
+from gate.store.records import RequestRow
 
 log = logging.getLogger(__name__)
 
@@ -50,12 +51,6 @@ log = logging.getLogger(__name__)
 _SAME_CALL = ("args_hash", "agent_id", "user_id", "session_id", "org_id")
 #: outcomes that spend an approval: the call was made (`not_run` leaves it unspent)
 SPENT = frozenset({"ran", "failed"})
-_REQUEST, _GRANT = "request", "grant"
-#: the sweep's work: due requests and due grants, each row tagged with its `kind`
-_DUE_WORK = sa.union_all(
-    sa.select(sa.literal(_REQUEST).label("kind"), rows.DUE_REQUESTS.c.id),
-    sa.select(sa.literal(_GRANT).label("kind"), grants.DUE.subquery("due_grants").c.id),
-)
 
 
 @dataclass(frozen=True)
@@ -151,7 +146,7 @@ class GateService:
         # not for on_timeout = "approve", where an early expiry would be an early yes.
         if call.expires_in is not None and rule.on_timeout != "approve":
             wait = min(wait, timedelta(seconds=call.expires_in))
-        return rows.new_request(
+        return records.new_request(
             id=new_id(),
             idempotency_key=call.idempotency_key,
             tool_name=call.tool_name,
@@ -209,7 +204,7 @@ class GateService:
                 machine.allow_by_grant(session, req=req, grant=grant, now=now)
                 change.events.append(Event("final", req.id))
                 return None, True, None
-            rows.insert_request(session, req)
+            store.insert_request(session, req)
             audit.record(
                 session,
                 request_id=req.id,
@@ -249,11 +244,9 @@ class GateService:
         Keys belong to the principal that sent them: another token's request under the same
         key is never found (nor its approval handed out)."""
         key = req.idempotency_key
-        params = {"key": key, "submitted_by": req.submitted_by}
-        found = direct.execute(session.connection(), rows.BY_KEY, params).first()
-        if found is None:
+        earlier = reads.by_key(session, key, req.submitted_by)
+        if earlier is None:
             return None
-        earlier = rows.request_row(found._mapping)
         if any(getattr(earlier, name) != getattr(req, name) for name in _SAME_CALL):
             raise KeyReused(
                 f"idempotency key {key!r} was already used for a different call (other "
@@ -274,10 +267,10 @@ class GateService:
         """The request with its votes (and deliveries and audit trail when `full`)."""
         if full:
             with self.db.read() as session:
-                req = rows.read(session, request_id)
+                req = reads.request(session, request_id)
                 return self._view(session, req, full=True) if req else None
         with self.db.read_conn() as conn:  # the common read: one statement, no ORM
-            found = rows.with_votes(conn, request_id)
+            found = reads.with_votes(conn, request_id)
         if found is None:
             return None
         return build_view(*found, public_url=self.settings.server.base_url)
@@ -285,7 +278,7 @@ class GateService:
     def _view(
         self, session: Session, req: ConfirmationRequest | RequestRow, *, full: bool = False
     ) -> RequestView:
-        votes = rows.votes(session, req.id)
+        votes = reads.votes(session, req.id)
         deliveries = audit = None
         if full:
             deliveries = list(
@@ -388,14 +381,14 @@ class GateService:
         # It runs every second on every replica, mostly to find nothing: one statement on a
         # connection (no ORM session) finds both kinds of due work.
         with self.db.read_conn() as conn:
-            found = conn.execute(_DUE_WORK, {"now": now, "limit": limit}).all()
+            found = reads.due_work(conn, now, limit)
         done = 0
-        for request_id in (row.id for row in found if row.kind == _REQUEST):
+        for request_id in (work_id for kind, work_id in found if kind == reads.REQUEST):
             with self.changing() as change:
                 outcome = machine.expire(change.session, request_id=request_id, now=now)
                 change.record(outcome)
             done += isinstance(outcome, machine.Changed)
-        ended = [row.id for row in found if row.kind == _GRANT]
+        ended = [work_id for kind, work_id in found if kind == reads.GRANT]
         if ended:
             with self.db.write() as session:
                 for grant_id in ended:
@@ -410,7 +403,7 @@ class GateService:
         pump = self.pump if self.pump is not None and self.pump.accepting() else None
         with self.db.write() as session:
             change = Change(session)
-            if not self.db.sqlite:  # its trailing writes go as one statement (gate.batch)
+            if not self.db.sqlite:  # its trailing writes go as one statement (gate.store.batch)
                 batch.begin(session)
             if pump is not None:
                 outbox.hand_to_pump(session, self.clock() + outbox.LEASE)
@@ -434,9 +427,4 @@ class GateService:
     def counts(self) -> dict[str, int]:
         """Requests by status."""
         with self.db.read() as session:
-            rows = session.execute(
-                sa.select(col(ConfirmationRequest.status), sa.func.count()).group_by(
-                    ConfirmationRequest.status
-                )
-            ).all()
-        return {str(status): int(n) for status, n in rows}
+            return dict(reads.counts(session))

@@ -16,7 +16,6 @@ from gate.acting import Result
 from gate.auth import TokenBook
 from gate.channel import Channel, Click
 from gate.config import Settings
-from gate.db import Database
 from gate.jobs import Jobs
 from gate.models import utcnow
 from gate.notify import Notifier
@@ -24,6 +23,7 @@ from gate.policy import Policy
 from gate.readmodel import RequestView
 from gate.scheduler import Scheduler
 from gate.service import GateService
+from gate.store.db import Database
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""Alembic environment: gate's models are the target; the URL comes from gate.db."""
+"""Alembic environment: gate's models are the target; the URL comes from gate.store.db."""
 
 from alembic import context
 from sqlalchemy import engine_from_config, pool

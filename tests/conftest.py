@@ -92,7 +92,7 @@ def _pg_template(request: pytest.FixtureRequest) -> str | None:
 @pytest.fixture(scope="session")
 def _postgres_template() -> Iterator[str]:
     """A PostgreSQL database migrated to head once per test process, to copy from."""
-    from gate.db import normalise_url, upgrade
+    from gate.store.db import normalise_url, upgrade
 
     admin = _pg_admin_url()
     assert admin
@@ -108,7 +108,7 @@ def _postgres_template() -> Iterator[str]:
 
 
 def _temporary_pg_database(admin_url: str, template: str | None) -> Iterator[str]:
-    from gate.db import normalise_url
+    from gate.store.db import normalise_url
 
     admin = normalise_url(admin_url)
     name = f"gate_test_{uuid.uuid4().hex[:12]}"

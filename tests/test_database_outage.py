@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from gate.db import normalise_url
+from gate.store.db import normalise_url
 from tests.conftest import GateFactory
 from tests.support import config as cfg
 

@@ -7,9 +7,9 @@ from datetime import timedelta
 
 import sqlalchemy as sa
 
-from gate import outbox
-from gate.db import Database, upgrade
 from gate.models import ConfirmationRequest, Delivery, DeliveryKind, RequestStatus, utcnow
+from gate.store import outbox
+from gate.store.db import Database, upgrade
 
 ROWS = 400
 WORKERS = 6

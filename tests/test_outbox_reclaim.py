@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 
-from gate import outbox
+from gate.store import outbox
 from tests.email.conftest import ADDRESSES, LINK_SECRET
 from tests.support import config as cfg
 from tests.support.databases import migrated_sqlite

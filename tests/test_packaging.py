@@ -60,7 +60,7 @@ def test_installed_wheel_migrates_without_the_checkout(wheel: Path, tmp_path: Pa
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
     code = (
-        "import gate.resources as r, gate.db as d; "
+        "import gate.resources as r, gate.store.db as d; "
         "p = r.resource_path('migrations'); assert '_bundled' in str(p), p; "
         "assert '_bundled' in str(r.resource_path('templates')); "
         f"d.upgrade('sqlite:///{tmp_path / 'w.db'}'); print('ok')"

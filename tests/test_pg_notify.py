@@ -13,9 +13,9 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 
-from gate.db import normalise_url
 from gate.notify import Event
 from gate.notify_pg import APPLICATION_NAME, CHANNEL, PostgresNotifier, libpq_url
+from gate.store.db import normalise_url
 from tests.conftest import Gate, GateFactory
 from tests.support import config as cfg
 from tests.support.http import TLS
@@ -197,7 +197,7 @@ async def test_a_replica_drops_its_own_changes_heard_again_but_not_anothers(
 ) -> None:
     # A change is published locally at its commit; its NOTIFY comes back over LISTEN too.
     # With a waiter parked, hearing it again would start a second read of the request.
-    from gate.db import Database, upgrade
+    from gate.store.db import Database, upgrade
 
     upgrade(postgres_url)
     db = Database(postgres_url)

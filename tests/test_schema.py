@@ -13,8 +13,8 @@ from alembic.runtime.migration import MigrationContext
 from sqlmodel import Session, SQLModel
 
 import gate.models  # noqa: F401  (registers the tables)
-from gate.db import Database, normalise_url, upgrade
 from gate.models import ConfirmationRequest, utcnow
+from gate.store.db import Database, normalise_url, upgrade
 
 ROOT = Path(__file__).resolve().parent.parent
 #: these tests run the migrations themselves, from an empty database

@@ -2,7 +2,7 @@
 
 An old row (or another writer's) may hold a lone surrogate in a JSON column, bytes that are
 not UTF-8 (SQLite), JSON of the wrong shape or none at all, or text longer than its column.
-Every read survives a lone surrogate (gate.db.stored_json), and migration 0010 mends the rest
+Every read survives a lone surrogate (gate.store.db.stored_json), and migration 0010 mends the rest
 in place. The bad rows are written with raw SQL, as an old gate or another tool left them.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 import sqlalchemy as sa
 from alembic import command
 
-from gate.db import alembic_config, is_sqlite, normalise_url, upgrade
+from gate.store.db import alembic_config, is_sqlite, normalise_url, upgrade
 from tests.conftest import Gate
 from tests.support import config as cfg
 

@@ -427,7 +427,7 @@ LINEAR_OR_TRUSTED = {
     # gate.toml's lines (the operator's file), read to point a configuration error at its line
     r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?\s*(#.*)?$": "gate.toml table headers, one line each",
     r"""^\s*([A-Za-z0-9_\-."' ]+?)\s*=(?!=)""": "gate.toml keys, one line each",
-    # gate's own SQL, compiled by SQLAlchemy once per statement (gate.direct)
+    # gate's own SQL, compiled by SQLAlchemy once per statement (gate.store.direct)
     r"%\((\w+)\)s|%%": "placeholders in compiled SQL; literal prefixes, one class",
 }
 _RE_CALLS = {"compile", "search", "match", "fullmatch", "finditer", "findall", "sub", "split"}

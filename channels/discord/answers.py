@@ -17,7 +17,7 @@ from channels.discord.card import NO_MENTIONS, card_message
 from channels.discord.interaction import Interaction
 from channels.discord.markdown import MAX_CONTENT, cut, escape
 from gate.acting import Result
-from gate.machine import Voted
+from gate.outcomes import Voted
 from gate.untrusted import clean
 
 PONG, CHANNEL_MESSAGE, DEFERRED_UPDATE, UPDATE_MESSAGE, AUTOCOMPLETE_RESULT, MODAL = (

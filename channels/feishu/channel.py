@@ -31,8 +31,8 @@ from channels.inbound import Once
 from gate.acting import Result
 from gate.channel import ChannelContext, Click, DeliveryError
 from gate.errors import ConfigError, Unauthenticated
-from gate.machine import Extended
 from gate.models import utcnow
+from gate.outcomes import Extended
 from gate.readmodel import RequestView
 
 log = logging.getLogger("gate.channels.feishu")

@@ -17,7 +17,7 @@ import anyio
 from channels.teams.api import CARD_TYPE
 from channels.teams.card import SCHEMA, VERSION, clean, label, render_card, rich, run
 from gate.acting import Refusal, Result
-from gate.machine import AlreadyVoted, Voted
+from gate.outcomes import AlreadyVoted, Voted
 from gate.readmodel import RequestView
 
 MESSAGE_TYPE = "application/vnd.microsoft.activity.message"

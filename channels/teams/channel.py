@@ -41,8 +41,8 @@ from channels.teams.verify import OpenIdKeys, Verifier, check_activity
 from gate.acting import Result
 from gate.channel import ChannelContext, Click, DeliveryError
 from gate.errors import BadRequest, ConfigError
-from gate.machine import Extended
 from gate.models import utcnow
+from gate.outcomes import Extended
 from gate.policy import FORCED_RULE
 from gate.readmodel import RequestView
 

@@ -32,8 +32,8 @@ from channels.telegram.updates import Press, Typed, read_update, update_id
 from gate.acting import Result
 from gate.channel import ChannelContext, Click, DeliveryError
 from gate.errors import BadRequest, Unauthenticated
-from gate.machine import Extended
 from gate.models import utcnow
+from gate.outcomes import Extended
 from gate.readmodel import RequestView
 
 log = logging.getLogger("gate.channels.telegram")

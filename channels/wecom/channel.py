@@ -32,8 +32,8 @@ from gate import untrusted
 from gate.acting import Result
 from gate.channel import ChannelContext, Click, DeliveryError
 from gate.errors import ConfigError
-from gate.machine import Extended, Voted
 from gate.models import utcnow
+from gate.outcomes import Extended, Voted
 from gate.readmodel import RequestView
 
 log = logging.getLogger("gate.channels.wecom")

@@ -19,8 +19,8 @@ import sqlalchemy as sa
 from sqlmodel import col, select
 
 from gate.audit import audit_hash
-from gate.db import Database
 from gate.models import AuditEvent, ConfirmationRequest, Grant, RequestStatus, Vote
+from gate.store.db import Database
 
 FINAL_STATUSES = [s.value for s in RequestStatus if s.is_final]
 EXPORT_COLUMNS = [

@@ -30,9 +30,9 @@ from datetime import datetime, timedelta
 import anyio
 import sqlalchemy as sa
 
-from gate import rows
-from gate.db import Database
 from gate.models import WebSignIn
+from gate.store import rows
+from gate.store.db import Database
 
 #: a burst of ten tries per address, then one every six seconds (ten a minute)
 CLIENT_BURST = 10
@@ -132,7 +132,7 @@ IDLE = timedelta(seconds=max(b.burst * b.refill_seconds for b in (CLIENT, NAME))
 
 class SignInLimiter:
     """Sign-in attempts per client address and per user name, counted in the database
-    (`sign_in_bucket`, SQL in `gate.rows`): every replica spends from the same buckets."""
+    (`sign_in_bucket`, SQL in `gate.store.rows`): every replica spends from the same buckets."""
 
     def __init__(self, db: Database, clock: Callable[[], datetime]) -> None:
         self.db = db

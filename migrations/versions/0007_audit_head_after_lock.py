@@ -8,7 +8,7 @@ A decision locks the request's row, then needs the newest event of its audit cha
 statement's snapshot is taken when it starts, before it waits for the lock, so a head read
 by the locking statement itself could miss an event the lock holder wrote: the head was read
 by a second statement. A VOLATILE function takes a new snapshot for each query it runs, so
-called on the locked row (`gate.rows.LOCK_WITH_HEAD`) it reads the head as of after the lock.
+called on the locked row (`gate.store.rows.LOCK_WITH_HEAD`) it reads the head as of after the lock.
 SQLite has one writer at a time and needs none of this.
 """
 

@@ -7,10 +7,10 @@ Create Date: 2026-11-27
 A decision on PostgreSQL reads the request without locking it, then writes its vote, its
 transition, its audit event and its card rows as one autocommitted statement whose
 compare-and-set confirms, under the row's lock, that the request is still pending and its
-audit chain's head is still the one read (`gate.rows.checked_cas_of`). The statement's
+audit chain's head is still the one read (`gate.store.rows.checked_cas_of`). The statement's
 other parts write whether or not that holds, so the statement itself must fail when it does
 not: `gate_require(false)` raises SQLSTATE GTCAS, the whole statement is undone, and the
-decision is made again under the lock (`gate.batch.Unmet`). SQLite needs none of this.
+decision is made again under the lock (`gate.store.batch.Unmet`). SQLite needs none of this.
 """
 
 from collections.abc import Sequence

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 import sqlalchemy as sa
 
 from gate.reminders import remind_and_escalate
-from gate.rows import REQUEST
+from gate.store.rows import REQUEST
 from tests.api.conftest import Clock, audit_kinds, post
 from tests.conftest import Gate
 from tests.support import config as cfg

@@ -29,7 +29,7 @@ from typing import Any
 import httpx
 import sqlalchemy as sa
 
-from gate.db import normalise_url
+from gate.store.db import normalise_url
 from tests.support import config as cfg
 from tests.support.fake_slack import CHANNEL, FakeSlack
 from tests.support.http import TLS

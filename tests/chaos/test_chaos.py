@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gate.db import upgrade
+from gate.store.db import upgrade
 from tests.chaos.harness import Chaos, make_plans
 from tests.support import config as cfg
 from tests.support.fake_slack import CHANNEL, TOKEN, FakeSlack

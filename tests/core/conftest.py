@@ -12,12 +12,12 @@ from gate import deciding
 from gate.acting import Actor
 from gate.auth import Principal
 from gate.config import Settings
-from gate.db import Database, upgrade
 from gate.models import Verdict, utcnow
 from gate.notify import Notifier
 from gate.policy import Policy
 from gate.schemas import GateCall
 from gate.service import GateService
+from gate.store.db import Database, upgrade
 from tests.support import config as cfg
 
 AGENT = Principal("billing-agent", "agent")

@@ -1,4 +1,4 @@
-"""A change's trailing writes sent together (`gate.batch`): the same rows as one by one.
+"""A change's trailing writes sent together (`gate.store.batch`): the same rows as one by one.
 
 On PostgreSQL `GateService.changing` holds the writes nobody reads before the commit and
 sends them as one statement; on SQLite each runs at once. Every test runs on both and checks
@@ -20,15 +20,17 @@ import pytest
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
 
-from gate import audit, batch, deciding, grants, machine, outbox, rows
+from gate import audit, deciding, grants, machine
 from gate.models import GrantStatus, Verdict, new_id
 from gate.notify_pg import CHANNEL, PostgresNotifier, libpq_url
 from gate.service import GateService
+from gate.store import batch, outbox, rows
+from gate.store.records import RequestRow
 from tests.core.conftest import Clock, approver, ask, granted_refund
 from tests.support.sql_counter import counting, per_database
 
 
-def _request(service: GateService, clock: Clock) -> rows.RequestRow:
+def _request(service: GateService, clock: Clock) -> RequestRow:
     now = clock.now
     return rows.new_request(
         id=new_id(),
@@ -41,7 +43,7 @@ def _request(service: GateService, clock: Clock) -> rows.RequestRow:
     )
 
 
-def _created(session: Session, req: rows.RequestRow, clock: Clock) -> None:
+def _created(session: Session, req: RequestRow, clock: Clock) -> None:
     """Write `req` and its first audit event, as an ask does."""
     rows.insert_request(session, req)
     audit.record(

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from gate.db import Database
+from gate.store.db import Database
 
 COUNTER = sa.table("counter", sa.column("id"), sa.column("n"))
 BUMP = sa.update(COUNTER).where(COUNTER.c.id == 1).values(n=COUNTER.c.n + 1)

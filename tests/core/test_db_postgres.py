@@ -9,13 +9,14 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 
-from gate import deciding, rows
-from gate.db import Database, upgrade
-from gate.db_postgres import Cursor, Description
-from gate.db_postgres import connect_args as pg_connect_args
+from gate import deciding
 from gate.models import Verdict
 from gate.notify_pg import libpq_url
 from gate.service import GateService
+from gate.store import rows
+from gate.store.db import Database, upgrade
+from gate.store.postgres import Cursor, Description
+from gate.store.postgres import connect_args as pg_connect_args
 from tests.conftest import GateFactory
 from tests.core.conftest import Clock, approver, ask, service_of
 from tests.support import config as cfg

@@ -1,4 +1,4 @@
-"""Hot statements run on the driver's cursor (`gate.direct`): what SQLAlchemy would return.
+"""Hot statements run on the driver's cursor (`gate.store.direct`): what SQLAlchemy would return.
 
 Every test runs on SQLite and PostgreSQL against a real database: the rows, their types and
 row counts must be SQLAlchemy's own, a driver error must surface as SQLAlchemy's exception
@@ -15,12 +15,14 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 
-from gate import deciding, direct, grants, outbox, rows, sending
-from gate.db import Database
+from gate import deciding
 from gate.models import Verdict
 from gate.notify_pg import libpq_url
 from gate.schemas import GateCall
 from gate.service import GateService
+from gate.store import direct, marks, outbox, rows
+from gate.store import grants as grant_rows
+from gate.store.db import Database
 from tests.core.conftest import AGENT, Clock, approver, ask, granted_refund
 from tests.support.sql_counter import counting
 
@@ -80,9 +82,9 @@ def test_writes_report_sqlalchemys_row_count_and_returning_rows(
         ).one()
         # an UPDATE whose SET names the parameters' keys (compiled per set of keys)
         sent = {"row_id": post_id, "status": "sent", "sent_at": clock.now, "claimed_until": None}
-        assert direct.execute(conn, sending._SET_ROW, sent).rowcount == 1
-        assert direct.execute(conn, sending._SET_ROW, {**sent, "row_id": -1}).rowcount == 0
-        ref, status = conn.execute(sending._POST_REF, card).one()
+        assert direct.execute(conn, marks._SET_ROW, sent).rowcount == 1
+        assert direct.execute(conn, marks._SET_ROW, {**sent, "row_id": -1}).rowcount == 0
+        ref, status = conn.execute(marks._POST_REF, card).one()
     assert status == "sent" and ref is None
 
 
@@ -107,9 +109,9 @@ def test_an_update_with_returning_gives_its_computed_columns(
             "ref": "log:x",
             "started": clock.now,
         }
-        statement = sending._UPDATE_SENT_CHECKED
+        statement = marks._UPDATE_SENT_CHECKED
         if not service.db.sqlite:  # the same, after taking its turn on the card's post row
-            statement = sending._MARKED_ON_CARD
+            statement = marks._MARKED_ON_CARD
         marked = direct.execute(conn, statement, params).all()
     assert [(r.id, r.overtaken) for r in marked] == [(update_id, False)]
     assert isinstance(marked[0].overtaken, bool)
@@ -201,7 +203,7 @@ def test_grant_lookups_read_through_the_driver(service: GateService) -> None:
     )
     assert allowed.decision.action == "allow"
     assert allowed.view is not None and allowed.view.decided_via == "grant"
-    assert _used_the_driver(grants._CANDIDATES, service.db)
+    assert _used_the_driver(grant_rows._CANDIDATES, service.db)
 
 
 def _status_of(conn: sa.Connection) -> str:

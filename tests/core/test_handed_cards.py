@@ -18,11 +18,12 @@ from datetime import timedelta
 import pytest
 import sqlalchemy as sa
 
-from gate import deciding, outbox, sending
+from gate import deciding, sending
 from gate.jobs import Jobs
 from gate.models import Delivery, Verdict
 from gate.readmodel import RequestView
 from gate.service import GateService
+from gate.store import outbox
 from tests.core.conftest import Clock, approver, ask, service_of
 from tests.support import config as cfg
 from tests.support.servers import wait_until

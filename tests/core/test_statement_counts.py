@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import pytest
 
-from gate import deciding, machine, outbox, sending
+from gate import deciding, machine, sending
 from gate.channel import Click
 from gate.models import Verdict
 from gate.schemas import GateCall
 from gate.service import GateService
+from gate.store import outbox
 from tests.core.conftest import AGENT, approver, ask
 from tests.support.sql_counter import Tally, counting, per_database
 
@@ -29,7 +30,7 @@ def check(tally: Tally, *, statements: int, transactions: int) -> None:
 
 
 def writes(service: GateService, *, sqlite: int, postgres: int) -> int:
-    """Statements of a change: on PostgreSQL its trailing writes are one (`gate.batch`)."""
+    """Statements of a change: on PostgreSQL its trailing writes are one (`gate.store.batch`)."""
     return per_database(service.db.engine, sqlite=sqlite, postgres=postgres)
 
 

@@ -25,7 +25,7 @@ def migrated_sqlite(path: Path) -> str:
 
 def _template_file() -> Path:
     if not _template:
-        from gate.db import upgrade
+        from gate.store.db import upgrade
 
         folder = Path(tempfile.mkdtemp(prefix="gate-test-template-"))
         atexit.register(shutil.rmtree, folder, True)

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 
 import sqlalchemy as sa
 
-from gate.db import is_sqlite, normalise_url
+from gate.store.db import is_sqlite, normalise_url
 
 
 @contextmanager

@@ -15,6 +15,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from gate.store import direct
+
 #: transaction control (counted as transactions) and SQLite connection set-up
 _IGNORED = ("BEGIN", "PRAGMA", "COMMIT", "ROLLBACK")
 
@@ -40,7 +42,7 @@ def counting(engine: sa.Engine) -> Iterator[Tally]:
     """Record statements and transactions on `engine` until the block ends."""
     tally = Tally()
 
-    def on_execute(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+    def on_execute(conn: Any, statement: str, params: Any) -> None:
         text = " ".join(statement.split())
         if not text.upper().startswith(_IGNORED):
             tally.statements.append(text)
@@ -48,16 +50,16 @@ def counting(engine: sa.Engine) -> Iterator[Tally]:
     def on_begin(conn: Any) -> None:
         tally.transactions += 1
 
-    sa.event.listen(engine, "before_cursor_execute", on_execute)
+    direct.listen(engine, on_execute)
     sa.event.listen(engine, "begin", on_begin)
     try:
         yield tally
     finally:
-        sa.event.remove(engine, "before_cursor_execute", on_execute)
+        direct.remove(engine, on_execute)
         sa.event.remove(engine, "begin", on_begin)
 
 
 def per_database(engine: sa.Engine, *, sqlite: int, postgres: int) -> int:
     """The statements expected on `engine`'s database: on PostgreSQL a change's trailing
-    writes (request, audit event, cards, vote, NOTIFY) are one statement (`gate.batch`)."""
+    writes (request, audit event, cards, vote, NOTIFY) are one statement (`gate.store.batch`)."""
     return sqlite if engine.dialect.name == "sqlite" else postgres

@@ -20,8 +20,8 @@ from pydantic import SecretStr
 
 from gate.auth import PasswordCheck
 from gate.config import Settings
-from gate.db import Database
 from gate.models import utcnow
+from gate.store.db import Database
 from gate.web.pages import SIGN_IN_RECHECK_SECONDS
 from gate.web.signin import (
     CLIENT_BURST,

@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 from sqlmodel import Session
 
-from gate import batch, direct
 from gate.models import DeliveryKind, DeliveryStatus, UTCDateTime
-from gate.rows import DELIVERY
+from gate.store import batch, direct
+from gate.store.rows import DELIVERY
 
 if TYPE_CHECKING:
-    from gate.db import Database
+    from gate.store.db import Database
 
 log = logging.getLogger(__name__)
 

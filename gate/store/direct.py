@@ -4,8 +4,8 @@ Every statement an ask, a decision or a card's mark runs costs SQLAlchemy's exec
 context on top of the driver's own work: ~70 us of CPU on PostgreSQL (a cache-key walk of
 the statement, the compiled-cache lookup, `construct_params`, the cursor result's metadata
 and row wrappers), more than psycopg's execute and fetch together. The statements of the hot
-paths are fixed `sa.Executable` objects built at import (`gate.rows`, `gate.sending`,
-`gate.batch`'s fused ones), so here each is compiled once per database dialect, and each
+paths are fixed `sa.Executable` objects built at import (`gate.store.rows`, `gate.store.marks`,
+`gate.store.batch`'s fused ones), so here each is compiled once per database dialect, and each
 execution hands the driver the compiled SQL with the parameters put through the same bind
 processors SQLAlchemy would use, and puts the rows through the same result processors.
 
@@ -14,9 +14,12 @@ What stays SQLAlchemy's:
   committed and rolled back by SQLAlchemy, so SQLite's `BEGIN IMMEDIATE` hook still applies);
 * errors: a driver error goes through the connection's own handling, so it is raised as the
   same `sa.exc.DBAPIError` subclass and a lost connection invalidates the pool's connection;
-* events: when anything listens to the engine's statement events (tracing, the test suite's
-  statement counter), the statement takes SQLAlchemy's own path, so every listener sees what
-  it expects. The statements sent are the same either way.
+* nothing of SQLAlchemy's statement events: a listener on `before_cursor_execute` sees only
+  the statements that still go through SQLAlchemy. Tracing, and the test suite's statement
+  counter, listen through `listen` instead, which sees every statement the store sends on
+  either path. (Until this was added, any SQLAlchemy event listener switched this path off,
+  so a traced server ran slower code than an untraced one, and the statement counts were
+  taken on the path production does not run.)
 
 On PostgreSQL the compiled SQL's `%(name)s` placeholders become `$1`, `$2`... once, and the
 statement runs on psycopg's raw cursor with the values in that order: psycopg then neither
@@ -25,6 +28,14 @@ parses the query for placeholders nor reorders a mapping on every execution (~10
 A statement this module cannot run exactly as SQLAlchemy would (expanding `IN` parameters,
 escaped bind names, a result column whose key is not an identifier) also takes SQLAlchemy's
 path, decided once per statement.
+
+SQLAlchemy API used here: the compiled statement's documented attributes (`string`, `binds`,
+`bind_names`, `positiontup`, `params`, `post_compile_params`, `literal_execute_params`,
+`escaped_bind_names`), the statement's `selected_columns` / `exported_columns`, and each
+type's `dialect_impl(...).bind_processor` / `.result_processor`. One private remains,
+`Connection._handle_dbapi_exception` (see `execute`); `tests/core/test_library_privates.py`
+fails naming it if a SQLAlchemy release moves it, and pyproject.toml pins SQLAlchemy below
+the next minor release.
 """
 
 from __future__ import annotations
@@ -34,14 +45,14 @@ import threading
 from collections import namedtuple
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from keyword import iskeyword
 from typing import Any, cast
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
-from sqlalchemy.sql.dml import ValuesBase
+from sqlalchemy.sql.dml import UpdateBase, ValuesBase
+from sqlalchemy.sql.selectable import SelectBase
 
-__all__ = ["Rows", "execute"]
+__all__ = ["Listener", "Rows", "execute", "listen", "remove"]
 
 
 class Rows:
@@ -84,11 +95,12 @@ class _RowBase(tuple):  # type: ignore[type-arg]
     SQLAlchemy's rows."""
 
     __slots__ = ()
-    _fields: tuple[str, ...]
+    #: the column names as the database gave them (`_fields` are the attribute names)
+    _names: tuple[str, ...]
 
     @property
     def _mapping(self) -> dict[str, Any]:
-        return dict(zip(self._fields, self, strict=True))
+        return dict(zip(self._names, self, strict=True))
 
 
 @dataclass
@@ -104,6 +116,9 @@ class _Compiled:
     order: tuple[str, ...] | None
     binds: dict[str, Callable[[Any], Any]]
     types: tuple[Any, ...]
+    #: the class of its rows: a named tuple of the result's column names, as the database
+    #: described them at the first execution (the labels in the SQL, `anon_1` for an
+    #: unlabelled expression: what SQLAlchemy's rows are keyed by)
     row: type[Any] | None
     #: (column index, processor) of the result columns that have one; read at the first
     #: execution, from the driver's description of the columns
@@ -135,9 +150,9 @@ def execute(
     `last` says nothing runs after it before the commit; `outside` says it need not run in
     the transaction at all (a read whose every use a later write confirms). On PostgreSQL
     either, when nothing ran in the transaction yet, goes in autocommit
-    (`gate.db_postgres.autocommitted`): no `BEGIN` before it, and for `last` no `COMMIT`.
+    (`gate.store.postgres.autocommitted`): no `BEGIN` before it, and for `last` no `COMMIT`.
     """
-    if conn._has_events or conn.engine._has_events or not conn.in_transaction():
+    if not conn.in_transaction():
         return _through_sqlalchemy(conn, statement, params)
     dialect = conn.dialect
     compiled = _compiled(statement, dialect, params)
@@ -152,10 +167,12 @@ def execute(
     sent: Mapping[str, Any] | Sequence[Any] = (
         values if compiled.order is None else tuple(values[name] for name in compiled.order)
     )
+    if _listeners:
+        _tell(conn, compiled.sql, sent)
     cursor = _cursor(conn)
     try:
         if (last or outside) and dialect.name == "postgresql":
-            from gate.db_postgres import autocommitted  # psycopg is there with PostgreSQL only
+            from gate.store.postgres import autocommitted  # psycopg is there with PostgreSQL only
 
             with autocommitted(cursor.connection):
                 cursor.execute(compiled.sql, sent)
@@ -164,10 +181,50 @@ def execute(
         found = cursor.fetchall() if cursor.description is not None else []
     except Exception as exc:  # the connection's own handling raises (see the docstring)
         conn.connection.info.pop(_CURSOR, None)  # that handling closes the cursor
+        # PRIVATE (SQLAlchemy): what `conn.execute` does with a driver error (wrap it as the
+        # matching `sa.exc.DBAPIError`, invalidate the pool on a lost connection). The
+        # public alternative, running the statement through `conn.exec_driver_sql`, builds
+        # the execution context this module exists to skip (~70 us a statement, measured
+        # on PostgreSQL); errors are rare, so only this line leans on the private.
         conn._handle_dbapi_exception(exc, compiled.sql, sent, cursor, None)
     if found:
         found = _processed(compiled, dialect, cursor.description, found)
     return Rows(found, cursor.rowcount)
+
+
+#: told (connection, SQL, parameters) of each statement the store sends, on either path
+Listener = Callable[[sa.Connection, str, Any], None]
+#: (engine, listener, its SQLAlchemy-side wrapper): empty unless something traces
+_listeners: list[tuple[sa.Engine, Listener, Callable[..., None]]] = []
+
+
+def listen(engine: sa.Engine, listener: Listener) -> None:
+    """Tell `listener` of every statement sent on `engine`'s connections: the ones this
+    module sends to the driver and the ones that go through SQLAlchemy (through its
+    `before_cursor_execute` event), each once. What tracing should use."""
+
+    def through_sqlalchemy(
+        conn: sa.Connection, _cursor: Any, sql: str, params: Any, *_: Any
+    ) -> None:
+        listener(conn, sql, params)
+
+    sa.event.listen(engine, "before_cursor_execute", through_sqlalchemy)
+    _listeners.append((engine, listener, through_sqlalchemy))
+
+
+def remove(engine: sa.Engine, listener: Listener) -> None:
+    """Stop telling `listener` (added by `listen` for `engine`)."""
+    for entry in list(_listeners):
+        if entry[0] is engine and entry[1] is listener:
+            _listeners.remove(entry)
+            sa.event.remove(engine, "before_cursor_execute", entry[2])
+
+
+def _tell(conn: sa.Connection, sql: str, params: Any) -> None:
+    engine = conn.engine
+    for listening, listener, _ in tuple(_listeners):
+        if listening is engine:
+            listener(conn, sql, params)
 
 
 def _cursor(conn: sa.Connection) -> Any:
@@ -181,7 +238,7 @@ def _cursor(conn: sa.Connection) -> Any:
         return kept[1]
     assert driver is not None
     if conn.dialect.name == "postgresql":
-        from gate.db_postgres import RawCursor  # psycopg is there with PostgreSQL only
+        from gate.store.postgres import RawCursor  # psycopg is there with PostgreSQL only
 
         cursor: Any = RawCursor(driver)
     else:
@@ -222,40 +279,42 @@ def _compile(statement: sa.Executable, dialect: Dialect, keys: frozenset[str] | 
         compiled.post_compile_params
         or compiled.literal_execute_params
         or compiled.escaped_bind_names
-        or getattr(compiled, "_numeric_binds", False)
+        or dialect.paramstyle not in ("qmark", "pyformat")  # SQLite's and psycopg's
     ):
         return _UNSUPPORTED
     binds = compiled.binds
     required = frozenset(name for name, bind in binds.items() if bind.required)
     if any(binds[name].key != name for name in required):
         return _UNSUPPORTED  # the caller's key is not the name sent: SQLAlchemy maps it
-    result_keys = tuple(column.keyname for column in compiled._result_columns)
-    if len(set(result_keys)) != len(result_keys) or not all(
-        key.isidentifier() and not key.startswith("_") and not iskeyword(key) for key in result_keys
-    ):
-        return _UNSUPPORTED  # rows could not carry them as attributes
-    row = (
-        type("Row", (_RowBase, namedtuple("Row", result_keys)), {"__slots__": ()})
-        if result_keys
-        else None
-    )
+    columns = _result_columns(statement)
+    if columns is None:
+        return _UNSUPPORTED
     positional = compiled.positiontup
     sql = compiled.string
     if dialect.name == "postgresql" and positional is None:
         sql, positional = numbered(sql)
     return _Compiled(
         sql=sql,
-        defaults={
-            name: value
-            for name, value in compiled.construct_params(_check=False).items()
-            if name not in required
-        },
+        defaults={name: value for name, value in compiled.params.items() if name not in required},
         required=required,
         order=tuple(positional) if positional is not None else None,
-        binds=dict(compiled._bind_processors),
-        types=tuple(column.type for column in compiled._result_columns),
-        row=row,
+        binds={  # by the name each parameter has in the SQL (`bind_names`)
+            name: process
+            for bind, name in compiled.bind_names.items()
+            if (process := bind.type.dialect_impl(dialect).bind_processor(dialect)) is not None
+        },
+        types=tuple(column.type for column in columns),
+        row=None,
     )
+
+
+def _result_columns(statement: sa.Executable) -> Sequence[Any] | None:
+    """The columns `statement` returns, in order (None: not a statement known to say)."""
+    if isinstance(statement, SelectBase):
+        return list(statement.selected_columns)
+    if isinstance(statement, UpdateBase):
+        return list(statement.exported_columns)  # its RETURNING columns (none without)
+    return None
 
 
 #: a named placeholder of psycopg's paramstyle, or an escaped percent sign
@@ -284,8 +343,10 @@ def _processed(
         processors = [
             (i, process)
             for i, (type_, column) in enumerate(zip(compiled.types, description, strict=True))
-            if (process := type_._cached_result_processor(dialect, column[1])) is not None
+            if (process := type_.dialect_impl(dialect).result_processor(dialect, column[1]))
+            is not None
         ]
+        compiled.row = _row_class(tuple(str(column[0]) for column in description))
         compiled.results = processors
     assert compiled.row is not None
     make = compiled.row._make
@@ -298,3 +359,10 @@ def _processed(
             processed[i] = process(processed[i])
         rows.append(make(processed))
     return rows
+
+
+def _row_class(names: tuple[str, ...]) -> type[Any]:
+    """A tuple class whose columns are also attributes named `names` (a name that cannot be
+    one, or a repeated one, is reachable through `_mapping` only, as on SQLAlchemy's rows)."""
+    attributes = namedtuple("Row", names, rename=True)  # type: ignore[misc]
+    return type("Row", (_RowBase, attributes), {"__slots__": (), "_names": names})

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-import sqlite3
 import threading
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
@@ -22,12 +21,12 @@ from sqlmodel import Session
 from gate.config import check_database_url
 from gate.errors import ConfigError
 from gate.resources import resource_path
+from gate.store import sqlite
+from gate.store.sqlite import BUSY_SECONDS, Pinned, clean
 
 log = logging.getLogger(__name__)
 #: where the database is configured, for messages
 DATABASE_KEY = "server.database_url"
-#: how long a SQLite writer waits for the write lock (`busy_timeout`, and this process's turn)
-BUSY_SECONDS = 30
 
 
 def normalise_url(url: str) -> str:
@@ -51,7 +50,7 @@ class Database:
     which would turn a double click into an error instead of a clean 409.
 
     SQLite allows one writer at a time, so this process's writes share one pinned connection
-    (`_Pinned`) instead of checking one out of the pool per transaction.
+    (`Pinned`) instead of checking one out of the pool per transaction.
     """
 
     def __init__(self, url: str, *, pool_size: int = 8, pool_overflow: int = 0) -> None:
@@ -70,16 +69,16 @@ class Database:
             # few calls (0.1 per ask at concurrency 32); waiting for a pooled one is cheaper,
             # and fewer busy backends also leave the two cores to gate.
             kwargs.update(pool_size=pool_size, max_overflow=pool_overflow)
-            from gate import db_postgres  # psycopg is installed only with PostgreSQL
+            from gate.store import postgres  # psycopg is installed only with PostgreSQL
 
-            kwargs["connect_args"] = db_postgres.connect_args()
+            kwargs["connect_args"] = postgres.connect_args()
         kwargs["json_deserializer"] = stored_json
         self.engine: Engine = sa.create_engine(self.url, **kwargs)
-        self._pinned: _Pinned | None = None
+        self._pinned: Pinned | None = None
         self._spare: _Spare | None = None
         if self.sqlite:
-            self._pinned = _Pinned(self.engine)
-            _configure_sqlite(self.engine, self._pinned)
+            self._pinned = Pinned(self.engine)
+            sqlite.configure(self.engine, self._pinned)
         else:
             self._spare = _Spare(self.engine, pool_overflow)
         # PostgreSQL: a read of one statement is a snapshot by itself, so it runs without
@@ -147,67 +146,6 @@ class Database:
             raise _unopenable(exc) from None
 
 
-class _Pinned:
-    """SQLite's write connection, kept open and lent to one transaction at a time.
-
-    SQLite lets one transaction write at a time anyway (`BEGIN IMMEDIATE` takes the lock up
-    front), so a pool of writers only adds a checkout, a `Connection`, event setup and a
-    reset per transaction. Writers in this process queue on `_lock` (as long as SQLite's
-    `busy_timeout`); other processes (the `gate` CLI) still meet SQLite's own lock. A
-    connection whose transaction failed in the database is closed and the next writer
-    opens a new one, as the pool would have.
-    """
-
-    def __init__(self, engine: Engine) -> None:
-        self._engine = engine
-        self._lock = threading.Lock()
-        self._conn: sa.Connection | None = None
-        #: the driver connection under `_conn`, whose transactions begin IMMEDIATE
-        self._driver: object = None
-
-    @contextmanager
-    def begin(self) -> Iterator[sa.Connection]:
-        """The connection, in a write transaction committed on success."""
-        if not self._lock.acquire(timeout=BUSY_SECONDS):
-            # what SQLite says when its own busy_timeout runs out, so callers see one error
-            raise sa.exc.OperationalError(
-                "BEGIN IMMEDIATE", None, sqlite3.OperationalError("database is locked")
-            )
-        try:
-            conn = self._conn
-            if conn is None:
-                conn = self._conn = self._engine.connect()
-                self._driver = conn.connection.driver_connection
-            try:
-                with conn.begin():
-                    yield conn
-            except BaseException as exc:
-                if isinstance(exc, sa.exc.SQLAlchemyError | sqlite3.Error) or not _clean(conn):
-                    self._drop()
-                raise
-        finally:
-            self._lock.release()
-
-    def close(self) -> None:
-        """Close the connection (a writer still using it finishes first, within the wait)."""
-        got = self._lock.acquire(timeout=BUSY_SECONDS)
-        try:
-            self._drop()
-        finally:
-            if got:
-                self._lock.release()
-
-    def holds(self, driver_connection: object) -> bool:
-        """True for the driver connection this writer lends (its BEGIN takes the lock)."""
-        return driver_connection is self._driver
-
-    def _drop(self) -> None:
-        conn, self._conn, self._driver = self._conn, None, None
-        if conn is not None:
-            with suppress(Exception):  # already broken: closing it is all that is left
-                conn.close()
-
-
 class _Spare:
     """PostgreSQL: the last write transactions' connections, kept for the next ones.
 
@@ -254,7 +192,7 @@ class _Spare:
             with conn.begin():
                 yield conn
         except BaseException as exc:
-            if isinstance(exc, sa.exc.SQLAlchemyError) or not _clean(conn):
+            if isinstance(exc, sa.exc.SQLAlchemyError) or not clean(conn):
                 self._close(conn)
                 raise
             self._keep(conn)
@@ -291,7 +229,7 @@ class _Spare:
             if self._kept_at != self._generation:  # none kept before an invalidation is reused
                 stale, self._idle = self._idle, []
                 self._kept_at = self._generation
-            kept = len(self._idle) < self.KEPT and self._reads == 0 and _clean(conn)
+            kept = len(self._idle) < self.KEPT and self._reads == 0 and clean(conn)
             if kept:
                 self._idle.append(conn)
         for old in stale:
@@ -306,11 +244,6 @@ class _Spare:
     def _close(conn: sa.Connection) -> None:
         with suppress(Exception):  # already broken: closing it is all that is left
             conn.close()
-
-
-def _clean(conn: sa.Connection) -> bool:
-    """True when `conn` is open, valid and outside a transaction (safe to lend again)."""
-    return not (conn.closed or conn.invalidated or conn.in_transaction())
 
 
 #: a JSON escape of a UTF-16 surrogate; a pair decodes to one character, a lone one does not
@@ -343,31 +276,6 @@ def _mend(value: Any) -> Any:
     if isinstance(value, dict):
         return {_mend(k): _mend(v) for k, v in value.items()}
     return value
-
-
-def _configure_sqlite(engine: Engine, writer: _Pinned) -> None:
-    @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
-        # Let SQLAlchemy, not the driver, decide when transactions begin (see `begin` below).
-        dbapi_conn.isolation_level = None
-        cur = dbapi_conn.cursor()
-        cur.execute("PRAGMA journal_mode=WAL")
-        cur.execute("PRAGMA synchronous=NORMAL")
-        cur.execute("PRAGMA foreign_keys=ON")
-        cur.execute(f"PRAGMA busy_timeout={BUSY_SECONDS * 1000}")
-        cur.close()
-
-    def begin(pooled: Any) -> None:
-        # The dialect's own hook rather than a "begin" event: any engine event makes every
-        # statement on every connection run SQLAlchemy's event dispatch. Straight to the
-        # driver: a statement of its own through SQLAlchemy would cost an execution context.
-        # A driver error here is wrapped by SQLAlchemy as any statement's would be.
-        pooled.driver_connection.execute(
-            "BEGIN IMMEDIATE" if writer.holds(pooled.driver_connection) else "BEGIN"
-        )
-
-    # an instance attribute: this engine's dialect only
-    engine.dialect.do_begin = begin  # type: ignore[method-assign,assignment]
 
 
 def alembic_config(url: str) -> AlembicConfig:

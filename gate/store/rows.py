@@ -4,8 +4,7 @@ A decision and an ask run a handful of statements each. Through the ORM every on
 pays for the unit of work (identity map, flush ordering, attribute events, refresh) and for
 a new statement object whose cache key is generated on each call. Here each statement is
 built once at import with bind parameters, so SQLAlchemy finds its compiled form at once,
-and rows come back as `RequestRow`/`VoteRow` objects: mutable, attribute-compatible with
-the ORM models (`gate.readmodel.build_view` reads either), and free to build.
+and rows come back as the typed `RequestRow`/`VoteRow` of `gate.store.records`.
 
 Everything runs on the caller's connection, in the caller's transaction.
 """
@@ -13,14 +12,12 @@ Everything runs on the caller's connection, in the caller's transaction.
 from __future__ import annotations
 
 import functools
-from types import SimpleNamespace
-from typing import Any, Literal
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import Session
 
-from gate import batch, direct
 from gate.models import (
     AuditEvent,
     ConfirmationRequest,
@@ -30,6 +27,8 @@ from gate.models import (
     UTCDateTime,
     Vote,
 )
+from gate.store import batch, direct, records
+from gate.store.records import GUARDS, UNREAD, VOTE_FIELDS, Guard, Head, RequestRow, VoteRow
 
 REQUEST: sa.Table = ConfirmationRequest.__table__  # type: ignore[attr-defined]
 VOTE: sa.Table = Vote.__table__  # type: ignore[attr-defined]
@@ -40,8 +39,7 @@ BUCKET: sa.Table = SignInBucket.__table__  # type: ignore[attr-defined]
 
 #: every column of a request, in table order (what a `RequestRow` carries)
 REQUEST_COLUMNS = tuple(c.name for c in REQUEST.columns)
-_VOTE_COLUMNS: tuple[str, ...] = ("id", "approver", "verdict", "comment", "via", "at")
-_VOTE_COLUMNS += ("grant_scope", "grant_seconds")
+_VOTE_COLUMNS = VOTE_FIELDS
 
 _ID: sa.BindParameter[str] = sa.bindparam("id")
 
@@ -122,12 +120,6 @@ UPDATE_VOTE = (
 )
 
 
-#: a compare-and-set's guard on the deadline: none, `expires_at > :before` (a person's
-#: decision lands only in time) or `expires_at = :deadline` (an expiry ends the request only
-#: while its deadline is the one it read: an extension committed meanwhile wins)
-Guard = Literal["", "before", "deadline"]
-GUARDS: tuple[Guard, ...] = ("", "before", "deadline")
-
 #: a grant let one more call through
 USE_GRANT = (
     sa.update(GRANT).where(GRANT.c.id == sa.bindparam("grant_id")).values(uses=GRANT.c.uses + 1)
@@ -172,7 +164,7 @@ CAS_HEAD |= {
 @functools.cache
 def cas_of(written: tuple[str, ...], guard: Guard) -> sa.Update:
     """`CAS[guard]` setting exactly the columns `written`, each a bind parameter of its
-    name (what a batch's parts need, see `gate.batch`); one statement per shape."""
+    name (what a batch's parts need, see `gate.store.batch`); one statement per shape."""
     values = {name: sa.bindparam(name, type_=REQUEST.c[name].type) for name in written}
     return _cas(guard).values(values)
 
@@ -184,31 +176,21 @@ def checked_cas_of(written: tuple[str, ...], guard: Guard) -> sa.Update:
     lock, is still `:head`. `gate_audit_head` takes a snapshot of its own (migration 0007),
     so it sees an event the lock's last holder committed even when that holder left the row
     as it was (the UPDATE then finds nothing to re-check). A batch part `required`: with no
-    row or `ok` false the whole statement fails (`gate.batch`)."""
+    row or `ok` false the whole statement fails (`gate.store.batch`)."""
     head = _audit_head(REQUEST.c.id)
     expected = sa.bindparam("head", type_=sa.String)
-    return cas_of(written, guard).returning(head.is_not_distinct_from(expected).label("ok"))
+    # Built anew, not from `cas_of`'s cached statement: SQLAlchemy memoizes a statement's
+    # RETURNING columns the first time they are read (`exported_columns`, which
+    # `gate.store.batch` and `gate.store.direct` read), and `.returning()` copies that memo
+    # to the statement it makes, which then returns no `ok`.
+    values = {name: sa.bindparam(name, type_=REQUEST.c[name].type) for name in written}
+    checked = _cas(guard).values(values)
+    return checked.returning(head.is_not_distinct_from(expected).label("ok"))
 
 
-class RequestRow(SimpleNamespace):
-    """A request's columns as attributes (plus `audit_head` once known): what the hot paths
-    read, change and build their answer from."""
-
-
-class VoteRow(SimpleNamespace):
-    """A vote's columns as attributes."""
-
-
-#: `audit_head` not read yet (None is a real head: a request with no event)
-UNREAD: Any = object()
-
-
-def request_row(mapping: Any, *, head: Any = UNREAD) -> RequestRow:
-    """A `RequestRow` from a result row's mapping."""
-    row = RequestRow(**mapping)
-    row.audit_head = head
-    row.locked = row.optimistic = False  # see `read`
-    return row
+def request_row(mapping: Any, *, head: Head = UNREAD) -> RequestRow:
+    """A `RequestRow` from a result row's mapping (every column of the request)."""
+    return RequestRow(**mapping, audit_head=head)
 
 
 def read(
@@ -246,7 +228,7 @@ def read(
 def refresh(session: Session, req: RequestRow) -> None:
     """Read `req`'s columns again (after a compare-and-set another writer won)."""
     found = direct.execute(session.connection(), SELECT_REQUEST, {"id": req.id}).one()
-    req.__dict__.update(found._mapping)
+    req.update(dict(found._mapping))
     req.audit_head = UNREAD
     req.optimistic = False
 
@@ -293,15 +275,8 @@ def insert_request(session: Session, req: RequestRow) -> None:
     batch.write(session, INSERT_REQUEST, {k: getattr(req, k) for k in REQUEST_COLUMNS})
 
 
-def new_request(**values: Any) -> RequestRow:
-    """A request not yet written: every column, the unset ones at their defaults."""
-    row = RequestRow(**dict.fromkeys(REQUEST_COLUMNS))
-    row.__dict__.update(status="pending", approvals_required=1, on_timeout="reject")
-    row.__dict__.update(approvers=[], context={}, options={}, tool_args={})
-    row.__dict__.update(values)
-    row.audit_head = None  # nothing written yet: the first event has no predecessor
-    row.locked = False
-    return row
+#: a request not yet written (`gate.store.records.new_request`)
+new_request = records.new_request
 
 
 # -- sign-in rate limits (gate.web.signin) ---------------------------------------------------

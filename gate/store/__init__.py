@@ -1,0 +1,22 @@
+"""The store: everything in gate that speaks SQL, behind verbs named for what the rest does.
+
+What it owns, module by module:
+
+* `decisions`: the state machine's verbs (load for a decision, cast a vote, compare-and-set
+  returning `Won`/`Lost`, append an audit event, owe card updates) and, once per database,
+  which statements they run and why that is correct (`_SQLite`, `_PostgreSQL`);
+* `records`: the typed rows those verbs take and return (`RequestRow`, `VoteRow`);
+* `reads`: the use cases' reads (a request by key, with its votes, the sweep's due work);
+* `outbox` and `marks`: card deliveries owed, claimed with a lease, and marked;
+* `grants`, `nudges`: grants' and reminders' statements;
+* `rows`: the hot paths' statements, built once; `batch`: a change's trailing writes sent as
+  one statement (PostgreSQL); `direct`: a fixed statement run on the driver's cursor, and
+  `direct.listen`, the hook tracing uses to see every statement;
+* `db`: the engine, sessions and migrations' glue; `sqlite` and `postgres`: each
+  database's connection specifics.
+
+What it may import: the table models (`gate.models`), settings checks (`gate.config`), the
+error types (`gate.errors`) and bundled files (`gate.resources`); never a surface, a channel
+or the state machine. No channel imports anything under `gate.store`
+(`tests/core/test_store_seam.py`).
+"""

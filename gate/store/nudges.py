@@ -1,0 +1,68 @@
+"""Reminders' and escalations' SQL (`gate.reminders` decides who is nudged and when)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlmodel import Session, col
+
+from gate.models import ConfirmationRequest, RequestStatus
+from gate.store.rows import REQUEST
+
+#: pending requests with a reminder or escalation due (`nudge_at`, on its index): a tick
+#: reads nothing for the many requests whose rules remind nobody
+_DUE = sa.select(
+    REQUEST.c.id,
+    REQUEST.c.created_at,
+    REQUEST.c.options,
+    REQUEST.c.approvers,
+    REQUEST.c.reminded_at,
+    REQUEST.c.escalated_at,
+).where(
+    REQUEST.c.status == RequestStatus.pending.value,
+    REQUEST.c.nudge_at <= sa.bindparam("now"),
+)
+
+
+def due(conn: sa.Connection, now: datetime) -> list[Any]:
+    """The pending requests whose next nudge is due: only the columns a nudge needs (`id`,
+    `created_at`, `options`, `approvers`, `reminded_at`, `escalated_at`)."""
+    return list(conn.execute(_DUE, {"now": now}).all())
+
+
+def set_next(conn: sa.Connection, request_id: str, when: datetime | None) -> None:
+    """Store when a pending request is next due a nudge (None: never)."""
+    conn.execute(
+        sa.update(REQUEST)
+        .where(REQUEST.c.id == request_id, REQUEST.c.status == RequestStatus.pending.value)
+        .values(nudge_at=when)
+    )
+
+
+def mark(
+    session: Session, request_id: str, column: str, now: datetime, then: datetime | None
+) -> bool:
+    """Set the marker `column` ("reminded_at" or "escalated_at") to `now` and the next
+    nudge to `then`, only while the request is pending and the marker unset
+    (compare-and-set: every replica runs the job); False when another got there first."""
+    result = session.execute(
+        sa.update(ConfirmationRequest)
+        .where(
+            col(ConfirmationRequest.id) == request_id,
+            col(ConfirmationRequest.status) == RequestStatus.pending,
+            getattr(ConfirmationRequest, column).is_(None),
+        )
+        .values({column: now, "nudge_at": then})
+    )
+    return bool(result.rowcount == 1)  # type: ignore[attr-defined]
+
+
+def set_approvers(session: Session, request_id: str, approvers: list[str]) -> None:
+    """Replace who may decide the request (an escalation adds people)."""
+    session.execute(
+        sa.update(ConfirmationRequest)
+        .where(col(ConfirmationRequest.id) == request_id)
+        .values(approvers=approvers)
+    )
