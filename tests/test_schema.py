@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -117,3 +119,30 @@ def test_status_is_assigned_only_in_the_machine() -> None:
             if pattern.search(line) and "ConfirmationRequest(" not in line:
                 offenders.append(f"{path.relative_to(ROOT)}:{lineno}: {line.strip()}")
     assert offenders == []
+
+
+def test_the_head_revision_gate_knows_is_the_migrations_head() -> None:
+    from alembic.script import ScriptDirectory
+
+    from gate.store.db import HEAD_REVISION, alembic_config
+
+    script = ScriptDirectory.from_config(alembic_config("sqlite://"))
+    assert script.get_heads() == [HEAD_REVISION], "a new migration: update HEAD_REVISION"
+
+
+def test_a_database_already_migrated_is_not_handed_to_alembic(db_url: str) -> None:
+    # A replica starting on a current database (every start but the first) skips Alembic: it
+    # is not even imported. One that is behind, or new, is migrated as before.
+    from gate.store.db import HEAD_REVISION, stored_revision
+
+    assert stored_revision(db_url) is None
+    upgrade(db_url)
+    assert stored_revision(db_url) == HEAD_REVISION
+    probe = (
+        "import sys\nfrom gate.store.db import upgrade\n"
+        f"upgrade({db_url!r})\nprint('alembic' in sys.modules)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.strip() == "False", done.stderr
