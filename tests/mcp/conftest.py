@@ -92,6 +92,20 @@ class Live:
                     return found[0]
                 await anyio.sleep(0.05)
 
+    async def long_polled(self, timeout: float = 20) -> None:
+        """Once a long-poll is open on the server (from /metrics): a test that kills the
+        server mid-wait must not kill it while the proxy still awaits its POST's answer."""
+        with anyio.fail_after(timeout):
+            while True:
+                async with self.api() as c:
+                    text = (await c.get("/metrics")).text
+                if any(
+                    line.startswith("gate_open_waiters ") and float(line.split()[1]) >= 1
+                    for line in text.splitlines()
+                ):
+                    return
+                await anyio.sleep(0.05)
+
     async def settled(self, request_id: str, timeout: float = 20) -> dict[str, Any]:
         """The request once it is no longer pending."""
         with anyio.fail_after(timeout):

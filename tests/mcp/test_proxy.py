@@ -502,6 +502,7 @@ async def test_a_gate_restart_mid_wait_is_survived(tmp_path: Path, marker: Path)
 
                 tg.start_soon(call)
                 request = await own.pending(PAY, vendor=vendor)
+                await own.long_polled()
                 own.server.kill()  # SIGKILL: the long-poll drops mid-wait
                 own.server.start()  # same port, same database
                 await own.decide(request["id"], "approve")
