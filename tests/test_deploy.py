@@ -10,9 +10,14 @@ import os
 import re
 import secrets
 import shutil
+import socket
+import ssl
 import subprocess
 import sys
 import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -62,13 +67,7 @@ def test_an_ask_on_one_replica_is_decided_on_the_other(postgres_url: str, tmp_pa
     assert 'token "alice-cli": token_env: the environment variable GATE_TOKEN_ALICE is not set' in (
         unset.stderr
     )
-    migrated = _gate(env, "db", "upgrade")  # the compose file's `migrate` service
-    assert migrated.returncode == 0, migrated.stderr
-    assert migrated.stdout == "database is at the latest schema\n"
-    replicas = [ServerProcess(CONFIG, env=env, log_path=tmp_path / f"gate-{n}.log") for n in (1, 2)]
-    try:
-        for replica in replicas:
-            replica.start(timeout=60)
+    with _replicas(env, tmp_path) as replicas:
         one, two = replicas
         agent = {"Authorization": f"Bearer {env['GATE_TOKEN_BILLING_AGENT']}"}
         alice = {"Authorization": f"Bearer {env['GATE_TOKEN_ALICE']}"}
@@ -106,9 +105,101 @@ def test_an_ask_on_one_replica_is_decided_on_the_other(postgres_url: str, tmp_pa
             log = replica.log()
             assert "Running upgrade" not in log
             assert '"message": "console: https://gate.example.com/' in log
+
+
+@contextmanager
+def _replicas(env: dict[str, str], tmp_path: Path) -> Iterator[list[ServerProcess]]:
+    """The compose file's `migrate` step, then its two replicas, stopped afterwards."""
+    migrated = _gate(env, "db", "upgrade")
+    assert migrated.returncode == 0, migrated.stderr
+    assert migrated.stdout == "database is at the latest schema\n"
+    replicas = [ServerProcess(CONFIG, env=env, log_path=tmp_path / f"gate-{n}.log") for n in (1, 2)]
+    try:
+        for replica in replicas:
+            replica.start(timeout=60)
+        yield replicas
     finally:
         for replica in replicas:
             replica.stop()
+
+
+def _unused_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.postgres
+@pytest.mark.skipif(shutil.which("caddy") is None, reason="needs caddy (apt-get install caddy)")
+def test_the_proxy_serves_both_replicas_over_https_and_keeps_metrics_inside(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    # deploy/Caddyfile as the compose file runs it, with Caddy's own authority for the
+    # certificate and the two replicas on this machine's ports: the agent asks and the
+    # approver decides over HTTPS, and /metrics is not served from outside.
+    env = {**_deploy_env(postgres_url), "GATE_DOMAIN": "localhost", "GATE_TLS": "internal"}
+    env["GATE_SERVER__PUBLIC_URL"] = "https://localhost"
+    with _replicas(env, tmp_path) as replicas:
+        https, http = _unused_port(), _unused_port()
+        upstreams = " ".join(f"127.0.0.1:{r.port}" for r in replicas)
+        proxy_env = {
+            **os.environ,
+            **env,
+            "GATE_UPSTREAMS": upstreams,
+            "GATE_HTTPS_PORT": str(https),
+            "GATE_HTTP_PORT": str(http),
+            "XDG_DATA_HOME": str(tmp_path / "caddy-data"),
+            "XDG_CONFIG_HOME": str(tmp_path / "caddy-config"),
+        }
+        log = open(tmp_path / "caddy.log", "wb")
+        caddy = subprocess.Popen(
+            ["caddy", "run", "--config", str(DEPLOY / "Caddyfile"), "--adapter", "caddyfile"],
+            env=proxy_env,
+            stdout=log,
+            stderr=log,
+        )
+        try:
+            root = tmp_path / "caddy-data" / "caddy" / "pki" / "authorities" / "local" / "root.crt"
+            tls = _trusting(root, caddy, tmp_path / "caddy.log")
+            base = f"https://localhost:{https}"
+            agent = {"Authorization": f"Bearer {env['GATE_TOKEN_BILLING_AGENT']}"}
+            alice = {"Authorization": f"Bearer {env['GATE_TOKEN_ALICE']}"}
+            with httpx.Client(base_url=base, verify=tls, timeout=30) as client:
+                call = {"tool_name": "pay_invoice", "tool_args": {"amount": 4200, "to": "ACME"}}
+                asked = client.post("/v1/gate", json=call, headers=agent).json()
+                assert asked["decision"] == "ask", asked
+                rid = asked["request"]["id"]
+                decided = client.post(
+                    f"/v1/requests/{rid}/decision",
+                    json={"verdict": "approve", "comment": "invoice checked"},
+                    headers=alice,
+                )
+                assert decided.status_code == 200, decided.text
+                answer = client.get(
+                    f"/v1/requests/{rid}/wait", params={"timeout": 5}, headers=agent
+                )
+                assert answer.json()["status"] == "approved", answer.text
+                assert client.get("/metrics").status_code == 404
+                assert client.get("/healthz").status_code == 200
+            for replica in replicas:  # each replica serves its metrics on the inside
+                assert httpx.get(replica.url + "/metrics", timeout=10).status_code == 200
+            with pytest.raises(httpx.ConnectError):  # no certificate but the deploy's own
+                httpx.get(base + "/healthz", timeout=10)
+        finally:
+            caddy.terminate()
+            caddy.wait(timeout=20)
+            log.close()
+
+
+def _trusting(root: Path, caddy: subprocess.Popen[bytes], log: Path) -> ssl.SSLContext:
+    """A TLS context trusting only Caddy's local authority, once Caddy has made it."""
+    deadline = time.monotonic() + 30
+    while not root.exists():
+        assert caddy.poll() is None, log.read_text(errors="replace")[-3000:]
+        assert time.monotonic() < deadline, "caddy made no local authority within 30 s"
+        time.sleep(0.1)
+    time.sleep(0.5)  # the certificate for localhost is issued just after the authority
+    return ssl.create_default_context(cafile=str(root))
 
 
 def test_the_example_config_checks_out_with_its_variables_filled() -> None:
