@@ -138,7 +138,7 @@ def test_an_owed_callback_that_raises_does_not_keep_the_caller_from_its_result()
 
 
 def test_stopping_the_workers_finishes_the_jobs_already_queued() -> None:
-    pool = threads._Workers(2)
+    pool = threads._Workers(2, "gate-test")
     done: list[int] = []
     gate = threading.Event()
 
