@@ -19,6 +19,7 @@ from gate.models import Verdict
 from tests.conftest import Gate
 from tests.support import config as cfg
 from tests.support.cli import run_gate
+from tests.support.http import TLS
 
 
 def _gate(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -178,6 +179,6 @@ def test_requests_reject_needs_a_reason(gate_sqlite: Gate) -> None:
     assert done.stdout == (
         f"{rid}: rejected (Rejected by bob in the API: use the staging account)\n"
     )
-    with httpx.Client(base_url=gate_sqlite.url) as http:
+    with httpx.Client(base_url=gate_sqlite.url, verify=TLS) as http:
         view = http.get(f"/v1/requests/{rid}", headers={"Authorization": f"Bearer {cfg.BOB}"})
     assert view.json()["status"] == "rejected"

@@ -24,6 +24,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support.http import TLS
 from tests.support.servers import ServerProcess
 
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
@@ -72,7 +73,9 @@ def test_an_ask_on_one_replica_is_decided_on_the_other(postgres_url: str, tmp_pa
         agent = {"Authorization": f"Bearer {env['GATE_TOKEN_BILLING_AGENT']}"}
         alice = {"Authorization": f"Bearer {env['GATE_TOKEN_ALICE']}"}
         call = {"tool_name": "pay_invoice", "tool_args": {"amount": 4200, "to": "ACME"}}
-        asked = httpx.post(one.url + "/v1/gate", json=call, headers=agent, timeout=30).json()
+        asked = httpx.post(
+            one.url + "/v1/gate", json=call, headers=agent, timeout=30, verify=TLS
+        ).json()
         assert asked["decision"] == "ask" and asked["rule"] == "big-payments", asked
         rid = asked["request"]["id"]
         assert asked["request"]["url"] == f"https://gate.example.com/requests/{rid}"
@@ -84,6 +87,7 @@ def test_an_ask_on_one_replica_is_decided_on_the_other(postgres_url: str, tmp_pa
                 params={"timeout": 30},
                 headers=agent,
                 timeout=60,
+                verify=TLS,
             )
 
         waiter = threading.Thread(target=wait_on_one)
@@ -93,6 +97,7 @@ def test_an_ask_on_one_replica_is_decided_on_the_other(postgres_url: str, tmp_pa
             json={"verdict": "approve", "comment": "invoice checked"},
             headers=alice,
             timeout=30,
+            verify=TLS,
         )
         assert decided.status_code == 200, decided.text
         waiter.join(timeout=60)
@@ -182,9 +187,11 @@ def test_the_proxy_serves_both_replicas_over_https_and_keeps_metrics_inside(
                 assert client.get("/metrics").status_code == 404
                 assert client.get("/healthz").status_code == 200
             for replica in replicas:  # each replica serves its metrics on the inside
-                assert httpx.get(replica.url + "/metrics", timeout=10).status_code == 200
+                assert (
+                    httpx.get(replica.url + "/metrics", timeout=10, verify=TLS).status_code == 200
+                )
             with pytest.raises(httpx.ConnectError):  # no certificate but the deploy's own
-                httpx.get(base + "/healthz", timeout=10)
+                httpx.get(base + "/healthz", timeout=10, verify=TLS)
         finally:
             caddy.terminate()
             caddy.wait(timeout=20)

@@ -17,6 +17,7 @@ import pytest
 from gate.config import Settings
 from gate.server import welcome
 from tests.support import config as cfg
+from tests.support.http import TLS
 from tests.support.servers import ServerProcess, wait_until
 
 AGENT = {"Authorization": f"Bearer {cfg.AGENT}"}
@@ -106,7 +107,7 @@ def test_the_next_step_follows_the_configuration() -> None:
 
 
 def test_each_request_gets_one_access_line_without_its_secrets(served: ServerProcess) -> None:
-    with httpx.Client(base_url=served.url, timeout=30) as http:
+    with httpx.Client(base_url=served.url, timeout=30, verify=TLS) as http:
         allowed = http.post(
             "/v1/gate", json={"tool_name": "read_x", "tool_args": {}}, headers=AGENT
         )
@@ -130,7 +131,7 @@ def test_each_request_gets_one_access_line_without_its_secrets(served: ServerPro
 
 def test_refused_credentials_are_logged_without_the_token(served: ServerProcess) -> None:
     call = {"tool_name": "read_x", "tool_args": {}}
-    with httpx.Client(base_url=served.url, timeout=30) as http:
+    with httpx.Client(base_url=served.url, timeout=30, verify=TLS) as http:
         forged = http.post("/v1/gate", json=call, headers={"Authorization": "Bearer forged-tok"})
         bare = http.get("/v1/requests")
         asked = http.post(
@@ -162,7 +163,7 @@ def test_refused_credentials_are_logged_without_the_token(served: ServerProcess)
 
 def test_asked_and_decided_lines_carry_id_tool_rule_and_outcome(served: ServerProcess) -> None:
     body = {"tool_name": "pay_vendor", "tool_args": {"amount": 90000}}
-    with httpx.Client(base_url=served.url, timeout=30) as http:
+    with httpx.Client(base_url=served.url, timeout=30, verify=TLS) as http:
         rid = http.post("/v1/gate", json=body, headers=AGENT).json()["request"]["id"]
         waited = http.get(f"/v1/requests/{rid}/wait", params={"timeout": "0.1"}, headers=AGENT)
         decided = http.post(
@@ -192,7 +193,7 @@ def test_asked_and_decided_lines_carry_id_tool_rule_and_outcome(served: ServerPr
 def test_a_warning_level_keeps_refusals_and_drops_the_access_lines(tmp_path: Path) -> None:
     server = _serve(tmp_path, log_level="WARNING")
     try:
-        with httpx.Client(base_url=server.url, timeout=30) as http:
+        with httpx.Client(base_url=server.url, timeout=30, verify=TLS) as http:
             ok = http.post("/v1/gate", json={"tool_name": "read_x", "tool_args": {}}, headers=AGENT)
             forged = http.get("/v1/requests", headers={"Authorization": "Bearer forged-tok"})
         assert (ok.status_code, forged.status_code) == (200, 401)
@@ -208,7 +209,7 @@ def test_a_warning_level_keeps_refusals_and_drops_the_access_lines(tmp_path: Pat
 
 def test_a_console_request_is_logged_with_the_signed_in_approver(served: ServerProcess) -> None:
     signed_in = {"X-Forwarded-User": "alice", "X-Gate-Proxy-Secret": PROXY_SECRET}
-    with httpx.Client(base_url=served.url, timeout=30) as http:
+    with httpx.Client(base_url=served.url, timeout=30, verify=TLS) as http:
         page = http.get("/", headers=signed_in)
     assert page.status_code == 200, page.text
     line = _access(served, page.headers["x-request-id"])

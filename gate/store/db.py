@@ -360,14 +360,10 @@ def existing_schema(url: str) -> None:
             "`gate serve` uses",
             key=DATABASE_KEY,
         )
-    engine = sa.create_engine(normalise_url(url), poolclass=sa.pool.NullPool)
     try:
-        with engine.connect() as conn:
-            present = sa.inspect(conn).has_table("alembic_version")
+        present = stored_revision(url) is not None
     except (sa.exc.OperationalError, sa.exc.InterfaceError) as exc:
         raise _unopenable(exc) from None
-    finally:
-        engine.dispose()
     if not present:
         raise ConfigError(
             "the database holds no gate tables: `gate serve` (or `gate db upgrade`) creates "

@@ -28,6 +28,7 @@ from gate.exchange import Exchange, Pause, Reply
 from gate.toolcall import Call
 from tests.conftest import Gate, GateFactory
 from tests.support import config as cfg
+from tests.support.http import TLS
 from tests.support.servers import wait_until
 
 
@@ -140,7 +141,9 @@ async def test_a_change_never_notified_is_still_found_by_the_safety_net(
     request_id = ask(gate)
     assert long_poll(gate, request_id, timeout=0)["status"] == "pending"  # remembered now
     headers = {"Authorization": f"Bearer {cfg.AGENT}"}
-    async with httpx.AsyncClient(base_url=gate.url, headers=headers, timeout=30) as client:
+    async with httpx.AsyncClient(
+        base_url=gate.url, headers=headers, timeout=30, verify=TLS
+    ) as client:
         parked = asyncio.create_task(
             client.get(f"/v1/requests/{request_id}/wait", params={"timeout": 20})
         )

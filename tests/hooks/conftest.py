@@ -21,7 +21,7 @@ import pytest
 from tests.support import config as cfg
 from tests.support.databases import migrated_sqlite
 from tests.support.http import TLS
-from tests.support.servers import ServerProcess, wait_until
+from tests.support.servers import ServerProcess, wait_until, waiters_in
 
 #: real Claude Code PreToolUse payloads (copies of shared/fixtures, see fixtures/README.md)
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -120,11 +120,7 @@ class Live:
     def open_waiters(self) -> int:
         """Long-polls open on the server right now, from /metrics."""
         with self.api() as c:
-            text = c.get("/metrics").text
-        for line in text.splitlines():
-            if line.startswith("gate_open_waiters "):
-                return int(float(line.split()[1]))
-        return 0
+            return waiters_in(c.get("/metrics").text)
 
     def decide(self, request_id: str, token: str, verdict: str, comment: str | None = None) -> None:
         with self.api(token) as c:

@@ -21,7 +21,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from tests.support import config as cfg
 from tests.support.databases import migrated_sqlite
 from tests.support.http import TLS
-from tests.support.servers import ServerProcess
+from tests.support.servers import ServerProcess, waiters_in
 
 HERE = Path(__file__).parent
 UPSTREAM = [sys.executable, str(HERE / "upstream_server.py")]
@@ -98,12 +98,8 @@ class Live:
         with anyio.fail_after(timeout):
             while True:
                 async with self.api() as c:
-                    text = (await c.get("/metrics")).text
-                if any(
-                    line.startswith("gate_open_waiters ") and float(line.split()[1]) >= 1
-                    for line in text.splitlines()
-                ):
-                    return
+                    if waiters_in((await c.get("/metrics")).text) >= 1:
+                        return
                 await anyio.sleep(0.05)
 
     async def settled(self, request_id: str, timeout: float = 20) -> dict[str, Any]:

@@ -231,6 +231,14 @@ def _healthy(url: str) -> bool:
         return False
 
 
+def waiters_in(metrics: str) -> int:
+    """The long-polls open on a server, from the text of its /metrics."""
+    for line in metrics.splitlines():
+        if line.startswith("gate_open_waiters "):
+            return int(float(line.split()[1]))
+    return 0
+
+
 #: sockets holding the ports `free_port` handed out, for the life of the test process
 _RESERVED: list[socket.socket] = []
 
@@ -260,4 +268,12 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 10, interval: floa
         time.sleep(interval)
 
 
-__all__ = ["LoopbackFake", "ServerProcess", "ThreadServer", "free_port", "signal", "wait_until"]
+__all__ = [
+    "LoopbackFake",
+    "ServerProcess",
+    "ThreadServer",
+    "free_port",
+    "waiters_in",
+    "signal",
+    "wait_until",
+]
