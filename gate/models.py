@@ -134,6 +134,8 @@ class ConfirmationRequest(SQLModel, table=True):
     nudge_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime, nullable=True))
     #: what happened after approval, reported by the agent: "ran" | "failed" | "not_run"
     outcome: str | None = Field(default=None, max_length=16)
+    #: the policy revision (`gate.policy_revision`) whose rule made this request
+    policy_revision: str | None = Field(default=None, max_length=16)
 
 
 class Vote(SQLModel, table=True):
@@ -285,3 +287,45 @@ class SignInBucket(SQLModel, table=True):
     key: str = Field(primary_key=True, max_length=300)
     tokens: float
     at: datetime = Field(sa_column=Column(UTCDateTime, nullable=False, index=True))
+
+
+class DecisionLogEntry(SQLModel, table=True):
+    """One answer `POST /v1/gate` gave (allow, deny, ask, granted): the decision log.
+
+    Written in batches off the hot path (`gate.decision_log`), one table for every replica;
+    rows older than `[decision_log].retention` are pruned, and `facts` (the call's whole
+    arguments and metadata, which replay needs) is cleared after `args_retention`.
+    """
+
+    __tablename__ = "decision_log"
+    __table_args__ = (
+        sa.Index("ix_decision_log_at", "at"),
+        sa.Index("ix_decision_log_agent", "agent_id", "id"),
+        sa.Index("ix_decision_log_tool", "tool_name", "id"),
+        sa.Index("ix_decision_log_rule", "rule", "id"),
+        sa.Index("ix_decision_log_answer", "answer", "id"),
+        sa.Index("ix_decision_log_facts", "facts_until"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    at: datetime = Field(sa_column=Column(UTCDateTime, nullable=False))
+    agent_id: str | None = Field(default=None, max_length=200)
+    session_id: str | None = Field(default=None, max_length=200)
+    user_id: str | None = Field(default=None, max_length=200)
+    #: the token (principal) that sent the call
+    submitted_by: str | None = Field(default=None, max_length=200)
+    tool_name: str = Field(max_length=200)
+    #: `gate.binding.call_hash` of the tool and arguments (no idempotency key)
+    args_hash: str = Field(max_length=64)
+    #: the arguments as every surface shows them (`gate.untrusted.mask_value`)
+    masked_args: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
+    #: {"args", "metadata"} as sent, for `gate policy replay`; None once `facts_until` passed
+    facts: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
+    facts_until: datetime | None = Field(
+        default=None, sa_column=Column(UTCDateTime, nullable=True)
+    )
+    rule: str | None = Field(default=None, max_length=200)
+    policy_revision: str = Field(max_length=16)
+    #: "allow" | "deny" | "ask" | "granted" (an ask a grant answered at once)
+    answer: str = Field(max_length=16)
+    request_id: str | None = Field(default=None, max_length=26)

@@ -48,8 +48,11 @@ def test_upgrading_teaches_each_cards_post_row_the_updates_already_sent(db_url: 
     now = utcnow()
     row = {"channel": "log", "target": "log", "attempts": 1, "next_attempt_at": now}
     try:
-        with Session(engine) as session:  # the requests table is the same before and after
-            session.add(ConfirmationRequest(id="01OLD", tool_name="t", expires_at=now))
+        with Session(engine) as session:
+            # the requests table as it was at 0005 (0011 added `policy_revision`)
+            request = ConfirmationRequest(id="01OLD", tool_name="t", expires_at=now)
+            values = request.model_dump(exclude={"policy_revision"})
+            session.execute(sa.insert(ConfirmationRequest).values(**values))
             session.commit()
         with engine.begin() as conn:
             insert = sa.text(

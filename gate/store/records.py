@@ -74,6 +74,7 @@ class RequestRow:
     escalated_at: datetime | None
     nudge_at: datetime | None
     outcome: str | None
+    policy_revision: str | None = None
     #: the request's audit chain head as of this transaction's lock (`UNREAD`: not read)
     audit_head: Head = UNREAD
     #: read under the row's lock (PostgreSQL): nothing else can change it before the commit
