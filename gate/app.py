@@ -22,6 +22,7 @@ from gate.api.middleware import RequestEnvelope, install_error_handlers
 from gate.auth import TokenBook
 from gate.channel import load_channels
 from gate.config import Settings, load_settings
+from gate.decision_log import DecisionLog
 from gate.jobs import Jobs
 from gate.models import utcnow
 from gate.notify import Notifier
@@ -94,6 +95,10 @@ def build_state(settings: Settings, clock: Callable[[], datetime] = utcnow) -> A
     )
     notifier = build_notifier(settings, db)
     service = GateService(settings=settings, db=db, policy=policy, notifier=notifier, clock=clock)
+    if settings.decision_log.enabled:
+        service.decision_log = DecisionLog(
+            db=db, settings=settings.decision_log, revision=policy.revision, clock=clock
+        )
     configured = settings.channels.configured()
     service.configured_channels = configured
     channels = load_channels(configured, ChannelGate(service), source=settings.source)
@@ -105,6 +110,8 @@ def build_state(settings: Settings, clock: Callable[[], datetime] = utcnow) -> A
         sweep_interval=server.sweep_interval_seconds,
         pump_interval=server.outbox_interval_seconds,
         remind_interval=server.followup_interval_seconds,
+        prune=jobs.prune_decisions if service.decision_log is not None else None,
+        prune_interval=settings.decision_log.prune_interval_seconds,
     )
     service.kick_outbox = scheduler.kick
     jobs.kick, jobs.running = scheduler.kick, lambda: scheduler.running
@@ -119,6 +126,7 @@ def build_state(settings: Settings, clock: Callable[[], datetime] = utcnow) -> A
         scheduler=scheduler,
         jobs=jobs,
         channels=channels,
+        decision_log=service.decision_log,
         clock=clock,
     )
 
@@ -135,12 +143,16 @@ def _lifespan(state: AppState) -> Callable[[FastAPI], AbstractAsyncContextManage
                 "catch-up sweep expired %d request(s) whose deadline passed while down", expired
             )
         state.scheduler.start()
+        if state.decision_log is not None:
+            state.decision_log.start()
         _log_startup(state.settings, state)
         try:
             yield
         finally:
             state.scheduler.shutdown()
             await state.scheduler.drain()
+            if state.decision_log is not None:  # a clean stop writes what is buffered
+                await threads.run_sync(state.decision_log.stop)
             released = await threads.run_sync(state.jobs.release_handed)
             if released:
                 log.info("gave back %d card delivery(ies) not sent before shutdown", released)
@@ -155,9 +167,10 @@ def _lifespan(state: AppState) -> Callable[[FastAPI], AbstractAsyncContextManage
 def _log_startup(settings: Settings, state: AppState) -> None:
     server = settings.server
     log.info(
-        "gate ready: database %s, %d rule(s), channels: %s",
+        "gate ready: database %s, %d rule(s) (policy revision %s), channels: %s",
         _redact(server.database_url),
         len(state.policy.rules),
+        state.policy.revision,
         ", ".join(state.channels) or "none",
     )
     if not settings.rules:

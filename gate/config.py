@@ -32,6 +32,7 @@ from pydantic_settings import (
 
 from gate import untrusted
 from gate.config_connections import ConnectionSettings
+from gate.config_decisions import DecisionLogSettings
 from gate.config_errors import explain
 
 # re-exported: the rest of gate imports every settings model from here
@@ -248,10 +249,23 @@ class RuleSettings(_Strict):
     escalate_to: list[str] = Field(default_factory=list)
     #: extra approvers (names or group:x) who may decide after escalation
     escalate_approvers: list[str] = Field(default_factory=list)
+    #: record this rule's answers in the decision log; `false` only on `allow` rules (a very
+    #: chatty read-only rule): an ask or a deny is what the log and replay are for
+    log: bool = True
 
     _parse_timeout = field_validator(
         "timeout", "remind_after", "escalate_after", "max_grant", mode="before"
     )(lambda v: None if v is None else parse_duration(v))
+
+    @model_validator(mode="after")
+    def _log_off_only_when_allowing(self) -> RuleSettings:
+        if not self.log and self.action != "allow":
+            raise ValueError(
+                f"log = false is for allow rules only (a chatty read-only rule); rule "
+                f"{self.name!r} is action = {self.action!r}, whose answers the decision log "
+                "and `gate policy replay` need"
+            )
+        return self
 
 
 class Settings(BaseSettings):
@@ -269,6 +283,7 @@ class Settings(BaseSettings):
     tokens: list[TokenSettings] = Field(default_factory=list)
     channels: ChannelsSettings = Field(default_factory=ChannelsSettings)
     rules: list[RuleSettings] = Field(default_factory=list)
+    decision_log: DecisionLogSettings = Field(default_factory=DecisionLogSettings)
     #: where the settings came from, for messages (not read from the file)
     source: str | None = Field(default=None, exclude=True)
 

@@ -175,6 +175,13 @@ class Jobs:
             sending.release(self.service.db, left)
         return len(left)
 
+    async def prune_decisions(self) -> tuple[int, int]:
+        """Apply the decision log's retention (idempotent: any replica, any time)."""
+        decision_log = self.service.decision_log
+        if decision_log is None:
+            return 0, 0
+        return await threads.run_sync(decision_log.prune, self.clock())
+
     async def remind(self) -> tuple[int, int]:
         """Send due reminders and escalations; returns (reminded, escalated)."""
         return await threads.run_sync(

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import cel
 
-from gate import cel_shape, policy_check, toolnames
+from gate import cel_shape, policy_check, policy_revision, toolnames
 from gate.config import RuleSettings, Settings
 from gate.errors import ConfigError
 from gate.offers import DEFAULT_MAX_GRANT, Offers
@@ -89,6 +89,8 @@ class Rule:
     offers: Offers = field(default_factory=Offers)
     #: `toolnames.canonical` of each of `tools`, folded once here rather than on every call
     folded: tuple[str, ...] = ()
+    #: its answers go in the decision log (`log = false`: an allow rule too chatty to keep)
+    log: bool = True
 
     def tool_matches(self, tool_name: str, canonical: str | None = None) -> toolnames.Match | None:
         """How `tool_name` matches the rule's globs: "exact", "variant" (a case, width or
@@ -130,6 +132,8 @@ class Policy:
         if problems:
             raise problems[0]
         self.rules = tuple(rules)
+        #: the short hash of the rules (`gate.policy_revision`) each decision records
+        self.revision = policy_revision.revision(settings)
         toolnames.load()
         self._forced: Rule | None = None
         self._failures = ConditionFailures(clock)
@@ -331,6 +335,7 @@ def _compile(rule: RuleSettings, settings: Settings, source: str | None) -> tupl
         reason=rule.reason,
         offers=_offers(rule, checked.watched),
         folded=tuple(toolnames.canonical(pattern) for pattern in rule.tools),
+        log=rule.log,
     ), checked.unchecked
 
 

@@ -21,6 +21,7 @@ log = logging.getLogger(__name__)
 SWEEP_JOB = "expiry-sweep"
 OUTBOX_JOB = "outbox-pump"
 REMIND_JOB = "reminders"
+PRUNE_JOB = "decision-log-prune"
 #: reminders and escalations are minutes-scale promises; checking every 5 s keeps them
 #: punctual without scanning pending requests every second
 REMIND_INTERVAL = 5.0
@@ -38,6 +39,8 @@ class Scheduler:
         pump_interval: float,
         remind: Callable[[], Awaitable[Any]] | None = None,
         remind_interval: float = REMIND_INTERVAL,
+        prune: Callable[[], Awaitable[Any]] | None = None,
+        prune_interval: float = 300.0,
     ) -> None:
         self._scheduler = AsyncIOScheduler(timezone=UTC)
         self._inflight: set[asyncio.Task[Any]] = set()
@@ -64,6 +67,12 @@ class Scheduler:
         if remind is not None:
             self._scheduler.add_job(
                 remind, "interval", seconds=remind_interval, id=REMIND_JOB, **common
+            )
+        if prune is not None:  # the decision log's retention (`gate.decision_log`)
+            prune = self._tracked(PRUNE_JOB, prune)
+            self._runs[PRUNE_JOB] = prune
+            self._scheduler.add_job(
+                prune, "interval", seconds=prune_interval, id=PRUNE_JOB, **common
             )
 
     @property

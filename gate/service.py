@@ -23,6 +23,7 @@ from gate.auth import Principal
 from gate.binding import call_hash
 from gate.changes import CardPump, Change
 from gate.config import Settings
+from gate.decision_log import DecisionLog
 from gate.deciding import raise_for
 from gate.errors import ApprovalSpent, Forbidden, KeyReused, NotFound
 from gate.models import (
@@ -87,6 +88,8 @@ class GateService:
         self.configured_channels: dict[str, Any] = {}
         #: called after commit with the id of each request this process finished (metrics)
         self.on_final: Callable[[str], None] = lambda request_id: None
+        #: where `answered` notes each answer (None: the decision log is off)
+        self.decision_log: DecisionLog | None = None
 
     # -- submit -----------------------------------------------------------------------------
 
@@ -96,6 +99,14 @@ class GateService:
         if decision.action != "ask":
             return Submitted(decision, None, False)
         return self.ask(call, principal, decision)
+
+    def answered(self, call: GateCall, principal: Principal, submitted: Submitted) -> None:
+        """Note what `POST /v1/gate` answered in the decision log (a buffer: no I/O)."""
+        if self.decision_log is not None:
+            view = submitted.view
+            self.decision_log.answered(
+                call, principal.name, submitted.decision, view.id if view is not None else None
+            )
 
     def judge(self, call: GateCall) -> Decision:
         """Policy's decision for a call: no database, no I/O (safe on the event loop)."""
@@ -169,6 +180,7 @@ class GateService:
             # the rule's offers, with the words of a condition that failed on this call
             options=decision.offers().to_options(),
             nudge_at=rule.offers.next_nudge(now, reminded=False, escalated=False),
+            policy_revision=self.policy.revision,
         )
 
     def _store(
@@ -212,7 +224,11 @@ class GateService:
                 actor=principal.name,
                 via="api",
                 now=now,
-                detail={"rule": rule.name, "trail": list(decision.trail)},
+                detail={
+                    "rule": rule.name,
+                    "policy_revision": self.policy.revision,
+                    "trail": list(decision.trail),
+                },
                 first=True,
             )
             outbox.enqueue_posts(session, req.id, self._targets(rule.channels), now)

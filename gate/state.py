@@ -16,6 +16,7 @@ from gate.acting import Result
 from gate.auth import TokenBook
 from gate.channel import Channel, Click
 from gate.config import Settings
+from gate.decision_log import DecisionLog
 from gate.jobs import Jobs
 from gate.models import utcnow
 from gate.notify import Notifier
@@ -39,6 +40,8 @@ class AppState:
     scheduler: Scheduler
     jobs: Jobs
     channels: dict[str, Channel] = field(default_factory=dict)
+    #: None when `[decision_log].enabled` is false
+    decision_log: DecisionLog | None = None
     clock: Callable[[], datetime] = utcnow
 
 

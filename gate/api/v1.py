@@ -74,8 +74,10 @@ async def gate_answer(service: GateService, call: GateCall, principal: Principal
     # it. Only an `ask` goes to a worker thread, for its one write transaction.
     decision = service.judge(call)
     if decision.action != "ask":
-        return encoded(_answer(Submitted(decision, None, False)))
-    submitted = await threads.run_sync(service.ask, call, principal, decision)
+        submitted = Submitted(decision, None, False)
+    else:
+        submitted = await threads.run_sync(service.ask, call, principal, decision)
+    service.answered(call, principal, submitted)  # the decision log: buffered, written later
     return encoded(_answer(submitted))
 
 

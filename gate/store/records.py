@@ -125,3 +125,38 @@ def new_request(**values: Any) -> RequestRow:
     fields |= {"approvers": [], "context": {}, "options": {}, "tool_args": {}}
     # nothing written yet: the first event has no predecessor
     return RequestRow(**(fields | values), audit_head=None)
+
+
+@dataclass(slots=True, kw_only=True)
+class DecisionRow:
+    """One decision-log row (`decision_log`), as it is written and read back."""
+
+    id: int | None
+    at: datetime
+    agent_id: str | None
+    session_id: str | None
+    user_id: str | None
+    submitted_by: str | None
+    tool_name: str
+    args_hash: str
+    masked_args: dict[str, Any]
+    facts: dict[str, Any] | None
+    facts_until: datetime | None
+    rule: str | None
+    policy_revision: str
+    answer: str
+    request_id: str | None
+
+
+#: a decision-log row's columns, in table order
+DECISION_FIELDS: tuple[str, ...] = tuple(DecisionRow.__dataclass_fields__)
+
+
+@dataclass(slots=True, kw_only=True)
+class ReplayRow:
+    """A decision-log row as `gate policy replay` reads it: the call, what it was answered,
+    and for an ask, how its request ended (`status`, `decided_by`)."""
+
+    entry: DecisionRow
+    status: str | None
+    decided_by: str | None
