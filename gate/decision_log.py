@@ -112,9 +112,7 @@ class DecisionLog:
         """Start the writer thread (once)."""
         if self._thread is None:
             self._stop.clear()
-            self._thread = threading.Thread(
-                target=self._run, name="gate-decision-log", daemon=True
-            )
+            self._thread = threading.Thread(target=self._run, name="gate-decision-log", daemon=True)
             self._thread.start()
 
     def stop(self) -> int:

@@ -321,9 +321,7 @@ class DecisionLogEntry(SQLModel, table=True):
     masked_args: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
     #: {"args", "metadata"} as sent, for `gate policy replay`; None once `facts_until` passed
     facts: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
-    facts_until: datetime | None = Field(
-        default=None, sa_column=Column(UTCDateTime, nullable=True)
-    )
+    facts_until: datetime | None = Field(default=None, sa_column=Column(UTCDateTime, nullable=True))
     rule: str | None = Field(default=None, max_length=200)
     policy_revision: str = Field(max_length=16)
     #: "allow" | "deny" | "ask" | "granted" (an ask a grant answered at once)

@@ -23,8 +23,8 @@ from gate.auth import Principal
 from gate.binding import call_hash
 from gate.changes import CardPump, Change
 from gate.config import Settings
-from gate.decision_log import DecisionLog
 from gate.deciding import raise_for
+from gate.decision_log import DecisionLog
 from gate.errors import ApprovalSpent, Forbidden, KeyReused, NotFound
 from gate.models import (
     AuditEvent,

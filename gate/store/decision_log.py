@@ -90,9 +90,7 @@ def prune(conn: sa.Connection, *, older_than: datetime, now: datetime) -> tuple[
     doomed = sa.select(TABLE.c.id).where(TABLE.c.at < older_than).limit(PRUNE_BATCH)
     deleted = conn.execute(sa.delete(TABLE).where(TABLE.c.id.in_(doomed.scalar_subquery())))
     cleared = conn.execute(
-        sa.update(TABLE)
-        .where(TABLE.c.facts_until < now)
-        .values(facts=sa.null(), facts_until=None)
+        sa.update(TABLE).where(TABLE.c.facts_until < now).values(facts=sa.null(), facts_until=None)
     )
     return deleted.rowcount, cleared.rowcount
 
