@@ -15,7 +15,7 @@ from datetime import datetime
 from fastapi import FastAPI
 
 from gate import metrics, threads, web
-from gate.api import docs, health, lean, v1
+from gate.api import decisions, docs, health, lean, v1
 from gate.api.guard import SameOriginGuard
 from gate.api.lean import GateAPI
 from gate.api.middleware import RequestEnvelope, install_error_handlers
@@ -74,6 +74,7 @@ def create_app(settings: Settings, *, clock: Callable[[], datetime] = utcnow) ->
     app.include_router(health.router)
     docs.install(app)
     app.include_router(v1.router)
+    app.include_router(decisions.router)
     for channel in state.channels.values():
         router = channel.router()
         if router is not None:

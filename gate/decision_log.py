@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 from gate import untrusted
+from gate.auth import Principal
 from gate.binding import call_hash
 from gate.config_decisions import DecisionLogSettings
 from gate.models import utcnow
@@ -124,7 +126,12 @@ class DecisionLog:
         return self.flush()
 
     def _run(self) -> None:
-        while not self._stop.wait(self.settings.flush_seconds):
+        window = self.settings.flush_seconds
+        due = time.monotonic() + window
+        # Windows start at a fixed rate, however long a write took: what a crash can lose
+        # stays one window (plus the write in progress), not one window plus every write.
+        while not self._stop.wait(max(0.0, due - time.monotonic())):
+            due = max(due + window, time.monotonic())
             try:
                 self.flush()
             except Exception:  # a bug here must not end the thread: the next window retries
@@ -169,7 +176,6 @@ class DecisionLog:
             args_hash=call_hash(call.tool_name, call.tool_args),
             masked_args=untrusted.mask_value(call.tool_args),
             facts=facts,
-            facts_until=noted.at + keep if keep else None,
             rule=noted.rule,
             policy_revision=self.revision,
             answer=noted.answer,
@@ -207,10 +213,42 @@ class DecisionLog:
     def prune(self, now: datetime | None = None) -> tuple[int, int]:
         """Delete rows past `retention` and clear whole arguments past `args_retention`."""
         now = now or self.clock()
+        older_than = now - self.settings.retention
+        facts_before = now - self.settings.args_retention
         deleted = cleared = 0
         while True:
             with self.db.write_conn() as conn:
-                more, wiped = store.prune(conn, older_than=now - self.settings.retention, now=now)
+                more, wiped = store.prune(conn, older_than=older_than, facts_before=facts_before)
             deleted, cleared = deleted + more, cleared + wiped
-            if more < store.PRUNE_BATCH:
+            if more < store.PRUNE_BATCH and wiped < store.PRUNE_BATCH:
                 return deleted, cleared
+
+
+def read_page(
+    db: Database,
+    principal: Principal,
+    *,
+    filters: dict[str, str | None],
+    since: datetime | None = None,
+    until: datetime | None = None,
+    cursor: int | None = None,
+    limit: int = 50,
+) -> tuple[list[DecisionRow], int | None]:
+    """A page of the log, newest first, for an approver or admin (403 for an agent)."""
+    principal.require("approver", "admin")
+    with db.read_conn() as conn:
+        return store.page(
+            conn,
+            filters=filters,
+            since=_utc(since),
+            until=_utc(until),
+            cursor=cursor,
+            limit=limit,
+        )
+
+
+def _utc(moment: datetime | None) -> datetime | None:
+    """A time without an offset is read as UTC (as every time gate writes is)."""
+    if moment is None or moment.tzinfo is not None:
+        return moment
+    return moment.replace(tzinfo=UTC)

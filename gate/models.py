@@ -304,7 +304,14 @@ class DecisionLogEntry(SQLModel, table=True):
         sa.Index("ix_decision_log_tool", "tool_name", "id"),
         sa.Index("ix_decision_log_rule", "rule", "id"),
         sa.Index("ix_decision_log_answer", "answer", "id"),
-        sa.Index("ix_decision_log_facts", "facts_until"),
+        # only the rows still holding whole arguments: the prune finds the ones to clear
+        # without reading the rest of the month
+        sa.Index(
+            "ix_decision_log_facts",
+            "at",
+            sqlite_where=sa.text("facts IS NOT NULL"),
+            postgresql_where=sa.text("facts IS NOT NULL"),
+        ),
     )
 
     id: int | None = Field(default=None, primary_key=True)
@@ -319,9 +326,11 @@ class DecisionLogEntry(SQLModel, table=True):
     args_hash: str = Field(max_length=64)
     #: the arguments as every surface shows them (`gate.untrusted.mask_value`)
     masked_args: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
-    #: {"args", "metadata"} as sent, for `gate policy replay`; None once `facts_until` passed
-    facts: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
-    facts_until: datetime | None = Field(default=None, sa_column=Column(UTCDateTime, nullable=True))
+    #: {"args", "metadata"} as sent, for `gate policy replay`; SQL NULL once
+    #: `[decision_log].args_retention` passed (or when it is 0)
+    facts: dict[str, Any] | None = Field(
+        default=None, sa_column=Column(sa.JSON(none_as_null=True), nullable=True)
+    )
     rule: str | None = Field(default=None, max_length=200)
     policy_revision: str = Field(max_length=16)
     #: "allow" | "deny" | "ask" | "granted" (an ask a grant answered at once)

@@ -43,6 +43,7 @@ class RequestData(Protocol):
     options: dict[str, Any]
     grant_id: str | None
     outcome: str | None
+    policy_revision: str | None
 
 
 class VoteData(Protocol):
@@ -128,6 +129,8 @@ class RequestView:
     grant_id: str | None = None
     #: what the agent reported after approval: "ran" | "failed" | "not_run"
     outcome: str | None = None
+    #: the policy revision whose rule made the request (None: made before gate recorded it)
+    policy_revision: str | None = None
     idempotency_key: str | None = None
 
     @property
@@ -223,6 +226,7 @@ def build_view(
         grant_id=req.grant_id,
         outcome=req.outcome,
         idempotency_key=req.idempotency_key,
+        policy_revision=req.policy_revision,
     )
 
 

@@ -289,6 +289,9 @@ class RequestPublic(BaseModel):
     )
     org_id: str | None = None
     submitted_by: str | None = Field(default=None, description="the token that asked")
+    policy_revision: str | None = Field(
+        default=None, description="the policy revision whose `rule` made the request"
+    )
 
     @classmethod
     def of(cls, view: RequestView) -> RequestPublic:
@@ -384,3 +387,30 @@ class RequestPage(BaseModel):
 
     items: list[RequestPublic]
     next_cursor: str | None
+
+
+class DecisionPublic(BaseModel):
+    """One decision-log row: an answer `POST /v1/gate` gave (arguments masked)."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    id: int
+    at: datetime
+    agent_id: str | None
+    session_id: str | None
+    user_id: str | None
+    submitted_by: str | None = Field(description="the token that sent the call")
+    tool_name: str
+    args_hash: str = Field(description="sha256 of the tool and its arguments")
+    masked_args: dict[str, Any] = Field(description="the arguments, secrets masked")
+    rule: str | None = Field(description="the rule that decided (null: no rule matched)")
+    policy_revision: str
+    answer: str = Field(description="allow, deny, ask, or granted (a grant answered an ask)")
+    request_id: str | None = Field(description="the request an ask made (or a grant approved)")
+
+
+class DecisionPage(BaseModel):
+    """One page of `GET /v1/decisions`, newest first."""
+
+    items: list[DecisionPublic]
+    next_cursor: int | None

@@ -8,7 +8,6 @@ the console page and `gate policy replay` read through `page` and `since`.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
@@ -29,17 +28,15 @@ FILTERS = ("agent_id", "tool_name", "rule", "answer", "session_id", "user_id")
 
 
 def insert(conn: sa.Connection, rows: Sequence[DecisionRow]) -> int:
-    """Write `rows` (ids unset) in one multi-row INSERT (per `ROWS_PER_STATEMENT`)."""
-    values = [_values(row) for row in rows]
-    for start in range(0, len(values), ROWS_PER_STATEMENT):
-        conn.execute(sa.insert(TABLE).values(values[start : start + ROWS_PER_STATEMENT]))
+    """Write `rows` (ids unset) as one INSERT of many rows."""
+    values = [{name: getattr(row, name) for name in _WRITTEN} for row in rows]
+    conn.execute(_INSERT, values)
     return len(values)
 
 
-def _values(row: DecisionRow) -> dict[str, Any]:
-    values = asdict(row)
-    del values["id"]
-    return values
+#: the columns a batch writes (the id is the database's)
+_WRITTEN = tuple(name for name in DECISION_FIELDS if name != "id")
+_INSERT = sa.insert(TABLE)
 
 
 def page(
@@ -84,13 +81,17 @@ def since(conn: sa.Connection, start: datetime) -> Iterator[ReplayRow]:
         )
 
 
-def prune(conn: sa.Connection, *, older_than: datetime, now: datetime) -> tuple[int, int]:
-    """Delete up to `PRUNE_BATCH` rows from before `older_than` and clear the whole
-    arguments of rows whose `facts_until` passed; (deleted, cleared)."""
+def prune(conn: sa.Connection, *, older_than: datetime, facts_before: datetime) -> tuple[int, int]:
+    """Delete up to `PRUNE_BATCH` rows from before `older_than`, and clear the whole
+    arguments of up to `PRUNE_BATCH` rows from before `facts_before`; (deleted, cleared)."""
     doomed = sa.select(TABLE.c.id).where(TABLE.c.at < older_than).limit(PRUNE_BATCH)
     deleted = conn.execute(sa.delete(TABLE).where(TABLE.c.id.in_(doomed.scalar_subquery())))
+    # the partial index `ix_decision_log_facts` holds exactly the rows this looks for
+    held = sa.select(TABLE.c.id).where(TABLE.c.facts.is_not(None), TABLE.c.at < facts_before)
     cleared = conn.execute(
-        sa.update(TABLE).where(TABLE.c.facts_until < now).values(facts=sa.null(), facts_until=None)
+        sa.update(TABLE)
+        .where(TABLE.c.id.in_(held.limit(PRUNE_BATCH).scalar_subquery()))
+        .values(facts=sa.null())
     )
     return deleted.rowcount, cleared.rowcount
 

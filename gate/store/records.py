@@ -141,7 +141,6 @@ class DecisionRow:
     args_hash: str
     masked_args: dict[str, Any]
     facts: dict[str, Any] | None
-    facts_until: datetime | None
     rule: str | None
     policy_revision: str
     answer: str

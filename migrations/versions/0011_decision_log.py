@@ -33,8 +33,7 @@ def upgrade() -> None:
         sa.Column("tool_name", _TEXT(length=200), nullable=False),
         sa.Column("args_hash", _TEXT(length=64), nullable=False),
         sa.Column("masked_args", sa.JSON(), nullable=False),
-        sa.Column("facts", sa.JSON(), nullable=True),
-        sa.Column("facts_until", gate.models.UTCDateTime(timezone=True), nullable=True),
+        sa.Column("facts", sa.JSON(none_as_null=True), nullable=True),
         sa.Column("rule", _TEXT(length=200), nullable=True),
         sa.Column("policy_revision", _TEXT(length=16), nullable=False),
         sa.Column("answer", _TEXT(length=16), nullable=False),
@@ -47,7 +46,13 @@ def upgrade() -> None:
         batch_op.create_index("ix_decision_log_tool", ["tool_name", "id"], unique=False)
         batch_op.create_index("ix_decision_log_rule", ["rule", "id"], unique=False)
         batch_op.create_index("ix_decision_log_answer", ["answer", "id"], unique=False)
-        batch_op.create_index("ix_decision_log_facts", ["facts_until"], unique=False)
+        batch_op.create_index(
+            "ix_decision_log_facts",
+            ["at"],
+            unique=False,
+            sqlite_where=sa.text("facts IS NOT NULL"),
+            postgresql_where=sa.text("facts IS NOT NULL"),
+        )
     with op.batch_alter_table("confirmation_request", schema=None) as batch_op:
         batch_op.add_column(sa.Column("policy_revision", _TEXT(length=16), nullable=True))
 
