@@ -19,6 +19,7 @@ from gate.state import AppState
 from gate.web.console import Console
 from gate.web.grants import GrantsPage
 from gate.web.login import LoginPage
+from gate.web.decisions_page import DecisionsPage
 from gate.web.pages import Pages
 from gate.web.request_page import RequestPage
 from gate.web.reveal import RevealRoute
@@ -33,7 +34,7 @@ def install(app: FastAPI, state: AppState) -> None:
     static = resource_path("templates") / "static"
     app.mount("/static", StaticFiles(directory=static), name="static")
     pages = (Pages(console), RequestPage(console), RevealRoute(console), GrantsPage(console))
-    for page in (*pages, LoginPage(console)):
+    for page in (*pages, DecisionsPage(console), LoginPage(console)):
         app.include_router(page.router())
     if state.settings.server.session_secret is None:
         log.info("web sessions are signed with a per-process key; set server.session_secret")
