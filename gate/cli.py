@@ -338,7 +338,9 @@ def _policy_check(ns: argparse.Namespace) -> int:
         for problem in problems:
             print(f"gate: policy error: {located(problem)}", file=sys.stderr)  # noqa: T201
         return 1
-    print(f"{settings.source}: OK, {len(rules)} rule(s)")  # noqa: T201
+    from gate.policy_revision import revision
+
+    print(f"{settings.source}: OK, {len(rules)} rule(s), policy revision {revision(settings)}")  # noqa: T201
     for rule in rules:
         when = f" when {rule.when}" if rule.when else ""
         print(f"  {rule.name}: {rule.action} {list(rule.tools)}{when}")  # noqa: T201

@@ -1,4 +1,4 @@
-"""`gate policy test` and `gate policy lint`: the subcommands and their exit codes.
+"""`gate policy test`, `lint` and `replay`: the subcommands and their exit codes.
 
 Exit codes, for CI: 0 all is well; 1 a case failed (test) or lint found something; 2 the
 policy file or the cases file is invalid (the message names the file and the key or case).
@@ -41,6 +41,27 @@ def add_commands(policy: Any) -> None:
         "--cases", metavar="FILE", help="a cases file: also name the rules no case exercises"
     )
     lint.set_defaults(handler=_lint)
+    replay = policy.add_parser(
+        "replay",
+        help="run the decision log through a candidate policy: flips, examples, asks per day; "
+        "exit 1 on a dangerous flip, 2 on invalid input",
+    )
+    _config_arg(replay)
+    replay.add_argument(
+        "candidate",
+        help="the candidate gate.toml (a copy with its rules changed; a file of [[rules]] "
+        "only takes everything else from --config)",
+    )
+    replay.add_argument(
+        "--since", default="7d", help="how far back: a duration (7d, 12h) or a UTC time"
+    )
+    replay.add_argument("--json", action="store_true", help="print JSON for scripts")
+    replay.add_argument(
+        "--accept-dangerous",
+        action="store_true",
+        help="exit 0 even when the candidate would allow calls a person rejected",
+    )
+    replay.set_defaults(handler=_replay)
 
 
 def _config_arg(p: argparse.ArgumentParser) -> None:
@@ -133,3 +154,19 @@ def _lint(ns: argparse.Namespace) -> int:
     checked = f"{len(policy.rules)} rule(s)" + (f", cases {ns.cases}" if ns.cases else "")
     _say(f"{source}: {len(findings)} finding(s) in {checked}")
     return 1 if findings else 0
+
+
+def _replay(ns: argparse.Namespace) -> int:
+    from gate import policy_replay
+
+    def say(line: str, *, err: bool = False) -> None:
+        _say(line, err=err)
+
+    return policy_replay.run(
+        ns.config,
+        ns.candidate,
+        ns.since,
+        as_json=ns.json,
+        accept_dangerous=ns.accept_dangerous,
+        say=say,
+    )

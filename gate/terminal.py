@@ -1,4 +1,4 @@
-"""The terminal commands over the HTTP API: `gate requests list|show|approve|reject`.
+"""The terminal commands over the HTTP API: `gate requests list|show|approve|reject`, `gate log`.
 
 They talk to a running server (GATE_URL, GATE_TOKEN) so decisions wake waiters exactly as a
 click would. Standard library only at import; `show` prints the call through
@@ -56,6 +56,25 @@ def add_commands(sub: Any) -> None:
         )
         _server_options(p, top=False)
         p.set_defaults(handler=_decide, verdict=verdict)
+    _add_log_command(sub)
+
+
+def _add_log_command(sub: Any) -> None:
+    """`gate log`: the decision log (`GET /v1/decisions`), newest first."""
+    p = sub.add_parser(
+        "log", help="the decision log of a running server: every answer, newest first"
+    )
+    for flag, what in (("agent", "agent id"), ("tool", "tool name"), ("rule", "rule name")):
+        p.add_argument(f"--{flag}", help=f"only this {what}")
+    p.add_argument("--answer", choices=("allow", "deny", "ask", "granted"), help="only this answer")
+    p.add_argument("--since", help="from then on: a duration back from now (7d, 2h) or a UTC time")
+    p.add_argument("--until", help="before then: a duration back from now or a UTC time")
+    p.add_argument(
+        "--limit", type=int, default=50, help="at most this many (1 to 500, default: 50)"
+    )
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    _server_options(p, top=True)
+    p.set_defaults(handler=_log)
 
 
 def _server_options(p: argparse.ArgumentParser, *, top: bool) -> None:
@@ -195,3 +214,57 @@ def _decide(ns: argparse.Namespace) -> int:
 
 
 __all__ = ["add_commands"]
+
+
+def _log(ns: argparse.Namespace) -> int:
+    from urllib.parse import urlencode
+
+    query: dict[str, Any] = {"limit": ns.limit}
+    names = {"agent": "agent_id", "tool": "tool_name", "rule": "rule", "answer": "answer"}
+    query |= {param: getattr(ns, flag) for flag, param in names.items() if getattr(ns, flag)}
+    for bound in ("since", "until"):
+        if getattr(ns, bound):
+            query[bound] = _moment(getattr(ns, bound))
+    page = _call(ns, "GET", f"/v1/decisions?{urlencode(query)}")
+    if ns.json:
+        print(json.dumps(page["items"], indent=2))  # noqa: T201
+        return 0
+    if not page["items"]:
+        print("no decisions match (answers are written about once a second)")  # noqa: T201
+        return 0
+    rows = [
+        [
+            r["at"][:19].replace("T", " "),
+            r["answer"],
+            _inert(r["tool_name"][:30], " "),
+            _inert(json.dumps(r["masked_args"], ensure_ascii=False)[:50], " "),
+            _inert(r["agent_id"] or "", " "),
+            r["rule"] or "(none)",
+            r["policy_revision"],
+            r["request_id"] or "",
+        ]
+        for r in page["items"]
+    ]
+    headers = ["AT (UTC)", "ANSWER", "TOOL", "ARGUMENTS", "AGENT", "RULE", "REVISION", "REQUEST"]
+    print(_table(rows, headers))  # noqa: T201
+    if page.get("next_cursor"):
+        print("(more with --limit or --until)")  # noqa: T201
+    return 0
+
+
+def _moment(text: str) -> str:
+    """`--since`/`--until` as the API's ISO time: a duration back from now, or a time as is."""
+    from datetime import UTC, datetime
+
+    from gate.config import parse_duration
+
+    try:
+        return (datetime.now(UTC) - parse_duration(text)).isoformat()
+    except ValueError:
+        pass
+    try:
+        return datetime.fromisoformat(text).isoformat()
+    except ValueError:
+        raise SystemExit(
+            f"gate: {text[:40]!r} is neither a duration (7d, 2h) nor a time (2026-11-27T10:00)"
+        ) from None

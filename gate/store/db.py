@@ -372,6 +372,25 @@ def existing_schema(url: str) -> None:
         )
 
 
+def read_only_engine(url: str) -> Engine:
+    """An engine that cannot write (`gate policy replay`): SQLite opened `mode=ro`,
+    PostgreSQL with every transaction read-only. Check `existing_schema(url)` first."""
+    url = normalise_url(url)
+    path = sqlite_path(url)
+    kwargs: dict[str, Any] = {"poolclass": sa.pool.NullPool, "json_deserializer": stored_json}
+    if path is not None:
+        import sqlite3
+
+        target = f"file:{path.absolute()}?mode=ro"
+        return sa.create_engine(
+            "sqlite://", creator=lambda: sqlite3.connect(target, uri=True), **kwargs
+        )
+    from gate.store import postgres
+
+    args = {**postgres.connect_args(), "options": "-c default_transaction_read_only=on"}
+    return sa.create_engine(url, connect_args=args, **kwargs)
+
+
 def sqlite_path(url: str) -> Path | None:
     """The file behind a SQLite URL (None for in-memory)."""
     if not is_sqlite(url):

@@ -17,9 +17,9 @@ from starlette.staticfiles import StaticFiles
 from gate.resources import resource_path
 from gate.state import AppState
 from gate.web.console import Console
+from gate.web.decisions_page import DecisionsPage
 from gate.web.grants import GrantsPage
 from gate.web.login import LoginPage
-from gate.web.decisions_page import DecisionsPage
 from gate.web.pages import Pages
 from gate.web.request_page import RequestPage
 from gate.web.reveal import RevealRoute
