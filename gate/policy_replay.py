@@ -97,7 +97,7 @@ def decide_again(policy: Policy, row: ReplayRow) -> Replayed:
     decision = policy.evaluate(facts)
     rule = decision.rule.name if decision.rule is not None else None
     consulted = decision.action is None or rule == FORCED_RULE
-    consulted = consulted or any("`when`" in step for step in decision.trail)
+    consulted = consulted or any(_evaluated_a_condition(step) for step in decision.trail)
     return Replayed(
         row,
         before_answer(row.entry.answer),
@@ -105,6 +105,11 @@ def decide_again(policy: Policy, row: ReplayRow) -> Replayed:
         rule,
         uncertain=not whole and consulted,
     )
+
+
+def _evaluated_a_condition(step: str) -> bool:
+    """Whether a trail step (`gate.policy.Policy.evaluate`) ran a rule's `when`."""
+    return "`when`" in step and "(no `when`)" not in step
 
 
 @dataclass
