@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 from gate import untrusted
 from gate.auth import Principal
 from gate.binding import call_hash
-from gate.config_decisions import DecisionLogSettings
+from gate.config import DecisionLogSettings
 from gate.models import utcnow
 from gate.policy import Decision
 from gate.schemas import GateCall

@@ -155,3 +155,4 @@ def test_a_crash_loses_at_most_one_window_and_never_an_ask(tmp_path: Path, db_ur
     assert all(at > killed_at - window - 0.25 for at, _ in lost), (len(lost), len(answered))
     assert len(lost) < len(answered)  # earlier windows were written
     assert set(asks) <= requests  # every ask answered is a request, whatever the log lost
+    assert "policy revision" in server.log()  # said at start

@@ -15,7 +15,7 @@ import sqlalchemy as sa
 
 from gate.api import v1
 from gate.binding import call_hash
-from gate.config_decisions import DecisionLogSettings
+from gate.config import DecisionLogSettings
 from gate.decision_log import DecisionLog
 from gate.models import Verdict
 from gate.schemas import GateCall
