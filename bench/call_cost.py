@@ -1,7 +1,7 @@
 """What each call costs gate: server CPU against /healthz, SQL per call, memory per waiter.
 
 .venv/bin/python -m bench.call_cost [--db sqlite|postgres|both] [--calls 1000] [--waiters 2000]
-    [--seconds 5] [--clients 32] [--servers 3]
+    [--seconds 5] [--clients 32] [--servers 3] [--decision-log on|off]
 
 For each database, against one real `gate serve` (calls one at a time on a kept-alive
 connection, in blocks that take turns with the other rows' blocks, the server's CPU read
@@ -57,6 +57,12 @@ THROUGHPUT_GOAL = 0.60
 
 #: the calls of each row are made in this many blocks, interleaved with the other rows
 ROUNDS = 10
+#: the decision log's window in these runs (`--decision-log on`): short, so the batch of a
+#: block's answers is written before the block's CPU is read (`SETTLE`)
+LOG_WINDOW = 0.1
+#: after a block, before its CPU is read: a card sent after the last answer, and the decision
+#: log's batch of the block's answers, belong to this block
+SETTLE = 2 * LOG_WINDOW
 
 
 def cpu_seconds(pid: int) -> float:
@@ -75,7 +81,7 @@ def cpu_of_block(pid: int, calls: range, one: Callable[[int], None]) -> float:
     before = cpu_seconds(pid)
     for i in calls:
         one(i)
-    time.sleep(0.02)  # a card sent after the last answer belongs to this block
+    time.sleep(SETTLE)
     return cpu_seconds(pid) - before
 
 
@@ -296,7 +302,16 @@ def main() -> None:
     parser.add_argument(
         "--servers", type=int, default=3, help="server processes the CPU rows are measured on"
     )
+    parser.add_argument(
+        "--decision-log",
+        choices=["on", "off"],
+        default="on",
+        help="record every answer (the default) or not ([decision_log] enabled)",
+    )
     args = parser.parse_args()
+    # the servers are child processes: they read these as their settings
+    os.environ["GATE_DECISION_LOG__ENABLED"] = "true" if args.decision_log == "on" else "false"
+    os.environ["GATE_DECISION_LOG__FLUSH_SECONDS"] = str(LOG_WINDOW)
     print(machine(), f"| open files {raise_fd_limit()}", time.strftime("%Y-%m-%d %H:%M"))
     kinds = ["sqlite", "postgres"] if args.db == "both" else [args.db]
     for kind in kinds:

@@ -248,7 +248,14 @@ def read_page(
 
 
 def _utc(moment: datetime | None) -> datetime | None:
-    """A time without an offset is read as UTC (as every time gate writes is)."""
-    if moment is None or moment.tzinfo is not None:
-        return moment
-    return moment.replace(tzinfo=UTC)
+    """`moment` in UTC; without an offset it is read as UTC (as every time gate writes is).
+    A time at the edge of the calendar whose UTC falls outside it is the edge itself."""
+    if moment is None:
+        return None
+    if moment.tzinfo is None:
+        return moment.replace(tzinfo=UTC)
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:
+        edge = datetime.min if moment.year == datetime.min.year else datetime.max
+        return edge.replace(tzinfo=UTC)

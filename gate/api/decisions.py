@@ -32,7 +32,9 @@ async def list_decisions(
     answer: Annotated[Literal["allow", "deny", "ask", "granted"] | None, Query()] = None,
     since: Annotated[datetime | None, Query(description="from this time on (ISO 8601)")] = None,
     until: Annotated[datetime | None, Query(description="before this time (ISO 8601)")] = None,
-    cursor: Annotated[int | None, Query(ge=1, description="`next_cursor` of the last page")] = None,
+    cursor: Annotated[
+        int | None, Query(ge=1, le=2**63 - 1, description="`next_cursor` of the last page")
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
 ) -> DecisionPage:
     """Every answer `POST /v1/gate` gave (allow, deny, ask, granted), newest first.

@@ -86,10 +86,19 @@ def test_an_agent_may_not_read_the_log_and_bad_queries_are_422(make_gate: GateFa
         r = client.get("/v1/decisions")
     assert r.status_code == 403 and r.json()["error"]["code"] == "wrong_role"
     with gate.client(cfg.ADMIN) as client:
-        for query in ({"answer": "maybe"}, {"cursor": "x"}, {"limit": 0}, {"since": "soon"}):
+        for query in (
+            {"answer": "maybe"},
+            {"cursor": "x"},
+            {"cursor": 2**63},
+            {"limit": 0},
+            {"since": "soon"},
+        ):
             r = client.get("/v1/decisions", params=query)
             assert r.status_code == 422, (query, r.text)
             assert "error" in r.json()
+        for edge in ("0001-01-01T00:00:00+05:00", "9999-12-31T23:59:59-05:00"):
+            r = client.get("/v1/decisions", params={"since": edge, "until": edge})
+            assert r.status_code == 200, r.text
     with httpx.Client(base_url=gate.url, verify=TLS) as client:
         assert client.get("/v1/decisions").status_code == 401
 
