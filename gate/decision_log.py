@@ -123,7 +123,13 @@ class DecisionLog:
         if self._thread is not None:
             self._thread.join()
             self._thread = None
-        return self.flush()
+        written = self.flush()
+        if self._buffer:  # the database refused the last batch: nobody is left to retry it
+            log.warning(
+                "decision log: %d answer(s) could not be written before the stop",
+                len(self._buffer),
+            )
+        return written
 
     def _run(self) -> None:
         window = self.settings.flush_seconds
