@@ -14,7 +14,7 @@ from datetime import datetime
 
 from fastapi import FastAPI
 
-from gate import metrics, threads, web
+from gate import metrics, shadow, threads, web
 from gate.api import docs, health, lean, v1
 from gate.api.guard import SameOriginGuard
 from gate.api.lean import GateAPI
@@ -86,7 +86,8 @@ def create_app(settings: Settings, *, clock: Callable[[], datetime] = utcnow) ->
 def build_state(settings: Settings, clock: Callable[[], datetime] = utcnow) -> AppState:
     """The app's parts, wired together and not yet started."""
     server = settings.server
-    policy = Policy(settings)  # a broken policy stops start-up before anything is touched
+    # a broken policy (or a shadow rule past its `until`) stops start-up before anything is touched
+    policy = Policy(settings, wall=clock)
     if server.migrate_on_start:
         upgrade(server.database_url)
     db = Database(
@@ -160,6 +161,9 @@ def _log_startup(settings: Settings, state: AppState) -> None:
         len(state.policy.rules),
         ", ".join(state.channels) or "none",
     )
+    trial = shadow.startup_line(shadow.notices(state.policy.shadows, state.clock()))
+    if trial is not None:
+        log.warning("%s", trial)
     if not settings.rules:
         log.warning(
             "no [[rules]] configured: every call is allowed unless the caller sets "
