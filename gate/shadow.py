@@ -106,7 +106,7 @@ def check_until(
         if until is not None:
             raise ConfigError(
                 '`until` is for shadow rules only (mode = "shadow"); a live rule has no '
-                "end date: remove `until`, or add mode = \"shadow\" to try the rule first",
+                'end date: remove `until`, or add mode = "shadow" to try the rule first',
                 source=source,
                 key=key,
             )
