@@ -14,8 +14,8 @@ from datetime import datetime
 
 from fastapi import FastAPI
 
-from gate import metrics, shadow, threads, web
-from gate.api import docs, health, lean, v1
+from gate import denials, metrics, shadow, threads, web
+from gate.api import agents, docs, health, lean, v1
 from gate.api.guard import SameOriginGuard
 from gate.api.lean import GateAPI
 from gate.api.middleware import RequestEnvelope, install_error_handlers
@@ -73,6 +73,7 @@ def create_app(settings: Settings, *, clock: Callable[[], datetime] = utcnow) ->
     app.include_router(health.router)
     docs.install(app)
     app.include_router(v1.router)
+    app.include_router(agents.router)
     for channel in state.channels.values():
         router = channel.router()
         if router is not None:
@@ -130,6 +131,8 @@ def _lifespan(state: AppState) -> Callable[[FastAPI], AbstractAsyncContextManage
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await state.notifier.start()
+        denials.follow(state.notifier, state.service.trips)
+        await threads.run_sync(state.service.trips.reload)  # before any call is answered
         expired = await state.jobs.sweep()  # deadlines that passed while no server was running
         if expired:
             log.info(

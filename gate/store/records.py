@@ -124,3 +124,15 @@ def new_request(**values: Any) -> RequestRow:
     fields |= {"approvers": [], "context": {}, "options": {}, "tool_args": {}}
     # nothing written yet: the first event has no predecessor
     return RequestRow(**(fields | values), audit_head=None)
+
+
+@dataclass(slots=True)
+class TripRow:
+    """An agent's trip (`gate.denials`): active while `reset_at` is None."""
+
+    agent: str
+    reason: str
+    request_id: str | None
+    tripped_at: datetime
+    reset_at: datetime | None = None
+    reset_by: str | None = None
