@@ -111,8 +111,7 @@ class Decision:
     trail: tuple[str, ...] = ()
     #: set when the rule matched only because its `when` failed on this call (fail closed)
     condition_error: str | None = None
-    #: what each shadow rule that matched would have answered (`gate.shadow.ShadowOutcome`:
-    #: rule, would, flip such as "allow->ask"); never part of the answer itself
+    #: what shadow rules that matched would have answered (`gate.shadow.ShadowOutcome`)
     shadow: tuple[shadow.ShadowOutcome, ...] = ()
     #: set when the call is asked because its agent tripped (`gate.denials`): the words why
     tripped: str | None = None
@@ -163,8 +162,7 @@ class Policy:
         return replace(decision, shadow=found) if found else decision
 
     def _would(self, rule: Rule, facts: CallFacts) -> Action | None:
-        """`rule`'s action when it matches `facts` on its own (its `when` failing counts as
-        it would live: an allow rule skips, an ask or deny rule matches)."""
+        """`rule`'s action when it alone matches `facts` (a failing `when` as live rules)."""
         if not _name_matches(rule, rule.tool_matches(facts.tool_name), facts.tool_name, []):
             return None
         if rule.program is None:
@@ -284,15 +282,17 @@ class ConditionFailures:
                 self._seen[rule.name] = (last, since + 1)
                 return
             self._seen[rule.name] = (now, 0)
-        outcome = {"allow": "the allow rule was skipped", "ask": "gate asked a person"}
+        outcome = {"allow": "the allow rule was skipped", "ask": "gate asked a person"}.get(
+            rule.action, "the call was denied"
+        )
+        if rule.until is not None:  # a shadow rule: only what it would have answered
+            outcome = (
+                f"in shadow mode {outcome.replace('gate', 'gate would have')}; no answer changed"
+            )
         more = f"; {since} more failure(s) since the last report" if since else ""
         log.warning(
             "rule %r: `when` %s on a call of %r, so %s (fail closed)%s",
-            rule.name,
-            failure,
-            tool_name[:100],
-            outcome.get(rule.action, "the call was denied"),
-            more,
+            *(rule.name, failure, tool_name[:100], outcome, more),
         )
 
 
