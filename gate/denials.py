@@ -140,10 +140,14 @@ def asked(decision: Decision, note: str, policy: Policy) -> Decision:
     if decision.action == "deny":
         return decision
     trail = (*decision.trail, note)
-    if decision.action == "ask":
+    if decision.action == "ask" and decision.rule is not None:
+        # the note is frozen onto the request's offers, so every card shows it
+        rule = replace(decision.rule, offers=replace(decision.rule.offers, tripped=note))
         reason = f"{decision.reason} ({note})"
-        return replace(decision, reason=reason, trail=trail, tripped=note)
-    rule = replace(policy.forced_rule(), name=TRIPPED_RULE, reason=note)
+        return replace(decision, rule=rule, reason=reason, trail=trail, tripped=note)
+    forced = policy.forced_rule()
+    offers = replace(forced.offers, tripped=note)
+    rule = replace(forced, name=TRIPPED_RULE, reason=note, offers=offers)
     return replace(decision, action="ask", rule=rule, reason=note, trail=trail, tripped=note)
 
 
