@@ -81,9 +81,7 @@ def _config(gate: Gate, db_url: str) -> str:
 
 
 @pytest.mark.postgres
-def test_two_replicas_agree_on_trips_and_resets(
-    make_gate: GateFactory, postgres_url: str
-) -> None:
+def test_two_replicas_agree_on_trips_and_resets(make_gate: GateFactory, postgres_url: str) -> None:
     a = make_gate(settings=_settings(postgres_url))
     b = make_gate(settings=_settings(postgres_url))
     for replica in (a, b):

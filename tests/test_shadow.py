@@ -206,3 +206,48 @@ def test_the_server_answers_as_without_the_shadow_rule_and_counts_flips(
     assert asked["decision"] == "ask" and asked["rule"] == "anyone"
     metrics = httpx.get(f"{gate.url}/metrics").text
     assert 'gate_shadow_flips_total{flip="allow->ask",rule="ask-reads"} 3.0' in metrics
+
+
+def test_policy_test_cases_can_assert_a_shadow_answer(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    until = (datetime.now(UTC) + timedelta(days=3)).date().isoformat()
+    policy = _toml(tmp_path, until)
+    cases = tmp_path / "cases.toml"
+    cases.write_text(
+        '[[cases]]\nname = "reads stay allowed"\ntool = "read_file"\n'
+        'expect = { decision = "allow", rule = "reads", shadow = { "try-asking" = "ask" } }\n'
+        '\n[[cases]]\nname = "other tools meet no shadow rule"\ntool = "write_file"\n'
+        'expect = { decision = "allow", shadow = {} }\n'
+        '\n[[cases]]\nname = "a shadow rule never decides"\ntool = "read_file"\n'
+        'expect = { decision = "ask", rule = "try-asking", shadow = { "try-asking" = "deny" } }\n'
+    )
+    assert main(["policy", "test", str(cases), "--config", str(policy)]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL 'a shadow rule never decides'" in out
+    assert "rule: expected 'try-asking' (a shadow rule: it never answers" in out
+    assert "shadow: expected 'try-asking' would deny, got 'try-asking' would ask" in out
+    assert "3 case(s), 2 passed, 1 failed" in out
+
+
+def test_every_console_page_shows_the_banner(make_gate: GateFactory, sqlite_url: str) -> None:
+    from tests.web.conftest import sign_in, web_settings
+
+    settings = web_settings(sqlite_url)
+    until = datetime.now(UTC) + timedelta(days=5)
+    trial = {"name": "ask-reads", "tools": ["read_*"], "mode": "shadow", "until": until}
+    settings = Settings(
+        **{**settings.model_dump(), "rules": [trial, *settings.model_dump()["rules"]]}
+    )
+    gate = make_gate(settings=settings)
+    asked = gate.submit(tool_name="ask_thing", tool_args={})["request"]["id"]
+    expiry = shadow.shown(shadow.normalised_until(until) or until)
+    with sign_in(gate, "alice") as c:
+        for path in ("/", "/history", "/stats", "/grants", "/agents", f"/requests/{asked}"):
+            page = c.get(path)
+            assert page.status_code == 200, path
+            banner = page.text.split('id="shadow-banner"')[1].split("</p>")[0]
+            assert "<strong>ask-reads</strong>" in banner and expiry in banner, path
+            assert "never change an answer" in banner
+    # signed out, the sign-in page does not name the policy's rules
+    assert 'id="shadow-banner"' not in httpx.get(f"{gate.url}/login").text
