@@ -167,6 +167,14 @@ def _log_startup(settings: Settings, state: AppState) -> None:
     trial = shadow.startup_line(shadow.notices(state.policy.shadows, state.clock()))
     if trial is not None:
         log.warning("%s", trial)
+    tripped = sorted(state.service.trips.tripped)
+    if tripped:
+        log.warning(
+            "%d agent(s) tripped by their rejections, every call asked until reset (the "
+            "console's Agents page, or gate agents reset NAME): %s",
+            len(tripped),
+            ", ".join(repr(name) for name in tripped),
+        )
     if not settings.rules:
         log.warning(
             "no [[rules]] configured: every call is allowed unless the caller sets "
