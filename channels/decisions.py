@@ -13,7 +13,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from gate.acting import Result
 from gate.channel import ChannelContext, Click
@@ -183,6 +183,35 @@ def condition_failed(view: RequestView) -> str | None:
     when it did not fail. Cards show `CONDITION_FAILED`, then these words as untrusted text."""
     error = view.offers.condition_error
     return (clean(error) or "the condition failed") if error else None
+
+
+#: what a card says when the call was asked because its agent tripped (`Offers.tripped`)
+AGENT_TRIPPED = (
+    "People rejected this agent's calls again and again, so gate asks about every call it "
+    "makes until a person resets it (the console's Agents page, or gate agents reset)."
+)
+
+
+class CardWarning(NamedTuple):
+    """The warning a card shows above the call: a short `title` ("Condition failed"), gate's
+    `heading` sentence, then `words` (untrusted text, cleaned: they may quote the call)."""
+
+    title: str
+    heading: str
+    words: str
+
+
+def why_asked(view: RequestView) -> CardWarning | None:
+    """Why gate asked beyond the rule itself, for a card: the rule's condition failed on the
+    call (`CONDITION_FAILED`), or the agent tripped (`AGENT_TRIPPED`); None otherwise."""
+    failed = condition_failed(view)
+    tripped = clean(view.offers.tripped) if view.offers.tripped else None
+    if failed:
+        words = f"{failed}; {tripped}" if tripped else failed
+        return CardWarning("Condition failed", CONDITION_FAILED, words)
+    if tripped:
+        return CardWarning("Agent tripped", AGENT_TRIPPED, tripped)
+    return None
 
 
 class Showing:

@@ -68,9 +68,10 @@ def _card(req: RequestView, target: str) -> dict[str, Any]:
         "headline": decisions.headline(req, shown),
         "tool": untrusted.clean(req.tool_name),
     }
-    failed = decisions.condition_failed(req)
-    if failed:
-        card["condition_failed"] = f"{decisions.CONDITION_FAILED} {failed}"
+    asked = decisions.why_asked(req)
+    if asked:
+        key = "condition_failed" if asked.heading == decisions.CONDITION_FAILED else "tripped"
+        card[key] = f"{asked.heading} {asked.words}"
     card["call"] = shown.text
     card["call_whole"] = not shown.cut
     claim = decisions.claim(req)

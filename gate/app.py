@@ -14,8 +14,8 @@ from datetime import datetime
 
 from fastapi import FastAPI
 
-from gate import metrics, threads, web
-from gate.api import decisions, docs, health, lean, v1
+from gate import denials, metrics, shadow, threads, web
+from gate.api import agents, decisions, docs, health, lean, v1
 from gate.api.guard import SameOriginGuard
 from gate.api.lean import GateAPI
 from gate.api.middleware import RequestEnvelope, install_error_handlers
@@ -75,6 +75,7 @@ def create_app(settings: Settings, *, clock: Callable[[], datetime] = utcnow) ->
     docs.install(app)
     app.include_router(v1.router)
     app.include_router(decisions.router)
+    app.include_router(agents.router)
     for channel in state.channels.values():
         router = channel.router()
         if router is not None:
@@ -88,7 +89,8 @@ def create_app(settings: Settings, *, clock: Callable[[], datetime] = utcnow) ->
 def build_state(settings: Settings, clock: Callable[[], datetime] = utcnow) -> AppState:
     """The app's parts, wired together and not yet started."""
     server = settings.server
-    policy = Policy(settings)  # a broken policy stops start-up before anything is touched
+    # a broken policy (or a shadow rule past its `until`) stops start-up before anything is touched
+    policy = Policy(settings, wall=clock)
     if server.migrate_on_start:
         upgrade(server.database_url)
     db = Database(
@@ -138,6 +140,8 @@ def _lifespan(state: AppState) -> Callable[[FastAPI], AbstractAsyncContextManage
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await state.notifier.start()
+        denials.follow(state.notifier, state.service.trips)
+        await threads.run_sync(state.service.trips.reload)  # before any call is answered
         expired = await state.jobs.sweep()  # deadlines that passed while no server was running
         if expired:
             log.info(
@@ -174,6 +178,17 @@ def _log_startup(settings: Settings, state: AppState) -> None:
         state.policy.revision,
         ", ".join(state.channels) or "none",
     )
+    trial = shadow.startup_line(shadow.notices(state.policy.shadows, state.clock()))
+    if trial is not None:
+        log.warning("%s", trial)
+    tripped = sorted(state.service.trips.tripped)
+    if tripped:
+        log.warning(
+            "%d agent(s) tripped by their rejections, every call asked until reset (the "
+            "console's Agents page, or gate agents reset NAME): %s",
+            len(tripped),
+            ", ".join(repr(name) for name in tripped),
+        )
     if not settings.rules:
         log.warning(
             "no [[rules]] configured: every call is allowed unless the caller sets "

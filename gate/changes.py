@@ -6,6 +6,7 @@ here, and after the commit tells this replica's waiters, its outbox pump and its
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -36,6 +37,8 @@ class Change:
     #: are sent showing this, not a copy read back (`sending.mark_sent` owes one more
     #: refresh, read back, if another replica's newer card may have landed first)
     shown: dict[str, RequestView] = field(default_factory=dict)
+    #: run after the commit, in order (an agent's trip noted in this replica's memory)
+    after_commit: list[Callable[[], None]] = field(default_factory=list)
 
     def record(self, outcome: machine.Outcome) -> None:
         """Note what `outcome` changed (nothing for refusals and no-ops)."""

@@ -325,6 +325,7 @@ def _db_upgrade(ns: argparse.Namespace) -> int:
 
 
 def _policy_check(ns: argparse.Namespace) -> int:
+    from gate import shadow
     from gate.policy import compile_rules
 
     settings = _load(ns)
@@ -343,7 +344,14 @@ def _policy_check(ns: argparse.Namespace) -> int:
     print(f"{settings.source}: OK, {len(rules)} rule(s), policy revision {revision(settings)}")  # noqa: T201
     for rule in rules:
         when = f" when {rule.when}" if rule.when else ""
-        print(f"  {rule.name}: {rule.action} {list(rule.tools)}{when}")  # noqa: T201
+        trial = f" [SHADOW until {shadow.shown(rule.until)}]" if rule.until else ""
+        print(f"  {rule.name}: {rule.action} {list(rule.tools)}{when}{trial}")  # noqa: T201
+    if any(rule.until for rule in rules):
+        print(  # noqa: T201
+            "gate: shadow rules are tried beside the live ones and never answer a call; past "
+            "`until` this policy no longer loads",
+            file=sys.stderr,
+        )
     for warning in _unsent_tools(settings):
         print(f"gate: warning: {warning}", file=sys.stderr)  # noqa: T201
     return 0
@@ -393,6 +401,8 @@ def _policy_explain(ns: argparse.Namespace) -> int:
         "rule": decision.rule.name if decision.rule else None,
         "reason": decision.reason,
         "trail": list(decision.trail),
+        # what each shadow rule that could have changed the answer would have said
+        "shadow": [outcome.as_dict() for outcome in decision.shadow],
     }
     print(json.dumps(result, indent=2))  # noqa: T201
     return 0

@@ -10,7 +10,7 @@ import ipaddress
 import math
 import os
 import tomllib
-from datetime import timedelta
+from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
@@ -287,6 +287,14 @@ class RuleSettings(_Strict):
     #: record this rule's answers in the decision log; `false` only on `allow` rules (a very
     #: chatty read-only rule): an ask or a deny is what the log and replay are for
     log: bool = True
+    #: "shadow": tried beside the live rules and only recorded, never answering (gate.shadow)
+    mode: Literal["enforce", "shadow"] = "enforce"
+    #: when a shadow rule's trial ends (required for shadow rules, at most 30 days away)
+    until: datetime | date | None = None
+    #: this rule's own trip thresholds for a rejection of a call it asked (gate.denials);
+    #: unset: the `[denials]` table's
+    denials_in_a_row: int | None = Field(default=None, ge=0)
+    denials_per_hour: int | None = Field(default=None, ge=0)
 
     _parse_timeout = field_validator(
         "timeout", "remind_after", "escalate_after", "max_grant", mode="before"
@@ -301,6 +309,20 @@ class RuleSettings(_Strict):
                 "and `gate policy replay` need"
             )
         return self
+
+
+class DenialSettings(_Strict):
+    """The `[denials]` table: when an agent's rejections make gate ask about its every call.
+
+    After `in_a_row` rejections in a row, or `per_hour` rejections within an hour, every
+    further call of that agent is asked until a person resets it (`gate.denials`). 0 turns a
+    threshold off. A rule may set its own (`denials_in_a_row`, `denials_per_hour`).
+    """
+
+    #: off by default (0): a trip changes what every agent's calls do, so a team turns it on
+    #: knowingly; the docs suggest 3 in a row and 5 an hour
+    in_a_row: int = Field(default=0, ge=0)
+    per_hour: int = Field(default=0, ge=0)
 
 
 class Settings(BaseSettings):
@@ -319,6 +341,7 @@ class Settings(BaseSettings):
     channels: ChannelsSettings = Field(default_factory=ChannelsSettings)
     rules: list[RuleSettings] = Field(default_factory=list)
     decision_log: DecisionLogSettings = Field(default_factory=DecisionLogSettings)
+    denials: DenialSettings = Field(default_factory=DenialSettings)
     #: where the settings came from, for messages (not read from the file)
     source: str | None = Field(default=None, exclude=True)
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from gate import grants, machine, offers
+from gate import denials, grants, machine, offers
 from gate.acting import (
     Actor,
     Refusal,
@@ -108,6 +108,8 @@ def _decide(
             grant=(spec.scope, int(spec.duration.total_seconds())) if spec else None,
         )
         approved = isinstance(outcome, machine.Changed) and outcome.status is RequestStatus.approved
+        if isinstance(outcome, machine.Changed) and outcome.status is RequestStatus.rejected:
+            denials.after_rejection(service, change, req, now)  # may trip the agent
         if approved and view.offers.grant_scopes:
             # every approving vote must have chosen a grant (a quorum's, not one voter's)
             agreed = grants.agreed(grants.chosen(votes))

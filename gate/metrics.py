@@ -9,6 +9,8 @@ Two kinds of figures:
 * Observed by this replica: open long-polls (its notifier), how long its sweeps take, and the
   time to decision of requests it finished. A decision costs one deque append; the row's
   timestamps are read in one batched primary-key query at the next scrape. Sum these.
+  `gate_shadow_flips_total` is one too: a counter bumped in memory when a shadow rule would
+  have answered a call differently (`gate.shadow`); calls no shadow rule flips cost nothing.
 
 Each app gets its own registry, so several apps in one process (tests) never collide.
 """
@@ -24,12 +26,19 @@ import anyio
 import sqlalchemy as sa
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import Response
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+)
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from sqlmodel import col, select
 
 from gate.models import ConfirmationRequest, Delivery, DeliveryStatus
+from gate.shadow import ShadowOutcome
 from gate.state import AppState
 
 log = logging.getLogger(__name__)
@@ -61,6 +70,13 @@ class GateMetrics:
             buckets=SWEEP_BUCKETS,
             registry=self.registry,
         )
+        self.shadow_flips = Counter(
+            "gate_shadow_flips",
+            "Calls a shadow rule would have answered differently from the live policy, on "
+            "this replica, by shadow rule and flip (live->would, e.g. allow->ask)",
+            ["rule", "flip"],
+            registry=self.registry,
+        )
         self.registry.register(_DatabaseCollector(state))
         self._finished: collections.deque[str] = collections.deque(maxlen=MAX_PENDING_OBSERVATIONS)
         self._lock = threading.Lock()
@@ -68,6 +84,12 @@ class GateMetrics:
     def finished(self, request_id: str) -> None:
         """A request this replica just finished (called after commit, from any thread)."""
         self._finished.append(request_id)
+
+    def shadowed(self, found: tuple[ShadowOutcome, ...]) -> None:
+        """Count the flips among what shadow rules would have answered one call."""
+        for outcome in found:
+            if outcome.flipped:
+                self.shadow_flips.labels(rule=outcome.rule, flip=outcome.flip).inc()
 
     def swept(self, seconds: float) -> None:
         """One sweep took `seconds`."""
@@ -164,6 +186,7 @@ def install(app: FastAPI, state: AppState) -> GateMetrics:
     gate_metrics = GateMetrics(state)
     app.state.metrics = gate_metrics
     state.service.on_final = gate_metrics.finished
+    state.service.on_shadow = gate_metrics.shadowed
     state.jobs.on_sweep = gate_metrics.swept
     app.include_router(router)
     return gate_metrics

@@ -86,6 +86,8 @@ class ConfirmationRequest(SQLModel, table=True):
         sa.Index("ix_request_created_at", "created_at"),
         sa.Index("ix_request_session", "session_id", "status"),
         sa.Index("ix_request_status_nudge", "status", "nudge_at"),
+        # an agent's latest decisions, read when one of its calls is rejected (gate.denials)
+        sa.Index("ix_request_agent_decided", "agent_id", "decided_at"),
         # Idempotency keys are per submitting principal: another agent that knows a key gets
         # a request of its own, never the first agent's (or its approval).
         sa.UniqueConstraint("submitted_by", "idempotency_key", name="uq_request_submitter_key"),
@@ -336,3 +338,32 @@ class DecisionLogEntry(SQLModel, table=True):
     #: "allow" | "deny" | "ask" | "granted" (an ask a grant answered at once)
     answer: str = Field(max_length=16)
     request_id: str | None = Field(default=None, max_length=26)
+
+
+class AgentTrip(SQLModel, table=True):
+    """An agent whose rejections tripped it (`gate.denials`): while `reset_at` is unset every
+    call of that agent is asked. Kept after a reset, as the record of who reset it and when."""
+
+    __tablename__ = "agent_trip"
+    __table_args__ = (
+        # one active trip per agent: two replicas tripping it together insert one row
+        sa.Index(
+            "uq_agent_trip_active",
+            "agent",
+            unique=True,
+            sqlite_where=sa.text("reset_at IS NULL"),
+            postgresql_where=sa.text("reset_at IS NULL"),
+        ),
+        sa.Index("ix_agent_trip_agent", "agent", "id"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    #: the call's agent_id, or the name of the token that sent it when it names none
+    agent: str = Field(max_length=200)
+    #: the words cards and pages show ("3 rejections in a row")
+    reason: str = Field(max_length=500)
+    #: the rejected request that tripped it
+    request_id: str | None = Field(default=None, max_length=26)
+    tripped_at: datetime = Field(sa_column=Column(UTCDateTime, nullable=False))
+    reset_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime, nullable=True))
+    reset_by: str | None = Field(default=None, max_length=200)

@@ -154,6 +154,10 @@ class Notifier:
         self._encoded: dict[str, tuple[Any, bytes]] = {}
         #: how many times `encoded` had to encode (tests count it: once per change)
         self.encodes = 0
+        #: events that are not about a request, by kind: told the event's name, on the loop
+        #: (`gate.denials.TRIPS_EVENT`); and what to run after a gap in notifications
+        self.topics: dict[str, Callable[[str], None]] = {}
+        self.on_gap: list[Callable[[], None]] = []
 
     async def start(self) -> None:
         """Bind to the running event loop."""
@@ -267,11 +271,17 @@ class Notifier:
         self._latest.clear()
         self._recent.clear()
         self._reads.clear()
+        for caught_up in self.on_gap:
+            caught_up()
         for watches in list(self._watches.values()):
             for w in list(watches):
                 w.set()
 
     def _deliver(self, event: Event) -> None:
+        topic = self.topics.get(event.kind)
+        if topic is not None:
+            topic(event.request_id)
+            return
         self.seq += 1
         self._forget(event.request_id)
         watches = list(self._watches.get(event.request_id, ()))

@@ -46,6 +46,9 @@ class Offers:
     #: set when the rule's `when` failed on this call and gate asked to be safe: what failed,
     #: in words every surface shows beside the call
     condition_error: str | None = None
+    #: set when the call was asked because its agent tripped (`gate.denials`): the words
+    #: every surface shows ("agent 'x' tripped: 3 rejections in a row; ...")
+    tripped: str | None = None
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> Offers:
@@ -68,6 +71,7 @@ class Offers:
             escalate_approvers=tuple(options.get("escalate_approvers") or ()),
             watched_args=tuple(options.get("watched_args") or ()),
             condition_error=options.get("condition_error") or None,
+            tripped=options.get("tripped") or None,
         )
 
     def next_nudge(
@@ -102,6 +106,7 @@ class Offers:
             "escalate_approvers": list(self.escalate_approvers),
             "watched_args": list(self.watched_args),
             "condition_error": self.condition_error,
+            "tripped": self.tripped,
         }
 
 

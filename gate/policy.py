@@ -25,12 +25,13 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
 
 import cel
 
-from gate import cel_shape, policy_check, policy_revision, toolnames
+from gate import cel_shape, policy_check, policy_revision, shadow, toolnames
 from gate.config import RuleSettings, Settings
 from gate.errors import ConfigError
 from gate.offers import DEFAULT_MAX_GRANT, Offers
@@ -91,6 +92,8 @@ class Rule:
     folded: tuple[str, ...] = ()
     #: its answers go in the decision log (`log = false`: an allow rule too chatty to keep)
     log: bool = True
+    #: set for a shadow rule only: when its trial ends (gate.shadow)
+    until: datetime | None = None
 
     def tool_matches(self, tool_name: str, canonical: str | None = None) -> toolnames.Match | None:
         """How `tool_name` matches the rule's globs: "exact", "variant" (a case, width or
@@ -110,6 +113,10 @@ class Decision:
     trail: tuple[str, ...] = ()
     #: set when the rule matched only because its `when` failed on this call (fail closed)
     condition_error: str | None = None
+    #: what shadow rules that matched would have answered (`gate.shadow.ShadowOutcome`)
+    shadow: tuple[shadow.ShadowOutcome, ...] = ()
+    #: set when the call is asked because its agent tripped (`gate.denials`): the words why
+    tripped: str | None = None
 
     @property
     def matched(self) -> bool:
@@ -126,20 +133,51 @@ class Decision:
 class Policy:
     """The compiled rules of one Settings object."""
 
-    def __init__(self, settings: Settings, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
         self.settings = settings
-        rules, problems, self.warnings = compile_rules(settings)
+        self.wall = wall
+        rules, problems, self.warnings = compile_rules(settings, now=wall())
         if problems:
             raise problems[0]
-        self.rules = tuple(rules)
         #: the short hash of the rules (`gate.policy_revision`) each decision records
         self.revision = policy_revision.revision(settings)
+        self.rules = tuple(r for r in rules if r.until is None)
+        self._live_at = {rule.name: index for index, rule in enumerate(self.rules)}
+        self.shadows = shadow.placed(rules)
         toolnames.load()
         self._forced: Rule | None = None
         self._failures = ConditionFailures(clock)
 
     def evaluate(self, facts: CallFacts) -> Decision:
-        """Find the first rule that matches `facts`; fall back to `requires_confirmation`."""
+        """Find the first rule that matches `facts`; fall back to `requires_confirmation`.
+        Shadow rules that could have changed the answer are tried too (`Decision.shadow`)."""
+        decision = self._first_match(facts)
+        if not self.shadows:
+            return decision
+        live_at = self._live_at.get(decision.rule.name if decision.rule else "", len(self.rules))
+        would = partial(self._would, facts=facts)
+        found = shadow.beside(decision.action, live_at, self.shadows, self.wall(), would)
+        return replace(decision, shadow=found) if found else decision
+
+    def _would(self, rule: Rule, facts: CallFacts) -> Action | None:
+        """`rule`'s action when it alone matches `facts` (a failing `when` as live rules)."""
+        if not _name_matches(rule, rule.tool_matches(facts.tool_name), facts.tool_name, []):
+            return None
+        if rule.program is None:
+            return rule.action
+        result, failure = _run(rule.program, facts.activation())
+        if failure is not None:
+            self._failures.report(rule, failure, facts.tool_name)
+            return None if rule.action == "allow" else rule.action
+        return rule.action if result is True else None
+
+    def _first_match(self, facts: CallFacts) -> Decision:
         trail: list[str] = []
         activation: dict[str, Any] | None = None
         canonical = toolnames.canonical(facts.tool_name)
@@ -248,27 +286,34 @@ class ConditionFailures:
                 self._seen[rule.name] = (last, since + 1)
                 return
             self._seen[rule.name] = (now, 0)
-        outcome = {"allow": "the allow rule was skipped", "ask": "gate asked a person"}
+        outcome = {"allow": "the allow rule was skipped", "ask": "gate asked a person"}.get(
+            rule.action, "the call was denied"
+        )
+        if rule.until is not None:  # a shadow rule: only what it would have answered
+            outcome = (
+                f"in shadow mode {outcome.replace('gate', 'gate would have')}; no answer changed"
+            )
         more = f"; {since} more failure(s) since the last report" if since else ""
         log.warning(
             "rule %r: `when` %s on a call of %r, so %s (fail closed)%s",
-            rule.name,
-            failure,
-            tool_name[:100],
-            outcome.get(rule.action, "the call was denied"),
-            more,
+            *(rule.name, failure, tool_name[:100], outcome, more),
         )
 
 
-def compile_rules(settings: Settings) -> tuple[list[Rule], list[ConfigError], list[str]]:
+def compile_rules(
+    settings: Settings, *, now: datetime | None = None
+) -> tuple[list[Rule], list[ConfigError], list[str]]:
     """Every rule compiled and checked: the rules, the problems (each names its rule) and the
-    warnings (a condition gate could not analyse)."""
+    warnings (a condition gate could not analyse). Shadow rules are checked against `now`."""
     rules: list[Rule] = []
     problems: list[ConfigError] = []
     warnings: list[str] = []
+    now = now or datetime.now(UTC)
     for entry in settings.rules:
         try:
+            until = shadow.until_of(entry, now=now, source=settings.source)
             rule, note = _compile(entry, settings, settings.source)
+            rule = replace(rule, until=until) if until is not None else rule
         except ConfigError as exc:
             problems.append(exc)
             continue

@@ -9,6 +9,10 @@ agent sends it and an `expect` table saying what must happen:
     args = { command = "rm -rf build" }
     expect = { decision = "ask", rule = "risky-bash", approvers = ["alice"] }
 
+A shadow rule (`mode = "shadow"`, `gate.shadow`) never answers, so `decision` and `rule` are
+the live policy's; `expect.shadow` checks what shadow rules would have answered, by name
+(`shadow = { "ask-reads" = "ask" }`; `{}`: no shadow rule would have matched).
+
 Each case is decided by the code the server runs for `POST /v1/gate`: the call is validated
 as a `GateCall` (the route's body), turned into facts by `CallFacts.of` and evaluated by
 `Policy.evaluate`; the approvers are the rule's, expanded by `Policy.expand_approvers`, and
@@ -23,7 +27,7 @@ differs is an `Outcome` with its `misses`.
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -60,6 +64,8 @@ class Expect(BaseModel):
     rule: str | None = None
     approvers: list[str] | None = None
     grant_scopes: list[Literal["call", "session", "agent"]] | None = None
+    #: shadow rule name -> what it would have answered (only the rules named are compared)
+    shadow: dict[str, Literal["allow", "deny", "ask"]] | None = None
 
 
 class _CaseEntry(BaseModel):
@@ -99,6 +105,8 @@ class Answer:
     grant_scopes: tuple[str, ...]
     reason: str
     trail: tuple[str, ...]
+    #: what each shadow rule that matched would have answered: rule name -> answer
+    shadow: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -195,15 +203,18 @@ def answer(policy: Policy, call: GateCall) -> Answer:
     evaluation, the same approvers and offers as `GateService.judge` and `.ask`."""
     decision = policy.evaluate(CallFacts.of(call))
     rule = decision.rule
+    shadow = tuple((outcome.rule, outcome.would) for outcome in decision.shadow)
     if decision.action is None or rule is None:
         # no rule matched: `POST /v1/gate` says allow, naming no rule
-        return Answer("allow", None, (), (), decision.reason, decision.trail)
+        return Answer("allow", None, (), (), decision.reason, decision.trail, shadow)
     approvers: tuple[str, ...] = ()
     scopes: tuple[str, ...] = ()
     if decision.action == "ask":
         approvers = tuple(policy.expand_approvers(rule.approvers))
         scopes = decision.offers().grant_scopes
-    return Answer(decision.action, rule.name, approvers, scopes, decision.reason, decision.trail)
+    return Answer(
+        decision.action, rule.name, approvers, scopes, decision.reason, decision.trail, shadow
+    )
 
 
 def run(policy: Policy, cases: list[Case]) -> list[Outcome]:
@@ -221,7 +232,9 @@ def _misses(policy: Policy, expect: Expect, got: Answer) -> list[Miss]:
         misses.append(Miss("decision", expect.decision, got.decision))
     if expect.rule is not None and (got.rule or NO_RULE) != expect.rule:
         wanted = _rule_words(expect.rule)
-        if expect.rule != NO_RULE and policy.rule(expect.rule) is None:
+        if any(placed.rule.name == expect.rule for placed in policy.shadows):
+            wanted += " (a shadow rule: it never answers; expect it under `shadow`)"
+        elif expect.rule != NO_RULE and policy.rule(expect.rule) is None:
             wanted += " (the policy has no rule by that name)"
         misses.append(Miss("rule", wanted, _rule_words(got.rule or NO_RULE)))
     # who may approve and which grants are offered are sets: their order means nothing
@@ -230,7 +243,20 @@ def _misses(policy: Policy, expect: Expect, got: Answer) -> list[Miss]:
     if expect.grant_scopes is not None and set(got.grant_scopes) != set(expect.grant_scopes):
         wanted = _listed(expect.grant_scopes)
         misses.append(Miss("grant_scopes", wanted, _listed(got.grant_scopes)))
+    if expect.shadow is not None:
+        would = dict(got.shadow)
+        named = (
+            {name: would.get(name, "no match") for name in expect.shadow}
+            if expect.shadow
+            else would
+        )
+        if named != dict(expect.shadow):
+            misses.append(Miss("shadow", _shadowed(expect.shadow), _shadowed(named)))
     return misses
+
+
+def _shadowed(answers: Mapping[str, str]) -> str:
+    return ", ".join(f"{n!r} would {a}" for n, a in sorted(answers.items())) or "no shadow match"
 
 
 def _rule_words(name: str) -> str:

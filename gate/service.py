@@ -17,7 +17,7 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from gate import audit, grants, machine, requestlog
+from gate import audit, denials, grants, machine, requestlog
 from gate.acting import Result, approved_own
 from gate.auth import Principal
 from gate.binding import call_hash
@@ -39,10 +39,11 @@ from gate.notify import Event, Notifier
 from gate.policy import CallFacts, Decision, Policy, Rule
 from gate.readmodel import RequestView, build_view
 from gate.schemas import GateCall
-from gate.store import batch, outbox, reads, records
+from gate.shadow import ShadowOutcome
+from gate.store import batch, outbox, reads, records, trips
 from gate.store import decisions as store
 from gate.store.db import Database
-from gate.store.records import RequestRow
+from gate.store.records import RequestRow, TripRow
 
 log = logging.getLogger(__name__)
 
@@ -90,12 +91,15 @@ class GateService:
         self.on_final: Callable[[str], None] = lambda request_id: None
         #: where `answered` notes each answer (None: the decision log is off)
         self.decision_log: DecisionLog | None = None
+        #: told what shadow rules would have answered a call (metrics)
+        self.on_shadow: Callable[[tuple[ShadowOutcome, ...]], None] = lambda found: None
+        self.trips = denials.Trips(partial(active_trips, db))  # this replica's copy
 
     # -- submit -----------------------------------------------------------------------------
 
     def submit(self, call: GateCall, principal: Principal) -> Submitted:
         """Apply policy; for `ask`, create the request (or find it again by idempotency key)."""
-        decision = self.judge(call)
+        decision = self.judge(call, principal)
         if decision.action != "ask":
             return Submitted(decision, None, False)
         return self.ask(call, principal, decision)
@@ -108,9 +112,16 @@ class GateService:
                 call, principal.name, submitted.decision, view.id if view is not None else None
             )
 
-    def judge(self, call: GateCall) -> Decision:
-        """Policy's decision for a call: no database, no I/O (safe on the event loop)."""
-        return self.policy.evaluate(CallFacts.of(call))
+    def judge(self, call: GateCall, principal: Principal | None = None) -> Decision:
+        """Policy's decision, asked if the agent tripped (`gate.denials`); no I/O at all."""
+        decision = self.policy.evaluate(CallFacts.of(call))
+        if decision.shadow:
+            self.on_shadow(decision.shadow)
+        if self.trips.any:  # nobody tripped (nearly always): nothing more is read
+            who = denials.agent_of(call.agent_id, principal.name if principal else None)
+            note = self.trips.note_for(who)
+            decision = denials.asked(decision, note, self.policy) if note else decision
+        return decision
 
     def ask(self, call: GateCall, principal: Principal, decision: Decision) -> Submitted:
         """Create the request an `ask` decision makes (or find it again by idempotency key)."""
@@ -207,7 +218,8 @@ class GateService:
                 session,
                 req=req,
                 now=now,
-                offered=rule.offers.grant_scopes,
+                # a tripped agent's calls are asked, every one: no earlier grant covers them
+                offered=() if decision.tripped else rule.offers.grant_scopes,
                 made_by_requester=partial(
                     approved_own, self.settings, user_id=req.user_id, submitted_by=req.submitted_by
                 ),
@@ -435,6 +447,8 @@ class GateService:
         elif outbox.owes_cards(session):  # no pump run for a change no card shows
             self.kick_outbox()
         requestlog.decided(*change.decided)
+        for after in change.after_commit:
+            after()
         for request_id in change.finished:
             self.on_final(request_id)
 
@@ -444,3 +458,9 @@ class GateService:
         """Requests by status."""
         with self.db.read() as session:
             return dict(reads.counts(session))
+
+
+def active_trips(db: Database) -> list[TripRow]:
+    """The active trips (`gate.denials.Trips`' loader): one statement."""
+    with db.read_conn() as conn:
+        return trips.active(conn)

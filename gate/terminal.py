@@ -1,4 +1,5 @@
-"""The terminal commands over the HTTP API: `gate requests list|show|approve|reject`, `gate log`.
+"""The terminal commands over the HTTP API: `gate requests list|show|approve|reject`, `gate log`
+and `gate agents list|reset` (agents tripped by their rejections, `gate.denials`).
 
 They talk to a running server (GATE_URL, GATE_TOKEN) so decisions wake waiters exactly as a
 click would. Standard library only at import; `show` prints the call through
@@ -57,6 +58,7 @@ def add_commands(sub: Any) -> None:
         _server_options(p, top=False)
         p.set_defaults(handler=_decide, verdict=verdict)
     _add_log_command(sub)
+    _add_agent_commands(sub)
 
 
 def _add_log_command(sub: Any) -> None:
@@ -75,6 +77,20 @@ def _add_log_command(sub: Any) -> None:
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     _server_options(p, top=True)
     p.set_defaults(handler=_log)
+
+
+def _add_agent_commands(sub: Any) -> None:
+    """Register `agents list|reset` on the top-level parser."""
+    agents = sub.add_parser("agents", help="agents tripped by their rejections, and their reset")
+    _server_options(agents, top=True)
+    tasks = agents.add_subparsers(metavar="TASK")
+    ls = tasks.add_parser("list", help="the agents tripped now (every call of theirs is asked)")
+    _server_options(ls, top=False)
+    ls.set_defaults(handler=_tripped)
+    reset = tasks.add_parser("reset", help="reset a tripped agent: policy decides its calls again")
+    reset.add_argument("name", help="the agent (its agent_id, or its token's name)")
+    _server_options(reset, top=False)
+    reset.set_defaults(handler=_reset)
 
 
 def _server_options(p: argparse.ArgumentParser, *, top: bool) -> None:
@@ -210,6 +226,22 @@ def _decide(ns: argparse.Namespace) -> int:
         ns, "POST", f"/v1/requests/{ns.id}/decision", {"verdict": ns.verdict, "comment": ns.comment}
     )
     print(f"{r['id']}: {r['status']}" + (f" ({r['reason']})" if r.get("reason") else ""))  # noqa: T201
+    return 0
+
+
+def _tripped(ns: argparse.Namespace) -> int:
+    rows = _call(ns, "GET", "/v1/agents/tripped")
+    if not rows:
+        print("no agent is tripped")  # noqa: T201
+        return 0
+    table = [[_inert(r["agent"]), r["tripped_at"][:19], _inert(r["reason"])] for r in rows]
+    print(_table(table, ["AGENT", "SINCE (UTC)", "WHY"]))  # noqa: T201
+    return 0
+
+
+def _reset(ns: argparse.Namespace) -> int:
+    r = _call(ns, "POST", "/v1/agents/reset", {"agent": ns.name})
+    print(f"reset agent {_inert(r['agent'])}: policy decides its calls again")  # noqa: T201
     return 0
 
 

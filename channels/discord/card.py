@@ -115,10 +115,10 @@ def _about(view: RequestView) -> list[dict[str, Any]]:
     """What made the rule ask (a failed condition, the arguments it reads), then the agent's
     summary, labelled as the agent's claim: after the call, never in its place."""
     fields = []
-    failed = decisions.condition_failed(view)
-    if failed:
-        words = f"{escape(decisions.CONDITION_FAILED)}\n{inline(failed, CONDITION_CHARS)}"
-        fields.append(_field("Condition failed", words, inline_field=False))
+    asked = decisions.why_asked(view)
+    if asked:
+        words = f"{escape(asked.heading)}\n{inline(asked.words, CONDITION_CHARS)}"
+        fields.append(_field(asked.title, words, inline_field=False))
     claim = decisions.claim(view)
     if claim is not None:
         said = code_block(claim, SUMMARY_CHARS)[0]

@@ -90,12 +90,13 @@ def call(view: RequestView) -> Call:
     args = None if pending else view.run_args
     shown = decisions.arguments(view, ARGS_CHARS, link=False, args=args)
     claim = decisions.claim(view)
-    condition = decisions.condition_failed(view)
+    asked = decisions.why_asked(view)
     return Call(
         headline=inert(decisions.headline(view, shown), SUBJECT_CHARS),
         text=defanged(shown.text),
         note=shown.note("email") if pending and not shown.whole else None,
-        condition=inert(condition) if condition else None,
+        condition=inert(asked.words) if asked else None,
+        condition_words=asked.heading if asked else decisions.CONDITION_FAILED,
         claim=inert(claim) if claim else None,
     )
 

@@ -173,10 +173,10 @@ def _facts(view: RequestView, now: datetime) -> list[dict[str, Any]]:
 
 def _condition(view: RequestView) -> list[dict[str, Any]]:
     """What failed in the rule's condition, when it did: gate asked to be safe."""
-    failed = decisions.condition_failed(view)
-    if not failed:
+    asked = decisions.why_asked(view)  # or why every call of its agent is asked
+    if not asked:
         return []
-    return [_div(f"{decisions.CONDITION_FAILED}\n{clean(failed, 300)}", "condition")]
+    return [_div(f"{asked.heading}\n{clean(asked.words, 300)}", "condition")]
 
 
 def _arguments(

@@ -77,9 +77,9 @@ def render_card(view: RequestView, *, now: datetime | None = None) -> list[dict[
     headline = plain(decisions.headline(view, shown), MAX_HEADER_TEXT)
     header = cut(f"{title}: {headline}", MAX_HEADER_TEXT)
     blocks: list[dict[str, Any]] = [{"type": "header", "text": plain_object(header)}]
-    failed = decisions.condition_failed(view)
-    if failed:
-        text = f":warning: *{escape(decisions.CONDITION_FAILED)}*\n{inline(failed, MAX_REASON)}"
+    asked = decisions.why_asked(view)
+    if asked:
+        text = f":warning: *{escape(asked.heading)}*\n{inline(asked.words, MAX_REASON)}"
         blocks.append({"type": "section", "text": mrkdwn_object(text)})
     for i, text in enumerate(args_sections(shown, view.url)):
         block_id = f"args-{iteration}" + (f"-{i + 1}" if i else "")

@@ -233,12 +233,12 @@ def _facts(view: RequestView, now: datetime) -> list[dict[str, Any]]:
 
 def _condition(view: RequestView) -> list[dict[str, Any]]:
     """What failed in the rule's condition, when it did: gate asked to be safe."""
-    failed = decisions.condition_failed(view)
-    if not failed:
+    asked = decisions.why_asked(view)  # or why every call of its agent is asked
+    if not asked:
         return []
     items = [
-        words(decisions.CONDITION_FAILED, "condition_failed", weight="Bolder"),
-        rich(run(clean(failed, 300, mask=False)), element_id="condition_error"),
+        words(asked.heading, "condition_failed", weight="Bolder"),
+        rich(run(clean(asked.words, 300, mask=False)), element_id="condition_error"),
     ]
     return [{"type": "Container", "id": "condition", "style": "attention", "items": items}]
 

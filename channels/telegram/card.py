@@ -148,9 +148,9 @@ def _text(
     title = decisions.TITLES.get(view.status, view.status.title())
     headline = code(decisions.headline(view, shown), min(sizes.text, 200))
     lines = [f"<b>{title}:</b> {headline}"]
-    failed = decisions.condition_failed(view)
-    if failed:
-        lines.append(f"<b>{escape(decisions.CONDITION_FAILED)}</b> {code(failed, sizes.text)}")
+    asked = decisions.why_asked(view)
+    if asked:
+        lines.append(f"<b>{escape(asked.heading)}</b> {code(asked.words, sizes.text)}")
     lines += _arguments(view, shown, sizes.args)
     claim = decisions.claim(view)
     if claim is not None:  # the agent's words: after the call, labelled as the agent's

@@ -38,6 +38,9 @@ CALL_LABEL = "Call: "
 ARGS_CHARS = SUBTITLE_CHARS - len(CALL_LABEL)
 #: what a card says in its description when the rule's condition failed
 CONDITION_SHORT = "Condition failed: asked to be safe"
+#: ... and the most it says of its agent's trip (gate.denials): WeCom takes 44 characters,
+#: enough for "Agent tripped: 12 rejections within an hour"
+TRIPPED_CHARS = 44
 #: what a card that shows the whole call, a mask in it that could hide code, says
 MASKED_SHORT = "A mask could hide code: read and approve in gate."
 MAX_OPTIONS = 10
@@ -128,7 +131,8 @@ def chat_notice(view: RequestView, *, now: datetime | None = None) -> dict[str, 
     # What matters most first: the description is cut at 512 bytes.
     claim = decisions.claim(view)
     said = f"{decisions.CLAIM_LABEL}: {clean(claim, 100)}" if claim else ""
-    failed = decisions.CONDITION_FAILED if decisions.condition_failed(view) else ""
+    asked = decisions.why_asked(view)
+    failed = asked.heading if asked else ""
     lines = [failed, _subtitle(view), *(f"{k}: {v}" for k, v in facts.items()), said]
     description = _TAG_OPEN.sub(lambda m: "‹", "\n".join(line for line in lines if line))
     title = f"{TITLES.get(view.status, view.status.title())} {clean(decisions.headline(view), 100)}"
@@ -147,8 +151,12 @@ def render_card(view: RequestView, task: str, *, now: datetime | None = None) ->
     title = {
         "title": cut(f"{TITLES.get(view.status, view.status.title())} {headline}", TITLE_CHARS)
     }
-    if decisions.condition_failed(view):
-        title["desc"] = CONDITION_SHORT
+    asked = decisions.why_asked(view)
+    if asked:
+        # a trip's words are "agent 'x' tripped: <why>; asked until ...": the why fits
+        why = asked.words.partition("tripped: ")[2].partition(";")[0]
+        tripped = clean(f"Agent tripped: {why}", TRIPPED_CHARS)
+        title["desc"] = CONDITION_SHORT if asked.title == "Condition failed" else tripped
     card: dict[str, Any] = {
         "card_type": "button_interaction" if view.status == "pending" else "text_notice",
         "source": {"desc": "gate", "desc_color": 0},

@@ -72,7 +72,7 @@ async def gate_answer(service: GateService, call: GateCall, principal: Principal
     principal.require("agent", "admin")
     # Policy runs here, on the event loop: it touches no database, and most calls end with
     # it. Only an `ask` goes to a worker thread, for its one write transaction.
-    decision = service.judge(call)
+    decision = service.judge(call, principal)
     if decision.action != "ask":
         submitted = Submitted(decision, None, False)
     else:

@@ -159,3 +159,15 @@ class ReplayRow:
     entry: DecisionRow
     status: str | None
     decided_by: str | None
+
+
+@dataclass(slots=True)
+class TripRow:
+    """An agent's trip (`gate.denials`): active while `reset_at` is None."""
+
+    agent: str
+    reason: str
+    request_id: str | None
+    tripped_at: datetime
+    reset_at: datetime | None = None
+    reset_by: str | None = None

@@ -3,8 +3,9 @@
 `console` holds what every page shares (sign-in state, rendering, redirects); the pages live
 by what they do: `pages` (queue, live events, history, stats), `request_page` (a request
 and its decide and extend forms), `reveal` (a masked value shown to an approver), `grants`,
-`login`. Below them: `forms` (form parsing), `queries` (read-only queries), `charts` (SVG),
-`session` (the cookie, security headers), `signin` (rate limits, revocable sign-ins).
+`agents` (tripped agents and their reset), `login`. Below them: `forms` (form parsing),
+`queries` (read-only queries), `charts` (SVG), `session` (the cookie, security headers),
+`signin` (rate limits, revocable sign-ins).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from starlette.staticfiles import StaticFiles
 
 from gate.resources import resource_path
 from gate.state import AppState
+from gate.web.agents import AgentsPage
 from gate.web.console import Console
 from gate.web.decisions_page import DecisionsPage
 from gate.web.grants import GrantsPage
@@ -34,7 +36,7 @@ def install(app: FastAPI, state: AppState) -> None:
     static = resource_path("templates") / "static"
     app.mount("/static", StaticFiles(directory=static), name="static")
     pages = (Pages(console), RequestPage(console), RevealRoute(console), GrantsPage(console))
-    for page in (*pages, DecisionsPage(console), LoginPage(console)):
+    for page in (*pages, DecisionsPage(console), AgentsPage(console), LoginPage(console)):
         app.include_router(page.router())
     if state.settings.server.session_secret is None:
         log.info("web sessions are signed with a per-process key; set server.session_secret")

@@ -50,6 +50,8 @@ class ShownCall:
     #: the arguments the rule's condition reads
     watched: tuple[str, ...]
     condition_error: str | None
+    #: why every call of its agent is asked (gate.denials), when it tripped
+    tripped: str | None = None
 
     @property
     def line_count(self) -> int:
@@ -107,6 +109,7 @@ def arrange(call: CallRendering, offers: Offers) -> ShownCall:
         loose_flags=loose,
         watched=tuple(offers.watched_args),
         condition_error=offers.condition_error,
+        tripped=offers.tripped,
     )
 
 

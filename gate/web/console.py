@@ -22,7 +22,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from markupsafe import Markup, escape
 from starlette.datastructures import FormData
 
-from gate import untrusted
+from gate import shadow, untrusted
 from gate.acting import Actor, refusal_for
 from gate.auth import csrf_matches
 from gate.channel import surface_name
@@ -200,6 +200,9 @@ class Console:
             csrf_field=CSRF_FIELD,
             path=request.url.path,
             proxy_mode=self.proxy_mode,
+            # the banner every page shows while shadow rules are configured (gate.shadow)
+            shadow=shadow.notices(self.state.policy.shadows, self.state.clock()),
+            tripped=len(self.service.trips.tripped),
             **context,
         )
         response = HTMLResponse(html, status_code=status, headers={"Cache-Control": "no-store"})

@@ -237,6 +237,22 @@ def test_a_failed_condition_is_said_on_the_card(driver: Driver, gate: Gate) -> N
     assert "condition failed" not in plain.lower()
 
 
+def test_a_tripped_agents_card_says_why_it_was_asked(driver: Driver, gate: Gate) -> None:
+    # An agent people kept rejecting trips (gate.denials): every call of it is asked, even
+    # one policy allows, and every card says why. This replica's copy of the trips is set
+    # here directly (tests/core/test_denials.py trips agents by rejecting their calls).
+    note = "agent 'tripper' tripped: 3 rejections in a row; asked until a person resets it"
+    trips = gate.state.service.trips
+    trips.tripped_here("tripper", note)
+    try:
+        request_id = ask(gate, "read_file", {"path": "notes.txt"}, agent_id="tripper")
+    finally:
+        trips.reset_here("tripper")
+    text = driver.card(request_id).text
+    assert "tripped" in text.lower() and "3 rejections in a row" in text, text[:600]
+    assert "condition failed" not in text.lower()
+
+
 # -- clicks -----------------------------------------------------------------------------------
 
 

@@ -1,0 +1,99 @@
+"""The Agents page: agents tripped by their rejections (`gate.denials`), each with a Reset
+button, then the latest trips and who reset them.
+
+Resetting goes through `denials.reset`, as `POST /v1/agents/reset` does: one transaction,
+an audit event on the request that tripped the agent, and a log line.
+"""
+
+from __future__ import annotations
+
+import anyio
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+
+from gate import denials
+from gate.config import ApproverSettings
+from gate.store import trips
+from gate.store.records import TripRow
+from gate.web.console import Console, Posted
+from gate.web.forms import field_of
+from gate.web.session import WebSession
+
+#: how many trips, active and reset, the page lists
+RECENT_TRIPS = 50
+
+
+class AgentsPage:
+    """The Agents page and its Reset buttons."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.state = console.state
+
+    def _recent(self) -> list[TripRow]:
+        with self.state.db.read_conn() as conn:
+            return trips.recent(conn, RECENT_TRIPS)
+
+    def page(
+        self,
+        request: Request,
+        session: WebSession,
+        me: ApproverSettings,
+        *,
+        notice: str | None = None,
+        error: str | None = None,
+    ) -> HTMLResponse:
+        """Tripped agents first, then every recent trip (reads the database: not async)."""
+        recent = self._recent()
+        denials_table = self.state.settings.denials
+        return self.console.render(
+            request,
+            session,
+            "agents.html",
+            me=me,
+            active=[t for t in recent if t.reset_at is None],
+            recent=recent,
+            limits=denials_table,
+            notice=notice,
+            error=error,
+        )
+
+    def show(self, request: Request) -> Response:
+        """GET /agents, with the notice a reset left for it."""
+        session, me = self.console.who(request)
+        if me is None:
+            return self.console.to_login(request)
+        flash = session.notice_for(request.url.path)
+        if flash is None:
+            return self.page(request, session, me)
+        if flash.ok:
+            return self.page(request, session, me, notice=flash.text)
+        return self.page(request, session, me, error=flash.text)
+
+    async def reset(self, request: Request) -> Response:
+        """Reset the agent named in the form; done, it redirects back to the page."""
+        posted = await self.console.posted(request)
+        if not isinstance(posted, Posted):
+            return posted
+        agent = (field_of(posted.form, "agent") or "")[:200]
+        by = posted.me.name
+        ended = await anyio.to_thread.run_sync(
+            lambda: denials.reset(self.state.service, agent, by=by, via="web")
+        )
+        if ended is None:
+            text = f"Agent {agent!r} is not tripped (someone may have reset it already)."
+            return self.console.redirect(request, posted.session, "/agents", text, ok=False)
+        text = f"Reset agent {agent!r}: its calls are decided by policy again."
+        return self.console.redirect(request, posted.session, "/agents", text)
+
+    def router(self) -> APIRouter:
+        """The Agents page's routes (pages: not in the OpenAPI schema)."""
+        r = APIRouter(include_in_schema=False)
+        r.add_api_route("/agents", self.show, methods=["GET"])
+        r.add_api_route("/agents/reset", self.reset, methods=["POST"])
+
+        @r.get("/agents/reset")
+        def reset_address() -> Response:
+            return RedirectResponse("/agents", status_code=303)
+
+        return r
