@@ -1,0 +1,240 @@
+"""`gate policy suggest`: rules proposed from what people actually decided.
+
+A proposal is built from one tool's decided calls that agree (all approved, or all
+rejected) and share some argument values: those values become the rule's `when`, pinned
+with `==`. An allow proposal needs at least `min_approvals` approvals by at least two
+different people. Then the proposal's own TOML is loaded with gate's config loader and
+compiled by gate's policy, and every call of that tool a person ever refused (rejected, or
+approved only after editing its arguments) is run through it: if the proposed rule would
+let one through, the proposal is narrowed to the one agent that made all its calls, and if
+that still lets one through it is dropped and said why (`Suggestions.blocked`). A deny
+proposal is checked the same way against every approval. Nothing here writes anything: the
+operator copies a snippet into gate.toml, or does not.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal
+
+from gate.store.records import DecidedCall
+from gate.suggest_rules import Candidate, build_rule, literal
+
+Kind = Literal["allow", "deny"]
+#: how many of the newest decisions a proposal lists as its evidence
+EVIDENCE = 5
+#: globs in a tool name would widen a `tools = [...]` pin beyond the tool that was asked
+_GLOB = re.compile(r"[*?\[\]]")
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One decision a proposal covers: the request, who decided it, when."""
+
+    id: str
+    who: tuple[str, ...]
+    at: datetime
+    status: str
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """One proposed rule and the history behind it."""
+
+    kind: Kind
+    name: str
+    tool: str
+    when: str
+    toml: str
+    #: the rules that asked these calls: the proposal goes above them (first match wins)
+    asked_under: tuple[str, ...]
+    covered: int
+    per_day: float
+    people: tuple[str, ...]
+    last: tuple[Decision, ...]
+    #: covered calls by the rule that asked them
+    by_rule: dict[str, int]
+
+
+@dataclass
+class Suggestions:
+    """What `suggest` found: the proposals, and the candidates refused with the reason."""
+
+    days: float
+    decided: int
+    min_approvals: int
+    proposals: list[Proposal] = field(default_factory=list)
+    blocked: list[str] = field(default_factory=list)
+
+    def lost_by_rule(self) -> dict[str, int]:
+        """Asks each rule would no longer make if every proposal were adopted."""
+        lost: Counter[str] = Counter()
+        for p in self.proposals:
+            lost.update(p.by_rule)
+        return dict(lost)
+
+
+def suggest(
+    calls: list[DecidedCall],
+    history: list[DecidedCall],
+    *,
+    days: float,
+    min_approvals: int,
+) -> Suggestions:
+    """Proposals from `calls` (the window), checked against `history` (every decided call of
+    the same tools, at any time)."""
+    found = Suggestions(days=days, decided=len(calls), min_approvals=min_approvals)
+    by_tool: dict[str, list[DecidedCall]] = {}
+    for call in calls:
+        by_tool.setdefault(call.tool_name, []).append(call)
+    past: dict[str, list[DecidedCall]] = {}
+    for call in history:
+        past.setdefault(call.tool_name, []).append(call)
+    taken: set[str] = set()
+    for tool in sorted(by_tool):
+        if _GLOB.search(tool):
+            continue
+        for kind in ("allow", "deny"):
+            agree = [c for c in by_tool[tool] if _agrees(c, kind)]
+            against = [c for c in past.get(tool, []) if _refutes(c, kind)]
+            for candidate in _candidates(tool, agree, min_approvals):
+                _consider(found, candidate, kind, against, taken, days)
+    found.proposals.sort(key=lambda p: -p.covered)
+    return found
+
+
+def _agrees(call: DecidedCall, kind: str) -> bool:
+    if kind == "allow":
+        return call.status == "approved" and not call.edited
+    return call.status == "rejected"
+
+
+def _refutes(call: DecidedCall, kind: str) -> bool:
+    """A call that the proposal of `kind` must not decide that way."""
+    if kind == "allow":
+        return call.status == "rejected" or call.edited
+    return call.status == "approved"
+
+
+def _people(calls: Iterable[DecidedCall], verdict: str) -> set[str]:
+    return {who for c in calls for who, v in c.votes if v == verdict}
+
+
+def _candidates(tool: str, agree: list[DecidedCall], need: int) -> list[Candidate]:
+    """Clusters of agreeing calls, each pinned to every scalar argument its calls share;
+    biggest first, so a wide rule is preferred to several narrow ones."""
+    if len(agree) < need:
+        return []
+    seeds: set[tuple[str, str]] = set()
+    for call in agree:
+        seeds.update(_pairs(call))
+    clusters: dict[tuple[tuple[str, str], ...], list[DecidedCall]] = {}
+    for key, lit in seeds:
+        members = [c for c in agree if (key, lit) in _pairs(c)]
+        if len(members) < need:
+            continue
+        pins = tuple(sorted(set.intersection(*(_pairs(c) for c in members))))
+        clusters.setdefault(pins, members)
+    if not any(call.tool_args for call in agree):
+        clusters[()] = agree  # a tool called without arguments: the empty call is the pin
+    ordered = sorted(clusters.items(), key=lambda kv: (-len(kv[1]), len(kv[0]), kv[0]))
+    return [Candidate(tool=tool, pins=pins, calls=tuple(members)) for pins, members in ordered]
+
+
+def _pairs(call: DecidedCall) -> set[tuple[str, str]]:
+    """(key, CEL literal) of each top-level scalar argument a rule can pin."""
+    found = set()
+    for key, value in call.tool_args.items():
+        lit = literal(value)
+        if lit is not None:
+            found.add((key, lit))
+    return found
+
+
+def _consider(
+    found: Suggestions,
+    candidate: Candidate,
+    kind: Kind,
+    against: list[DecidedCall],
+    taken: set[str],
+    days: float,
+) -> None:
+    """Propose `candidate` if it is new, backed by two people, and safe against history."""
+    fresh = [c for c in candidate.calls if c.id not in taken]
+    if len(fresh) < found.min_approvals:
+        return  # its calls are covered by a wider proposal already
+    verdict = "approve" if kind == "allow" else "reject"
+    people = _people(candidate.calls, verdict)
+    if len(people) < 2:
+        found.blocked.append(
+            f"{kind} {candidate.describe()}: {len(candidate.calls)} decisions but all by "
+            f"{', '.join(sorted(people)) or 'nobody recorded'}; two people must agree"
+        )
+        return
+    name = f"suggested-{kind}-{_slug(candidate.tool)}-{len(found.proposals) + 1}"
+    agents = {c.agent_id for c in candidate.calls}
+    narrowings = [None] + ([next(iter(agents))] if len(agents) == 1 and None not in agents else [])
+    refusal = ""
+    for agent in narrowings:
+        built = build_rule(name, kind, candidate, agent)
+        if built.problem:
+            refusal = built.problem
+            break
+        crossing = [c for c in against if built.decides(c)]
+        if not crossing:
+            _propose(found, candidate, kind, built.when, built.toml, name, days, people)
+            taken.update(c.id for c in candidate.calls)
+            return
+        first = crossing[0]
+        refusal = (
+            f"request {first.id} ({first.status}"
+            f"{' after an edit' if first.edited else ''}, "
+            f"{first.decided_at:%Y-%m-%d %H:%M}) would be {kind}ed by `{built.when}`"
+        )
+    found.blocked.append(f"{kind} {candidate.describe()}: not proposed, {refusal}")
+
+
+def _propose(
+    found: Suggestions,
+    candidate: Candidate,
+    kind: Kind,
+    when: str,
+    toml: str,
+    name: str,
+    days: float,
+    people: set[str],
+) -> None:
+    calls = sorted(candidate.calls, key=lambda c: c.decided_at, reverse=True)
+    verdict = "approve" if kind == "allow" else "reject"
+    by_rule = Counter(c.rule or "(no rule)" for c in calls)
+    found.proposals.append(
+        Proposal(
+            kind=kind,
+            name=name,
+            tool=candidate.tool,
+            when=when,
+            toml=toml,
+            asked_under=tuple(sorted(r for r in by_rule if r != "(no rule)")),
+            covered=len(calls),
+            per_day=len(calls) / days if days > 0 else float(len(calls)),
+            people=tuple(sorted(people)),
+            last=tuple(
+                Decision(
+                    id=c.id,
+                    who=tuple(w for w, v in c.votes if v == verdict),
+                    at=c.decided_at,
+                    status=c.status,
+                )
+                for c in calls[:EVIDENCE]
+            ),
+            by_rule=dict(by_rule),
+        )
+    )
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:40] or "tool"
