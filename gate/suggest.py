@@ -18,9 +18,11 @@ import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Literal
 
+from gate.store import history
+from gate.store.db import Database
 from gate.store.records import DecidedCall
 from gate.suggest_rules import Candidate, build_rule, literal
 
@@ -238,3 +240,14 @@ def _propose(
 
 def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:40] or "tool"
+
+
+def from_history(
+    db: Database, *, now: datetime, window: timedelta, min_approvals: int
+) -> Suggestions:
+    """Suggestions from the calls decided in the `window` before `now`, checked against every
+    call of the same tools decided at any time."""
+    calls = history.decided_calls(db, since=now - window)
+    tools = {c.tool_name for c in calls}
+    past = history.decided_calls(db, since=None, tools=tools) if tools else []
+    return suggest(calls, past, days=window.total_seconds() / 86400, min_approvals=min_approvals)
