@@ -31,6 +31,7 @@ Kind = Literal["allow", "deny"]
 EVIDENCE = 5
 #: globs in a tool name would widen a `tools = [...]` pin beyond the tool that was asked
 _GLOB = re.compile(r"[*?\[\]]")
+_PAST = {"allow": "allowed", "deny": "denied"}
 
 
 @dataclass(frozen=True)
@@ -131,15 +132,16 @@ def _candidates(tool: str, agree: list[DecidedCall], need: int) -> list[Candidat
     biggest first, so a wide rule is preferred to several narrow ones."""
     if len(agree) < need:
         return []
-    seeds: set[tuple[str, str]] = set()
+    pairs = {call.id: _pairs(call) for call in agree}
+    seeds: dict[tuple[str, str], list[DecidedCall]] = {}
     for call in agree:
-        seeds.update(_pairs(call))
+        for pair in pairs[call.id]:
+            seeds.setdefault(pair, []).append(call)
     clusters: dict[tuple[tuple[str, str], ...], list[DecidedCall]] = {}
-    for key, lit in seeds:
-        members = [c for c in agree if (key, lit) in _pairs(c)]
+    for members in seeds.values():
         if len(members) < need:
             continue
-        pins = tuple(sorted(set.intersection(*(_pairs(c) for c in members))))
+        pins = tuple(sorted(set.intersection(*(pairs[c.id] for c in members))))
         clusters.setdefault(pins, members)
     if not any(call.tool_args for call in agree):
         clusters[()] = agree  # a tool called without arguments: the empty call is the pin
@@ -177,7 +179,7 @@ def _consider(
             f"{', '.join(sorted(people)) or 'nobody recorded'}; two people must agree"
         )
         return
-    name = f"suggested-{kind}-{_slug(candidate.tool)}-{len(found.proposals) + 1}"
+    name = _name(found, kind, candidate)
     agents = {c.agent_id for c in candidate.calls}
     narrowings = [None] + ([next(iter(agents))] if len(agents) == 1 and None not in agents else [])
     refusal = ""
@@ -195,7 +197,7 @@ def _consider(
         refusal = (
             f"request {first.id} ({first.status}"
             f"{' after an edit' if first.edited else ''}, "
-            f"{first.decided_at:%Y-%m-%d %H:%M}) would be {kind}ed by `{built.when}`"
+            f"{first.decided_at:%Y-%m-%d %H:%M}) would be {_PAST[kind]} by `{built.when}`"
         )
     found.blocked.append(f"{kind} {candidate.describe()}: not proposed, {refusal}")
 
@@ -238,8 +240,17 @@ def _propose(
     )
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:40] or "tool"
+def _name(found: Suggestions, kind: str, candidate: Candidate) -> str:
+    """`suggested-allow-git-push-main-api`: the tool and its pinned values, made unique."""
+    words = [candidate.tool, *(lit.strip('"') for _, lit in candidate.pins)]
+    base = f"suggested-{kind}-" + (re.sub(r"[^a-z0-9]+", "-", "-".join(words).lower()).strip("-"))
+    base = base[:60].rstrip("-")
+    taken = {p.name for p in found.proposals}
+    name, n = base, 1
+    while name in taken:
+        n += 1
+        name = f"{base}-{n}"
+    return name
 
 
 def from_history(
