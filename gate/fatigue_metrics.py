@@ -3,7 +3,7 @@
 They cover `[stats].window` (30 days by default) and are counted from the database's
 history, which is a read of the whole window: so a replica counts them at most once every
 `REFRESH_SECONDS` and serves the figures it counted to the scrapes in between (Prometheus
-scrapes every 15-60 s; a figure about the last month does not move in a minute).
+scrapes every 15-60 s; a figure about the last month does not move in five minutes).
 `gate_fatigue_age_seconds` says how old the served figures are. Like `gate_requests` they
 are global: aggregate across replicas with `max`.
 """
@@ -21,8 +21,9 @@ from prometheus_client.registry import Collector
 from gate import fatigue
 from gate.state import AppState
 
-#: seconds between two countings on one replica (a counting of 10k asks takes ~0.2 s)
-REFRESH_SECONDS = 60.0
+#: seconds between two countings on one replica: counting 10k asks with their suggestions
+#: takes 1-3 s of one core (SQLite, shared 2-core machine), so every 5 minutes is under 1%
+REFRESH_SECONDS = 300.0
 
 
 class FatigueCollector(Collector):

@@ -7,7 +7,7 @@ Two kinds of figures:
   rule, outbox backlog and dead deliveries. Aggregate them across replicas with `max`, not
   `sum`.
 * Approval fatigue (`gate_fatigue_*`, `gate.fatigue_metrics`): the Stats page's figures over
-  `[stats].window`, counted from the database at most once a minute per replica.
+  `[stats].window`, counted from the database at most every five minutes per replica.
 * Observed by this replica: open long-polls (its notifier), how long its sweeps take, and the
   time to decision of requests it finished. A decision costs one deque append; the row's
   timestamps are read in one batched primary-key query at the next scrape. Sum these.

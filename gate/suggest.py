@@ -24,7 +24,14 @@ from typing import Literal
 from gate.store import history
 from gate.store.db import Database
 from gate.store.records import DecidedCall
-from gate.suggest_rules import Candidate, build_rule, literal
+from gate.suggest_rules import (
+    Candidate,
+    Refusals,
+    build_rule,
+    condition,
+    literal,
+    surely_matches,
+)
 
 Kind = Literal["allow", "deny"]
 #: how many of the newest decisions a proposal lists as its evidence
@@ -103,7 +110,7 @@ def suggest(
             continue
         for kind in ("allow", "deny"):
             agree = [c for c in by_tool[tool] if _agrees(c, kind)]
-            against = [c for c in past.get(tool, []) if _refutes(c, kind)]
+            against = Refusals([c for c in past.get(tool, []) if _refutes(c, kind)])
             for candidate in _candidates(tool, agree, min_approvals):
                 _consider(found, candidate, kind, against, taken, days)
     found.proposals.sort(key=lambda p: -p.covered)
@@ -163,7 +170,7 @@ def _consider(
     found: Suggestions,
     candidate: Candidate,
     kind: Kind,
-    against: list[DecidedCall],
+    against: Refusals,
     taken: set[str],
     days: float,
 ) -> None:
@@ -184,20 +191,25 @@ def _consider(
     narrowings = [None] + ([next(iter(agents))] if len(agents) == 1 and None not in agents else [])
     refusal = ""
     for agent in narrowings:
-        built = build_rule(name, kind, candidate, agent)
-        if built.problem:
-            refusal = built.problem
-            break
-        crossing = [c for c in against if built.decides(c)]
-        if not crossing:
-            _propose(found, candidate, kind, built.when, built.toml, name, days, people)
-            taken.update(c.id for c in candidate.calls)
-            return
-        first = crossing[0]
+        # only calls with every pinned key (and the same string, where a string is pinned)
+        # can match; one whose pinned values are all the same certainly does, uncompiled
+        near = against.near(candidate.pins)
+        crossing = next((c for c in near if surely_matches(c, candidate.pins, agent)), None)
+        if crossing is None:
+            built = build_rule(name, kind, candidate, agent)
+            if built.problem:
+                refusal = built.problem
+                break
+            crossing = next((c for c in near if built.decides(c)), None)
+            if crossing is None:
+                _propose(found, candidate, kind, built.when, built.toml, name, days, people)
+                taken.update(c.id for c in candidate.calls)
+                return
         refusal = (
-            f"request {first.id} ({first.status}"
-            f"{' after an edit' if first.edited else ''}, "
-            f"{first.decided_at:%Y-%m-%d %H:%M}) would be {_PAST[kind]} by `{built.when}`"
+            f"request {crossing.id} ({crossing.status}"
+            f"{' after an edit' if crossing.edited else ''}, "
+            f"{crossing.decided_at:%Y-%m-%d %H:%M}) would be {_PAST[kind]} by "
+            f"`{condition(candidate.pins, agent)}`"
         )
     found.blocked.append(f"{kind} {candidate.describe()}: not proposed, {refusal}")
 
@@ -258,7 +270,9 @@ def from_history(
 ) -> Suggestions:
     """Suggestions from the calls decided in the `window` before `now`, checked against every
     call of the same tools decided at any time."""
-    calls = history.decided_calls(db, since=now - window)
+    since = now - window
+    calls = history.decided_calls(db, since=since)
     tools = {c.tool_name for c in calls}
-    past = history.decided_calls(db, since=None, tools=tools) if tools else []
-    return suggest(calls, past, days=window.total_seconds() / 86400, min_approvals=min_approvals)
+    older = history.decided_calls(db, since=None, before=since, tools=tools) if tools else []
+    days = window.total_seconds() / 86400
+    return suggest(calls, calls + older, days=days, min_approvals=min_approvals)

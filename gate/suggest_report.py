@@ -7,6 +7,10 @@ from typing import Any
 
 from gate.suggest import Proposal, Suggestions
 
+#: candidates held back that the text report lists (a tool with a hundred distinct values
+#: has a hundred; the JSON has them all)
+HELD_BACK_SHOWN = 12
+
 
 def text(found: Suggestions, *, since: datetime) -> list[str]:
     """The report as lines: a header, each proposal as commented TOML, then what was held
@@ -22,7 +26,10 @@ def text(found: Suggestions, *, since: datetime) -> list[str]:
         lines += ["", *_proposal(number, proposal)]
     if found.blocked:
         lines += ["", "# Held back:"]
-        lines += [f"#   {reason}" for reason in found.blocked]
+        lines += [f"#   {reason}" for reason in found.blocked[:HELD_BACK_SHOWN]]
+        if len(found.blocked) > HELD_BACK_SHOWN:
+            more = len(found.blocked) - HELD_BACK_SHOWN
+            lines.append(f"#   ... and {more} more (--json lists them all)")
     return lines
 
 

@@ -71,6 +71,60 @@ def literal(value: Any) -> str | None:
     return None
 
 
+def may_match(call: DecidedCall, pins: tuple[tuple[str, str], ...]) -> bool:
+    """False only when a `when` pinning `pins` is certainly false for `call`: a pinned key is
+    missing (`has()` is false), or holds a string other than the pinned one (CEL compares
+    strings exactly). Anything else (a number against a number, a type clash that fails
+    closed) is left to the compiled rule."""
+    for key, lit in pins:
+        if key not in call.tool_args:
+            return False
+        value = call.tool_args[key]
+        if isinstance(value, str) and lit.startswith('"') and literal(value) != lit:
+            return False
+    return True
+
+
+class Refusals:
+    """One tool's refused calls, indexed by pinned value, so a candidate rule is checked only
+    against the calls `may_match` keeps (the same calls, found without a scan)."""
+
+    def __init__(self, calls: list[DecidedCall]) -> None:
+        self.calls = calls
+        self._by_pair: dict[tuple[str, str], set[int]] = {}
+        self._by_key: dict[str, set[int]] = {}
+        self._not_text: dict[str, set[int]] = {}
+        for i, call in enumerate(calls):
+            for key, value in call.tool_args.items():
+                self._by_key.setdefault(key, set()).add(i)
+                if not isinstance(value, str):
+                    self._not_text.setdefault(key, set()).add(i)
+                elif (lit := literal(value)) is not None:
+                    self._by_pair.setdefault((key, lit), set()).add(i)
+
+    def near(self, pins: tuple[tuple[str, str], ...]) -> list[DecidedCall]:
+        """The refused calls for which `may_match(call, pins)` is true, oldest index first."""
+        if not pins:
+            return self.calls
+        found: set[int] | None = None
+        for key, lit in pins:
+            if lit.startswith('"'):
+                ids = self._by_pair.get((key, lit), set()) | self._not_text.get(key, set())
+            else:
+                ids = self._by_key.get(key, set())
+            found = ids if found is None else found & ids
+        return [self.calls[i] for i in sorted(found or ())]
+
+
+def surely_matches(call: DecidedCall, pins: tuple[tuple[str, str], ...], agent: str | None) -> bool:
+    """True when `call` has every pinned value exactly (so the rule matches it, uncompiled)."""
+    if agent is not None and call.agent_id != agent:
+        return False
+    if not pins:
+        return not call.tool_args
+    return all(key in call.tool_args and literal(call.tool_args[key]) == lit for key, lit in pins)
+
+
 def condition(pins: tuple[tuple[str, str], ...], agent: str | None) -> str:
     """The `when` for `pins`: each key present and equal (a missing key is no match, for
     a deny too: a deny's failing condition would match, fail closed)."""

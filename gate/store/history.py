@@ -81,10 +81,14 @@ def vote_timings(db: Database, since: datetime) -> list[VoteTiming]:
 
 
 def decided_calls(
-    db: Database, *, since: datetime | None, tools: Collection[str] | None = None
+    db: Database,
+    *,
+    since: datetime | None,
+    before: datetime | None = None,
+    tools: Collection[str] | None = None,
 ) -> list[DecidedCall]:
-    """Requests people approved or rejected (since `since`, of `tools` when given), newest
-    first, each with its votes."""
+    """Requests people approved or rejected (made from `since` to before `before`, of
+    `tools`, each when given), newest first, each with its votes."""
     req = ConfirmationRequest
     conds: list[Any] = [
         col(req.status).in_(DECIDED),
@@ -93,6 +97,8 @@ def decided_calls(
     ]
     if since is not None:
         conds.append(col(req.created_at) >= since)
+    if before is not None:
+        conds.append(col(req.created_at) < before)
     if tools is not None:
         conds.append(col(req.tool_name).in_(sorted(tools)))
     stmt = (
