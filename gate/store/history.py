@@ -126,22 +126,24 @@ def decided_calls(
             if calls and calls[-1].id == row.id:
                 calls[-1] = _with_vote(calls[-1], row.approver, row.verdict)
                 continue
-            calls.append(
-                DecidedCall(
-                    id=row.id,
-                    tool_name=row.tool_name,
-                    tool_args=dict(row.tool_args or {}),
-                    agent_id=row.agent_id,
-                    user_id=row.user_id,
-                    rule=row.rule,
-                    status=row.status,
-                    created_at=row.created_at,
-                    decided_at=row.decided_at,
-                    edited=row.approved_args is not None,
-                    votes=((row.approver, row.verdict),) if row.approver else (),
-                )
-            )
+            calls.append(_call(row))
     return calls
+
+
+def _call(row: Any) -> DecidedCall:
+    return DecidedCall(
+        id=row.id,
+        tool_name=row.tool_name,
+        tool_args=dict(row.tool_args or {}),
+        agent_id=row.agent_id,
+        user_id=row.user_id,
+        rule=row.rule,
+        status=row.status,
+        created_at=row.created_at,
+        decided_at=row.decided_at,
+        edited=row.approved_args is not None,
+        votes=((row.approver, row.verdict),) if row.approver else (),
+    )
 
 
 def _with_vote(call: DecidedCall, approver: str, verdict: str) -> DecidedCall:

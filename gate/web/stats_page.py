@@ -15,48 +15,58 @@ from gate.web.console import span
 
 def context(f: Fatigue) -> dict[str, Any]:
     """What `stats.html` needs of the fatigue figures: charts, table rows, the legend."""
-    approvers = [(a, t.p50, t.p90) for a, t in f.decision_by_approver]
-    days = [(d, t.p50, t.p90) for d, t in f.decision_by_day]
     return {
         "fatigue": f,
         "rule_keys": list(enumerate(f.stacked_rules)),
-        "fatigue_charts": {
-            "asks": charts.both(
-                fatigue_charts.stacked_columns,
-                f.asks_by_day,
-                f.stacked_rules,
-                title="Asks per day by rule",
-            ),
-            "days": charts.both(
-                fatigue_charts.timing_columns, days, title="Time to decision per day, p50 and p90"
-            ),
-            "approvers": charts.both(
-                fatigue_charts.timing_bars,
-                approvers,
-                title="Card shown to vote per approver, p50 and p90",
-            ),
-            "glances": charts.both(
-                charts.stacked_bars,
-                [(a, {"glance": g, "read": n - g}) for a, g, n in f.glances],
-                ["glance", "read"],
-                title="Approvals at a glance by approver",
-            ),
-            "heat": charts.both(
-                fatigue_charts.heat, f.heat, WEEKDAYS, title="Asks by weekday and hour (UTC)"
-            ),
-            "expiries": charts.both(
-                charts.stacked_bars,
-                _split(f.expiries, "expired", "answered"),
-                ["expired", "answered"],
-                title="Expiries by rule",
-            ),
-            "lost": charts.both(
-                charts.stacked_bars,
-                _split(f.lost, "suggested", "kept"),
-                ["suggested", "kept"],
-                title="Asks the current suggestions would remove, by rule",
-            ),
-        },
+        "fatigue_charts": _charts(f),
+        **_rows(f),
+    }
+
+
+def _charts(f: Fatigue) -> dict[str, Any]:
+    approvers = [(a, t.p50, t.p90) for a, t in f.decision_by_approver]
+    days = [(d, t.p50, t.p90) for d, t in f.decision_by_day]
+    return {
+        "asks": charts.both(
+            fatigue_charts.stacked_columns,
+            f.asks_by_day,
+            f.stacked_rules,
+            title="Asks per day by rule",
+        ),
+        "days": charts.both(
+            fatigue_charts.timing_columns, days, title="Time to decision per day, p50 and p90"
+        ),
+        "approvers": charts.both(
+            fatigue_charts.timing_bars,
+            approvers,
+            title="Card shown to vote per approver, p50 and p90",
+        ),
+        "glances": charts.both(
+            charts.stacked_bars,
+            [(a, {"glance": g, "read": n - g}) for a, g, n in f.glances],
+            ["glance", "read"],
+            title="Approvals at a glance by approver",
+        ),
+        "heat": charts.both(
+            fatigue_charts.heat, f.heat, WEEKDAYS, title="Asks by weekday and hour (UTC)"
+        ),
+        "expiries": charts.both(
+            charts.stacked_bars,
+            _split(f.expiries, "expired", "answered"),
+            ["expired", "answered"],
+            title="Expiries by rule",
+        ),
+        "lost": charts.both(
+            charts.stacked_bars,
+            _split(f.lost, "suggested", "kept"),
+            ["suggested", "kept"],
+            title="Asks the current suggestions would remove, by rule",
+        ),
+    }
+
+
+def _rows(f: Fatigue) -> dict[str, Any]:
+    return {
         "asks_rows": [
             [day, *(values.get(r, 0) for r in f.stacked_rules), sum(values.values())]
             for day, values in f.asks_by_day
