@@ -29,9 +29,11 @@ from gate.suggest_rules import (
     Refusals,
     build_rule,
     condition,
+    inline,
     literal,
     surely_matches,
 )
+from gate.untrusted import is_secret_key
 
 Kind = Literal["allow", "deny"]
 #: how many of the newest decisions a proposal lists as its evidence
@@ -107,6 +109,10 @@ def suggest(
     taken: set[str] = set()
     for tool in sorted(by_tool):
         if _GLOB.search(tool):
+            found.blocked.append(
+                f"{inline(tool)}: not proposed, its name has glob characters (* ? [ ]), so "
+                "`tools = [...]` would name more tools than this one"
+            )
             continue
         for kind in ("allow", "deny"):
             agree = [c for c in by_tool[tool] if _agrees(c, kind)]
@@ -160,6 +166,8 @@ def _pairs(call: DecidedCall) -> set[tuple[str, str]]:
     """(key, CEL literal) of each top-level scalar argument a rule can pin."""
     found = set()
     for key, value in call.tool_args.items():
+        if is_secret_key(key):
+            continue  # `args.api_key == "..."` would print the key into gate.toml
         lit = literal(value)
         if lit is not None:
             found.add((key, lit))

@@ -6,6 +6,7 @@ from datetime import datetime
 from typing import Any
 
 from gate.suggest import Proposal, Suggestions
+from gate.suggest_rules import inline
 
 #: candidates held back that the text report lists (a tool with a hundred distinct values
 #: has a hundred; the JSON has them all)
@@ -39,11 +40,13 @@ def _proposal(number: int, p: Proposal) -> list[str]:
         ", ".join(f'"{r}"' for r in p.asked_under) or "list (no rule asked: the caller forced it)"
     )
     lines = [
-        f"# {number}. {p.kind} {p.tool}: {p.covered} asks {verb} by "
-        f"{', '.join(p.people)}; removes {p.per_day:.1f} asks/day",
+        f"# {number}. {p.kind} {inline(p.tool)}: {p.covered} asks {verb} by "
+        f"{', '.join(map(inline, p.people))}; removes {p.per_day:.1f} asks/day",
         f"#    put it above the rule {above} in gate.toml (the first matching rule wins)",
         "#    last decisions: "
-        + "; ".join(f"{d.id} {'/'.join(d.who) or '?'} {d.at:%Y-%m-%d %H:%M}" for d in p.last),
+        + "; ".join(
+            f"{d.id} {inline('/'.join(d.who)) or '?'} {d.at:%Y-%m-%d %H:%M}" for d in p.last
+        ),
     ]
     return lines + p.toml.rstrip("\n").split("\n")
 

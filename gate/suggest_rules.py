@@ -15,6 +15,7 @@ from typing import Any
 
 from gate.errors import ConfigError
 from gate.store.records import DecidedCall
+from gate.untrusted import mask_text
 
 #: a pinned string longer than this is a payload, not a stable value a rule should name
 MAX_PIN_CHARS = 200
@@ -38,8 +39,8 @@ class Candidate:
 
     def describe(self) -> str:
         """`tool(key=literal, ...)` for messages."""
-        shown = ", ".join(f"{k}={v}" for k, v in self.pins) or "no arguments"
-        return f"{self.tool}({shown})"
+        shown = ", ".join(f"{inline(k)}={v}" for k, v in self.pins) or "no arguments"
+        return f"{inline(self.tool)}({shown})"
 
 
 @dataclass(frozen=True)
@@ -61,14 +62,21 @@ class BuiltRule:
 
 
 def literal(value: Any) -> str | None:
-    """The CEL literal for a pinnable argument value (str, bool, int), else None."""
+    """The CEL literal for a pinnable argument value (str, bool, int), else None. A string
+    shaped like a credential is never pinned: the snippet would print it into gate.toml."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int):
         return str(value) if -_INT64 <= value < _INT64 else None
-    if isinstance(value, str) and len(value) <= MAX_PIN_CHARS:
+    if isinstance(value, str) and len(value) <= MAX_PIN_CHARS and mask_text(value) == value:
         return json.dumps(value, ensure_ascii=False)
     return None
+
+
+def inline(text: str) -> str:
+    """`text` on one line (newlines and quotes escaped as JSON does): agent-chosen names go
+    into the report's comment lines, where a newline would start a line of TOML."""
+    return json.dumps(text, ensure_ascii=False)[1:-1]
 
 
 def may_match(call: DecidedCall, pins: tuple[tuple[str, str], ...]) -> bool:

@@ -182,7 +182,7 @@ def test_fatigue_metrics_are_served_and_cached_between_countings(gate: Gate) -> 
     assert 0 < m[("gate_fatigue_suggested_removal_ratio", (("rule", "agent-tools"),))] <= 1
     assert m[("gate_fatigue_suggested_removal_ratio", (("rule", "big-payments"),))] == 0
     assert any(name == "gate_fatigue_asks_by_hour" for name, _ in m)
-    # more traffic before the next counting is not counted yet: the served figures are the cached ones
+    # traffic after a counting is not in the figures until the next one: they are cached
     week_of_traffic(gate.state.db, now=datetime.now(UTC), seed=8)
     again, _ = _scrape(gate)
     assert (

@@ -279,3 +279,30 @@ def test_the_command_refuses_bad_input_with_exit_2(tmp_path: Path) -> None:
         done = run_gate("policy", "suggest", "-c", config, *bad)
         assert done.returncode == 2, bad
         assert "Traceback" not in done.stderr
+
+
+def test_a_hostile_tool_name_cannot_add_lines_to_the_report(
+    db: Database, db_url: str, tmp_path: Path
+) -> None:
+    tool = 'evil\nreason = "x"\nwhen = "true"\n#\x01'
+    for i in range(6):
+        _decided(db, tool, {"a": 1}, [(["alice", "bob"][i % 2], "approve")], at=NOW)
+    globbed = 'evil\n[[rules]]\ntools = ["*"]'
+    for i in range(6):
+        _decided(db, globbed, {"a": 1}, [(["alice", "bob"][i % 2], "approve")], at=NOW)
+    done = run_gate("policy", "suggest", "-c", _config(tmp_path, db_url), "--since", "1d")
+    assert done.returncode == 0, done.stderr
+    (rule,) = tomllib.loads(done.stdout)["rules"]  # only the proposal: nothing injected
+    assert rule["tools"] == [tool]
+    assert rule["action"] == "allow" and rule["when"] == "has(args.a) && args.a == 1"
+    # a name with glob characters is held back, and said so
+    assert "its name has glob characters" in done.stdout
+
+
+def test_secrets_are_never_pinned(db: Database) -> None:
+    args = {"api_key": "plain-looking", "token_hint": "ghp_" + "a" * 36, "repo": "api"}
+    for i in range(6):
+        _decided(db, "call_api", args, [(["alice", "bob"][i % 2], "approve")], at=NOW)
+    (proposal,) = _suggest(db).proposals
+    assert proposal.when == 'has(args.repo) && args.repo == "api"'
+    assert "ghp_" not in proposal.toml and "plain-looking" not in proposal.toml
