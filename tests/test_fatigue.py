@@ -230,3 +230,13 @@ def test_scrape_time_with_ten_thousand_requests(
         )
     assert cold < 10
     assert warm < 1
+
+
+def test_the_fatigue_figures_take_four_reads_however_much_history(db: Database) -> None:
+    from tests.support.sql_counter import counting
+
+    week_of_traffic(db, now=NOW)
+    with counting(db.engine) as tally:
+        measure(db, Settings(), now=NOW, days=30)
+    # asks, votes with their first card post, the window's decided calls, older refusals
+    assert tally.count == 4, tally
