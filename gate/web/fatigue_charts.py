@@ -58,14 +58,14 @@ def timing_columns(
     slot = (width - left - 8) / max(len(points), 1)
     step = max(1, math.ceil(len(points) / max(1, (width - left) // 70)))
     body = _wait_axis(left, width - 8, top, plot)
-    if not any(p90 for _, _, p90 in points):
+    if all(p90 is None for _, _, p90 in points):
         body.append(_empty(width, height))
     for i, (label, p50, p90) in enumerate(points):
         x = left + i * slot + slot * 0.15
         for cls, value, inset in (("p90", p90, 0.0), ("p50", p50, slot * 0.15)):
             if value is None:
                 continue
-            h = plot * _log_share(value)
+            h = max(2.0, plot * _log_share(value))  # under a second still shows
             body.append(
                 f'<rect class="bar {cls}" x="{x + inset:.1f}" y="{top + plot - h:.1f}" '
                 f'width="{slot * 0.7 - 2 * inset:.1f}" height="{h:.1f}">'
@@ -95,7 +95,7 @@ def timing_bars(
         for cls, value, inset in (("p90", p90, 4), ("p50", p50, 9)):
             if value is None:
                 continue
-            w = span * _log_share(value)
+            w = max(2.0, span * _log_share(value))
             body.append(
                 f'<rect class="bar {cls}" x="{left}" y="{y + inset}" width="{w:.1f}" '
                 f'height="{row_h - 2 * inset}"><title>{escape(label)} {cls}: {_short(value)}'
