@@ -172,13 +172,17 @@ def snippet(name: str, kind: str, tool: str, when: str) -> str:
 def build_rule(name: str, kind: str, candidate: Candidate, agent: str | None) -> BuiltRule:
     """The snippet for `candidate`, loaded and compiled as gate would; `problem` says why a
     snippet is unusable (it does not load, or does not match its own calls)."""
-    from gate.config import Settings
+    from gate.config import RuleSettings, Settings
     from gate.policy import Policy
 
     when = condition(candidate.pins, agent)
     text = snippet(name, kind, candidate.tool, when)
     try:
-        policy = Policy(Settings(**tomllib.loads(text)))
+        # the rule as gate.toml's loader validates it; the rest of the settings left at
+        # their defaults without reading GATE_* (a GATE_RULES in the environment must not
+        # replace the one rule under test)
+        (entry,) = tomllib.loads(text)["rules"]
+        policy = Policy(Settings.model_construct(rules=[RuleSettings.model_validate(entry)]))
     except (ConfigError, ValueError, tomllib.TOMLDecodeError) as exc:
         return BuiltRule(when, text, problem=f"the rule would not load: {exc}")
     built = BuiltRule(when, text, policy=policy)
