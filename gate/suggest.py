@@ -44,7 +44,7 @@ _PAST = {"allow": "allowed", "deny": "denied"}
 
 
 @dataclass(frozen=True)
-class Decision:
+class Evidence:
     """One decision a proposal covers: the request, who decided it, when."""
 
     id: str
@@ -67,7 +67,7 @@ class Proposal:
     covered: int
     per_day: float
     people: tuple[str, ...]
-    last: tuple[Decision, ...]
+    last: tuple[Evidence, ...]
     #: covered calls by the rule that asked them
     by_rule: dict[str, int]
 
@@ -109,6 +109,8 @@ def suggest(
     taken: set[str] = set()
     for tool in sorted(by_tool):
         if _GLOB.search(tool):
+            if len(by_tool[tool]) < min_approvals:
+                continue  # too few to propose anything: nothing held back to say
             found.blocked.append(
                 f"{inline(tool)}: not proposed, its name has glob characters (* ? [ ]), so "
                 "`tools = [...]` would name more tools than this one"
@@ -247,7 +249,7 @@ def _propose(
             per_day=len(calls) / days if days > 0 else float(len(calls)),
             people=tuple(sorted(people)),
             last=tuple(
-                Decision(
+                Evidence(
                     id=c.id,
                     who=tuple(w for w, v in c.votes if v == verdict),
                     at=c.decided_at,
