@@ -325,6 +325,22 @@ class DenialSettings(_Strict):
     per_hour: int = Field(default=0, ge=0)
 
 
+class StatsSettings(_Strict):
+    """`[stats]`: approval-fatigue figures (the Stats page, /metrics) and `gate policy suggest`."""
+
+    #: an approval this soon after its card was first shown counts as a glance: too quick to
+    #: have read the call (reading a one-line command and pressing a button takes ~2 s)
+    glance: timedelta = timedelta(seconds=5)
+    #: approvals (by two people or more) a call needs before it is proposed as an allow rule
+    suggest_min_approvals: int = Field(default=5, ge=2, le=10_000)
+    #: how far back the fatigue metrics on /metrics and the Stats page's suggestions look
+    window: timedelta = timedelta(days=30)
+
+    _parse_durations = field_validator("glance", "window", mode="before")(
+        lambda v: parse_duration(v)
+    )
+
+
 class Settings(BaseSettings):
     """Everything gate reads: the file, then GATE_* variables on top."""
 
@@ -342,6 +358,7 @@ class Settings(BaseSettings):
     rules: list[RuleSettings] = Field(default_factory=list)
     decision_log: DecisionLogSettings = Field(default_factory=DecisionLogSettings)
     denials: DenialSettings = Field(default_factory=DenialSettings)
+    stats: StatsSettings = Field(default_factory=StatsSettings)
     #: where the settings came from, for messages (not read from the file)
     source: str | None = Field(default=None, exclude=True)
 

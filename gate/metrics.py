@@ -6,6 +6,8 @@ Two kinds of figures:
   the same global numbers and nothing is counted on the hot path: requests by status and
   rule, outbox backlog and dead deliveries. Aggregate them across replicas with `max`, not
   `sum`.
+* Approval fatigue (`gate_fatigue_*`, `gate.fatigue_metrics`): the Stats page's figures over
+  `[stats].window`, counted from the database at most every five minutes per replica.
 * Observed by this replica: open long-polls (its notifier), how long its sweeps take, and the
   time to decision of requests it finished. A decision costs one deque append; the row's
   timestamps are read in one batched primary-key query at the next scrape. Sum these.
@@ -37,6 +39,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from sqlmodel import col, select
 
+from gate.fatigue_metrics import FatigueCollector
 from gate.models import ConfirmationRequest, Delivery, DeliveryStatus
 from gate.shadow import ShadowOutcome
 from gate.state import AppState
@@ -78,6 +81,7 @@ class GateMetrics:
             registry=self.registry,
         )
         self.registry.register(_DatabaseCollector(state))
+        self.registry.register(FatigueCollector(state))
         self._finished: collections.deque[str] = collections.deque(maxlen=MAX_PENDING_OBSERVATIONS)
         self._lock = threading.Lock()
 

@@ -1,7 +1,9 @@
-"""`gate policy test`, `lint` and `replay`: the subcommands and their exit codes.
+"""`gate policy test`, `lint`, `replay` and `suggest`: the subcommands and their exit codes.
 
-Exit codes, for CI: 0 all is well; 1 a case failed (test) or lint found something; 2 the
-policy file or the cases file is invalid (the message names the file and the key or case).
+Exit codes, for CI: 0 all is well; 1 a case failed (test), lint found something, or (replay)
+a flip is dangerous; 2 the policy file or the cases file is invalid (the message names the
+file and the key or case), or (replay, suggest) the database cannot be read.
+
 Only the standard library is imported here; the work is imported when a command runs.
 """
 
@@ -62,6 +64,25 @@ def add_commands(policy: Any) -> None:
         help="exit 0 even when the candidate would allow calls a person rejected",
     )
     replay.set_defaults(handler=_replay)
+    suggest = policy.add_parser(
+        "suggest",
+        help="propose allow/deny rules from what people decided (read-only; nothing is applied)",
+    )
+    _config_arg(suggest)
+    suggest.add_argument(
+        "--since",
+        default=None,
+        help="how far back to look, e.g. 7d or 12h (default [stats].window, 30d)",
+    )
+    suggest.add_argument(
+        "--min-approvals",
+        type=int,
+        default=None,
+        metavar="N",
+        help="approvals (by 2+ people) a call needs (default [stats].suggest_min_approvals, 5)",
+    )
+    suggest.add_argument("--json", action="store_true", help="print JSON instead of TOML")
+    suggest.set_defaults(handler=_suggest)
 
 
 def _config_arg(p: argparse.ArgumentParser) -> None:
@@ -170,3 +191,45 @@ def _replay(ns: argparse.Namespace) -> int:
         accept_dangerous=ns.accept_dangerous,
         say=say,
     )
+
+
+def _suggest(ns: argparse.Namespace) -> int:
+    """Read the database the config names (read-only, no server) and print proposals."""
+    import json
+    from datetime import UTC, datetime
+
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from gate import suggest, suggest_report
+    from gate.config import load_settings, parse_duration
+    from gate.errors import ConfigError
+    from gate.store.db import Database, existing_schema
+
+    try:
+        settings = load_settings(ns.config)
+        window = parse_duration(ns.since) if ns.since else settings.stats.window
+        need = (
+            settings.stats.suggest_min_approvals if ns.min_approvals is None else ns.min_approvals
+        )
+        if need < 2:
+            raise ValueError("--min-approvals must be 2 or more")
+        # checked before it is opened: opening a SQLite file that is not there creates it
+        existing_schema(settings.server.database_url)
+        db = Database(settings.server.database_url)
+    except (ConfigError, ValueError) as exc:
+        _say(f"gate: {exc}", err=True)
+        return INVALID
+    now = datetime.now(UTC)
+    try:
+        found = suggest.from_history(db, now=now, window=window, min_approvals=need)
+    except SQLAlchemyError as exc:
+        _say(f"gate: cannot read the database: {getattr(exc, 'orig', None) or exc}", err=True)
+        return INVALID
+    finally:
+        db.dispose()
+    if ns.json:
+        _say(json.dumps(suggest_report.as_json(found, since=now - window), indent=2))
+    else:
+        for line in suggest_report.text(found, since=now - window):
+            _say(line)
+    return 0

@@ -171,3 +171,53 @@ class TripRow:
     tripped_at: datetime
     reset_at: datetime | None = None
     reset_by: str | None = None
+
+
+# -- history, as the stats page and `gate policy suggest` read it ----------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AskRow:
+    """One request a person was asked about: its rule, when, and how it ended."""
+
+    id: str
+    rule: str | None
+    tool_name: str
+    status: str
+    created_at: datetime
+    decided_at: datetime | None
+    decided_via: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VoteTiming:
+    """One vote and when its card was first shown on the surface the vote came from."""
+
+    request_id: str
+    approver: str
+    verdict: str
+    via: str
+    at: datetime
+    #: the first card post sent on the vote's channel, else the request's creation (the
+    #: console lists a request the moment it is made); gate records no page views
+    shown_at: datetime
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DecidedCall:
+    """A request people decided (approved or rejected, not by timeout or grant), with who
+    voted which way."""
+
+    id: str
+    tool_name: str
+    tool_args: dict[str, Any]
+    agent_id: str | None
+    user_id: str | None
+    rule: str | None
+    status: str
+    created_at: datetime
+    decided_at: datetime
+    #: approved with arguments an approver changed: the call as asked was not accepted
+    edited: bool
+    #: (approver, verdict) of each vote, oldest first
+    votes: tuple[tuple[str, str], ...]

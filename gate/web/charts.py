@@ -8,24 +8,41 @@ same numbers in a table beside it.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from html import escape
+from typing import Any
 
 from markupsafe import Markup
 
 SERIES = ["approved", "rejected", "expired", "cancelled", "pending", "approve", "reject"]
+#: viewBox widths: a desk chart fills 550-700 CSS px at 1280 px (text 12 units -> 12-15 px); a
+#: phone chart fills ~360 CSS px at a 390 px phone (12 units -> ~12.5 px, where the desk
+#: chart squeezed to that width drew its text at ~7 px). CSS shows one of the two.
+DESK, PHONE = 540, 340
 
 
-def _svg(width: int, height: int, title: str, body: list[str]) -> Markup:
+def svg(width: int, height: int, title: str, body: list[str]) -> Markup:
+    """An <svg> of `body`, titled, classed `desk` or `phone` by its width."""
     label = escape(title)
+    fit = "phone" if width <= PHONE else "desk"
     return Markup(
-        f'<svg class="chart" viewBox="0 0 {width} {height}" role="img" aria-label="{label}" '
-        f'xmlns="http://www.w3.org/2000/svg"><title>{label}</title>{"".join(body)}</svg>'
+        f'<svg class="chart {fit}" viewBox="0 0 {width} {height}" role="img" '
+        f'aria-label="{label}" xmlns="http://www.w3.org/2000/svg"><title>{label}</title>'
+        f"{''.join(body)}</svg>"
     )
 
 
-def columns(points: list[tuple[str, int]], *, title: str, series: str = "bar") -> Markup:
+def both(draw: Callable[..., Markup], *args: Any, **kwargs: Any) -> Markup:
+    """The chart drawn at the desk width and at the phone width (CSS shows one)."""
+    return draw(*args, width=DESK, **kwargs) + draw(*args, width=PHONE, **kwargs)
+
+
+def columns(
+    points: list[tuple[str, int]], *, title: str, series: str = "bar", width: int = DESK
+) -> Markup:
     """Vertical columns, one per point (a distribution or a day series)."""
-    width, height, top, bottom, left = 560, 220, 16, 36, 8
+    height, top, bottom, left = 220, 16, 36, 8
     peak = max((v for _, v in points), default=0) or 1
     slot = (width - left * 2) / max(len(points), 1)
     body: list[str] = [
@@ -38,7 +55,8 @@ def columns(points: list[tuple[str, int]], *, title: str, series: str = "bar") -
             f'<text class="label" x="{width / 2}" y="{height / 2}" text-anchor="middle">'
             "none in this period</text>"
         )
-    step = max(1, len(points) // 8)  # at most ~8 x labels so they never overlap
+    # x labels ~70 units apart at most, so "11-27" labels never overlap
+    step = max(1, math.ceil(len(points) / max(1, width // 70)))
     for i, (label, value) in enumerate(points):
         h = plot * value / peak
         x = left + i * slot + slot * 0.15
@@ -58,14 +76,15 @@ def columns(points: list[tuple[str, int]], *, title: str, series: str = "bar") -
                 f'<text class="label" x="{x + slot * 0.35:.1f}" y="{height - bottom + 16}" '
                 f'text-anchor="middle">{escape(label)}</text>'
             )
-    return _svg(width, height, title, body)
+    return svg(width, height, title, body)
 
 
 def stacked_bars(
-    rows: list[tuple[str, dict[str, int]]], series: list[str], *, title: str
+    rows: list[tuple[str, dict[str, int]]], series: list[str], *, title: str, width: int = DESK
 ) -> Markup:
     """Horizontal bars, one per row, split by series (outcomes by rule or approver)."""
-    width, row_h, left, right = 560, 28, 130, 40
+    row_h, right = 28, 40
+    left, chars = (130, 18) if width > PHONE else (100, 13)
     height = max(row_h * len(rows), row_h) + 8
     peak = max((sum(v.values()) for _, v in rows), default=0) or 1
     scale = (width - left - right) / peak
@@ -74,7 +93,7 @@ def stacked_bars(
         y = 4 + i * row_h
         body.append(
             f'<text class="label" x="{left - 6}" y="{y + row_h * 0.62:.1f}" '
-            f'text-anchor="end">{escape(_clip(label))}</text>'
+            f'text-anchor="end">{escape(clip(label, chars))}</text>'
         )
         x = float(left)
         for name in series:
@@ -91,8 +110,9 @@ def stacked_bars(
             f'<text class="value" x="{x + 4:.1f}" y="{y + row_h * 0.62:.1f}">'
             f"{sum(values.values())}</text>"
         )
-    return _svg(width, height, title, body)
+    return svg(width, height, title, body)
 
 
-def _clip(text: str, size: int = 18) -> str:
+def clip(text: str, size: int = 18) -> str:
+    """`text` cut to `size` characters with an ellipsis (a chart label; tables show it all)."""
     return text if len(text) <= size else text[: size - 1] + "…"

@@ -14,9 +14,10 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Request
 from fastapi.responses import Response, StreamingResponse
 
+from gate import fatigue
 from gate.auth import Principal
 from gate.config import ApproverSettings
-from gate.web import calls, charts, queries
+from gate.web import calls, charts, queries, stats_page
 from gate.web.console import Console, span
 
 QUEUE_LIMIT = 200
@@ -196,7 +197,9 @@ class Pages:
             return self.console.to_login(request)
         raw = request.query_params.get("days", "14")
         days = int(raw) if raw in ("7", "14", "30") else 14
-        data = queries.stats(self.state.db, now=self.state.clock(), days=days)
+        now = self.state.clock()
+        data = queries.stats(self.state.db, now=now, days=days)
+        tired = fatigue.measure(self.state.db, self.state.settings, now=now, days=days)
         return self.console.render(
             request,
             session,
@@ -210,6 +213,7 @@ class Pages:
             ],
             median=span(data.median_seconds) if data.median_seconds is not None else None,
             charts=_charts(data),
+            **stats_page.context(tired),
         )
 
     def router(self) -> APIRouter:
@@ -235,15 +239,23 @@ class Pages:
 
 def _charts(data: queries.Stats) -> dict[str, str]:
     return {
-        "times": charts.columns(data.decision_times, title="Time to decision"),
-        "rules": charts.stacked_bars(data.by_rule, OUTCOMES, title="Outcomes by rule"),
-        "approvers": charts.stacked_bars(
-            data.by_approver, ["approve", "reject"], title="Votes by approver"
+        "times": charts.both(charts.columns, data.decision_times, title="Time to decision"),
+        "rules": charts.both(charts.stacked_bars, data.by_rule, OUTCOMES, title="Outcomes by rule"),
+        "approvers": charts.both(
+            charts.stacked_bars,
+            data.by_approver,
+            ["approve", "reject"],
+            title="Votes by approver",
         ),
-        "backlog": charts.columns(
-            data.backlog, title="Pending at the end of each day", series="pending"
+        "backlog": charts.both(
+            charts.columns,
+            data.backlog,
+            title="Pending at the end of each day",
+            series="pending",
         ),
-        "expiries": charts.columns(data.expiries, title="Expiries per day", series="expired"),
+        "expiries": charts.both(
+            charts.columns, data.expiries, title="Expiries per day", series="expired"
+        ),
     }
 
 

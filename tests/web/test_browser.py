@@ -230,7 +230,7 @@ def test_history_and_stats_render_within_the_csp(web_gate: Gate, open_page: Open
         "href", "/history/export.csv?status=rejected"
     )
     page.get_by_role("link", name="Stats").click()
-    expect(page.locator("svg.chart")).to_have_count(5)
+    expect(page.locator("svg.chart.desk")).to_have_count(12)
     expect(page.locator("table.numbers").nth(1)).to_contain_text("big-payments")
     _shot(page, "web-stats.png", full_page=True)
     assert watched.errors == []

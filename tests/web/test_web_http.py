@@ -524,8 +524,10 @@ def test_stats_page_draws_charts_with_numbers(web_gate_db: Gate) -> None:
         r = c.get("/stats")
         assert r.status_code == 200
         text = r.text
-        assert text.count("<svg") == 5
-        assert text.count('<table class="numbers">') == 5
+        # twelve charts, each drawn at a desk and a phone width; a table of numbers beside each
+        assert text.count("<svg") == 24
+        assert text.count('<svg class="chart phone"') == 12
+        assert text.count('<table class="numbers">') == 12
         assert "<title>Time to decision</title>" in text
         assert '<th scope="row">big-payments</th>' in text
         assert '<th scope="row">bob</th>' in text
