@@ -31,6 +31,13 @@ from pydantic_settings import (
 )
 
 from gate import untrusted
+from gate.config_chains import (
+    MAX_STAGES,
+    Justification,
+    SelfApprovalSettings,
+    StageSettings,
+    VoteSettings,
+)
 from gate.config_connections import ConnectionSettings
 from gate.config_errors import explain
 
@@ -248,6 +255,15 @@ class RuleSettings(_Strict):
     escalate_to: list[str] = Field(default_factory=list)
     #: extra approvers (names or group:x) who may decide after escalation
     escalate_approvers: list[str] = Field(default_factory=list)
+    #: steps decided in order (`gate.config_chains`); none: one step, the keys above
+    stages: list[StageSettings] = Field(default_factory=list, max_length=MAX_STAGES)
+    #: thresholds and which votes count, for a rule without stages (`approve` is
+    #: `approvals_required`)
+    votes: VoteSettings | None = None
+    #: approvers must write why they approve (a reject always needs a reason)
+    approvers_justify: bool = False
+    justification: Justification = "optional"
+    self_approval: SelfApprovalSettings | None = None
 
     _parse_timeout = field_validator(
         "timeout", "remind_after", "escalate_after", "max_grant", mode="before"

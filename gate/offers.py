@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from gate.binding import argument_diff
+from gate.chains import Stage, VoteFilter, implicit
 from gate.errors import InvalidInput
 from gate.models import Verdict
 
@@ -46,6 +47,27 @@ class Offers:
     #: set when the rule's `when` failed on this call and gate asked to be safe: what failed,
     #: in words every surface shows beside the call
     condition_error: str | None = None
+    #: the chain's stages, decided in order (empty: one implicit stage, the fields below)
+    stages: tuple[Stage, ...] = ()
+    #: rejections that reject (a rule without stages; a stage has its own)
+    rejections: int = 1
+    #: which votes count (a rule without stages)
+    vote_filter: VoteFilter = field(default_factory=VoteFilter)
+    #: approvers must write why they approve (a rule without stages)
+    approvers_justify: bool = False
+    #: the agent's justification: "optional", "required" (422 without) or "to_review" (a
+    #: request without one can be rejected, never approved)
+    justification: str = "optional"
+    #: who may approve a call they asked for themselves, with a reason (None: nobody)
+    self_approvers: tuple[str, ...] | None = None
+
+    def stage(self, index: int, approvals_required: int) -> Stage:
+        """The stage at `index` (the implicit one of a rule without stages)."""
+        if self.stages:
+            return self.stages[min(index, len(self.stages) - 1)]
+        return implicit(
+            approvals_required, self.rejections, self.vote_filter, self.approvers_justify
+        )
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> Offers:
@@ -56,6 +78,7 @@ class Offers:
             return timedelta(seconds=float(value)) if value is not None else None
 
         editable = options.get("editable")
+        counted, selves = options.get("counted"), options.get("self_approvers")
         return cls(
             allow_edits=bool(options.get("allow_edits", True)),
             editable=tuple(editable) if editable is not None else None,
@@ -68,6 +91,14 @@ class Offers:
             escalate_approvers=tuple(options.get("escalate_approvers") or ()),
             watched_args=tuple(options.get("watched_args") or ()),
             condition_error=options.get("condition_error") or None,
+            stages=tuple(Stage.from_json(s) for s in options.get("stages") or ()),
+            rejections=int(options.get("rejections") or 1),
+            vote_filter=VoteFilter(
+                tuple(counted) if counted is not None else None, tuple(options.get("via") or ())
+            ),
+            approvers_justify=bool(options.get("approvers_justify")),
+            justification=str(options.get("justification") or "optional"),
+            self_approvers=tuple(selves) if selves is not None else None,
         )
 
     def next_nudge(
@@ -102,7 +133,28 @@ class Offers:
             "escalate_approvers": list(self.escalate_approvers),
             "watched_args": list(self.watched_args),
             "condition_error": self.condition_error,
+            **self._chain_options(),
         }
+
+    def _chain_options(self) -> dict[str, Any]:
+        """The chain's part of `to_options`: written only when it differs from a plain
+        rule's, so the options of a rule without chains stay as they were."""
+        out: dict[str, Any] = {}
+        if self.stages:
+            out["stages"] = [s.to_json() for s in self.stages]
+        if self.rejections != 1:
+            out["rejections"] = self.rejections
+        if self.vote_filter.counted is not None:
+            out["counted"] = list(self.vote_filter.counted)
+        if self.vote_filter.via:
+            out["via"] = list(self.vote_filter.via)
+        if self.approvers_justify:
+            out["approvers_justify"] = True
+        if self.justification != "optional":
+            out["justification"] = self.justification
+        if self.self_approvers is not None:
+            out["self_approvers"] = list(self.self_approvers)
+        return out
 
 
 #: what a reject without a reason is answered, wherever it was made

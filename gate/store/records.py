@@ -74,6 +74,9 @@ class RequestRow:
     escalated_at: datetime | None
     nudge_at: datetime | None
     outcome: str | None
+    stage: int
+    stage_at: datetime | None
+    justification: str | None
     #: the request's audit chain head as of this transaction's lock (`UNREAD`: not read)
     audit_head: Head = UNREAD
     #: read under the row's lock (PostgreSQL): nothing else can change it before the commit
@@ -100,6 +103,8 @@ class VoteRow:
     at: datetime
     grant_scope: str | None = None
     grant_seconds: int | None = None
+    #: the chain stage it was cast in (`gate.chains`)
+    stage: int = 0
 
     def update(self, values: dict[str, Any]) -> None:
         """Set the columns `values` names (an approver changing their vote)."""
@@ -120,7 +125,7 @@ VOTE_FIELDS: tuple[str, ...] = tuple(VoteRow.__dataclass_fields__)
 def new_request(**values: Any) -> RequestRow:
     """A request not yet written: every column, the unset ones at their defaults."""
     fields: dict[str, Any] = dict.fromkeys(REQUEST_FIELDS)
-    fields |= {"status": "pending", "approvals_required": 1, "on_timeout": "reject"}
+    fields |= {"status": "pending", "approvals_required": 1, "on_timeout": "reject", "stage": 0}
     fields |= {"approvers": [], "context": {}, "options": {}, "tool_args": {}}
     # nothing written yet: the first event has no predecessor
     return RequestRow(**(fields | values), audit_head=None)
