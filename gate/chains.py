@@ -157,9 +157,16 @@ def tally(stage: Stage, index: int, votes: Iterable[CastVote]) -> Tally:
     )
 
 
-def implicit(
-    approvals: int, rejections: int, vote_filter: VoteFilter, justify: bool
-) -> Stage:
+def approvers_of(stage: Stage, index: int, votes: Iterable[CastVote]) -> list[str]:
+    """Who approved stage `index` (the votes it counts)."""
+    return [
+        v.approver
+        for v in votes
+        if v.stage == index and v.verdict == "approve" and stage.filter.counts(v.approver, v.via)
+    ]
+
+
+def implicit(approvals: int, rejections: int, vote_filter: VoteFilter, justify: bool) -> Stage:
     """The one stage of a rule without stages: its `approvals_required` and `votes`."""
     return Stage(
         name="", approvals=approvals, rejections=rejections, filter=vote_filter, justify=justify
@@ -169,19 +176,6 @@ def implicit(
 def staged(options: Mapping[str, Any]) -> bool:
     """Whether the request these options were frozen onto has explicit stages."""
     return bool(options.get("stages"))
-
-
-def first_vote_decides(approvals_required: int, options: Mapping[str, Any]) -> bool:
-    """Whether any first vote ends the request (one approval approves, one rejection
-    rejects, no later stage, no filter): then a decision needs no votes read (the fast path
-    whose statements are counted)."""
-    return (
-        approvals_required == 1
-        and not options.get("stages")
-        and int(options.get("rejections") or 1) == 1
-        and not options.get("via")
-        and options.get("counted") is None
-    )
 
 
 def resolve(

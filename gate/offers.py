@@ -102,18 +102,28 @@ class Offers:
         )
 
     def next_nudge(
-        self, created_at: datetime, *, reminded: bool, escalated: bool
+        self, created_at: datetime, *, reminded: bool, escalated: bool, stage: int = 0
     ) -> datetime | None:
-        """When the reminder job next has something to do for a request made at
-        `created_at`: the earlier of its reminder and its escalation not done yet (None:
-        nothing left). Stored on the request (`nudge_at`), so each tick reads only what is due.
+        """When the reminder job next has something to do for a request made (or whose
+        chain `stage` began) at `created_at`: the earlier of its reminder and its escalation
+        not done yet (None: nothing left). Stored on the request (`nudge_at`), so each tick
+        reads only what is due.
         """
+        escalate_after = self.escalate_after_in(stage)
         due = [
             created_at + after
-            for after, done in ((self.remind_after, reminded), (self.escalate_after, escalated))
+            for after, done in ((self.remind_after, reminded), (escalate_after, escalated))
             if after is not None and not done
         ]
         return min(due, default=None)
+
+    def escalate_after_in(self, stage: int) -> timedelta | None:
+        """How long stage `stage` waits before it escalates (the rule's, without stages)."""
+        return self.stages[stage].escalate_after if self.stages else self.escalate_after
+
+    def escalate_approvers_in(self, stage: int) -> tuple[str, ...]:
+        """Who is added when stage `stage` escalates (the rule's, without stages)."""
+        return self.stages[stage].escalate_approvers if self.stages else self.escalate_approvers
 
     def to_options(self) -> dict[str, Any]:
         """The JSON stored on a request made under the rule."""
@@ -210,3 +220,38 @@ def check_edits(
                 f"these may not change: {forbidden}",
                 code="edit_not_offered",
             )
+
+
+#: what an approval without a comment is answered when the stage asks approvers to justify
+COMMENT_REQUIRED = "say why you approve it: this stage asks approvers to justify their approval"
+#: ... when a person approves a call they asked for themselves (a rule allows it, with a reason)
+SELF_APPROVAL_REASON = (
+    "say why you approve a call you asked for yourself: the rule allows it only with a reason"
+)
+
+
+def require_justification(offers: Offers, rule: str, justification: str | None) -> None:
+    """A 422 naming the field when the rule requires the agent's justification and the call
+    came without one (`gate hook` then tells the model to retry with one)."""
+    if offers.justification != "required" or (justification or "").strip():
+        return
+    why = (
+        f"rule {rule!r} needs the agent to say why this call is needed: send a `justification` "
+        "(what the call is for and who asked for it)"
+    )
+    raise InvalidInput(
+        f"justification: {why}",
+        code="justification_required",
+        problems=[{"field": "justification", "message": why}],
+    )
+
+
+def check_comment(stage: Stage, verdict: Verdict, comment: str | None, *, own: bool) -> None:
+    """Refuse an approval without a comment where one is asked for: the stage asks its
+    approvers to justify, or the person approves their own call (`own`)."""
+    if verdict != Verdict.approve or (comment or "").strip():
+        return
+    if own:
+        raise InvalidInput(SELF_APPROVAL_REASON, code="reason_required")
+    if stage.justify:
+        raise InvalidInput(COMMENT_REQUIRED, code="comment_required")

@@ -122,6 +122,20 @@ REQUEST_FIELDS: tuple[str, ...] = tuple(
 VOTE_FIELDS: tuple[str, ...] = tuple(VoteRow.__dataclass_fields__)
 
 
+def first_vote_decides(approvals_required: int, options: dict[str, Any]) -> bool:
+    """Whether a pending request's first vote, either way, ends it: one approval approves,
+    one rejection rejects, no filter and no later stage. Then a decision reads no votes (the
+    fast path whose statements `tests/core/test_statement_counts.py` counts). The keys are
+    the ones `gate.offers.Offers.to_options` writes only for a chain (`gate.chains`)."""
+    return (
+        approvals_required == 1
+        and not options.get("stages")
+        and int(options.get("rejections") or 1) == 1
+        and not options.get("via")
+        and options.get("counted") is None
+    )
+
+
 def new_request(**values: Any) -> RequestRow:
     """A request not yet written: every column, the unset ones at their defaults."""
     fields: dict[str, Any] = dict.fromkeys(REQUEST_FIELDS)
