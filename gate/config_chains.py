@@ -24,6 +24,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from gate.durations import parse_duration
+
 #: the most stages one rule may list: a chain longer than this is a process, not a check
 MAX_STAGES = 5
 #: what a rule asks of the agent's justification: nothing, a 422 without one, or a request
@@ -83,6 +85,4 @@ class SelfApprovalSettings(_Strict):
 
 
 def _duration(value: object) -> timedelta:
-    from gate.config import parse_duration  # the one duration parser (no import cycle)
-
     return parse_duration(value)  # type: ignore[arg-type]

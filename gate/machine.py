@@ -91,17 +91,11 @@ def record_vote(
     if req.expires_at <= now:
         expire(session, request_id=req.id, now=now, req=req)
         return _already_final(req)
+    scope, seconds = grant or (None, None)
     vote = VoteRow(
-        id=None,
-        approver=approver,
-        verdict=verdict.value,
-        comment=comment,
-        via=via,
-        at=now,
-        grant_scope=grant[0] if grant else None,
-        grant_seconds=grant[1] if grant else None,
-        stage=req.stage,
+        id=None, approver=approver, verdict=verdict.value, comment=comment, via=via, at=now
     )
+    vote.grant_scope, vote.grant_seconds, vote.stage = scope, seconds, req.stage
     cast, before = voting.cast(session, req, votes, vote)
     if not cast:
         return AlreadyVoted(req.id, approver, verdict)

@@ -303,13 +303,7 @@ def _compile(rule: RuleSettings, settings: Settings, source: str | None) -> tupl
             source=source,
             key=f"rules.{rule.name}.timeout",
         )
-    for channel in [*(rule.channels or ()), *rule.escalate_to]:
-        if ":" not in channel:
-            raise ConfigError(
-                f"channel {channel!r} must look like 'slack:C0123' (name:target)",
-                source=source,
-                key=f"rules.{rule.name}.channels",
-            )
+    _check_channels(rule, source)
     offers = replace(
         _offers(rule, checked.watched), **policy_chains.compile_chain(rule, settings, timeout)
     )
@@ -330,6 +324,16 @@ def _compile(rule: RuleSettings, settings: Settings, source: str | None) -> tupl
         offers=offers,
         folded=tuple(toolnames.canonical(pattern) for pattern in rule.tools),
     ), checked.unchecked
+
+
+def _check_channels(rule: RuleSettings, source: str | None) -> None:
+    for channel in [*(rule.channels or ()), *rule.escalate_to]:
+        if ":" not in channel:
+            raise ConfigError(
+                f"channel {channel!r} must look like 'slack:C0123' (name:target)",
+                source=source,
+                key=f"rules.{rule.name}.channels",
+            )
 
 
 def _offers(rule: RuleSettings, watched: tuple[str, ...] = ()) -> Offers:

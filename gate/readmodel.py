@@ -266,20 +266,7 @@ def build_view(
         on_timeout=req.on_timeout,
         submitted_by=req.submitted_by,
         url=f"{public_url.rstrip('/')}/requests/{req.id}",
-        deliveries=[
-            DeliveryView(
-                d.id or 0,
-                d.channel,
-                d.target,
-                d.kind,
-                d.status,
-                d.attempts,
-                d.message_ref,
-                d.last_error,
-                d.next_attempt_at,
-            )
-            for d in deliveries or []
-        ],
+        deliveries=_deliveries(deliveries),
         audit=[AuditView(a.id or 0, a.at, a.kind, a.actor, a.via, a.detail) for a in audit or []],
         args_hash=args_hash,
         approved_args=req.approved_args,
@@ -292,6 +279,23 @@ def build_view(
         stage_at=req.stage_at,
         justification=req.justification,
     )
+
+
+def _deliveries(deliveries: list[Delivery] | None) -> list[DeliveryView]:
+    return [
+        DeliveryView(
+            d.id or 0,
+            d.channel,
+            d.target,
+            d.kind,
+            d.status,
+            d.attempts,
+            d.message_ref,
+            d.last_error,
+            d.next_attempt_at,
+        )
+        for d in deliveries or []
+    ]
 
 
 def _derived(req: RequestData, like: RequestView | None) -> tuple[str, Offers]:
