@@ -229,6 +229,12 @@ class RuleSettings(_Strict):
         "timeout", "remind_after", "escalate_after", "max_grant", mode="before"
     )(lambda v: None if v is None else parse_duration(v))
 
+    @property
+    def approvals_needed(self) -> int:
+        """The approvals that decide a rule without stages (`votes.approve`, else
+        `approvals_required`; both given must agree, `gate.policy_chains` checks)."""
+        return self.votes.approve if self.votes is not None else self.approvals_required
+
 
 class Settings(BaseSettings):
     """Everything gate reads: the file, then GATE_* variables on top."""

@@ -316,7 +316,7 @@ def _compile(rule: RuleSettings, settings: Settings, source: str | None) -> tupl
         action=rule.action,
         # a chain's first stage decides first (its approvers resolved already)
         approvers=first.approvers if first else tuple(rule.approvers),
-        approvals_required=first.approvals if first else rule.approvals_required,
+        approvals_required=first.approvals if first else rule.approvals_needed,
         timeout=first.timeout or timeout if first else timeout,
         on_timeout=rule.on_timeout,
         channels=tuple(rule.channels) if rule.channels is not None else None,
@@ -341,7 +341,7 @@ def _offers(rule: RuleSettings, watched: tuple[str, ...] = ()) -> Offers:
     return Offers(
         # one person's edits are what every later approver would have to approve: only on a
         # rule one approval decides (not a quorum, not a chain)
-        allow_edits=rule.allow_edits and rule.approvals_required == 1 and not rule.stages,
+        allow_edits=rule.allow_edits and rule.approvals_needed == 1 and not rule.stages,
         editable=tuple(rule.editable) if rule.editable is not None else None,
         grant_scopes=tuple(rule.grant_scopes),
         max_grant=rule.max_grant or DEFAULT_MAX_GRANT,
