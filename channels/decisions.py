@@ -167,11 +167,17 @@ def headline(view: RequestView, shown: Arguments | None = None) -> str:
 
 
 def claim(view: RequestView) -> str | None:
-    """The agent's summary, cleaned, or None when it sent none (a card then shows nothing in
-    its place, never a dash). Cards show it after the call, labelled `CLAIM_LABEL`."""
-    if view.summary is None or not view.summary.strip():
-        return None
-    return clean(view.summary) or None
+    """The agent's summary and justification, cleaned, or None when it sent neither (a card
+    then shows nothing in their place, never a dash). Cards show it after the call,
+    labelled `CLAIM_LABEL`: both are the agent's words, not checked by gate."""
+    said = [clean(view.summary) if view.summary and view.summary.strip() else ""]
+    if view.justification and view.justification.strip():
+        said.append(f"{JUSTIFICATION_LABEL}: {clean(view.justification)}")
+    return "\n".join(part for part in said if part) or None
+
+
+#: how a card introduces the agent's justification, inside its claim
+JUSTIFICATION_LABEL = "Justification"
 
 
 #: what a card says when the rule's condition failed on the call (`Offers.condition_error`)

@@ -154,7 +154,8 @@ class RequestView:
         stages = self.offers.stages
         return stages[self.stage].label(self.stage, len(stages)) if stages else None
 
-    def earlier_stages(self) -> list[str]:
+    @property
+    def decided_stages(self) -> list[str]:
         """Who decided each stage before the waiting one: "stage 1 of 3 (team lead):
         approved by alice, bob"."""
         stages = self.offers.stages
@@ -227,7 +228,7 @@ def _waiting_sentence(view: RequestView) -> str:
     label = view.stage_label
     if label is None:
         return f"Waiting for approval ({said})"
-    return "; ".join([f"Waiting for {label} ({said})", *view.earlier_stages()])
+    return "; ".join([f"Waiting for {label} ({said})", *view.decided_stages])
 
 
 def build_view(

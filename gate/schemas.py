@@ -253,6 +253,7 @@ class VotePublic(BaseModel):
     via: str
     at: datetime
     comment: str | None
+    stage: int = Field(default=0, description="the chain stage it was cast in, from 0")
 
 
 class RequestPublic(BaseModel):
@@ -293,6 +294,18 @@ class RequestPublic(BaseModel):
     )
     org_id: str | None = None
     submitted_by: str | None = Field(default=None, description="the token that asked")
+    justification: str | None = Field(
+        default=None, description="why the agent says the call is needed (its claim)"
+    )
+    stage: int = Field(
+        default=0, description="the chain stage waiting (or that decided), from 0"
+    )
+    stage_label: str | None = Field(
+        default=None, description='"stage 2 of 3 (finance)"; null for a rule without stages'
+    )
+    decided_stages: list[str] = Field(
+        default_factory=list, description="who approved each stage before the waiting one"
+    )
 
     @classmethod
     def of(cls, view: RequestView) -> RequestPublic:
