@@ -180,6 +180,21 @@ def claim(view: RequestView) -> str | None:
 JUSTIFICATION_LABEL = "Justification"
 
 
+#: how much of the rule-and-stage line a card shows (a chain of five stages, named)
+STAGE_CHARS = 400
+
+
+def rule_and_stage(view: RequestView) -> str | None:
+    """The rule's name, and in a chain (`gate.chains`) which stage decides now and who
+    approved the ones before: "payments; waiting for stage 2 of 3 (finance); stage 1 of 3
+    (team lead): approved by carol". Gate's words (the names come from gate.toml)."""
+    label = view.stage_label
+    if label is None:
+        return view.rule
+    now = f"waiting for {label}" if not view.is_final else f"{label}: {view.status}"
+    return "; ".join([view.rule or "-", now, *view.decided_stages])
+
+
 #: what a card says when the rule's condition failed on the call (`Offers.condition_error`)
 CONDITION_FAILED = "The rule's condition failed on this call, so gate asked a person to be safe."
 

@@ -297,9 +297,7 @@ class RequestPublic(BaseModel):
     justification: str | None = Field(
         default=None, description="why the agent says the call is needed (its claim)"
     )
-    stage: int = Field(
-        default=0, description="the chain stage waiting (or that decided), from 0"
-    )
+    stage: int = Field(default=0, description="the chain stage waiting (or that decided), from 0")
     stage_label: str | None = Field(
         default=None, description='"stage 2 of 3 (finance)"; null for a rule without stages'
     )
