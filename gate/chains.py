@@ -203,3 +203,38 @@ def for_requester(stages: Sequence[Stage], expand: Any, is_requester: Any) -> tu
         names, fell = resolve(stage.asked, stage.fallback_asked, expand, is_requester)
         out.append(replace(stage, approvers=names, fallback=fell) if fell else stage)
     return tuple(out)
+
+
+def explain(stages: Sequence[Stage], justification: str, self_approvers: Any) -> dict[str, Any]:
+    """Who decides a request and how, in words for `gate policy explain`: each stage (a rule
+    without stages has one) with its approvers, thresholds, filter, escalation and deadline,
+    then what the rule asks of the agent's justification and who may approve their own."""
+
+    def span(d: timedelta | None) -> str | None:
+        return None if d is None else f"{int(d.total_seconds())}s"
+
+    said = []
+    for index, stage in enumerate(stages):
+        counted = stage.filter.counted
+        said.append(
+            {
+                "stage": stage.label(index, len(stages)),
+                "approvers": list(stage.approvers) or "any approver",
+                "fallback": stage.fallback,
+                "approvals_needed": stage.approvals,
+                "rejections_needed": stage.rejections,
+                "votes_count_from": {
+                    "people": list(counted) if counted is not None else "anyone who may decide",
+                    "surfaces": list(stage.filter.via) or "any",
+                },
+                "escalate_after": span(stage.escalate_after),
+                "escalate_to": list(stage.escalate_approvers),
+                "denies_after": span(stage.timeout),
+                "approvers_justify": stage.justify,
+            }
+        )
+    return {
+        "stages": said,
+        "justification": justification,
+        "self_approval": list(self_approvers) if self_approvers is not None else "refused",
+    }

@@ -59,6 +59,7 @@ def key_lines(text: str) -> dict[Loc, int]:
         if header is not None:
             names = _within(tuple(_unquote(p) for p in header.group(2).split(".")), counts)
             if header.group(1) == "[[":
+                lines.setdefault(names, number)  # the array's first entry: the array itself
                 index = counts.get(names, 0)
                 counts[names] = index + 1
                 table = (*names, index)
