@@ -25,11 +25,14 @@ name = "carol"
 groups = ["leads"]
 """
 #: line 14 is the `[[rules]]` header; what a test adds begins at line 17
-RULE = APPROVERS + """
+RULE = (
+    APPROVERS
+    + """
 [[rules]]
 name = "payments"
 tools = ["pay_*"]
 """
+)
 
 
 def _gate(tmp_path: Path, toml: str, *args: str) -> tuple[subprocess.CompletedProcess[str], Path]:
@@ -51,8 +54,7 @@ def _gate(tmp_path: Path, toml: str, *args: str) -> tuple[subprocess.CompletedPr
     [
         # an approver name that is nobody: the stage's own line
         (
-            '\n[[rules.stages]]\napprovers = ["carol"]\n\n[[rules.stages]]\n'
-            'approvers = ["dave"]\n',
+            '\n[[rules.stages]]\napprovers = ["carol"]\n\n[[rules.stages]]\napprovers = ["dave"]\n',
             22,
             "approver 'dave' is not in [[approvers]]",
         ),

@@ -8,7 +8,7 @@ each channel's card.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -21,6 +21,7 @@ from gate.models import RequestStatus, Verdict
 from gate.service import GateService
 from tests.core.conftest import Clock, approver, ask, service_of
 from tests.support import config as cfg
+from tests.support.sql_counter import counting, per_database
 
 #: a stage without its own `timeout` waits the rule's
 CHAIN_HOUR = timedelta(hours=1)
@@ -256,22 +257,10 @@ def test_a_vote_and_an_escalation_at_once_leave_one_consistent_stage(
         decide(chained, rid, "carol", "approve")
         decide(chained, rid, "alice", "approve")
         clock.advance(minutes=11)  # finance's escalation is due
-        barrier = threading.Barrier(2)
-        outcomes: list[Any] = []
-
-        def vote() -> None:
-            barrier.wait()
-            outcomes.append(decide(chained, rid, "bob", "approve"))
-
-        def escalate() -> None:
-            barrier.wait()
-            outcomes.append(reminders.remind_and_escalate(chained, clock.now))
-
-        threads = [threading.Thread(target=vote), threading.Thread(target=escalate)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        _together(
+            lambda rid=rid: decide(chained, rid, "bob", "approve"),
+            lambda: reminders.remind_and_escalate(chained, clock.now),
+        )
         view = chained.view(rid, full=True)
         assert view is not None and view.stage == 2
         # the security stage's approvers, whichever came first: never finance's escalation
@@ -282,15 +271,16 @@ def test_a_vote_and_an_escalation_at_once_leave_one_consistent_stage(
         _chain_ok(chained)
 
 
-def _at_once(svc: GateService, rid: str, people: list[str]) -> list[Any]:
-    barrier = threading.Barrier(len(people))
-    results: list[Any] = []
+def _together(*calls: Callable[[], object]) -> list[object]:
+    """Run `calls` at once, each in its own thread, released together; their results."""
+    barrier = threading.Barrier(len(calls))
+    results: list[object] = []
 
-    def one(name: str) -> None:
+    def one(call: Callable[[], object]) -> None:
         barrier.wait()
-        results.append(decide(svc, rid, name, "approve"))
+        results.append(call())
 
-    threads = [threading.Thread(target=one, args=(n,)) for n in people]
+    threads = [threading.Thread(target=one, args=(c,)) for c in calls]
     for t in threads:
         t.start()
     for t in threads:
@@ -298,6 +288,31 @@ def _at_once(svc: GateService, rid: str, people: list[str]) -> list[Any]:
     return results
 
 
+def _at_once(svc: GateService, rid: str, people: list[str]) -> list[Any]:
+    return _together(*(lambda name=name: decide(svc, rid, name, "approve") for name in people))
+
+
 def _chain_ok(svc: GateService) -> None:
     """Every request's audit chain verifies (`gate audit verify`): no event forked it."""
     assert audit.verify(svc.db) == []
+
+
+def test_what_each_decision_of_a_three_stage_chain_costs_the_database(
+    chained: GateService,
+) -> None:
+    # Counted like tests/core/test_statement_counts.py (a card channel configured): a chain's
+    # decision reads its votes under the row's lock, like a quorum's; passing a stage is one
+    # compare-and-set with its event and card refresh. bench/call_cost.py reports the sum.
+    chained.configured_channels = chained.settings.channels.configured()
+    rid = ask(chained, tool_name="pay", tool_args={"amount": 5})
+    counts = []
+    for who, comment in [("carol", None), ("alice", None), ("bob", None), ("mallory", "ok")]:
+        with counting(chained.db.engine) as tally:
+            assert decide(chained, rid, who, "approve", comment).changed
+        counts.append((tally.count, tally.transactions))
+    # carol passes stage 1, alice's is a vote short of finance's two, bob passes finance and
+    # mallory approves: each as a quorum's vote costs (the lock, the votes with the chain's
+    # head, then the writes: SQLite one by one, PostgreSQL batched after a first unlocked read)
+    passes = per_database(chained.db.engine, sqlite=6, postgres=4)
+    vote = per_database(chained.db.engine, sqlite=5, postgres=4)
+    assert counts == [(passes, 1), (vote, 1), (passes, 1), (passes, 1)], counts
