@@ -134,3 +134,18 @@ def test_policy_explain_shows_stages_and_thresholds(tmp_path: Path) -> None:
     assert [(s["approvers"], s["approvals_needed"], s["rejections_needed"]) for s in only] == [
         (["alice", "bob"], 1, 1)
     ]
+
+
+def test_every_example_on_the_approval_chains_page_loads() -> None:
+    import re
+    import tomllib
+
+    from gate.config import Settings
+    from gate.policy import Policy
+
+    page = (Path(__file__).parent.parent / "docs" / "approval-chains.md").read_text()
+    people, *examples = re.findall(r"```toml\n(.*?)```", page, re.S)
+    assert len(examples) == 4
+    for example in examples:
+        data = tomllib.loads(people + example)
+        Policy(Settings(**data))  # raises on any problem
