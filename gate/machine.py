@@ -213,8 +213,11 @@ def expire(
         return _already_final(req)
     if req.expires_at > now:
         return Extended(req.id, req.expires_at)
-    waited = reasons.humanise(req.expires_at - req.created_at)
+    waited = reasons.humanise(req.expires_at - (req.stage_at or req.created_at))
     rule = f" (rule {req.rule!r})" if req.rule else ""
+    stages = Offers.from_options(req.options).stages
+    if stages:  # a chain's stage denies by itself: which one did not answer
+        rule = f" ({stages[req.stage].label(req.stage, len(stages))} of rule {req.rule!r})"
     if req.on_timeout == "approve":
         reason = (
             f"Nobody answered within {waited}{rule}; the rule approves on timeout, "

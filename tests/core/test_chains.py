@@ -136,6 +136,8 @@ def test_a_rejection_in_any_stage_rejects_and_a_stage_denies_by_itself(
     assert chained.expire_due() == 1
     view = chained.view(slow)
     assert view is not None and view.status == "expired"
+    assert view.reason is not None
+    assert view.reason.startswith("Nobody answered within 30m (stage 1 of 3 (team lead) of rule")
 
 
 def test_each_stage_has_its_own_clock_for_deadline_and_escalation(
