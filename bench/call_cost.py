@@ -126,12 +126,13 @@ def measure_cpu(url: str, pid: int, calls: int) -> dict[str, float]:
             )
             assert r.status_code == 200, r.text
 
-        chains = [
-            c.post(
-                "/v1/gate", json={"tool_name": "chain3_pay", "tool_args": {"i": i}}, headers=AGENT
-            ).json()["request"]["id"]
-            for i in range(calls + 1)
-        ]
+        def chained(i: int) -> str:
+            body = {"tool_name": "chain3_pay", "tool_args": {"i": i}}
+            answer = c.post("/v1/gate", json=body, headers=AGENT).json()
+            assert answer.get("request") is not None, answer
+            return str(answer["request"]["id"])
+
+        chains = [chained(i) for i in range(calls + 1)]
 
         def decide_chain(i: int) -> None:
             for token in CHAIN_TOKENS:
