@@ -173,3 +173,12 @@ def revealed(db: Database, request_id: str, actor: str) -> frozenset[str]:
             )
         ).all()
     return frozenset(str(d.get("path")) for d in details if isinstance(d, dict))
+
+
+def created_detail(
+    rule: str, trail: tuple[str, ...], justification: str | None
+) -> dict[str, object]:
+    """A request's `created` event detail: its rule, policy's trail and the agent's
+    justification (kept in the trail with the request it came with)."""
+    detail: dict[str, object] = {"rule": rule, "trail": list(trail)}
+    return detail | ({"justification": justification} if justification else {})

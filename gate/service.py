@@ -227,7 +227,7 @@ class GateService:
                 actor=principal.name,
                 via="api",
                 now=now,
-                detail={"rule": rule.name, "trail": list(decision.trail)},
+                detail=audit.created_detail(rule.name, decision.trail, req.justification),
                 first=True,
             )
             outbox.enqueue_posts(session, req.id, self._targets(rule.channels), now)

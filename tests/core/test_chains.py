@@ -206,6 +206,8 @@ def test_a_rule_can_require_the_agents_justification(chained: GateService) -> No
     rid = ask(chained, tool_name="justified", tool_args={}, justification="ticket 42")
     view = chained.view(rid, full=True)
     assert view is not None and view.justification == "ticket 42"
+    assert view.audit[0].kind == "created"
+    assert view.audit[0].detail["justification"] == "ticket 42"  # the trail keeps it
 
 
 def test_a_request_without_justification_can_be_unreviewable(chained: GateService) -> None:
