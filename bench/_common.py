@@ -75,15 +75,20 @@ def raise_fd_limit() -> int:
 
 @contextmanager
 def server(
-    db_url: str, *, channels: dict[str, object] | None = None, **settings: object
+    db_url: str,
+    *,
+    channels: dict[str, object] | None = None,
+    rules: list[dict[str, object]] | None = None,
+    **settings: object,
 ) -> Iterator[ServerProcess]:
     """A real `gate serve` on loopback, with the standard test policy and tokens (and its
-    log channel, unless `channels` says otherwise)."""
+    log channel, unless `channels` says otherwise; `rules` go before the standard ones)."""
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "gate.toml"
         data = cfg.settings_data(db_url, **settings)
         if channels is not None:
             data["channels"] = channels
+        data["rules"] = [*(rules or []), *data["rules"]]
         path.write_text(cfg.to_toml(data))
         proc = ServerProcess(path, log_path=Path(tempfile.gettempdir()) / "gate-bench.log").start(
             timeout=60

@@ -50,6 +50,20 @@ GOALS = {
     "POST /v1/gate that asks": (6.0, 8, 1),
     "POST .../decision": (8.0, 8, 1),
 }
+#: a three-stage chain (issue 32): alice, then bob, then carol, one approval each; measured
+#: as one row of three decisions (no goal yet: a figure to report)
+CHAIN_RULE: dict[str, object] = {
+    "name": "chain-of-three",
+    "tools": ["chain3_*"],
+    "timeout": "10m",
+    "stages": [{"approvers": ["alice"]}, {"approvers": ["bob"]}, {"approvers": ["carol"]}],
+}
+CHAIN_ROW = "3-stage decision (3 POSTs)"
+CHAIN_TOKENS = [
+    ALICE,
+    {"Authorization": f"Bearer {cfg.BOB}"},
+    {"Authorization": f"Bearer {cfg.CAROL}"},
+]
 KB_PER_WAITER_GOAL = 12.0
 #: asks at concurrency 32, as a share of /healthz at the same concurrency
 THROUGHPUT_GOAL = 0.60
@@ -118,11 +132,28 @@ def measure_cpu(url: str, pid: int, calls: int) -> dict[str, float]:
             )
             assert r.status_code == 200, r.text
 
+        def chained(i: int) -> str:
+            body = {"tool_name": "chain3_pay", "tool_args": {"i": i}}
+            answer = c.post("/v1/gate", json=body, headers=AGENT).json()
+            assert answer.get("request") is not None, answer
+            return str(answer["request"]["id"])
+
+        chains = [chained(i) for i in range(calls + 1)]
+
+        def decide_chain(i: int) -> None:
+            for token in CHAIN_TOKENS:
+                r = c.post(
+                    f"/v1/requests/{chains[i]}/decision", json={"verdict": "approve"}, headers=token
+                )
+                assert r.status_code == 200, r.text
+            assert r.json()["status"] == "approved"
+
         rows: dict[str, Callable[[int], None]] = {
             "GET /healthz": healthz,
             "POST /v1/gate, no rule": ungated,
             "POST /v1/gate that asks": asking,
             "POST .../decision": decide,
+            CHAIN_ROW: decide_chain,
         }
         for one in rows.values():  # warm each route
             one(calls)
@@ -149,7 +180,9 @@ def measure_sql(db_url: str) -> dict[str, tuple[int, int]]:
     from gate.store.db import Database
     from tests.support.sql_counter import counting
 
-    settings = Settings(**cfg.settings_data(db_url))
+    data = cfg.settings_data(db_url)
+    data["rules"] = [CHAIN_RULE, *data["rules"]]
+    settings = Settings(**data)
     db = Database(db_url)
     service = GateService(settings=settings, db=db, policy=Policy(settings), notifier=Notifier())
     service.configured_channels = settings.channels.configured()
@@ -164,12 +197,23 @@ def measure_sql(db_url: str) -> dict[str, tuple[int, int]]:
         assert view is not None
         with counting(db.engine) as decide:
             deciding.decide(service, view.id, Actor.of_approver(alice, "api"), Verdict.approve)
+        chained = service.submit(GateCall(tool_name="chain3_pay", tool_args={}), agent).view
+        assert chained is not None
+        with counting(db.engine) as chain:
+            for name in ("alice", "bob", "carol"):
+                person = settings.approver(name)
+                assert person is not None
+                result = deciding.decide(
+                    service, chained.id, Actor.of_approver(person, "api"), Verdict.approve
+                )
+                assert result.changed, result.message()
     finally:
         db.dispose()
     return {
         "POST /v1/gate, no rule": (ungated.count, ungated.transactions),
         "POST /v1/gate that asks": (ask.count, ask.transactions),
         "POST .../decision": (decide.count, decide.transactions),
+        CHAIN_ROW: (chain.count, chain.transactions),
     }
 
 
@@ -245,7 +289,11 @@ def run(kind: str, calls: int, waiters: int, seconds: float, clients: int, serve
     with database(kind) as db_url:
         sql = measure_sql(db_url)
         with server(
-            db_url, max_wait_seconds=60, max_connections=waiters + 100, sweep_interval_seconds=5
+            db_url,
+            rules=[CHAIN_RULE],
+            max_wait_seconds=60,
+            max_connections=waiters + 100,
+            sweep_interval_seconds=5,
         ) as proc:
             assert proc.proc is not None
             pid = proc.proc.pid
@@ -256,12 +304,16 @@ def run(kind: str, calls: int, waiters: int, seconds: float, clients: int, serve
         # threads and the database's land on the cores, and with the minute it ran in
         # (pyperf spreads its runs over worker processes for the same reason).
         for _ in range(servers - 1):
-            with server(db_url, max_wait_seconds=60, sweep_interval_seconds=5) as again:
+            with server(
+                db_url, rules=[CHAIN_RULE], max_wait_seconds=60, sweep_interval_seconds=5
+            ) as again:
                 assert again.proc is not None
                 cpu_runs.append(measure_cpu(again.url, again.proc.pid, calls))
         # Context, not a goal row: the same calls on a server with no chat channel (a new
         # user's default: cards on the web page only), so no card is sent per change.
-        with server(db_url, channels={}, max_wait_seconds=60, sweep_interval_seconds=5) as bare:
+        with server(
+            db_url, channels={}, rules=[CHAIN_RULE], max_wait_seconds=60, sweep_interval_seconds=5
+        ) as bare:
             assert bare.proc is not None
             quiet = measure_cpu(bare.url, bare.proc.pid, calls)
         idle = idle_cpu(db_url)
@@ -270,6 +322,13 @@ def run(kind: str, calls: int, waiters: int, seconds: float, clients: int, serve
         "server CPU per call (medians, the ratio's range in brackets)"
     )
     print_goal_rows(cpu_runs, sql)
+    chain_ms = statistics.median(run[CHAIN_ROW] for run in cpu_runs)
+    chain_ratio = statistics.median(run[CHAIN_ROW] / run["GET /healthz"] for run in cpu_runs)
+    statements, transactions = sql[CHAIN_ROW]
+    print(
+        f"  {CHAIN_ROW:<26} {chain_ms:>7.2f} {chain_ratio:>10.1f} {'-':>6} "
+        f"{statements:>5} {transactions:>4}  (no goal: three decisions, one per stage)"
+    )
     quiet_base = quiet["GET /healthz"]
     print(
         "  with no channel (cards on the web page only): "

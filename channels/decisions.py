@@ -167,11 +167,32 @@ def headline(view: RequestView, shown: Arguments | None = None) -> str:
 
 
 def claim(view: RequestView) -> str | None:
-    """The agent's summary, cleaned, or None when it sent none (a card then shows nothing in
-    its place, never a dash). Cards show it after the call, labelled `CLAIM_LABEL`."""
-    if view.summary is None or not view.summary.strip():
-        return None
-    return clean(view.summary) or None
+    """The agent's summary and justification, cleaned, or None when it sent neither (a card
+    then shows nothing in their place, never a dash). Cards show it after the call,
+    labelled `CLAIM_LABEL`: both are the agent's words, not checked by gate."""
+    said = [clean(view.summary) if view.summary and view.summary.strip() else ""]
+    if view.justification and view.justification.strip():
+        said.append(f"{JUSTIFICATION_LABEL}: {clean(view.justification)}")
+    return "\n".join(part for part in said if part) or None
+
+
+#: how a card introduces the agent's justification, inside its claim
+JUSTIFICATION_LABEL = "Justification"
+
+
+#: how much of the rule-and-stage line a card shows (a chain of five stages, named)
+STAGE_CHARS = 400
+
+
+def rule_and_stage(view: RequestView) -> str | None:
+    """The rule's name, and in a chain (`gate.chains`) which stage decides now and who
+    approved the ones before: "payments; waiting for stage 2 of 3 (finance); stage 1 of 3
+    (team lead): approved by carol". Gate's words (the names come from gate.toml)."""
+    label = view.stage_label
+    if label is None:
+        return view.rule
+    now = f"waiting for {label}" if not view.is_final else f"{label}: {view.status}"
+    return "; ".join([view.rule or "-", now, *view.decided_stages])
 
 
 #: what a card says when the rule's condition failed on the call (`Offers.condition_error`)

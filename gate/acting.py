@@ -39,6 +39,14 @@ class Refusal(enum.Enum):
     arguments_not_shown = "arguments_not_shown"
     #: an approval of a call with a masked value the approver has not revealed
     not_revealed = "masked_value_not_revealed"
+    #: a later stage's approver acting before an earlier stage was decided (`gate.chains`)
+    not_your_turn = "not_your_turn"
+    #: a person who decided an earlier stage acting on a later one
+    decided_earlier_stage = "decided_earlier_stage"
+    #: a vote the stage would not count (the rule's `votes.groups` / `votes.via`)
+    vote_not_counted = "vote_not_counted"
+    #: an approval of a request without the justification its rule needs to be reviewed
+    unreviewable = "unreviewable"
 
     @property
     def status(self) -> int:
@@ -58,6 +66,21 @@ class Refusal(enum.Enum):
             Refusal.not_revealed: (
                 "a masked value of the call was not revealed to you; reveal it on the "
                 "request page in gate and approve there"
+            ),
+            Refusal.not_your_turn: (
+                "an earlier stage of this request is still waiting; you can decide once it "
+                "is your stage's turn"
+            ),
+            Refusal.decided_earlier_stage: (
+                "you decided an earlier stage of this request; each stage needs someone else"
+            ),
+            Refusal.vote_not_counted: (
+                "this stage does not count your vote here (its rule counts only some groups "
+                "or surfaces); see the request page for who decides and where"
+            ),
+            Refusal.unreviewable: (
+                "the agent sent no justification, and this rule lets nobody approve a "
+                "request without one; reject it, or let it expire"
             ),
         }[self]
 
@@ -161,6 +184,11 @@ class Result:
             return already_final_message(out)
         if isinstance(out, outcomes.AlreadyVoted):
             return f"You already voted to {out.verdict.value} this request."
+        if isinstance(out, outcomes.Voted) and out.next_stage is not None:
+            return f"Your approval is recorded; {out.next_stage} decides next."
+        if isinstance(out, outcomes.Voted) and out.verdict == "reject":
+            of = f"{out.rejections} of {out.rejections_required}"
+            return f"Your rejection is recorded ({of} needed to reject)."
         if isinstance(out, outcomes.Voted):
             return f"Your approval is recorded ({out.approvals} of {out.required})."
         if isinstance(out, outcomes.Extended):
@@ -203,14 +231,38 @@ def refusal_for(settings: Settings, view: RequestView, actor: Actor) -> Refusal 
     characters: an agent that claims `user_id = "Alice@Example.com"` (or `ａｌｉｃｅ`, or
     `ali\u200bce`) asked as alice@example.com / alice (erring towards refusing).
     """
-    mine = actor.approver.identities() if actor.approver else {actor.name}
-    if actor.token:
-        mine = mine | {f"token:{actor.token}"}
-    if _folded(mine) & _folded(requester_identities(settings, view)):
+    if asked_it(settings, view, actor) and not may_self_approve(view, actor):
         return Refusal.self_approval
     allowed = view.approvers
     if allowed and not actor.bypass_approver_list and actor.name not in allowed:
-        return Refusal.not_an_approver
+        later = any(actor.name in s.approvers for s in view.offers.stages[view.stage + 1 :])
+        return Refusal.not_your_turn if later else Refusal.not_an_approver
+    return _stage_refusal(view, actor)
+
+
+def asked_it(settings: Settings, view: RequestView, actor: Actor) -> bool:
+    """Whether `actor` asked for the call, under any of their names (see `refusal_for`)."""
+    mine = actor.approver.identities() if actor.approver else {actor.name}
+    if actor.token:
+        mine = mine | {f"token:{actor.token}"}
+    return bool(_folded(mine) & _folded(requester_identities(settings, view)))
+
+
+def may_self_approve(view: RequestView, actor: Actor) -> bool:
+    """Whether the rule lets `actor` decide a call they asked for (`self_approval`: members
+    of its groups, by their gate name; a reason is then required and the vote is audited
+    as self-approval). Never a token acting as nobody in particular."""
+    allowed = view.offers.self_approvers
+    return allowed is not None and actor.approver is not None and actor.name in allowed
+
+
+def _stage_refusal(view: RequestView, actor: Actor) -> Refusal | None:
+    """A chain's own refusals: a person decides one stage only, and a stage counts only the
+    votes its filter says (refused when cast, so nobody thinks they voted when they did not)."""
+    if any(v.approver == actor.name and v.stage < view.stage for v in view.votes):
+        return Refusal.decided_earlier_stage
+    if not view.current_stage.filter.counts(actor.name, actor.via):
+        return Refusal.vote_not_counted
     return None
 
 

@@ -189,6 +189,8 @@ def _answer(reply: Reply, asking: _Asking) -> Verdict | str | tuple[dict[str, An
         return Verdict("reused", words.reused(asking.key))
     if reply.status == 409 and _error_code(reply) == "approval_spent":
         return _SPENT
+    if reply.status == 422 and _error_code(reply) == "justification_required":
+        return Verdict("unjustified", words.unjustified(_error_message(reply)))
     if reply.status != 200 or reply.problem is not None:
         return _failed(reply, words)
     answer = reply.body

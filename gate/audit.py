@@ -173,3 +173,17 @@ def revealed(db: Database, request_id: str, actor: str) -> frozenset[str]:
             )
         ).all()
     return frozenset(str(d.get("path")) for d in details if isinstance(d, dict))
+
+
+def created_detail(
+    rule: str, trail: tuple[str, ...], justification: str | None, policy_revision: str
+) -> dict[str, object]:
+    """A request's `created` event detail: its rule and the policy revision that decided,
+    policy's trail and the agent's justification (kept in the trail with the request it
+    came with)."""
+    detail: dict[str, object] = {
+        "rule": rule,
+        "policy_revision": policy_revision,
+        "trail": list(trail),
+    }
+    return detail | ({"justification": justification} if justification else {})

@@ -396,7 +396,7 @@ def _policy_explain(ns: argparse.Namespace) -> int:
         metadata=body.get("metadata") or {},
     )
     decision = policy.evaluate(facts)
-    result = {
+    result: dict[str, Any] = {
         "decision": decision.action or "allow",
         "rule": decision.rule.name if decision.rule else None,
         "reason": decision.reason,
@@ -404,8 +404,29 @@ def _policy_explain(ns: argparse.Namespace) -> int:
         # what each shadow rule that could have changed the answer would have said
         "shadow": [outcome.as_dict() for outcome in decision.shadow],
     }
+    if decision.action == "ask" and decision.rule is not None:
+        result["decided_by"] = _chain_of(policy, decision.rule)
     print(json.dumps(result, indent=2))  # noqa: T201
     return 0
+
+
+def _chain_of(policy: Any, rule: Any) -> dict[str, Any]:
+    """The stages and thresholds of `rule` (a rule without stages has one), as explained."""
+    from dataclasses import replace
+
+    from gate import chains
+
+    offers = rule.offers
+    stages = offers.stages or (
+        replace(
+            offers.stage(0, rule.approvals_required),
+            approvers=tuple(policy.expand_approvers(rule.approvers)),
+            escalate_approvers=tuple(policy.expand_approvers(offers.escalate_approvers)),
+            escalate_after=offers.escalate_after,
+            timeout=rule.timeout,
+        ),
+    )
+    return chains.explain(stages, offers.justification, offers.self_approvers)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,6 @@ This is the only module that defines settings. Nothing here runs at import time:
 from __future__ import annotations
 
 import ipaddress
-import math
 import os
 import tomllib
 from datetime import date, datetime, timedelta
@@ -30,62 +29,30 @@ from pydantic_settings import (
     SettingsError,
 )
 
-from gate import untrusted
+from gate.config_chains import (
+    MAX_STAGES,
+    Justification,
+    SelfApprovalSettings,
+    StageSettings,
+    VoteSettings,
+)
 from gate.config_connections import ConnectionSettings
 from gate.config_errors import explain
 
 # re-exported: the rest of gate imports every settings model from here
 from gate.config_people import ApproverSettings as ApproverSettings
 from gate.config_people import TokenSettings as TokenSettings
+from gate.durations import MAX_DURATION as MAX_DURATION
+from gate.durations import parse_duration as parse_duration
 from gate.errors import ConfigError
 
 DEFAULT_CONFIG_NAME = "gate.toml"
 #: the name gate is installed under (`pip install gate-approvals`); the command is `gate`
 DISTRIBUTION = "gate-approvals"
-# Durations come from requests and forms too: RE2, so a long digit run cannot backtrack.
-_DURATION_PART = untrusted.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
-_DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
-#: the longest duration gate accepts anywhere (timeouts, grants, extend). Ten years is far
-#: beyond any approval deadline, and keeps `now + duration` well inside datetime's range
-#: (year 9999), so a huge value is refused with a message instead of overflowing later.
-MAX_DURATION = timedelta(days=3650)
+
+
 #: database URL schemes gate ships drivers for (psycopg 3 for PostgreSQL, stdlib sqlite3)
 DATABASE_SCHEMES = ("sqlite", "sqlite+pysqlite", "postgresql", "postgres", "postgresql+psycopg")
-
-
-def parse_duration(value: str | int | float | timedelta) -> timedelta:
-    """Parse "90s", "15m", "1h30m", "2d" (or a number of seconds) into a timedelta.
-
-    Raises ValueError for anything else, for zero or less, and for more than MAX_DURATION.
-    """
-    if isinstance(value, timedelta):
-        seconds = value.total_seconds()
-    elif isinstance(value, int | float) and not isinstance(value, bool):
-        seconds = float(value)
-    else:
-        seconds = _duration_seconds(str(value))
-    if math.isnan(seconds) or seconds <= 0:
-        raise ValueError("a duration must be positive")
-    if seconds > MAX_DURATION.total_seconds():
-        raise ValueError(f"a duration may be at most {MAX_DURATION.days}d (ten years)")
-    return value if isinstance(value, timedelta) else timedelta(seconds=seconds)
-
-
-def _duration_seconds(value: str) -> float:
-    text = value.strip().replace(" ", "")
-    pos, seconds = 0, 0.0
-    for match in _DURATION_PART.finditer(text):
-        if match.start() != pos:
-            break
-        # float() of a long digit run is inf, not an error: the bound check refuses it.
-        seconds += float(match.group(1)) * _DURATION_UNITS[match.group(2)]
-        pos = match.end()
-    if not text or pos != len(text):
-        shown = value if len(value) <= 40 else value[:40] + "..."
-        raise ValueError(
-            f"{shown!r} is not a duration; write it like '30s', '15m', '1h30m' or '2d'"
-        )
-    return seconds
 
 
 def check_database_url(url: str) -> str:
@@ -295,6 +262,15 @@ class RuleSettings(_Strict):
     #: unset: the `[denials]` table's
     denials_in_a_row: int | None = Field(default=None, ge=0)
     denials_per_hour: int | None = Field(default=None, ge=0)
+    #: steps decided in order (`gate.config_chains`); none: one step, the keys above
+    stages: list[StageSettings] = Field(default_factory=list, max_length=MAX_STAGES)
+    #: thresholds and which votes count, for a rule without stages (`approve` is
+    #: `approvals_required`)
+    votes: VoteSettings | None = None
+    #: approvers must write why they approve (a reject always needs a reason)
+    approvers_justify: bool = False
+    justification: Justification = "optional"
+    self_approval: SelfApprovalSettings | None = None
 
     _parse_timeout = field_validator(
         "timeout", "remind_after", "escalate_after", "max_grant", mode="before"
@@ -309,6 +285,12 @@ class RuleSettings(_Strict):
                 "and `gate policy replay` need"
             )
         return self
+
+    @property
+    def approvals_needed(self) -> int:
+        """The approvals that decide a rule without stages (`votes.approve`, else
+        `approvals_required`; both given must agree, `gate.policy_chains` checks)."""
+        return self.votes.approve if self.votes is not None else self.approvals_required
 
 
 class DenialSettings(_Strict):

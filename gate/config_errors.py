@@ -47,7 +47,7 @@ def key_lines(text: str) -> dict[Loc, int]:
     skipped, so a `when` holding `a = b` is not taken for a key.
     """
     lines: dict[Loc, int] = {}
-    counts: dict[tuple[str, ...], int] = {}
+    counts: dict[Loc, int] = {}
     table: Loc = ()
     in_string: str | None = None
     for number, line in enumerate(text.splitlines(), start=1):
@@ -57,8 +57,9 @@ def key_lines(text: str) -> dict[Loc, int]:
             continue
         header = _HEADER.match(line)
         if header is not None:
-            names = tuple(_unquote(p) for p in header.group(2).split("."))
+            names = _within(tuple(_unquote(p) for p in header.group(2).split(".")), counts)
             if header.group(1) == "[[":
+                lines.setdefault(names, number)  # the array's first entry: the array itself
                 index = counts.get(names, 0)
                 counts[names] = index + 1
                 table = (*names, index)
@@ -75,6 +76,17 @@ def key_lines(text: str) -> dict[Loc, int]:
                 in_string = quotes
                 break
     return lines
+
+
+def _within(names: tuple[str, ...], counts: dict[Loc, int]) -> Loc:
+    """A header's path with the index of each array of tables it is nested in:
+    `[[rules.stages]]` under the third `[[rules]]` is `("rules", 2, "stages")`."""
+    path: list[str | int] = []
+    for name in names[:-1]:
+        path.append(name)
+        if tuple(path) in counts:
+            path.append(counts[tuple(path)] - 1)
+    return (*path, names[-1]) if names else ()
 
 
 def _unquote(part: str) -> str:
@@ -251,7 +263,9 @@ def located(error: ConfigError) -> ConfigError:
     for index, name in sorted(named, key=lambda item: -len(item[1])):
         if key == f"rules.{name}" or key.startswith(f"rules.{name}."):
             field = key[len(f"rules.{name}.") :]
-            loc = ("rules", index, *([field] if field else []))
+            # `stages.1.approvers`: a key inside a `[[rules.stages]]` entry
+            parts = [int(p) if p.isdigit() else p for p in field.split(".")] if field else []
+            loc = ("rules", index, *parts)
             key = f'rule "{name}"'
             break
     return ConfigError(error.reason, source=error.source, key=key, line=_line_of(lines, loc))

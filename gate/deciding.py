@@ -21,6 +21,7 @@ from gate.acting import (
     Result,
     already_final_message,
     approval_refusal,
+    asked_it,
     refusal_for,
     settled,
 )
@@ -94,7 +95,7 @@ def _decide(
         checked = _check(service, view, actor, verdict, comment, edited_args, reasons, grant)
         if isinstance(checked, Result):
             return checked
-        comment, spec = checked
+        comment, spec, own = checked
         outcome = machine.record_vote(
             change.session,
             req,
@@ -106,6 +107,7 @@ def _decide(
             now=now,
             edited_args=edited_args,
             grant=(spec.scope, int(spec.duration.total_seconds())) if spec else None,
+            own=own,
         )
         approved = isinstance(outcome, machine.Changed) and outcome.status is RequestStatus.approved
         if isinstance(outcome, machine.Changed) and outcome.status is RequestStatus.rejected:
@@ -130,9 +132,10 @@ def _check(
     edited_args: dict[str, Any] | None,
     reasons: Sequence[str],
     grant: tuple[str, str] | None,
-) -> Result | tuple[str | None, grants.GrantSpec | None]:
+) -> Result | tuple[str | None, grants.GrantSpec | None, bool]:
     """Who may act and what the rule offers: a Result to answer with, or the comment (with
-    its preset reasons) and the grant to record."""
+    its preset reasons), the grant to record and whether the actor decides their own call
+    (a rule's `self_approval`: audited as such)."""
     done = settled(view, view.id)
     if done is not None:
         return done
@@ -140,11 +143,15 @@ def _check(
     if refusal is not None:
         return Result(None, view, refusal)
     if verdict == Verdict.approve:
+        if view.offers.justification == "to_review" and not (view.justification or "").strip():
+            return Result(None, view, Refusal.unreviewable)
         unseen = approval_refusal(view, actor)
         if unseen is not None:
             return unseen
+    own = asked_it(service.settings, view, actor)
     try:
         comment = offers.with_reasons(view.offers, verdict, comment, list(reasons))
+        offers.check_comment(view.current_stage, verdict, comment, own=own)
         spec = None
         if grant is not None:
             if verdict != Verdict.approve:
@@ -154,7 +161,7 @@ def _check(
             offers.check_edits(view.offers, verdict, view.tool_args, edited_args)
     except InvalidInput as exc:
         return Result(None, view, Refusal.not_offered, exc.message, exc.code)
-    return comment, spec
+    return comment, spec, own
 
 
 def extend(

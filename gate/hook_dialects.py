@@ -83,6 +83,8 @@ def parse_claude(
         metadata=dict(ns.metadata),
         context=context,
         derived_key=derived,
+        # the model's own words on the call: Claude Code's `description` (Bash has one)
+        justification=_str(args.get("description")),
     )
     return call, event
 
@@ -124,6 +126,7 @@ def parse_command(payload: Any, ns: argparse.Namespace) -> Call:
         metadata=dict(ns.metadata),
         context=context,
         derived_key=call_id is None,
+        justification=_str(payload.get("justification")),
     )
 
 

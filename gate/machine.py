@@ -23,9 +23,10 @@ from typing import Any
 
 from sqlmodel import Session
 
-from gate import audit, reasons
+from gate import audit, chains, reasons, voting
 from gate.binding import argument_diff, canonical_json
 from gate.models import GrantStatus, RequestStatus, Verdict
+from gate.offers import Offers
 
 # re-exported: callers write machine.Changed, machine.AlreadyFinal, ...
 from gate.outcomes import AlreadyFinal, AlreadyVoted, Changed, Extended, Missing, Outcome, Voted
@@ -73,32 +74,38 @@ def record_vote(
     now: datetime,
     edited_args: dict[str, Any] | None = None,
     grant: tuple[str, int] | None = None,
+    own: bool = False,
 ) -> Outcome:
-    """Count one approver's verdict on a request `lock` returned; approve on quorum, reject
-    on any reject. `votes` is kept up to date, so the caller can show the result unread.
+    """Count one approver's verdict on a request `lock` returned, in the stage whose turn it
+    is: the stage's rejection threshold rejects (one, by default), its approvals either pass
+    the request to the next stage or, in the last one, approve it. `votes` is kept up to
+    date, so the caller can show the result unread.
 
     `edited_args` (approve only) replaces the arguments the call will run with (the audit
-    records the difference); `grant` is the (scope, seconds) chosen with the approval. A
-    request past its deadline takes no vote: the deadline is applied here instead.
+    records the difference); `grant` is the (scope, seconds) chosen with the approval; `own`
+    marks a person deciding a call they asked for (a rule's `self_approval`). A request past
+    its deadline takes no vote: the deadline is applied here instead.
     """
     if req.status != RequestStatus.pending:
         return _already_final(req)
     if req.expires_at <= now:
         expire(session, request_id=req.id, now=now, req=req)
         return _already_final(req)
+    scope, seconds = grant or (None, None)
     vote = VoteRow(
-        id=None,
-        approver=approver,
-        verdict=verdict.value,
-        comment=comment,
-        via=via,
-        at=now,
-        grant_scope=grant[0] if grant else None,
-        grant_seconds=grant[1] if grant else None,
+        id=None, approver=approver, verdict=verdict.value, comment=comment, via=via, at=now
     )
-    if not _cast(session, req.id, votes, vote):
+    vote.grant_scope, vote.grant_seconds, vote.stage = scope, seconds, req.stage
+    cast, before = voting.cast(session, req, votes, vote)
+    if not cast:
         return AlreadyVoted(req.id, approver, verdict)
-    if verdict == Verdict.reject:
+    offers = Offers.from_options(req.options)
+    stage = offers.stage(req.stage, req.approvals_required)
+    count = chains.tally(stage, req.stage, votes)
+    extra: dict[str, object] = {"self_approval": True} if own else {}
+    if before is not None:  # a person's newest vote counts; the change is in the trail
+        extra["changed_from"] = before
+    if verdict == Verdict.reject and count.rejected:
         reason = reasons.decision("Rejected", approver, via, comment)
         return _transition(
             session,
@@ -108,44 +115,65 @@ def record_vote(
             by=approver,
             via=via,
             reason=reason,
-            detail={"comment": comment},
+            detail={"comment": comment, **voting.stage_detail(offers, req, count), **extra},
         )
-    approvals = sum(v.verdict == Verdict.approve for v in votes)
-    if approvals < req.approvals_required:
-        detail: dict[str, object] = {"verdict": verdict.value, "comment": comment}
-        detail |= {"approvals": approvals, "required": req.approvals_required}
-        req.audit_head = audit.append(
-            session, req.id, "vote", approver, via, now, detail, prev=req.audit_head
-        )
-        store.owe_card_updates(session, req.id, now)
-        return Voted(req.id, approvals, req.approvals_required)
-    return _approve(session, req, vote, approvals, edited_args)
+    if verdict == Verdict.reject or not count.approved:
+        return voting.counted(session, req, vote, offers, count, extra)
+    if req.stage + 1 < len(offers.stages):
+        return _advance(session, req, vote, votes, offers, count, extra)
+    return _approve(session, req, vote, count, edited_args, extra)
 
 
-def _cast(session: Session, request_id: str, votes: list[VoteRow], vote: VoteRow) -> bool:
-    """Store `vote` (and add it to `votes`); False when this approver had already cast the
-    same verdict. An approver who approved towards a quorum and now rejects changes their
-    vote (the grant they chose goes with their approval)."""
-    existing = next((v for v in votes if v.approver == vote.approver), None)
-    if existing is not None and existing.verdict == vote.verdict:
-        return False
-    if existing is None:
-        store.cast_vote(session, request_id, vote, replacing=None)
-        votes.append(vote)
-        return True
-    vote.grant_scope = vote.grant_seconds = None
-    store.cast_vote(session, request_id, vote, replacing=existing)
-    return True
+def _advance(
+    session: Session,
+    req: RequestRow,
+    vote: VoteRow,
+    votes: list[VoteRow],
+    offers: Offers,
+    count: chains.Tally,
+    extra: dict[str, object],
+) -> Outcome:
+    """The approval that completes a stage hands the request to the next one: its approvers,
+    its threshold, its own deadline and escalation clock (a compare-and-set while the
+    request is pending and in time, like every transition; the status stays pending)."""
+    index, now = req.stage + 1, vote.at
+    nxt = offers.stages[index]
+    written: dict[str, Any] = {"stage": index, "stage_at": now, "approvers": list(nxt.approvers)}
+    written |= {"approvals_required": nxt.approvals, "reminded_at": None, "escalated_at": None}
+    written["expires_at"] = now + nxt.timeout if nxt.timeout is not None else req.expires_at
+    written["nudge_at"] = offers.next_nudge(now, reminded=False, escalated=False, stage=index)
+    won = store.compare_and_set(session, req, written, before=now)
+    if isinstance(won, store.Lost):
+        return _lost(session, req, now=now, deadline=None)
+    done = count.stage.label(req.stage, len(offers.stages))
+    by = chains.approvers_of(count.stage, req.stage, votes)
+    detail: dict[str, object] = {"stage": done, "approved_by": by, "comment": vote.comment}
+    detail |= {"next": nxt.label(index, len(offers.stages)), "approvers": list(nxt.approvers)}
+    req.audit_head = audit.append(
+        session,
+        req.id,
+        "stage_approved",
+        vote.approver,
+        vote.via,
+        now,
+        detail | extra,
+        prev=won.head,
+    )
+    store.owe_card_updates(session, req.id, now)
+    req.update(written)
+    return Voted(req.id, count.approvals, count.stage.approvals, next_stage=str(detail["next"]))
 
 
 def _approve(
     session: Session,
     req: RequestRow,
     vote: VoteRow,
-    approvals: int,
+    count: chains.Tally,
     edited_args: dict[str, Any] | None,
+    extra: dict[str, object],
 ) -> Outcome:
-    """The vote that reached quorum approves the request (with its edits, if any)."""
+    """The vote that reached the (last stage's) threshold approves the request (with its
+    edits, if any)."""
     edits = argument_diff(req.tool_args, edited_args) if edited_args is not None else {}
     verb = "Approved with edits" if edits else "Approved"
     reason = reasons.decision(verb, vote.approver, vote.via, vote.comment)
@@ -154,6 +182,7 @@ def _approve(
             f"{key} {canonical_json(d['from'])} -> {canonical_json(d['to'])}"
             for key, d in edits.items()
         )
+    detail = {"comment": vote.comment, "approvals": count.approvals, "edits": edits or None}
     return _transition(
         session,
         req,
@@ -162,7 +191,7 @@ def _approve(
         by=vote.approver,
         via=vote.via,
         reason=reason,
-        detail={"comment": vote.comment, "approvals": approvals, "edits": edits or None},
+        detail=detail | extra,
         values={"approved_args": edited_args} if edits else None,
         before=vote.at,
     )
@@ -184,8 +213,11 @@ def expire(
         return _already_final(req)
     if req.expires_at > now:
         return Extended(req.id, req.expires_at)
-    waited = reasons.humanise(req.expires_at - req.created_at)
+    waited = reasons.humanise(req.expires_at - (req.stage_at or req.created_at))
     rule = f" (rule {req.rule!r})" if req.rule else ""
+    stages = Offers.from_options(req.options).stages
+    if stages:  # a chain's stage denies by itself: which one did not answer
+        rule = f" ({stages[req.stage].label(req.stage, len(stages))} of rule {req.rule!r})"
     if req.on_timeout == "approve":
         reason = (
             f"Nobody answered within {waited}{rule}; the rule approves on timeout, "
@@ -261,14 +293,8 @@ def _transition(
     written = {"status": to.value, "decided_at": now, "decided_by": by, "decided_via": via}
     written |= {"reason": reason, **(values or {})}
     won = store.compare_and_set(session, req, written, before=before, deadline=deadline)
-    if isinstance(won, store.Lost):  # `req` is the row as the winner left it
-        if req.status == RequestStatus.pending and deadline is not None:
-            # an extension committed between the expiry's read and its write: decided again
-            # on the row as it is now (it stands unless that deadline passed too)
-            return expire(session, request_id=req.id, now=now, req=req)
-        if req.status == RequestStatus.pending:  # only the deadline guard stopped it
-            expire(session, request_id=req.id, now=req.expires_at, req=req)
-        return _already_final(req)
+    if isinstance(won, store.Lost):
+        return _lost(session, req, now=now, deadline=deadline)
     req.audit_head = audit.append(
         session, req.id, to.value, by, via, now, {**detail, "reason": reason}, prev=won.head
     )
@@ -276,6 +302,19 @@ def _transition(
     # The answer is built from what the compare-and-set wrote: nothing is read back.
     req.update(written)
     return Changed(req.id, to, req.tool_name, req.rule, by, via)
+
+
+def _lost(
+    session: Session, req: RequestRow, *, now: datetime, deadline: datetime | None
+) -> Outcome:
+    """After a compare-and-set another change won: `req` is the row as the winner left it."""
+    if req.status == RequestStatus.pending and deadline is not None:
+        # an extension committed between the expiry's read and its write: decided again
+        # on the row as it is now (it stands unless that deadline passed too)
+        return expire(session, request_id=req.id, now=now, req=req)
+    if req.status == RequestStatus.pending:  # only the deadline guard stopped it
+        expire(session, request_id=req.id, now=req.expires_at, req=req)
+    return _already_final(req)
 
 
 def _already_final(req: RequestRow) -> AlreadyFinal:

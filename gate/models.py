@@ -138,6 +138,14 @@ class ConfirmationRequest(SQLModel, table=True):
     outcome: str | None = Field(default=None, max_length=16)
     #: the policy revision (`gate.policy_revision`) whose rule made this request
     policy_revision: str | None = Field(default=None, max_length=16)
+    #: which stage of the rule's chain is waiting, from 0 (`gate.chains`)
+    stage: int = Field(
+        default=0, sa_column=Column(sa.Integer, nullable=False, server_default=sa.text("0"))
+    )
+    #: when that stage began (None: when the request was made)
+    stage_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime, nullable=True))
+    #: why the agent says the call is needed (its claim, untrusted text)
+    justification: str | None = Field(default=None, max_length=4000)
 
 
 class Vote(SQLModel, table=True):
@@ -159,6 +167,10 @@ class Vote(SQLModel, table=True):
     #: grant is made only when every approving vote chose one
     grant_scope: str | None = Field(default=None, max_length=16)
     grant_seconds: int | None = Field(default=None)
+    #: the chain stage the vote was cast in (`gate.chains`): a stage counts only its own
+    stage: int = Field(
+        default=0, sa_column=Column(sa.Integer, nullable=False, server_default=sa.text("0"))
+    )
 
 
 class Delivery(SQLModel, table=True):

@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from gate.binding import argument_diff
+from gate.chains import Stage, VoteFilter, implicit
 from gate.errors import InvalidInput
 from gate.models import Verdict
 
@@ -49,6 +50,27 @@ class Offers:
     #: set when the call was asked because its agent tripped (`gate.denials`): the words
     #: every surface shows ("agent 'x' tripped: 3 rejections in a row; ...")
     tripped: str | None = None
+    #: the chain's stages, decided in order (empty: one implicit stage, the fields below)
+    stages: tuple[Stage, ...] = ()
+    #: rejections that reject (a rule without stages; a stage has its own)
+    rejections: int = 1
+    #: which votes count (a rule without stages)
+    vote_filter: VoteFilter = field(default_factory=VoteFilter)
+    #: approvers must write why they approve (a rule without stages)
+    approvers_justify: bool = False
+    #: the agent's justification: "optional", "required" (422 without) or "to_review" (a
+    #: request without one can be rejected, never approved)
+    justification: str = "optional"
+    #: who may approve a call they asked for themselves, with a reason (None: nobody)
+    self_approvers: tuple[str, ...] | None = None
+
+    def stage(self, index: int, approvals_required: int) -> Stage:
+        """The stage at `index` (the implicit one of a rule without stages)."""
+        if self.stages:
+            return self.stages[min(index, len(self.stages) - 1)]
+        return implicit(
+            approvals_required, self.rejections, self.vote_filter, self.approvers_justify
+        )
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> Offers:
@@ -59,6 +81,7 @@ class Offers:
             return timedelta(seconds=float(value)) if value is not None else None
 
         editable = options.get("editable")
+        counted, selves = options.get("counted"), options.get("self_approvers")
         return cls(
             allow_edits=bool(options.get("allow_edits", True)),
             editable=tuple(editable) if editable is not None else None,
@@ -72,21 +95,39 @@ class Offers:
             watched_args=tuple(options.get("watched_args") or ()),
             condition_error=options.get("condition_error") or None,
             tripped=options.get("tripped") or None,
+            stages=tuple(Stage.from_json(s) for s in options.get("stages") or ()),
+            rejections=int(options.get("rejections") or 1),
+            vote_filter=VoteFilter(
+                tuple(counted) if counted is not None else None, tuple(options.get("via") or ())
+            ),
+            approvers_justify=bool(options.get("approvers_justify")),
+            justification=str(options.get("justification") or "optional"),
+            self_approvers=tuple(selves) if selves is not None else None,
         )
 
     def next_nudge(
-        self, created_at: datetime, *, reminded: bool, escalated: bool
+        self, created_at: datetime, *, reminded: bool, escalated: bool, stage: int = 0
     ) -> datetime | None:
-        """When the reminder job next has something to do for a request made at
-        `created_at`: the earlier of its reminder and its escalation not done yet (None:
-        nothing left). Stored on the request (`nudge_at`), so each tick reads only what is due.
+        """When the reminder job next has something to do for a request made (or whose
+        chain `stage` began) at `created_at`: the earlier of its reminder and its escalation
+        not done yet (None: nothing left). Stored on the request (`nudge_at`), so each tick
+        reads only what is due.
         """
+        escalate_after = self.escalate_after_in(stage)
         due = [
             created_at + after
-            for after, done in ((self.remind_after, reminded), (self.escalate_after, escalated))
+            for after, done in ((self.remind_after, reminded), (escalate_after, escalated))
             if after is not None and not done
         ]
         return min(due, default=None)
+
+    def escalate_after_in(self, stage: int) -> timedelta | None:
+        """How long stage `stage` waits before it escalates (the rule's, without stages)."""
+        return self.stages[stage].escalate_after if self.stages else self.escalate_after
+
+    def escalate_approvers_in(self, stage: int) -> tuple[str, ...]:
+        """Who is added when stage `stage` escalates (the rule's, without stages)."""
+        return self.stages[stage].escalate_approvers if self.stages else self.escalate_approvers
 
     def to_options(self) -> dict[str, Any]:
         """The JSON stored on a request made under the rule."""
@@ -107,7 +148,28 @@ class Offers:
             "watched_args": list(self.watched_args),
             "condition_error": self.condition_error,
             "tripped": self.tripped,
+            **self._chain_options(),
         }
+
+    def _chain_options(self) -> dict[str, Any]:
+        """The chain's part of `to_options`: written only when it differs from a plain
+        rule's, so the options of a rule without chains stay as they were."""
+        out: dict[str, Any] = {}
+        if self.stages:
+            out["stages"] = [s.to_json() for s in self.stages]
+        if self.rejections != 1:
+            out["rejections"] = self.rejections
+        if self.vote_filter.counted is not None:
+            out["counted"] = list(self.vote_filter.counted)
+        if self.vote_filter.via:
+            out["via"] = list(self.vote_filter.via)
+        if self.approvers_justify:
+            out["approvers_justify"] = True
+        if self.justification != "optional":
+            out["justification"] = self.justification
+        if self.self_approvers is not None:
+            out["self_approvers"] = list(self.self_approvers)
+        return out
 
 
 #: what a reject without a reason is answered, wherever it was made
@@ -163,3 +225,38 @@ def check_edits(
                 f"these may not change: {forbidden}",
                 code="edit_not_offered",
             )
+
+
+#: what an approval without a comment is answered when the stage asks approvers to justify
+COMMENT_REQUIRED = "say why you approve it: this stage asks approvers to justify their approval"
+#: ... when a person approves a call they asked for themselves (a rule allows it, with a reason)
+SELF_APPROVAL_REASON = (
+    "say why you approve a call you asked for yourself: the rule allows it only with a reason"
+)
+
+
+def require_justification(offers: Offers, rule: str, justification: str | None) -> None:
+    """A 422 naming the field when the rule requires the agent's justification and the call
+    came without one (`gate hook` then tells the model to retry with one)."""
+    if offers.justification != "required" or (justification or "").strip():
+        return
+    why = (
+        f"rule {rule!r} needs the agent to say why this call is needed: send a `justification` "
+        "(what the call is for and who asked for it)"
+    )
+    raise InvalidInput(
+        f"justification: {why}",
+        code="justification_required",
+        problems=[{"field": "justification", "message": why}],
+    )
+
+
+def check_comment(stage: Stage, verdict: Verdict, comment: str | None, *, own: bool) -> None:
+    """Refuse an approval without a comment where one is asked for: the stage asks its
+    approvers to justify, or the person approves their own call (`own`)."""
+    if verdict != Verdict.approve or (comment or "").strip():
+        return
+    if own:
+        raise InvalidInput(SELF_APPROVAL_REASON, code="reason_required")
+    if stage.justify:
+        raise InvalidInput(COMMENT_REQUIRED, code="comment_required")

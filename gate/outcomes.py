@@ -31,6 +31,13 @@ class Voted:
     request_id: str
     approvals: int
     required: int
+    #: "reject" for a rejection short of the rule's rejection threshold
+    verdict: str = "approve"
+    #: the rejections so far and how many reject (a rule may need more than one)
+    rejections: int = 0
+    rejections_required: int = 1
+    #: the chain stage that decides now, when this approval completed the one before
+    next_stage: str | None = None
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import cel
 
-from gate import cel_shape, policy_check, policy_revision, shadow, toolnames
+from gate import cel_shape, policy_chains, policy_check, policy_revision, shadow, toolnames
 from gate.config import RuleSettings, Settings
 from gate.errors import ConfigError
 from gate.offers import DEFAULT_MAX_GRANT, Offers
@@ -253,14 +253,7 @@ class Policy:
 
     def expand_approvers(self, entries: tuple[str, ...] | list[str]) -> list[str]:
         """Turn `["group:finance", "bob"]` into approver names, in order, without repeats."""
-        names: list[str] = []
-        for entry in entries:
-            if entry.startswith("group:"):
-                members = [a.name for a in self.settings.approvers if entry[6:] in a.groups]
-            else:
-                members = [entry]
-            names.extend(m for m in members if m not in names)
-        return names
+        return policy_chains.expander(self.settings)(entries)
 
 
 class ConditionFailures:
@@ -359,6 +352,31 @@ def _compile(rule: RuleSettings, settings: Settings, source: str | None) -> tupl
             source=source,
             key=f"rules.{rule.name}.timeout",
         )
+    _check_channels(rule, source)
+    offers = replace(
+        _offers(rule, checked.watched), **policy_chains.compile_chain(rule, settings, timeout)
+    )
+    first = offers.stages[0] if offers.stages else None
+    return Rule(
+        name=rule.name,
+        tools=tuple(rule.tools),
+        when=rule.when,
+        program=program,
+        action=rule.action,
+        # a chain's first stage decides first (its approvers resolved already)
+        approvers=first.approvers if first else tuple(rule.approvers),
+        approvals_required=first.approvals if first else rule.approvals_needed,
+        timeout=first.timeout or timeout if first else timeout,
+        on_timeout=rule.on_timeout,
+        channels=tuple(rule.channels) if rule.channels is not None else None,
+        reason=rule.reason,
+        offers=offers,
+        folded=tuple(toolnames.canonical(pattern) for pattern in rule.tools),
+        log=rule.log,
+    ), checked.unchecked
+
+
+def _check_channels(rule: RuleSettings, source: str | None) -> None:
     for channel in [*(rule.channels or ()), *rule.escalate_to]:
         if ":" not in channel:
             raise ConfigError(
@@ -366,28 +384,14 @@ def _compile(rule: RuleSettings, settings: Settings, source: str | None) -> tupl
                 source=source,
                 key=f"rules.{rule.name}.channels",
             )
-    return Rule(
-        name=rule.name,
-        tools=tuple(rule.tools),
-        when=rule.when,
-        program=program,
-        action=rule.action,
-        approvers=tuple(rule.approvers),
-        approvals_required=rule.approvals_required,
-        timeout=timeout,
-        on_timeout=rule.on_timeout,
-        channels=tuple(rule.channels) if rule.channels is not None else None,
-        reason=rule.reason,
-        offers=_offers(rule, checked.watched),
-        folded=tuple(toolnames.canonical(pattern) for pattern in rule.tools),
-        log=rule.log,
-    ), checked.unchecked
 
 
 def _offers(rule: RuleSettings, watched: tuple[str, ...] = ()) -> Offers:
     """What a request made under `rule` offers its approvers; frozen onto the request."""
     return Offers(
-        allow_edits=rule.allow_edits and rule.approvals_required == 1,
+        # one person's edits are what every later approver would have to approve: only on a
+        # rule one approval decides (not a quorum, not a chain)
+        allow_edits=rule.allow_edits and rule.approvals_needed == 1 and not rule.stages,
         editable=tuple(rule.editable) if rule.editable is not None else None,
         grant_scopes=tuple(rule.grant_scopes),
         max_grant=rule.max_grant or DEFAULT_MAX_GRANT,

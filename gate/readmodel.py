@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from gate.binding import call_hash
+from gate.chains import Stage
 from gate.channel import surface_name
 from gate.models import AuditEvent, Delivery, RequestStatus
 from gate.offers import Offers
@@ -44,6 +45,9 @@ class RequestData(Protocol):
     grant_id: str | None
     outcome: str | None
     policy_revision: str | None
+    stage: int
+    stage_at: datetime | None
+    justification: str | None
 
 
 class VoteData(Protocol):
@@ -54,6 +58,7 @@ class VoteData(Protocol):
     comment: str | None
     via: str
     at: datetime
+    stage: int
 
 
 @dataclass(frozen=True)
@@ -63,6 +68,8 @@ class VoteView:
     via: str
     at: datetime
     comment: str | None
+    #: the chain stage it was cast in (`gate.chains`)
+    stage: int = 0
 
 
 @dataclass(frozen=True)
@@ -132,6 +139,34 @@ class RequestView:
     #: the policy revision whose rule made the request (None: made before gate recorded it)
     policy_revision: str | None = None
     idempotency_key: str | None = None
+    #: the chain stage waiting (or the last one, once decided), from 0 (`gate.chains`)
+    stage: int = 0
+    #: when that stage began (None: when the request was made)
+    stage_at: datetime | None = None
+    #: why the agent says the call is needed: its claim, untrusted text
+    justification: str | None = None
+
+    @property
+    def current_stage(self) -> Stage:
+        """The stage whose turn it is (a rule without stages has one, implicit)."""
+        return self.offers.stage(self.stage, self.approvals_required)
+
+    @property
+    def stage_label(self) -> str | None:
+        """ "stage 2 of 3 (finance)", or None for a rule without stages."""
+        stages = self.offers.stages
+        return stages[self.stage].label(self.stage, len(stages)) if stages else None
+
+    @property
+    def decided_stages(self) -> list[str]:
+        """Who decided each stage before the waiting one: "stage 1 of 3 (team lead):
+        approved by alice, bob"."""
+        stages = self.offers.stages
+        said = []
+        for index in range(min(self.stage, len(stages))):
+            by = [v.approver for v in self.votes if v.stage == index and v.verdict == "approve"]
+            said.append(f"{stages[index].label(index, len(stages))}: approved by {', '.join(by)}")
+        return said
 
     @property
     def run_args(self) -> dict[str, Any]:
@@ -144,15 +179,30 @@ class RequestView:
 
     @property
     def approvals(self) -> list[VoteView]:
-        """The approve votes so far."""
-        return [v for v in self.votes if v.verdict == "approve"]
+        """The approve votes the waiting stage counts so far."""
+        counts = self.current_stage.filter.counts
+        return [
+            v
+            for v in self.votes
+            if v.verdict == "approve" and v.stage == self.stage and counts(v.approver, v.via)
+        ]
+
+    @property
+    def rejections(self) -> list[VoteView]:
+        """The reject votes the waiting stage counts so far (a rule may need more than one)."""
+        counts = self.current_stage.filter.counts
+        return [
+            v
+            for v in self.votes
+            if v.verdict == "reject" and v.stage == self.stage and counts(v.approver, v.via)
+        ]
 
     def outcome_sentence(self) -> str:
         """One line saying what happened: "Approved by alice in Slack"."""
         surface = surface_name(self.decided_via)
         match self.status:
             case "pending":
-                return f"Waiting for approval ({len(self.approvals)} of {self.approvals_required})"
+                return self._waiting()
             case "approved" if self.decided_via == "grant":
                 return f"Allowed by a grant from {self.decided_by}"
             case "approved" if self.decided_via == "timeout":
@@ -166,6 +216,22 @@ class RequestView:
             case "cancelled":
                 return f"Cancelled by {self.decided_by or 'the agent'}"
         return self.status
+
+    def _waiting(self) -> str:
+        return _waiting_sentence(self)
+
+
+def _waiting_sentence(view: RequestView) -> str:
+    """ "Waiting for approval (1 of 2)"; in a chain, which stage waits and who decided the
+    earlier ones; with a rejection threshold, the rejections so far."""
+    stage = view.current_stage
+    said = f"{len(view.approvals)} of {view.approvals_required}"
+    if stage.rejections > 1:
+        said += f"; {len(view.rejections)} of {stage.rejections} rejections"
+    label = view.stage_label
+    if label is None:
+        return f"Waiting for approval ({said})"
+    return "; ".join([f"Waiting for {label} ({said})", *view.decided_stages])
 
 
 def build_view(
@@ -196,7 +262,7 @@ def build_view(
         expires_at=req.expires_at,
         approvals_required=req.approvals_required,
         approvers=list(req.approvers),
-        votes=[VoteView(v.approver, v.verdict, v.via, v.at, v.comment) for v in votes],
+        votes=[VoteView(v.approver, v.verdict, v.via, v.at, v.comment, v.stage) for v in votes],
         decided_at=req.decided_at,
         decided_by=req.decided_by,
         decided_via=req.decided_via,
@@ -204,20 +270,7 @@ def build_view(
         on_timeout=req.on_timeout,
         submitted_by=req.submitted_by,
         url=f"{public_url.rstrip('/')}/requests/{req.id}",
-        deliveries=[
-            DeliveryView(
-                d.id or 0,
-                d.channel,
-                d.target,
-                d.kind,
-                d.status,
-                d.attempts,
-                d.message_ref,
-                d.last_error,
-                d.next_attempt_at,
-            )
-            for d in deliveries or []
-        ],
+        deliveries=_deliveries(deliveries),
         audit=[AuditView(a.id or 0, a.at, a.kind, a.actor, a.via, a.detail) for a in audit or []],
         args_hash=args_hash,
         approved_args=req.approved_args,
@@ -227,7 +280,27 @@ def build_view(
         outcome=req.outcome,
         idempotency_key=req.idempotency_key,
         policy_revision=req.policy_revision,
+        stage=req.stage,
+        stage_at=req.stage_at,
+        justification=req.justification,
     )
+
+
+def _deliveries(deliveries: list[Delivery] | None) -> list[DeliveryView]:
+    return [
+        DeliveryView(
+            d.id or 0,
+            d.channel,
+            d.target,
+            d.kind,
+            d.status,
+            d.attempts,
+            d.message_ref,
+            d.last_error,
+            d.next_attempt_at,
+        )
+        for d in deliveries or []
+    ]
 
 
 def _derived(req: RequestData, like: RequestView | None) -> tuple[str, Offers]:

@@ -35,11 +35,12 @@ def remind_and_escalate(service: GateService, now: datetime) -> tuple[int, int]:
             "escalated_at": req.escalated_at is not None,
         }
         tried = False
+        began = req.stage_at or req.created_at  # each stage of a chain has its own clock
         for column, after in (
             ("reminded_at", offers.remind_after),
-            ("escalated_at", offers.escalate_after),
+            ("escalated_at", offers.escalate_after_in(req.stage)),
         ):
-            if after is None or done[column] or now < req.created_at + after:
+            if after is None or done[column] or now < began + after:
                 continue
             tried = done[column] = True
             counts[column] += _mark(service, req, column, now, _next(offers, req, done))
@@ -51,7 +52,10 @@ def remind_and_escalate(service: GateService, now: datetime) -> tuple[int, int]:
 def _next(offers: Offers, req: Any, done: dict[str, bool]) -> datetime | None:
     """The request's next nudge once the markers in `done` are set."""
     return offers.next_nudge(
-        req.created_at, reminded=done["reminded_at"], escalated=done["escalated_at"]
+        req.stage_at or req.created_at,
+        reminded=done["reminded_at"],
+        escalated=done["escalated_at"],
+        stage=req.stage,
     )
 
 
@@ -65,12 +69,12 @@ def _mark(service: GateService, req: Any, column: str, now: datetime, then: date
     escalate = column == "escalated_at"
     with service.changing() as change:
         session = change.session
-        if not nudges.mark(session, req.id, column, now, then):
+        if not nudges.mark(session, req.id, column, now, then, stage=req.stage):
             return 0
         detail: dict[str, object] = {}
         if escalate:
             offers = Offers.from_options(req.options)
-            extra = service.policy.expand_approvers(list(offers.escalate_approvers))
+            extra = service.policy.expand_approvers(list(offers.escalate_approvers_in(req.stage)))
             approvers = list(dict.fromkeys([*req.approvers, *extra])) if req.approvers else []
             nudges.set_approvers(session, req.id, approvers)
             pairs = [t.partition(":") for t in offers.escalate_to]

@@ -17,6 +17,8 @@ from gate.config import ServerSettings
 from gate.readmodel import RequestView
 
 SUMMARY_MAX = 1000
+#: the longest justification an agent may send (the column holds this many characters)
+JUSTIFICATION_MAX = 4000
 #: the longest `expires_in` a caller may give (30 days: past any sensible rule timeout)
 EXPIRES_IN_MAX = 30 * 24 * 3600.0
 #: integers must fit in 64 bits: what PostgreSQL's bigint, SQLite's INTEGER, Go and Rust
@@ -223,6 +225,8 @@ class GateCall(_Body):
     org_id: str | None = Field(default=None, max_length=200)
     idempotency_key: str | None = Field(default=None, min_length=1, max_length=200)
     summary: str | None = None
+    #: why the agent says the call is needed; a rule may require it (`justification`)
+    justification: str | None = Field(default=None, max_length=JUSTIFICATION_MAX)
     metadata: dict[str, Any] = Field(default_factory=dict)
     context: dict[str, Any] = Field(default_factory=dict)
     expires_in: float | None = Field(
@@ -249,6 +253,7 @@ class VotePublic(BaseModel):
     via: str
     at: datetime
     comment: str | None
+    stage: int = Field(default=0, description="the chain stage it was cast in, from 0")
 
 
 class RequestPublic(BaseModel):
@@ -291,6 +296,16 @@ class RequestPublic(BaseModel):
     submitted_by: str | None = Field(default=None, description="the token that asked")
     policy_revision: str | None = Field(
         default=None, description="the policy revision whose `rule` made the request"
+    )
+    justification: str | None = Field(
+        default=None, description="why the agent says the call is needed (its claim)"
+    )
+    stage: int = Field(default=0, description="the chain stage waiting (or that decided), from 0")
+    stage_label: str | None = Field(
+        default=None, description='"stage 2 of 3 (finance)"; null for a rule without stages'
+    )
+    decided_stages: list[str] = Field(
+        default_factory=list, description="who approved each stage before the waiting one"
     )
 
     @classmethod

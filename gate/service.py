@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
@@ -17,7 +17,7 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from gate import audit, denials, grants, machine, requestlog
+from gate import audit, chains, denials, grants, machine, offers, requestlog
 from gate.acting import Result, approved_own
 from gate.auth import Principal
 from gate.binding import call_hash
@@ -128,6 +128,7 @@ class GateService:
         args_hash = call_hash(call.tool_name, call.tool_args, call.idempotency_key)
         rule = decision.rule
         assert rule is not None
+        offers.require_justification(rule.offers, rule.name, call.justification)
         now = self.clock()
         req = self._new_request(call, principal, decision, rule, args_hash, now)
         try:
@@ -168,6 +169,15 @@ class GateService:
         # not for on_timeout = "approve", where an early expiry would be an early yes.
         if call.expires_in is not None and rule.on_timeout != "approve":
             wait = min(wait, timedelta(seconds=call.expires_in))
+        frozen = decision.offers()
+        if frozen.stages:  # a stage whose approvers are all the requester asks its fallback
+            mine = partial(approved_own, self.settings, user_id=call.user_id)
+            stages = chains.for_requester(
+                frozen.stages,
+                self.policy.expand_approvers,
+                lambda name: mine([name], submitted_by=principal.name),
+            )
+            frozen = replace(frozen, stages=stages)
         return records.new_request(
             id=new_id(),
             idempotency_key=call.idempotency_key,
@@ -180,8 +190,13 @@ class GateService:
             summary=call.summary,
             context={**call.context, "metadata": call.metadata} if call.metadata else call.context,
             rule=rule.name,
-            approvers=self.policy.expand_approvers(rule.approvers),
+            approvers=(
+                list(frozen.stages[0].approvers)
+                if frozen.stages
+                else self.policy.expand_approvers(rule.approvers)
+            ),
             approvals_required=rule.approvals_required,
+            justification=call.justification,
             submitted_by=principal.name,
             created_at=now,
             expires_at=now + wait,
@@ -189,7 +204,7 @@ class GateService:
             reason=decision.reason,
             args_hash=args_hash,
             # the rule's offers, with the words of a condition that failed on this call
-            options=decision.offers().to_options(),
+            options=frozen.to_options(),
             nudge_at=rule.offers.next_nudge(now, reminded=False, escalated=False),
             policy_revision=self.policy.revision,
         )
@@ -236,11 +251,9 @@ class GateService:
                 actor=principal.name,
                 via="api",
                 now=now,
-                detail={
-                    "rule": rule.name,
-                    "policy_revision": self.policy.revision,
-                    "trail": list(decision.trail),
-                },
+                detail=audit.created_detail(
+                    rule.name, decision.trail, req.justification, self.policy.revision
+                ),
                 first=True,
             )
             outbox.enqueue_posts(session, req.id, self._targets(rule.channels), now)

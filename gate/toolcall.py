@@ -29,7 +29,8 @@ class Verdict:
     to this call), reused (the call id was used for another call), spent (the approved call
     already ran); unreachable (before anyone was asked), lost (during the wait), server_error
     (5xx), garbled (not a gate answer), error (another error reply), unauthorized,
-    misconfigured, deadline, abandoned (the caller stopped), bad_input.
+    misconfigured, deadline, abandoned (the caller stopped), bad_input; unjustified (the
+    rule needs the agent's justification and none was sent: retry with one).
     """
 
     __slots__ = ("kind", "reason", "rule", "request")
@@ -83,6 +84,7 @@ class Call:
         metadata: dict[str, Any] | None = None,
         context: dict[str, Any] | None = None,
         derived_key: bool = False,
+        justification: str | None = None,
     ) -> None:
         self.tool_name = tool_name
         self.tool_args = tool_args if tool_args is not None else {}
@@ -94,6 +96,8 @@ class Call:
         self.metadata = metadata if metadata is not None else {}
         self.context = context if context is not None else {}
         self.derived_key = derived_key
+        #: why the agent says the call is needed (a rule may require it)
+        self.justification = justification
 
     def body(self, key: str | None, expires_in: float | None = None) -> dict[str, Any]:
         """The JSON body of `POST /v1/gate` (the server refuses unknown fields).
@@ -112,6 +116,7 @@ class Call:
             "session_id": self.session_id,
             "idempotency_key": key,
             "summary": self.summary,
+            "justification": self.justification,
             "expires_in": expires_in,
         }
         body.update({k: v for k, v in optional.items() if v is not None})

@@ -217,6 +217,16 @@ class Words:
         """A rule (or a grant) let the call through."""
         return f"gate: {_sentence(reason or 'Allowed by policy')}"
 
+    def unjustified(self, message: str) -> str:
+        """The rule needs the agent to say why the call is needed, and it did not."""
+        return (
+            f"gate: This {self.tool} call was blocked before anyone saw it: "
+            f"{_sentence(message.removeprefix('justification: '))} Retry the same call with "
+            "a justification: say in the call's `description` why it is needed (what it is "
+            "for and who asked for it). If this tool has no description, tell the user the "
+            "rule needs a justification this agent cannot send."
+        )
+
     def denied(self, rule: str | None, reason: str) -> str:
         """A rule denies the call outright: a standing policy, not a person."""
         head = "" if rule is None or rule in reason else f"Blocked by rule {rule!r}: "

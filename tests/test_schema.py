@@ -12,7 +12,7 @@ import pytest
 import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlmodel import Session, SQLModel
+from sqlmodel import SQLModel
 
 import gate.models  # noqa: F401  (registers the tables)
 from gate.models import ConfirmationRequest, utcnow
@@ -48,13 +48,16 @@ def test_upgrading_teaches_each_cards_post_row_the_updates_already_sent(db_url: 
     now = utcnow()
     row = {"channel": "log", "target": "log", "attempts": 1, "next_attempt_at": now}
     try:
-        with Session(engine) as session:
-            # the requests table as it was at 0005 (0011 added `policy_revision`)
-            request = ConfirmationRequest(id="01OLD", tool_name="t", expires_at=now)
-            values = request.model_dump(exclude={"policy_revision"})
-            session.execute(sa.insert(ConfirmationRequest).values(**values))
-            session.commit()
-        with engine.begin() as conn:
+        with engine.begin() as conn:  # the columns of a request at 0005 (0011 and 0013 add some)
+            conn.execute(
+                sa.text(
+                    "INSERT INTO confirmation_request (id, tool_name, tool_args, context, status, "
+                    "approvers, approvals_required, created_at, expires_at, on_timeout, options) "
+                    "VALUES ('01OLD', 't', '{}', '{}', 'pending', '[]', 1, :at, :at, 'reject', "
+                    "'{}')"
+                ),
+                {"at": now},
+            )
             insert = sa.text(
                 "INSERT INTO delivery (id, request_id, channel, target, kind, status, attempts, "
                 "next_attempt_at, created_at, sent_at, last_error) VALUES (:id, '01OLD', "

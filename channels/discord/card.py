@@ -135,7 +135,7 @@ def _fields(view: RequestView, now: datetime) -> list[dict[str, Any]]:
         _field("Tool", inline(view.tool_name, 100)),
         _field("Agent", inline(view.agent_id)),
         _field("User", inline(view.user_id)),
-        _field("Rule", inline(view.rule)),
+        _field("Rule", inline(decisions.rule_and_stage(view), decisions.STAGE_CHARS)),
         _field("Deadline", _deadline(view, now)),
         _field("Approvals", _approvals(view)),
     ]

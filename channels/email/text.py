@@ -114,7 +114,7 @@ def facts(view: RequestView, now: datetime) -> list[Fact]:
     rows = [Fact("Request", view.id), Fact("Tool", inert(view.tool_name))]
     rows.append(Fact("Agent", inert(view.agent_id or "-")))
     rows.append(Fact("User", inert(view.user_id or "-")))
-    rows.append(Fact("Rule", inert(view.rule or "-")))
+    rows.append(Fact("Rule", inert(decisions.rule_and_stage(view) or "-")))
     if view.status == "pending":
         when = f"{view.expires_at:%Y-%m-%d %H:%M} UTC ({decisions.countdown(view.expires_at, now)})"
         rows.append(Fact("Deadline", when))

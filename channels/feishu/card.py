@@ -164,7 +164,7 @@ def _facts(view: RequestView, now: datetime) -> list[dict[str, Any]]:
     facts = [
         f"Agent: {clean(view.agent_id, 100) or '-'}",
         f"User: {clean(view.user_id, 100) or '-'}",
-        f"Rule: {clean(view.rule, 100) or '-'}",
+        f"Rule: {clean(decisions.rule_and_stage(view), decisions.STAGE_CHARS) or '-'}",
         f"Deadline: {deadline}" if pending else f"Asked: {view.created_at:%Y-%m-%d %H:%M} UTC",
     ]
     elements.append(_div("\n".join(facts), "facts"))

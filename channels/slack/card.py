@@ -104,7 +104,7 @@ def render_card(view: RequestView, *, now: datetime | None = None) -> list[dict[
 def _facts(view: RequestView, iteration: str, now: datetime) -> dict[str, Any]:
     fields = [
         f"*Tool*\n{inline(view.tool_name)}",
-        f"*Rule*\n{inline(view.rule)}",
+        f"*Rule*\n{inline(decisions.rule_and_stage(view), decisions.STAGE_CHARS)}",
         f"*Agent*\n{inline(view.agent_id)}",
         f"*User*\n{inline(view.user_id)}",
         f"*Deadline*\n{_deadline(view, now)}",

@@ -226,7 +226,7 @@ def _facts(view: RequestView, now: datetime) -> list[dict[str, Any]]:
         _fact("Request", clean(view.id, 100), "request"),
         _fact("Agent", clean(view.agent_id, 100) or "-", "agent"),
         _fact("User", clean(view.user_id, 100) or "-", "user"),
-        _fact("Rule", clean(view.rule, 100) or "-", "rule"),
+        _fact("Rule", clean(decisions.rule_and_stage(view), decisions.STAGE_CHARS) or "-", "rule"),
         _fact(when[0], when[1], "deadline"),
     ]
 

@@ -159,7 +159,7 @@ def _text(
     lines += [
         f"Agent: {code(view.agent_id)}",
         f"User: {code(view.user_id)}",
-        f"Rule: {code(view.rule)}",
+        f"Rule: {code(decisions.rule_and_stage(view), decisions.STAGE_CHARS)}",
     ]
     if view.status == "pending":
         left = decisions.countdown(view.expires_at, now)

@@ -229,7 +229,7 @@ def _facts(view: RequestView, now: datetime) -> list[dict[str, Any]]:
         ("ID", view.id),
         ("Agent", clean(view.agent_id, VALUE_CHARS) or "-"),
         ("User", clean(view.user_id, VALUE_CHARS) or "-"),
-        ("Rule", clean(view.rule, VALUE_CHARS) or "-"),
+        ("Rule", clean(decisions.rule_and_stage(view), VALUE_CHARS) or "-"),
         when,
     ]
     facts: list[dict[str, Any]] = [{"keyname": k, "value": cut(v, VALUE_CHARS)} for k, v in rows]

@@ -33,7 +33,16 @@ from sqlmodel import Session, col
 from gate.models import ConfirmationRequest, Grant, GrantStatus, RequestStatus
 from gate.store import batch, direct, rows
 from gate.store.outbox import enqueue_updates as owe_card_updates
-from gate.store.records import UNREAD, VOTE_FIELDS, Guard, Head, RequestRow, Unread, VoteRow
+from gate.store.records import (
+    UNREAD,
+    VOTE_FIELDS,
+    Guard,
+    Head,
+    RequestRow,
+    Unread,
+    VoteRow,
+    first_vote_decides,
+)
 
 __all__ = [
     "CHANGED_MEANWHILE",
@@ -178,7 +187,13 @@ def _algorithm(session: Session) -> type[_SQLite] | type[_PostgreSQL]:
 
 
 def _quorum(req: RequestRow) -> bool:
-    return req.status == RequestStatus.pending and req.approvals_required != 1
+    """A pending request whose votes a decision counts (a quorum, a rejection threshold, a
+    vote filter or a chain's stages), under the row's lock."""
+    return req.status == RequestStatus.pending and not _first_vote_decides(req)
+
+
+def _first_vote_decides(req: RequestRow) -> bool:
+    return first_vote_decides(req.approvals_required, req.options)
 
 
 def _known(head: Head) -> str | None:
@@ -193,14 +208,15 @@ def load_for_decision(
 ) -> tuple[RequestRow, list[VoteRow]] | None:
     """The request and its votes: all a decision reads (None when no request has that id).
 
-    A pending request one approval decides has no votes (its first vote, either way, ends
-    it), so only its row is read; otherwise the votes and the audit chain's head are read
+    A pending request whose first vote decides it, either way, has no votes (one approval
+    approves, one rejection rejects, no stage follows: `records.first_vote_decides`),
+    so only its row is read; otherwise the votes and the audit chain's head are read
     at once, as of after the row's lock. `optimistic` (PostgreSQL) may read the row without
     its lock: see `_PostgreSQL`."""
     req = _algorithm(session).load(session, request_id, optimistic)
     if req is None:
         return None
-    if req.status == RequestStatus.pending and req.approvals_required == 1:
+    if req.status == RequestStatus.pending and _first_vote_decides(req):
         return req, []
     votes, req.audit_head = rows.votes_and_head(session, request_id, outside=req.optimistic)
     return req, votes

@@ -20,6 +20,8 @@ _DUE = sa.select(
     REQUEST.c.approvers,
     REQUEST.c.reminded_at,
     REQUEST.c.escalated_at,
+    REQUEST.c.stage,
+    REQUEST.c.stage_at,
 ).where(
     REQUEST.c.status == RequestStatus.pending.value,
     REQUEST.c.nudge_at <= sa.bindparam("now"),
@@ -28,7 +30,8 @@ _DUE = sa.select(
 
 def due(conn: sa.Connection, now: datetime) -> list[Any]:
     """The pending requests whose next nudge is due: only the columns a nudge needs (`id`,
-    `created_at`, `options`, `approvers`, `reminded_at`, `escalated_at`)."""
+    `created_at`, `options`, `approvers`, `reminded_at`, `escalated_at`, `stage`,
+    `stage_at`)."""
     return list(conn.execute(_DUE, {"now": now}).all())
 
 
@@ -42,16 +45,26 @@ def set_next(conn: sa.Connection, request_id: str, when: datetime | None) -> Non
 
 
 def mark(
-    session: Session, request_id: str, column: str, now: datetime, then: datetime | None
+    session: Session,
+    request_id: str,
+    column: str,
+    now: datetime,
+    then: datetime | None,
+    *,
+    stage: int = 0,
 ) -> bool:
     """Set the marker `column` ("reminded_at" or "escalated_at") to `now` and the next
-    nudge to `then`, only while the request is pending and the marker unset
-    (compare-and-set: every replica runs the job); False when another got there first."""
+    nudge to `then`, only while the request is pending, still in chain stage `stage` and
+    the marker unset (compare-and-set: every replica runs the job, and a vote that passed
+    the request to its next stage meanwhile wins: that stage has its own clock); False
+    when another got there first. The UPDATE holds the row until the commit, so a vote
+    waits for the escalation's approvers (PostgreSQL) or comes after them (SQLite)."""
     result = session.execute(
         sa.update(ConfirmationRequest)
         .where(
             col(ConfirmationRequest.id) == request_id,
             col(ConfirmationRequest.status) == RequestStatus.pending,
+            col(ConfirmationRequest.stage) == stage,
             getattr(ConfirmationRequest, column).is_(None),
         )
         .values({column: now, "nudge_at": then})

@@ -75,6 +75,9 @@ class RequestRow:
     nudge_at: datetime | None
     outcome: str | None
     policy_revision: str | None = None
+    stage: int
+    stage_at: datetime | None
+    justification: str | None
     #: the request's audit chain head as of this transaction's lock (`UNREAD`: not read)
     audit_head: Head = UNREAD
     #: read under the row's lock (PostgreSQL): nothing else can change it before the commit
@@ -101,6 +104,8 @@ class VoteRow:
     at: datetime
     grant_scope: str | None = None
     grant_seconds: int | None = None
+    #: the chain stage it was cast in (`gate.chains`)
+    stage: int = 0
 
     def update(self, values: dict[str, Any]) -> None:
         """Set the columns `values` names (an approver changing their vote)."""
@@ -118,10 +123,24 @@ REQUEST_FIELDS: tuple[str, ...] = tuple(
 VOTE_FIELDS: tuple[str, ...] = tuple(VoteRow.__dataclass_fields__)
 
 
+def first_vote_decides(approvals_required: int, options: dict[str, Any]) -> bool:
+    """Whether a pending request's first vote, either way, ends it: one approval approves,
+    one rejection rejects, no filter and no later stage. Then a decision reads no votes (the
+    fast path whose statements `tests/core/test_statement_counts.py` counts). The keys are
+    the ones `gate.offers.Offers.to_options` writes only for a chain (`gate.chains`)."""
+    return (
+        approvals_required == 1
+        and not options.get("stages")
+        and int(options.get("rejections") or 1) == 1
+        and not options.get("via")
+        and options.get("counted") is None
+    )
+
+
 def new_request(**values: Any) -> RequestRow:
     """A request not yet written: every column, the unset ones at their defaults."""
     fields: dict[str, Any] = dict.fromkeys(REQUEST_FIELDS)
-    fields |= {"status": "pending", "approvals_required": 1, "on_timeout": "reject"}
+    fields |= {"status": "pending", "approvals_required": 1, "on_timeout": "reject", "stage": 0}
     fields |= {"approvers": [], "context": {}, "options": {}, "tool_args": {}}
     # nothing written yet: the first event has no predecessor
     return RequestRow(**(fields | values), audit_head=None)

@@ -26,7 +26,19 @@ from tests.support.servers import ThreadServer
 #: replayed Extend that moved the deadline twice would not be hidden by the limit
 MAX_TIMEOUT = "40m"
 #: a rule for shell commands, as an agent's hook sends them (any approver decides)
-CONTRACT_RULES = [{"name": "shell-commands", "tools": ["Bash"], "timeout": "10m"}]
+CONTRACT_RULES = [
+    {"name": "shell-commands", "tools": ["Bash"], "timeout": "10m"},
+    # a chain: carol (the lead), then finance (`gate.chains`)
+    {
+        "name": "chained-payments",
+        "tools": ["chain_pay"],
+        "timeout": "10m",
+        "stages": [
+            {"name": "lead", "approvers": ["carol"]},
+            {"name": "finance", "approvers": ["group:finance"]},
+        ],
+    },
+]
 #: people the suite clicks as who are not `[[approvers]]` at all
 STRANGERS = ("stranger",)
 

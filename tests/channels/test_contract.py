@@ -437,6 +437,34 @@ def test_a_repeated_delivery_decides_once(clicks: Driver, gate: Gate) -> None:
     assert deadline(gate, request_id) - before == timedelta(minutes=15)
 
 
+def test_a_chain_shows_its_waiting_stage_and_refuses_a_later_stage_until_its_turn(
+    clicks: Driver, gate: Gate
+) -> None:
+    request_id = ask(gate, "chain_pay", {"amount": 5}, justification="INV-9")
+    text = clicks.card(request_id).text
+    assert "waiting for stage 1 of 2 (lead)" in text.lower()
+    label = text.index(clicks.claim_label)  # the agent's justification is its claim
+    assert "INV-9" in text[label:]
+    early = clicks.click(gate.url, request_id, "alice", "approve")  # finance, before its turn
+    refused(clicks, early, "alice", Refusal.not_your_turn.sentence())
+    untouched(gate, request_id)
+    assert clicks.click(gate.url, request_id, "carol", "approve").status == 200
+    now = state(gate, request_id)
+    assert (now["status"], now["stage"], now["stage_label"]) == (
+        "pending",
+        1,
+        "stage 2 of 2 (finance)",
+    )
+    assert now["decided_stages"] == ["stage 1 of 2 (lead): approved by carol"]
+    if clicks.name != "email":  # a mail is per person: finance is mailed, not carol
+        wait_until(lambda: "approved by carol" in clicks.card(request_id).text)
+        assert "waiting for stage 2 of 2 (finance)" in clicks.card(request_id).text.lower()
+    assert clicks.click(gate.url, request_id, "alice", "approve").status == 200
+    assert state(gate, request_id)["status"] == "approved"
+    if clicks.name != "email":
+        settled(clicks, gate, request_id)
+
+
 # -- what the rule offers ---------------------------------------------------------------------
 
 

@@ -90,7 +90,13 @@ def to_toml(data: dict[str, Any]) -> str:
     lines: list[str] = []
 
     def scalar(v: Any) -> str:
-        return json.dumps(v) if not isinstance(v, bool) else ("true" if v else "false")
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, dict):  # an inline table (a rule's `stages` entries, `votes`)
+            return "{ " + ", ".join(f"{k} = {scalar(x)}" for k, x in v.items()) + " }"
+        if isinstance(v, list):
+            return "[" + ", ".join(scalar(x) for x in v) + "]"
+        return json.dumps(v)
 
     def table(prefix: str, d: dict[str, Any]) -> None:
         simple = {k: v for k, v in d.items() if not isinstance(v, dict)}

@@ -46,6 +46,18 @@ WEB_RULES: list[dict[str, Any]] = [
         "reason": "Agent tools need a human",
     },
     {
+        # a chain (issue 32): carol leads, then finance approves with a word of why; a
+        # request without the agent's justification cannot be approved
+        "name": "chained",
+        "tools": ["chain_*"],
+        "timeout": "10m",
+        "justification": "to_review",
+        "stages": [
+            {"name": "lead", "approvers": ["carol"]},
+            {"name": "finance", "approvers": ["group:finance"], "justify": True},
+        ],
+    },
+    {
         "name": "grantable",
         "tools": ["shell_*"],
         "timeout": "10m",
