@@ -18,6 +18,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from gate import outcomes, rendering, untrusted
+from gate.authmethod import AuthMethod
 from gate.config import ApproverSettings, Settings
 from gate.models import RequestStatus
 
@@ -97,6 +98,9 @@ class Actor:
     (`gate.rendering.shown_chars`); None for the API, which shows them raw. `revealed` holds
     the masked values (JSON pointers, `gate.untrusted.masks`) this person revealed on the
     request, on a surface that reveals (the web page); None where nothing is revealed (cards).
+    `auth` is how they were authenticated (recorded on the vote; a step-up rule demands
+    single sign-on, `gate.stepup`); `groups` are the approver groups their identity provider
+    put them in for this sign-in (`[oidc] group_map`).
     """
 
     name: str
@@ -106,6 +110,8 @@ class Actor:
     bypass_approver_list: bool = False
     args_chars: int | None = None
     revealed: frozenset[str] | None = None
+    auth: AuthMethod | None = None
+    groups: frozenset[str] = frozenset()
 
     @classmethod
     def of_principal(cls, principal: Principal, via: str = "api") -> Actor:
@@ -116,6 +122,7 @@ class Actor:
             approver=principal.approver,
             token=None if principal.anonymous else principal.name,
             bypass_approver_list=principal.role == "admin",
+            auth=principal.auth,
         )
 
     @classmethod
@@ -126,10 +133,20 @@ class Actor:
         *,
         args_chars: int | None = None,
         revealed: frozenset[str] | None = None,
+        auth: AuthMethod | None = None,
+        groups: frozenset[str] = frozenset(),
     ) -> Actor:
         """A person signed in to the web console (who `revealed` these masked values), or
         identified by a chat platform (whose card showed `args_chars` characters)."""
-        return cls(approver.name, via, approver, args_chars=args_chars, revealed=revealed)
+        return cls(
+            approver.name,
+            via,
+            approver,
+            args_chars=args_chars,
+            revealed=revealed,
+            auth=auth,
+            groups=groups,
+        )
 
 
 @dataclass(frozen=True)

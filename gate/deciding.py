@@ -24,7 +24,8 @@ from gate.acting import (
     refusal_for,
     settled,
 )
-from gate.config import parse_duration
+from gate.authmethod import AuthMethod
+from gate.config import ApproverSettings, parse_duration
 from gate.errors import AlreadyDecided, Conflict, Forbidden, InvalidInput, NotFound
 from gate.models import RequestStatus, Verdict
 from gate.readmodel import RequestView, build_view
@@ -106,6 +107,7 @@ def _decide(
             now=now,
             edited_args=edited_args,
             grant=(spec.scope, int(spec.duration.total_seconds())) if spec else None,
+            auth=actor.auth,
         )
         approved = isinstance(outcome, machine.Changed) and outcome.status is RequestStatus.approved
         if approved and view.offers.grant_scopes:
@@ -212,7 +214,9 @@ def act(service: GateService, click: Click) -> Result:
         return settled(view, click.request_id) or Result(None, view, Refusal.not_an_approver)
     # A chat card shows the arguments up to its platform's length: `click.args_chars` says
     # how far (none when the channel does not say, so nothing it sends can approve).
-    actor = Actor.of_approver(approver, click.channel, args_chars=click.args_chars or 0)
+    actor = Actor.of_approver(
+        approver, click.channel, args_chars=click.args_chars or 0, auth=chat_auth(approver, click)
+    )
     if click.action == "check":
         view = service.view(click.request_id)
         done = settled(view, click.request_id)
@@ -231,6 +235,18 @@ def act(service: GateService, click: Click) -> Result:
         edits=click.edits,
         reasons=click.reasons,
         grant=click.grant,
+    )
+
+
+def chat_auth(approver: ApproverSettings, click: Click) -> AuthMethod:
+    """How a chat click's person was authenticated: the platform said who clicked, and gate
+    bound that id to `approver` by a configured id (`slack = "U01..."`) or by their email."""
+    configured = click.channel in (approver.model_extra or {})
+    return AuthMethod(
+        "chat",
+        platform=click.channel,
+        user_id=click.user_id,
+        bound_by="configured_id" if configured else "email",
     )
 
 

@@ -24,6 +24,7 @@ from typing import Any
 from sqlmodel import Session
 
 from gate import audit, reasons
+from gate.authmethod import AuthMethod
 from gate.binding import argument_diff, canonical_json
 from gate.models import GrantStatus, RequestStatus, Verdict
 
@@ -73,13 +74,15 @@ def record_vote(
     now: datetime,
     edited_args: dict[str, Any] | None = None,
     grant: tuple[str, int] | None = None,
+    auth: AuthMethod | None = None,
 ) -> Outcome:
     """Count one approver's verdict on a request `lock` returned; approve on quorum, reject
     on any reject. `votes` is kept up to date, so the caller can show the result unread.
 
     `edited_args` (approve only) replaces the arguments the call will run with (the audit
     records the difference); `grant` is the (scope, seconds) chosen with the approval. A
-    request past its deadline takes no vote: the deadline is applied here instead.
+    request past its deadline takes no vote: the deadline is applied here instead. `auth`
+    (how the approver was authenticated) is kept on the vote and in its audit event.
     """
     if req.status != RequestStatus.pending:
         return _already_final(req)
@@ -95,6 +98,7 @@ def record_vote(
         at=now,
         grant_scope=grant[0] if grant else None,
         grant_seconds=grant[1] if grant else None,
+        auth=auth.to_json() if auth is not None else None,
     )
     if not _cast(session, req.id, votes, vote):
         return AlreadyVoted(req.id, approver, verdict)
@@ -108,18 +112,23 @@ def record_vote(
             by=approver,
             via=via,
             reason=reason,
-            detail={"comment": comment},
+            detail={"comment": comment} | _auth(vote),
         )
     approvals = sum(v.verdict == Verdict.approve for v in votes)
     if approvals < req.approvals_required:
         detail: dict[str, object] = {"verdict": verdict.value, "comment": comment}
-        detail |= {"approvals": approvals, "required": req.approvals_required}
+        detail |= {"approvals": approvals, "required": req.approvals_required} | _auth(vote)
         req.audit_head = audit.append(
             session, req.id, "vote", approver, via, now, detail, prev=req.audit_head
         )
         store.owe_card_updates(session, req.id, now)
         return Voted(req.id, approvals, req.approvals_required)
     return _approve(session, req, vote, approvals, edited_args)
+
+
+def _auth(vote: VoteRow) -> dict[str, object]:
+    """The audit detail saying how the voter was authenticated (none when not known)."""
+    return {"auth": vote.auth} if vote.auth is not None else {}
 
 
 def _cast(session: Session, request_id: str, votes: list[VoteRow], vote: VoteRow) -> bool:
@@ -162,7 +171,8 @@ def _approve(
         by=vote.approver,
         via=vote.via,
         reason=reason,
-        detail={"comment": vote.comment, "approvals": approvals, "edits": edits or None},
+        detail={"comment": vote.comment, "approvals": approvals, "edits": edits or None}
+        | _auth(vote),
         values={"approved_args": edited_args} if edits else None,
         before=vote.at,
     )

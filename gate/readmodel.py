@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
+from gate.authmethod import AuthMethod
 from gate.binding import call_hash
 from gate.channel import surface_name
 from gate.models import AuditEvent, Delivery, RequestStatus
@@ -53,6 +54,7 @@ class VoteData(Protocol):
     comment: str | None
     via: str
     at: datetime
+    auth: dict[str, Any] | None
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,8 @@ class VoteView:
     via: str
     at: datetime
     comment: str | None
+    #: how the approver was authenticated; None for votes cast before gate recorded it
+    auth: AuthMethod | None = None
 
 
 @dataclass(frozen=True)
@@ -193,7 +197,10 @@ def build_view(
         expires_at=req.expires_at,
         approvals_required=req.approvals_required,
         approvers=list(req.approvers),
-        votes=[VoteView(v.approver, v.verdict, v.via, v.at, v.comment) for v in votes],
+        votes=[
+            VoteView(v.approver, v.verdict, v.via, v.at, v.comment, AuthMethod.from_json(v.auth))
+            for v in votes
+        ],
         decided_at=req.decided_at,
         decided_by=req.decided_by,
         decided_via=req.decided_via,

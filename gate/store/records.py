@@ -100,6 +100,8 @@ class VoteRow:
     at: datetime
     grant_scope: str | None = None
     grant_seconds: int | None = None
+    #: how the approver was authenticated (`gate.authmethod.AuthMethod.to_json`)
+    auth: dict[str, Any] | None = None
 
     def update(self, values: dict[str, Any]) -> None:
         """Set the columns `values` names (an approver changing their vote)."""

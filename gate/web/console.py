@@ -36,6 +36,7 @@ from gate.web.session import (
     PROXY_SECRET_HEADER,
     Flash,
     SessionCodec,
+    SignedIn,
     WebSession,
     proxy_user,
     signed_in,
@@ -122,6 +123,8 @@ class Posted:
     session: WebSession
     me: ApproverSettings
     form: FormData
+    #: how `me` signed in (recorded on their votes)
+    signed: SignedIn
 
 
 class Console:
@@ -141,6 +144,11 @@ class Console:
 
     def who(self, request: Request) -> tuple[WebSession, ApproverSettings | None]:
         """The session and the signed-in approver, if any (reads the database: not async)."""
+        session, signed = self.signed(request)
+        return session, signed.approver if signed else None
+
+    def signed(self, request: Request) -> tuple[WebSession, SignedIn | None]:
+        """The session and who is signed in, with how (reads the database: not async)."""
         session = self.codec.load(request)
         return session, signed_in(self.settings, request, session, self.sign_ins.approver_of)
 
@@ -151,13 +159,14 @@ class Console:
     async def posted(self, request: Request) -> Posted | Response:
         """A form post checked like every other: the CSRF token first, then a signed-in
         approver. Returns the page that refuses it (403, or the way to sign in) otherwise."""
-        session, me = await self.who_async(request)
+        session, signed = await anyio.to_thread.run_sync(self.signed, request)
+        me = signed.approver if signed else None
         form = await request.form()
         if not csrf_matches(session.csrf, field_of(form, CSRF_FIELD)):
             return self.refuse_csrf(request, session, me)
-        if me is None:
+        if signed is None:
             return self.to_login(request)
-        return Posted(session, me, form)
+        return Posted(session, signed.approver, form, signed)
 
     def redirect(
         self, request: Request, session: WebSession, path: str, text: str, *, ok: bool = True

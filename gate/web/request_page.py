@@ -25,7 +25,7 @@ from gate.readmodel import RequestView
 from gate.web import calls, forms, queries
 from gate.web.console import Console, Posted, sentence
 from gate.web.forms import EXTEND_CHOICES, MAX_COMMENT, DecideForm, FormError, field_of
-from gate.web.session import WebSession
+from gate.web.session import SignedIn, WebSession
 
 #: how much of a call's arguments this page shows (`Actor.args_chars`): all of it, masked; so
 #: only a mask that could hide code keeps a call from being shown, and approved, here
@@ -126,12 +126,12 @@ class RequestPage:
             return await self.again(
                 request, posted, request_id, exc.status, sentence(exc.message), parsed
             )
-        me = posted.me
+        signed = posted.signed
         result = await anyio.to_thread.run_sync(
             lambda: deciding.decide(
                 self.service,
                 request_id,
-                self.actor(me, request_id, Verdict(parsed.verdict)),
+                self.actor(signed, request_id, Verdict(parsed.verdict)),
                 Verdict(parsed.verdict),
                 parsed.comment or None,
                 edited_args=edited,
@@ -150,13 +150,16 @@ class RequestPage:
             message += " The call runs with your edited arguments."
         return self.console.redirect(request, posted.session, f"/requests/{request_id}", message)
 
-    def actor(self, me: ApproverSettings, request_id: str, verdict: Verdict) -> Actor:
+    def actor(self, signed: SignedIn, request_id: str, verdict: Verdict) -> Actor:
         """The signed-in approver deciding on this page, which shows the call whole but masked:
         an approval counts for the masked values they revealed (one read, approvals only)."""
-        if verdict is not Verdict.approve:
-            return Actor.of_approver(me, "web", args_chars=SHOWN)
-        revealed = audit.revealed(self.console.state.db, request_id, me.name)
-        return Actor.of_approver(me, "web", args_chars=SHOWN, revealed=revealed)
+        me, auth, groups = signed.approver, signed.auth, signed.groups
+        revealed = None
+        if verdict is Verdict.approve:
+            revealed = audit.revealed(self.console.state.db, request_id, me.name)
+        return Actor.of_approver(
+            me, "web", args_chars=SHOWN, revealed=revealed, auth=auth, groups=groups
+        )
 
     async def extend(self, request: Request, request_id: str) -> Response:
         """The "extend deadline" buttons; done, they redirect to the request's page."""
@@ -167,7 +170,9 @@ class RequestPage:
         if by not in EXTEND_CHOICES:
             error = f"Extend by {' or '.join(EXTEND_CHOICES)}, not {by!r}."
             return await self.again(request, posted, request_id, 422, error)
-        actor = Actor.of_approver(posted.me, "web")
+        actor = Actor.of_approver(
+            posted.me, "web", auth=posted.signed.auth, groups=posted.signed.groups
+        )
         result = await anyio.to_thread.run_sync(
             lambda: deciding.extend(self.service, request_id, actor, by)
         )
