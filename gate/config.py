@@ -33,6 +33,7 @@ from pydantic_settings import (
 from gate import untrusted
 from gate.config_connections import ConnectionSettings
 from gate.config_errors import explain
+from gate.config_oidc import OidcSettings, StepUpSettings
 
 # re-exported: the rest of gate imports every settings model from here
 from gate.config_people import ApproverSettings as ApproverSettings
@@ -248,6 +249,8 @@ class RuleSettings(_Strict):
     escalate_to: list[str] = Field(default_factory=list)
     #: extra approvers (names or group:x) who may decide after escalation
     escalate_approvers: list[str] = Field(default_factory=list)
+    #: an approval counts only from a fresh single sign-on (`[oidc]` required)
+    step_up: StepUpSettings | None = None
 
     _parse_timeout = field_validator(
         "timeout", "remind_after", "escalate_after", "max_grant", mode="before"
@@ -269,6 +272,8 @@ class Settings(BaseSettings):
     tokens: list[TokenSettings] = Field(default_factory=list)
     channels: ChannelsSettings = Field(default_factory=ChannelsSettings)
     rules: list[RuleSettings] = Field(default_factory=list)
+    #: console sign-in through an OpenID Connect provider (off when absent)
+    oidc: OidcSettings | None = None
     #: where the settings came from, for messages (not read from the file)
     source: str | None = Field(default=None, exclude=True)
 
@@ -294,6 +299,8 @@ class Settings(BaseSettings):
         if len(set(emails)) < len(emails):  # one sign-in must not map to two people
             raise ValueError("approver emails must be unique (in any letter case)")
         groups = {g for a in self.approvers for g in a.groups}
+        if self.oidc is not None:  # groups the identity provider confers count too
+            groups |= {g for mapped in self.oidc.group_map.values() for g in mapped}
         for token in self.tokens:
             if token.approver and token.approver not in names:
                 raise ValueError(
@@ -304,6 +311,11 @@ class Settings(BaseSettings):
         if len(set(rule_names)) != len(rule_names):
             raise ValueError("rule names must be unique")
         for rule in self.rules:
+            if rule.step_up is not None and self.oidc is None:
+                raise ValueError(
+                    f"rule {rule.name!r}: step_up needs single sign-on, and [oidc] is not "
+                    "configured: no approval of this rule could ever count"
+                )
             for entry in [*rule.approvers, *rule.escalate_approvers]:
                 if entry.startswith("group:"):
                     if entry[6:] not in groups:

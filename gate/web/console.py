@@ -209,6 +209,7 @@ class Console:
             csrf_field=CSRF_FIELD,
             path=request.url.path,
             proxy_mode=self.proxy_mode,
+            sso_label=self.settings.oidc.label if self.settings.oidc else None,
             **context,
         )
         response = HTMLResponse(html, status_code=status, headers={"Cache-Control": "no-store"})

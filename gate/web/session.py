@@ -61,6 +61,9 @@ class WebSession:
     sign_in: str | None = None
     flash: Flash | None = None
     dirty: bool = False
+    #: a single sign-on under way in this browser (`gate.web.sso`): its state, nonce, PKCE
+    #: verifier and where to go after; taken out when the provider sends the browser back
+    sso: dict[str, Any] | None = None
 
     def notice_for(self, path: str) -> Flash | None:
         """The notice waiting for `path`, taken out of the session (shown once)."""
@@ -94,11 +97,12 @@ class SessionCodec:
             except BadSignature:
                 data = None
             if isinstance(data, dict) and isinstance(data.get("csrf"), str):
-                sign_in = data.get("sid")
+                sign_in, sso = data.get("sid"), data.get("sso")
                 return WebSession(
                     csrf=data["csrf"],
                     sign_in=sign_in if isinstance(sign_in, str) else None,
                     flash=_flash(data.get("flash")),
+                    sso=sso if isinstance(sso, dict) else None,
                 )
         return WebSession(csrf=new_csrf_token(), dirty=True)
 
@@ -110,6 +114,8 @@ class SessionCodec:
         if session.flash is not None:
             flash = session.flash
             data["flash"] = {"path": flash.path, "text": flash.text, "ok": flash.ok}
+        if session.sso is not None:
+            data["sso"] = session.sso
         value = self._serializer.dumps(data)
         response.set_cookie(
             COOKIE_NAME,
