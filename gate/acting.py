@@ -40,6 +40,8 @@ class Refusal(enum.Enum):
     arguments_not_shown = "arguments_not_shown"
     #: an approval of a call with a masked value the approver has not revealed
     not_revealed = "masked_value_not_revealed"
+    #: an approval of a step-up rule's call without a fresh single sign-on (`gate.stepup`)
+    step_up_required = "step_up_required"
 
     @property
     def status(self) -> int:
@@ -59,6 +61,10 @@ class Refusal(enum.Enum):
             Refusal.not_revealed: (
                 "a masked value of the call was not revealed to you; reveal it on the "
                 "request page in gate and approve there"
+            ),
+            Refusal.step_up_required: (
+                "this rule needs an approval made with a fresh single sign-on; approve on "
+                "the request page in gate"
             ),
         }[self]
 
@@ -215,7 +221,8 @@ def refusal_for(settings: Settings, view: RequestView, actor: Actor) -> Refusal 
     (gate name, email, every channel id, and the API token they act with) must not meet the
     requester's (the claimed `user_id`, the token that submitted the request, and the
     approver that token belongs to). Then the actor must be one of the request's resolved
-    approvers (an empty list: any approver), unless an admin token bypasses the list.
+    approvers (an empty list: any approver), or in one of the approver groups the rule names
+    by the groups their single sign-on conferred, unless an admin token bypasses the list.
     Identities meet in any letter case, Unicode form (NFKC), around spaces and invisible
     characters: an agent that claims `user_id = "Alice@Example.com"` (or `ａｌｉｃｅ`, or
     `ali\u200bce`) asked as alice@example.com / alice (erring towards refusing).
@@ -227,7 +234,9 @@ def refusal_for(settings: Settings, view: RequestView, actor: Actor) -> Refusal 
         return Refusal.self_approval
     allowed = view.approvers
     if allowed and not actor.bypass_approver_list and actor.name not in allowed:
-        return Refusal.not_an_approver
+        # ...or in a group the rule names, as their identity provider says (`group_map`)
+        if not actor.groups & set(view.offers.approver_groups):
+            return Refusal.not_an_approver
     return None
 
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from gate import grants, machine, offers
+from gate import grants, machine, offers, stepup
 from gate.acting import (
     Actor,
     Refusal,
@@ -143,6 +143,10 @@ def _check(
         unseen = approval_refusal(view, actor)
         if unseen is not None:
             return unseen
+        weak = stepup.refusal(view.offers.step_up, actor.auth, service.clock())
+        if weak is not None:
+            code = Refusal.step_up_required
+            return Result(None, view, code, weak[0].upper() + weak[1:], code.value)
     try:
         comment = offers.with_reasons(view.offers, verdict, comment, list(reasons))
         spec = None

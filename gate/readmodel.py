@@ -144,6 +144,13 @@ class RequestView:
         return RequestStatus(self.status).is_final
 
     @property
+    def approvable_in_chat(self) -> bool:
+        """Whether a chat card may offer to approve this request at all: not when its rule
+        demands a step-up (`gate.stepup`), which only the console's fresh single sign-on
+        proves. Every channel asks this through `channels.decisions`."""
+        return self.offers.step_up is None
+
+    @property
     def approvals(self) -> list[VoteView]:
         """The approve votes so far."""
         return [v for v in self.votes if v.verdict == "approve"]

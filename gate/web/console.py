@@ -182,9 +182,12 @@ class Console:
         self.codec.save(request, response, session)
         return response
 
-    def refusal(self, view: RequestView, me: ApproverSettings) -> str | None:
-        """Why `me` may not act on `view` on this page (the pipeline's words), or None."""
-        why = refusal_for(self.settings, view, Actor.of_approver(me, "web"))
+    def refusal(
+        self, view: RequestView, me: ApproverSettings, groups: frozenset[str] = frozenset()
+    ) -> str | None:
+        """Why `me` (in these single sign-on `groups`) may not act on `view` on this page
+        (the pipeline's words), or None."""
+        why = refusal_for(self.settings, view, Actor.of_approver(me, "web", groups=groups))
         return why.sentence() if why else None
 
     @property
