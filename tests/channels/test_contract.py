@@ -315,6 +315,23 @@ def test_an_approval_is_measured_on_the_call_as_gate_renders_it(clicks: Driver, 
     untouched(gate, request_id)
 
 
+def test_a_step_up_rule_is_approved_only_in_gate(clicks: Driver, gate: Gate) -> None:
+    # The rule needs a fresh single sign-on: the card shows the call and links to gate
+    # instead of offering to approve, and a crafted approve click (as asked, with a grant, or
+    # an edit form) is refused to the clicker alone, in gate's words; nothing is recorded.
+    request_id = ask(gate, "risky_transfer", {"amount": 5, "to": "acme"})
+    card = clicks.card(request_id)
+    assert not {"approve", "edit", "grant"} & card.offers
+    assert "fresh" in card.text and "sign-on" in card.text, card.text[:600]
+    assert "risky_transfer" in card.text or "acme" in card.text
+    answer = clicks.click(gate.url, request_id, "alice", "approve")
+    refused(clicks, answer, "alice", "single sign-on")
+    untouched(gate, request_id)
+    answer = clicks.click(gate.url, request_id, "alice", "edit", edits={"amount": 1})
+    refused(clicks, answer, "alice", "sign-on")
+    untouched(gate, request_id)
+
+
 def test_a_form_that_approves_does_not_open_from_a_cut_card(clicks: Driver, gate: Gate) -> None:
     # A crafted "Edit & approve" press on a card that cut the call: the form is refused
     # before it opens, in the card's own words, to the clicker alone (a reason form still

@@ -76,6 +76,9 @@ class FakeOidc(LoopbackFake):
         self.token_lifetime = 300
         self.last_auth_at = int(time.time())
         self.end_session = True
+        #: False: a provider that ignores `prompt=login` and `max_age` (signs in from its
+        #: old session, as some do), which gate must notice from `auth_time`
+        self.honour_prompt = True
         self.codes: dict[str, _Code] = {}
         self.authorize_calls: list[dict[str, str]] = []
         self.token_calls: list[dict[str, str]] = []
@@ -145,7 +148,8 @@ class FakeOidc(LoopbackFake):
             return JSONResponse({"error": "invalid_request"}, status_code=400)
         now = int(time.time())
         max_age = q.get("max_age")
-        if q.get("prompt") == "login" or (max_age and now - self.last_auth_at > int(max_age)):
+        again = q.get("prompt") == "login" or (max_age and now - self.last_auth_at > int(max_age))
+        if again and self.honour_prompt:
             self.last_auth_at = now  # the person authenticated again
         code = secrets.token_urlsafe(16)
         self.codes[code] = _Code(

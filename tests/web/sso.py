@@ -17,8 +17,8 @@ import httpx
 from gate.app import create_app
 from gate.config import Settings
 from tests.conftest import Gate
-from tests.support.fake_oidc import FakeOidc
 from tests.support import config as cfg
+from tests.support.fake_oidc import FakeOidc
 from tests.support.servers import ThreadServer
 from tests.web.conftest import _HASHES as PASSWORD_HASHES
 from tests.web.conftest import WEB_RULES, browser
