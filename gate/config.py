@@ -256,6 +256,14 @@ class RuleSettings(_Strict):
         "timeout", "remind_after", "escalate_after", "max_grant", mode="before"
     )(lambda v: None if v is None else parse_duration(v))
 
+    @field_validator("step_up", mode="before")
+    @classmethod
+    def _step_up_age(cls, value: Any) -> Any:
+        """`step_up.max_age` written like every duration ("5m")."""
+        if isinstance(value, dict) and isinstance(value.get("max_age"), str | int | float):
+            return {**value, "max_age": parse_duration(value["max_age"])}
+        return value
+
 
 class Settings(BaseSettings):
     """Everything gate reads: the file, then GATE_* variables on top."""

@@ -97,14 +97,13 @@ class StepUpSettings(BaseModel):
     #: authentication context classes accepted (e.g. a phishing-resistant MFA); empty: any
     acr: list[str] = Field(default_factory=list)
 
-    @field_validator("max_age", mode="before")
+    @field_validator("max_age")
     @classmethod
-    def _duration(cls, value: object) -> timedelta:
-        from gate.config import parse_duration  # gate.config imports this module
-
-        if not isinstance(value, str | int | float | timedelta):
-            raise ValueError("max_age is a duration like '5m'")
-        return parse_duration(value)
+    def _positive(cls, value: timedelta) -> timedelta:
+        # "5m" is read by `RuleSettings` (gate.config's parse_duration) before this
+        if value <= timedelta(0):
+            raise ValueError("max_age must be positive")
+        return value
 
     @field_validator("acr", mode="before")
     @classmethod

@@ -89,17 +89,7 @@ def record_vote(
     if req.expires_at <= now:
         expire(session, request_id=req.id, now=now, req=req)
         return _already_final(req)
-    vote = VoteRow(
-        id=None,
-        approver=approver,
-        verdict=verdict.value,
-        comment=comment,
-        via=via,
-        at=now,
-        grant_scope=grant[0] if grant else None,
-        grant_seconds=grant[1] if grant else None,
-        auth=auth.to_json() if auth is not None else None,
-    )
+    vote = _new_vote(approver, verdict, comment, via, now, grant, auth)
     if not _cast(session, req.id, votes, vote):
         return AlreadyVoted(req.id, approver, verdict)
     if verdict == Verdict.reject:
@@ -124,6 +114,28 @@ def record_vote(
         store.owe_card_updates(session, req.id, now)
         return Voted(req.id, approvals, req.approvals_required)
     return _approve(session, req, vote, approvals, edited_args)
+
+
+def _new_vote(
+    approver: str,
+    verdict: Verdict,
+    comment: str | None,
+    via: str,
+    now: datetime,
+    grant: tuple[str, int] | None,
+    auth: AuthMethod | None,
+) -> VoteRow:
+    return VoteRow(
+        id=None,
+        approver=approver,
+        verdict=verdict.value,
+        comment=comment,
+        via=via,
+        at=now,
+        grant_scope=grant[0] if grant else None,
+        grant_seconds=grant[1] if grant else None,
+        auth=auth.to_json() if auth is not None else None,
+    )
 
 
 def _auth(vote: VoteRow) -> dict[str, object]:

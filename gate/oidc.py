@@ -55,7 +55,7 @@ class SignInRefused(Exception):
     def __init__(self, message: str, *, status: int = 401) -> None:
         super().__init__(message)
         self.message = message
-        self.status = status
+        self.http_status = status
 
 
 @dataclass(frozen=True)

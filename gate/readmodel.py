@@ -204,10 +204,7 @@ def build_view(
         expires_at=req.expires_at,
         approvals_required=req.approvals_required,
         approvers=list(req.approvers),
-        votes=[
-            VoteView(v.approver, v.verdict, v.via, v.at, v.comment, AuthMethod.from_json(v.auth))
-            for v in votes
-        ],
+        votes=[_vote_view(v) for v in votes],
         decided_at=req.decided_at,
         decided_by=req.decided_by,
         decided_via=req.decided_via,
@@ -237,6 +234,17 @@ def build_view(
         grant_id=req.grant_id,
         outcome=req.outcome,
         idempotency_key=req.idempotency_key,
+    )
+
+
+def _vote_view(vote: VoteData) -> VoteView:
+    return VoteView(
+        vote.approver,
+        vote.verdict,
+        vote.via,
+        vote.at,
+        vote.comment,
+        AuthMethod.from_json(vote.auth),
     )
 
 

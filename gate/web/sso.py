@@ -164,7 +164,12 @@ class SsoPages:
     def _refused(self, request: Request, session: WebSession, exc: SignInRefused) -> Response:
         log.warning("single sign-on refused: %s", exc.message)
         return self.console.error(
-            request, session, None, exc.status, "Sign-in refused", "Not signed in: " + exc.message
+            request,
+            session,
+            None,
+            exc.http_status,
+            "Sign-in refused",
+            "Not signed in: " + exc.message,
         )
 
     def _unknown(self, request: Request, session: WebSession, verified: Verified) -> Response:
