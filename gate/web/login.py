@@ -140,7 +140,14 @@ class LoginPage:
         at_provider = None
         if signed is not None and signed.auth.kind == "oidc" and self.provider_logout:
             at_provider = self.provider_logout()
-        response = RedirectResponse(at_provider or "/login", status_code=303)
+        response: Response = RedirectResponse("/login", status_code=303)
+        if at_provider is not None:
+            # A page that moves on, not a redirect: the pages' CSP (`form-action 'self'`)
+            # stops a form's redirect to another origin, the provider's sign-out.
+            signed_out = WebSession(csrf=new_csrf_token())
+            response = console.render(
+                request, signed_out, "signed_out.html", me=None, provider_url=at_provider
+            )
         console.codec.clear(request, response)
         return response
 
