@@ -251,6 +251,12 @@ def test_a_verified_click_approves(clicks: Driver, gate: Gate) -> None:
         "alice",
         clicks.name,
     )
+    # how the clicker was known: the platform's id, bound by the approver's configured key
+    # (the email channel's key is the approver's declared email: bound by email)
+    auth = now["votes"][0]["auth"]
+    bound = "email" if clicks.name == "email" else "configured_id"
+    assert (auth["kind"], auth["platform"], auth["bound_by"]) == ("chat", clicks.name, bound)
+    assert auth["user_id"] == clicks.user_id("alice")
     settled(clicks, gate, request_id)
 
 
