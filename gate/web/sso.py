@@ -119,7 +119,7 @@ class SsoPages:
             return self._refused(request, session, refused)
         params = request.query_params
         if params.get("error"):
-            why = f"the identity provider refused the sign-in ({params.get('error', '')[:100]})"
+            why = f"the identity provider refused the sign-in ({params.get('error', '')[:100]!r})"
             return self._refused(request, session, SignInRefused(why))
         code = params.get("code")
         if not code or len(code) > 4096:
