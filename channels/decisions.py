@@ -21,6 +21,7 @@ from gate.config import Settings
 from gate.outcomes import Extended
 from gate.readmodel import RequestView
 from gate.rendering import CallRendering, as_text, render_call, shown_chars
+from gate.stepup import CARD_NOTE as STEP_UP_NOTE
 from gate.untrusted import clean, masks_only_credentials
 
 log = logging.getLogger("gate.channels")
@@ -67,11 +68,15 @@ class Arguments:
     whole: bool
     cut: bool = False
     headline: str = ""
+    #: the rule demands a step-up (`RequestView.approvable_in_chat`): no card approves it
+    step_up: bool = False
 
     def note(self, platform: str) -> str:
-        """What a card that does not show the call whole says instead of offering to approve
-        it: the call was too long for it, or it fit but a mask in it could hide code
-        (`gate.untrusted.masks_only_credentials`)."""
+        """What a card that does not offer to approve says instead: the rule needs a fresh
+        single sign-on (`gate.stepup`), the call was too long for it, or it fit but a mask in
+        it could hide code (`gate.untrusted.masks_only_credentials`)."""
+        if self.step_up:
+            return STEP_UP_NOTE
         return too_long(platform) if self.cut else masked_code(platform)
 
 
@@ -97,12 +102,15 @@ def arguments(
     rendering = render(view, args)
     url = (view.url or None) if link else None
     shown = as_text(rendering, limit=limit, url=url)
+    step_up = not view.approvable_in_chat
     if not (shown.hidden_lines or shown.hidden_chars):
-        # It fits: whole, unless a mask in it could hide code (`CallRendering.whole`).
+        # It fits: whole, unless a mask in it could hide code (`CallRendering.whole`), or
+        # the rule takes approvals only from the console (`whole` is what offers them).
         chosen = view.tool_args if args is None else args
-        whole = shown.whole and masks_only_credentials(chosen)
-        return Arguments(shown.text, whole, headline=rendering.headline)
-    return Arguments(shown.text[:limit], False, cut=True, headline=rendering.headline)
+        whole = shown.whole and masks_only_credentials(chosen) and not step_up
+        return Arguments(shown.text, whole, headline=rendering.headline, step_up=step_up)
+    cut = shown.text[:limit]
+    return Arguments(cut, False, cut=True, headline=rendering.headline, step_up=step_up)
 
 
 def arguments_within(
@@ -139,6 +147,8 @@ def approvable(view: RequestView, limit: int) -> bool:
     approve with a grant: while pending, and only when it shows the whole rendered call (and
     no mask in it could hide code), as gate's check on the approval (`gate.acting`) measures."""
     if view.status != "pending" or not masks_only_credentials(view.tool_args):
+        return False
+    if not view.approvable_in_chat:
         return False
     watched = view.offers.watched_args
     return shown_chars(view.tool_name, view.tool_args, watched=watched) <= limit

@@ -18,6 +18,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from gate import outcomes, rendering, untrusted
+from gate.authmethod import AuthMethod
 from gate.config import ApproverSettings, Settings
 from gate.models import RequestStatus
 
@@ -47,6 +48,8 @@ class Refusal(enum.Enum):
     vote_not_counted = "vote_not_counted"
     #: an approval of a request without the justification its rule needs to be reviewed
     unreviewable = "unreviewable"
+    #: an approval of a step-up rule's call without a fresh single sign-on (`gate.stepup`)
+    step_up_required = "step_up_required"
 
     @property
     def status(self) -> int:
@@ -81,6 +84,10 @@ class Refusal(enum.Enum):
             Refusal.unreviewable: (
                 "the agent sent no justification, and this rule lets nobody approve a "
                 "request without one; reject it, or let it expire"
+            ),
+            Refusal.step_up_required: (
+                "this rule needs an approval made with a fresh single sign-on; approve on "
+                "the request page in gate"
             ),
         }[self]
 
@@ -120,6 +127,9 @@ class Actor:
     (`gate.rendering.shown_chars`); None for the API, which shows them raw. `revealed` holds
     the masked values (JSON pointers, `gate.untrusted.masks`) this person revealed on the
     request, on a surface that reveals (the web page); None where nothing is revealed (cards).
+    `auth` is how they were authenticated (recorded on the vote; a step-up rule demands
+    single sign-on, `gate.stepup`); `groups` are the approver groups their identity provider
+    put them in for this sign-in (`[oidc] group_map`).
     """
 
     name: str
@@ -129,6 +139,8 @@ class Actor:
     bypass_approver_list: bool = False
     args_chars: int | None = None
     revealed: frozenset[str] | None = None
+    auth: AuthMethod | None = None
+    groups: frozenset[str] = frozenset()
 
     @classmethod
     def of_principal(cls, principal: Principal, via: str = "api") -> Actor:
@@ -139,6 +151,7 @@ class Actor:
             approver=principal.approver,
             token=None if principal.anonymous else principal.name,
             bypass_approver_list=principal.role == "admin",
+            auth=principal.auth,
         )
 
     @classmethod
@@ -149,10 +162,20 @@ class Actor:
         *,
         args_chars: int | None = None,
         revealed: frozenset[str] | None = None,
+        auth: AuthMethod | None = None,
+        groups: frozenset[str] = frozenset(),
     ) -> Actor:
         """A person signed in to the web console (who `revealed` these masked values), or
         identified by a chat platform (whose card showed `args_chars` characters)."""
-        return cls(approver.name, via, approver, args_chars=args_chars, revealed=revealed)
+        return cls(
+            approver.name,
+            via,
+            approver,
+            args_chars=args_chars,
+            revealed=revealed,
+            auth=auth,
+            groups=groups,
+        )
 
 
 @dataclass(frozen=True)
@@ -226,7 +249,8 @@ def refusal_for(settings: Settings, view: RequestView, actor: Actor) -> Refusal 
     (gate name, email, every channel id, and the API token they act with) must not meet the
     requester's (the claimed `user_id`, the token that submitted the request, and the
     approver that token belongs to). Then the actor must be one of the request's resolved
-    approvers (an empty list: any approver), unless an admin token bypasses the list.
+    approvers (an empty list: any approver), or in one of the approver groups the rule names
+    by the groups their single sign-on conferred, unless an admin token bypasses the list.
     Identities meet in any letter case, Unicode form (NFKC), around spaces and invisible
     characters: an agent that claims `user_id = "Alice@Example.com"` (or `ａｌｉｃｅ`, or
     `ali\u200bce`) asked as alice@example.com / alice (erring towards refusing).
@@ -235,8 +259,10 @@ def refusal_for(settings: Settings, view: RequestView, actor: Actor) -> Refusal 
         return Refusal.self_approval
     allowed = view.approvers
     if allowed and not actor.bypass_approver_list and actor.name not in allowed:
-        later = any(actor.name in s.approvers for s in view.offers.stages[view.stage + 1 :])
-        return Refusal.not_your_turn if later else Refusal.not_an_approver
+        # ...or in a group the rule names, as their identity provider says (`group_map`)
+        if not actor.groups & set(view.offers.approver_groups):
+            later = any(actor.name in s.approvers for s in view.offers.stages[view.stage + 1 :])
+            return Refusal.not_your_turn if later else Refusal.not_an_approver
     return _stage_refusal(view, actor)
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Literal
 
+from gate.authmethod import LOCAL, AuthMethod
 from gate.config import ApproverSettings, Settings
 from gate.errors import Forbidden, Unauthenticated
 from gate.logs import note_principal
@@ -24,6 +25,8 @@ class Principal:
     role: Role
     approver: ApproverSettings | None = None
     anonymous: bool = False
+    #: how this caller was authenticated (a token by name, or local mode)
+    auth: AuthMethod | None = None
 
     @property
     def can_submit(self) -> bool:
@@ -56,7 +59,8 @@ class TokenBook:
         for entry in settings.tokens:
             digest = entry.token_sha256 or sha256_hex(entry.token.get_secret_value())  # type: ignore[union-attr]
             approver = settings.approver(entry.approver) if entry.approver else None
-            self._by_digest[digest.lower()] = Principal(entry.name, entry.role, approver)
+            how = AuthMethod("token", token=entry.name)
+            self._by_digest[digest.lower()] = Principal(entry.name, entry.role, approver, auth=how)
         self.anonymous_allowed = anonymous_allowed(settings)
 
     def authenticate(self, authorization: str | None) -> Principal:
@@ -64,7 +68,7 @@ class TokenBook:
         if not authorization:
             if self.anonymous_allowed:
                 note_principal(ANONYMOUS_NAME)
-                return Principal(ANONYMOUS_NAME, "admin", anonymous=True)
+                return Principal(ANONYMOUS_NAME, "admin", anonymous=True, auth=LOCAL)
             raise Unauthenticated(
                 "missing bearer token: send 'Authorization: Bearer <token>' "
                 "with a token from [[tokens]] in gate.toml",

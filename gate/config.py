@@ -38,6 +38,7 @@ from gate.config_chains import (
 )
 from gate.config_connections import ConnectionSettings
 from gate.config_errors import explain
+from gate.config_oidc import OidcSettings, StepUpSettings
 
 # re-exported: the rest of gate imports every settings model from here
 from gate.config_people import ApproverSettings as ApproverSettings
@@ -271,6 +272,8 @@ class RuleSettings(_Strict):
     approvers_justify: bool = False
     justification: Justification = "optional"
     self_approval: SelfApprovalSettings | None = None
+    #: an approval counts only from a fresh single sign-on (`[oidc]` required)
+    step_up: StepUpSettings | None = None
 
     _parse_timeout = field_validator(
         "timeout", "remind_after", "escalate_after", "max_grant", mode="before"
@@ -291,6 +294,14 @@ class RuleSettings(_Strict):
         """The approvals that decide a rule without stages (`votes.approve`, else
         `approvals_required`; both given must agree, `gate.policy_chains` checks)."""
         return self.votes.approve if self.votes is not None else self.approvals_required
+
+    @field_validator("step_up", mode="before")
+    @classmethod
+    def _step_up_age(cls, value: Any) -> Any:
+        """`step_up.max_age` written like every duration ("5m")."""
+        if isinstance(value, dict) and isinstance(value.get("max_age"), str | int | float):
+            return {**value, "max_age": parse_duration(value["max_age"])}
+        return value
 
 
 class DenialSettings(_Strict):
@@ -341,6 +352,8 @@ class Settings(BaseSettings):
     decision_log: DecisionLogSettings = Field(default_factory=DecisionLogSettings)
     denials: DenialSettings = Field(default_factory=DenialSettings)
     stats: StatsSettings = Field(default_factory=StatsSettings)
+    #: console sign-in through an OpenID Connect provider (off when absent)
+    oidc: OidcSettings | None = None
     #: where the settings came from, for messages (not read from the file)
     source: str | None = Field(default=None, exclude=True)
 
@@ -366,6 +379,8 @@ class Settings(BaseSettings):
         if len(set(emails)) < len(emails):  # one sign-in must not map to two people
             raise ValueError("approver emails must be unique (in any letter case)")
         groups = {g for a in self.approvers for g in a.groups}
+        if self.oidc is not None:  # groups the identity provider confers count too
+            groups |= {g for mapped in self.oidc.group_map.values() for g in mapped}
         for token in self.tokens:
             if token.approver and token.approver not in names:
                 raise ValueError(
@@ -376,6 +391,11 @@ class Settings(BaseSettings):
         if len(set(rule_names)) != len(rule_names):
             raise ValueError("rule names must be unique")
         for rule in self.rules:
+            if rule.step_up is not None and self.oidc is None:
+                raise ValueError(
+                    f"rule {rule.name!r}: step_up needs single sign-on, and [oidc] is not "
+                    "configured: no approval of this rule could ever count"
+                )
             for entry in [*rule.approvers, *rule.escalate_approvers]:
                 if entry.startswith("group:"):
                     if entry[6:] not in groups:

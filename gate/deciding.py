@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from gate import denials, grants, machine, offers
+from gate import denials, grants, machine, offers, stepup
 from gate.acting import (
     Actor,
     Refusal,
@@ -25,7 +25,8 @@ from gate.acting import (
     refusal_for,
     settled,
 )
-from gate.config import parse_duration
+from gate.authmethod import AuthMethod
+from gate.config import ApproverSettings, parse_duration
 from gate.errors import AlreadyDecided, Conflict, Forbidden, InvalidInput, NotFound
 from gate.models import RequestStatus, Verdict
 from gate.readmodel import RequestView, build_view
@@ -108,6 +109,7 @@ def _decide(
             edited_args=edited_args,
             grant=(spec.scope, int(spec.duration.total_seconds())) if spec else None,
             own=own,
+            auth=actor.auth,
         )
         approved = isinstance(outcome, machine.Changed) and outcome.status is RequestStatus.approved
         if isinstance(outcome, machine.Changed) and outcome.status is RequestStatus.rejected:
@@ -148,6 +150,10 @@ def _check(
         unseen = approval_refusal(view, actor)
         if unseen is not None:
             return unseen
+        weak = stepup.refusal(view.offers.step_up, actor.auth, service.clock())
+        if weak is not None:
+            code = Refusal.step_up_required
+            return Result(None, view, code, weak[0].upper() + weak[1:], code.value)
     own = asked_it(service.settings, view, actor)
     try:
         comment = offers.with_reasons(view.offers, verdict, comment, list(reasons))
@@ -221,7 +227,9 @@ def act(service: GateService, click: Click) -> Result:
         return settled(view, click.request_id) or Result(None, view, Refusal.not_an_approver)
     # A chat card shows the arguments up to its platform's length: `click.args_chars` says
     # how far (none when the channel does not say, so nothing it sends can approve).
-    actor = Actor.of_approver(approver, click.channel, args_chars=click.args_chars or 0)
+    actor = Actor.of_approver(
+        approver, click.channel, args_chars=click.args_chars or 0, auth=chat_auth(approver, click)
+    )
     if click.action == "check":
         view = service.view(click.request_id)
         done = settled(view, click.request_id)
@@ -240,6 +248,18 @@ def act(service: GateService, click: Click) -> Result:
         edits=click.edits,
         reasons=click.reasons,
         grant=click.grant,
+    )
+
+
+def chat_auth(approver: ApproverSettings, click: Click) -> AuthMethod:
+    """How a chat click's person was authenticated: the platform said who clicked, and gate
+    bound that id to `approver` by a configured id (`slack = "U01..."`) or by their email."""
+    configured = click.channel in (approver.model_extra or {})
+    return AuthMethod(
+        "chat",
+        platform=click.channel,
+        user_id=click.user_id,
+        bound_by="configured_id" if configured else "email",
     )
 
 

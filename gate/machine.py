@@ -24,6 +24,7 @@ from typing import Any
 from sqlmodel import Session
 
 from gate import audit, chains, reasons, voting
+from gate.authmethod import AuthMethod
 from gate.binding import argument_diff, canonical_json
 from gate.models import GrantStatus, RequestStatus, Verdict
 from gate.offers import Offers
@@ -75,6 +76,7 @@ def record_vote(
     edited_args: dict[str, Any] | None = None,
     grant: tuple[str, int] | None = None,
     own: bool = False,
+    auth: AuthMethod | None = None,
 ) -> Outcome:
     """Count one approver's verdict on a request `lock` returned, in the stage whose turn it
     is: the stage's rejection threshold rejects (one, by default), its approvals either pass
@@ -83,7 +85,8 @@ def record_vote(
 
     `edited_args` (approve only) replaces the arguments the call will run with (the audit
     records the difference); `grant` is the (scope, seconds) chosen with the approval; `own`
-    marks a person deciding a call they asked for (a rule's `self_approval`). A request past
+    marks a person deciding a call they asked for (a rule's `self_approval`); `auth` (how the
+    approver was authenticated) is kept on the vote and in its audit event. A request past
     its deadline takes no vote: the deadline is applied here instead.
     """
     if req.status != RequestStatus.pending:
@@ -96,6 +99,7 @@ def record_vote(
         id=None, approver=approver, verdict=verdict.value, comment=comment, via=via, at=now
     )
     vote.grant_scope, vote.grant_seconds, vote.stage = scope, seconds, req.stage
+    vote.auth = auth.to_json() if auth is not None else None
     cast, before = voting.cast(session, req, votes, vote)
     if not cast:
         return AlreadyVoted(req.id, approver, verdict)
@@ -105,6 +109,7 @@ def record_vote(
     extra: dict[str, object] = {"self_approval": True} if own else {}
     if before is not None:  # a person's newest vote counts; the change is in the trail
         extra["changed_from"] = before
+    extra |= _auth(vote)
     if verdict == Verdict.reject and count.rejected:
         reason = reasons.decision("Rejected", approver, via, comment)
         return _transition(
@@ -162,6 +167,11 @@ def _advance(
     store.owe_card_updates(session, req.id, now)
     req.update(written)
     return Voted(req.id, count.approvals, count.stage.approvals, next_stage=str(detail["next"]))
+
+
+def _auth(vote: VoteRow) -> dict[str, object]:
+    """The audit detail saying how the voter was authenticated (none when not known)."""
+    return {"auth": vote.auth} if vote.auth is not None else {}
 
 
 def _approve(

@@ -171,6 +171,9 @@ class Vote(SQLModel, table=True):
     stage: int = Field(
         default=0, sa_column=Column(sa.Integer, nullable=False, server_default=sa.text("0"))
     )
+    #: how the approver was authenticated (`gate.authmethod.AuthMethod.to_json`); None on
+    #: votes cast before it was recorded
+    auth: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
 
 
 class Delivery(SQLModel, table=True):
@@ -287,6 +290,11 @@ class WebSignIn(SQLModel, table=True):
     )
     expires_at: datetime = Field(sa_column=Column(UTCDateTime, nullable=False, index=True))
     revoked_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime, nullable=True))
+    #: how the person signed in (`gate.authmethod.AuthMethod.to_json`)
+    auth: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
+    #: single sign-on: SHA-256 of the nonce this sign-in consumed; unique, so an ID token
+    #: replayed with a used nonce signs nobody in
+    nonce: str | None = Field(default=None, max_length=64, unique=True, index=True)
 
 
 class SignInBucket(SQLModel, table=True):

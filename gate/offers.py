@@ -24,6 +24,32 @@ DEFAULT_MAX_GRANT = timedelta(hours=1)
 
 
 @dataclass(frozen=True)
+class StepUp:
+    """A rule's demand for a strong approval (RFC 9470): a single sign-on whose `auth_time`
+    is at most `max_age` old when the vote is cast, with one of `acr` when any are named."""
+
+    max_age: timedelta
+    acr: tuple[str, ...] = ()
+
+    @classmethod
+    def from_json(cls, value: Any) -> StepUp | None:
+        """From the request's options. A value that is there but unreadable still demands a
+        step-up, at its strictest (no age is fresh enough): never none (fail closed)."""
+        if value is None:
+            return None
+        if not isinstance(value, Mapping):
+            return cls(timedelta(0))
+        seconds, acr = value.get("max_age_seconds"), value.get("acr") or []
+        if not isinstance(seconds, int | float) or not isinstance(acr, list):
+            return cls(timedelta(0))
+        return cls(timedelta(seconds=float(seconds)), tuple(str(a) for a in acr))
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON frozen on a request made under the rule."""
+        return {"max_age_seconds": self.max_age.total_seconds(), "acr": list(self.acr)}
+
+
+@dataclass(frozen=True)
 class Offers:
     """What approvers of one request may do besides approve or reject as asked."""
 
@@ -72,6 +98,12 @@ class Offers:
             approvals_required, self.rejections, self.vote_filter, self.approvers_justify
         )
 
+    #: the approver groups the rule names (`group:finance` -> "finance"): a person whose
+    #: identity provider puts them in one may decide too (`[oidc] group_map`)
+    approver_groups: tuple[str, ...] = ()
+    #: an approval counts only from a fresh single sign-on (`gate.stepup`); None: any
+    step_up: StepUp | None = None
+
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> Offers:
         """From the JSON frozen on a request (older rows may lack keys: defaults apply)."""
@@ -103,6 +135,8 @@ class Offers:
             approvers_justify=bool(options.get("approvers_justify")),
             justification=str(options.get("justification") or "optional"),
             self_approvers=tuple(selves) if selves is not None else None,
+            approver_groups=tuple(options.get("approver_groups") or ()),
+            step_up=StepUp.from_json(options.get("step_up")),
         )
 
     def next_nudge(
@@ -135,7 +169,12 @@ class Offers:
         def seconds(d: timedelta | None) -> float | None:
             return d.total_seconds() if d is not None else None
 
-        return {
+        added: dict[str, Any] = {}  # keys newer than 0014 are stored only when set
+        if self.approver_groups:
+            added["approver_groups"] = list(self.approver_groups)
+        if self.step_up is not None:
+            added["step_up"] = self.step_up.to_json()
+        return added | {
             "allow_edits": self.allow_edits,
             "editable": list(self.editable) if self.editable is not None else None,
             "grant_scopes": list(self.grant_scopes),

@@ -34,7 +34,7 @@ import cel
 from gate import cel_shape, policy_chains, policy_check, policy_revision, shadow, toolnames
 from gate.config import RuleSettings, Settings
 from gate.errors import ConfigError
-from gate.offers import DEFAULT_MAX_GRANT, Offers
+from gate.offers import DEFAULT_MAX_GRANT, Offers, StepUp
 
 if TYPE_CHECKING:
     from gate.schemas import GateCall
@@ -401,6 +401,8 @@ def _offers(rule: RuleSettings, watched: tuple[str, ...] = ()) -> Offers:
         escalate_to=tuple(rule.escalate_to),
         escalate_approvers=tuple(rule.escalate_approvers),
         watched_args=watched,
+        approver_groups=tuple(a[6:] for a in rule.approvers if a.startswith("group:")),
+        step_up=StepUp(rule.step_up.max_age, tuple(rule.step_up.acr)) if rule.step_up else None,
     )
 
 

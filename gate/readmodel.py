@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
+from gate.authmethod import AuthMethod
 from gate.binding import call_hash
 from gate.chains import Stage
 from gate.channel import surface_name
@@ -59,6 +60,7 @@ class VoteData(Protocol):
     via: str
     at: datetime
     stage: int
+    auth: dict[str, Any] | None
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,8 @@ class VoteView:
     comment: str | None
     #: the chain stage it was cast in (`gate.chains`)
     stage: int = 0
+    #: how the approver was authenticated; None for votes cast before gate recorded it
+    auth: AuthMethod | None = None
 
 
 @dataclass(frozen=True)
@@ -178,6 +182,13 @@ class RequestView:
         return RequestStatus(self.status).is_final
 
     @property
+    def approvable_in_chat(self) -> bool:
+        """Whether a chat card may offer to approve this request at all: not when its rule
+        demands a step-up (`gate.stepup`), which only the console's fresh single sign-on
+        proves. Every channel asks this through `channels.decisions`."""
+        return self.offers.step_up is None
+
+    @property
     def approvals(self) -> list[VoteView]:
         """The approve votes the waiting stage counts so far."""
         counts = self.current_stage.filter.counts
@@ -262,7 +273,7 @@ def build_view(
         expires_at=req.expires_at,
         approvals_required=req.approvals_required,
         approvers=list(req.approvers),
-        votes=[VoteView(v.approver, v.verdict, v.via, v.at, v.comment, v.stage) for v in votes],
+        votes=[_vote_view(v) for v in votes],
         decided_at=req.decided_at,
         decided_by=req.decided_by,
         decided_via=req.decided_via,
@@ -301,6 +312,18 @@ def _deliveries(deliveries: list[Delivery] | None) -> list[DeliveryView]:
         )
         for d in deliveries or []
     ]
+
+
+def _vote_view(vote: VoteData) -> VoteView:
+    return VoteView(
+        vote.approver,
+        vote.verdict,
+        vote.via,
+        vote.at,
+        vote.comment,
+        stage=vote.stage,
+        auth=AuthMethod.from_json(vote.auth),
+    )
 
 
 def _derived(req: RequestData, like: RequestView | None) -> tuple[str, Offers]:

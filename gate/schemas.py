@@ -245,6 +245,26 @@ class GateCall(_Body):
         return value
 
 
+class AuthPublic(BaseModel):
+    """How an approver was authenticated when they voted (`gate.authmethod.AuthMethod`)."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    kind: Literal["password", "proxy", "oidc", "chat", "token", "local"]
+    issuer: str | None = Field(default=None, description="oidc: the ID token's issuer")
+    subject: str | None = Field(default=None, description="oidc: the ID token's subject")
+    auth_time: datetime | None = Field(
+        default=None, description="oidc: when the person last authenticated at the provider"
+    )
+    acr: str | None = Field(default=None, description="oidc: the authentication context class")
+    platform: str | None = Field(default=None, description="chat: the channel clicked in")
+    user_id: str | None = Field(default=None, description="chat: the person's id there")
+    bound_by: Literal["configured_id", "email"] | None = Field(
+        default=None, description="chat: how that id maps to the approver"
+    )
+    token: str | None = Field(default=None, description="token: the [[tokens]] entry's name")
+
+
 class VotePublic(BaseModel):
     model_config = ConfigDict(from_attributes=True)
 
@@ -254,6 +274,9 @@ class VotePublic(BaseModel):
     at: datetime
     comment: str | None
     stage: int = Field(default=0, description="the chain stage it was cast in, from 0")
+    auth: AuthPublic | None = Field(
+        default=None, description="how the approver was authenticated (null: not recorded)"
+    )
 
 
 class RequestPublic(BaseModel):

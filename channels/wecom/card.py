@@ -43,6 +43,8 @@ CONDITION_SHORT = "Condition failed: asked to be safe"
 TRIPPED_CHARS = 44
 #: what a card that shows the whole call, a mask in it that could hide code, says
 MASKED_SHORT = "A mask could hide code: read and approve in gate."
+#: a step-up rule's card (`decisions.Arguments.step_up`), in the subtitle's little room
+STEP_UP_SHORT = "Needs a fresh sign-on: approve in gate."
 MAX_OPTIONS = 10
 MAX_CHECKBOX = 20
 #: the grant dropdown's key, and its "no grant" option
@@ -208,14 +210,21 @@ def _subtitle(view: RequestView) -> str:
     shown = decisions.arguments(view, ARGS_CHARS, link=False)
     if not shown.whole:
         # The card itself is the link to the whole call; the words say what is not shown.
-        note = shown.note("WeCom") if shown.cut else MASKED_SHORT
+        note = _short_note(shown)
         room = SUBTITLE_CHARS - len(CALL_LABEL) - len(note) - 1
         if len(shown.text) > room:
             shown = decisions.arguments(view, room, link=False)
-            note = shown.note("WeCom") if shown.cut else MASKED_SHORT
+            note = _short_note(shown)
         return cut(f"{CALL_LABEL}{shown.text} {note}", SUBTITLE_CHARS)
     # The whole call first (it is what is approved): only the outcome after it may be cut.
     return cut(f"{CALL_LABEL}{shown.text}\n{outcome}.", SUBTITLE_CHARS)
+
+
+def _short_note(shown: decisions.Arguments) -> str:
+    """Why the card offers no approval, short enough for its subtitle."""
+    if shown.cut:
+        return shown.note("WeCom")
+    return STEP_UP_SHORT if shown.step_up else MASKED_SHORT
 
 
 def _facts(view: RequestView, now: datetime) -> list[dict[str, Any]]:

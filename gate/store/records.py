@@ -106,6 +106,8 @@ class VoteRow:
     grant_seconds: int | None = None
     #: the chain stage it was cast in (`gate.chains`)
     stage: int = 0
+    #: how the approver was authenticated (`gate.authmethod.AuthMethod.to_json`)
+    auth: dict[str, Any] | None = None
 
     def update(self, values: dict[str, Any]) -> None:
         """Set the columns `values` names (an approver changing their vote)."""

@@ -25,6 +25,7 @@ from gate.web.login import LoginPage
 from gate.web.pages import Pages
 from gate.web.request_page import RequestPage
 from gate.web.reveal import RevealRoute
+from gate.web.sso import SsoPages
 
 log = logging.getLogger("gate.web")
 
@@ -36,7 +37,11 @@ def install(app: FastAPI, state: AppState) -> None:
     static = resource_path("templates") / "static"
     app.mount("/static", StaticFiles(directory=static), name="static")
     pages = (Pages(console), RequestPage(console), RevealRoute(console), GrantsPage(console))
-    for page in (*pages, DecisionsPage(console), AgentsPage(console), LoginPage(console)):
+    sso = SsoPages(console) if state.settings.oidc is not None else None
+    login = LoginPage(console, sso.logout_url if sso else None)
+    for page in (*pages, DecisionsPage(console), AgentsPage(console), login):
         app.include_router(page.router())
+    if sso is not None:
+        app.include_router(sso.router())
     if state.settings.server.session_secret is None:
         log.info("web sessions are signed with a per-process key; set server.session_secret")

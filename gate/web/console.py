@@ -36,6 +36,7 @@ from gate.web.session import (
     PROXY_SECRET_HEADER,
     Flash,
     SessionCodec,
+    SignedIn,
     WebSession,
     proxy_user,
     signed_in,
@@ -122,6 +123,8 @@ class Posted:
     session: WebSession
     me: ApproverSettings
     form: FormData
+    #: how `me` signed in (recorded on their votes)
+    signed: SignedIn
 
 
 class Console:
@@ -141,6 +144,11 @@ class Console:
 
     def who(self, request: Request) -> tuple[WebSession, ApproverSettings | None]:
         """The session and the signed-in approver, if any (reads the database: not async)."""
+        session, signed = self.signed(request)
+        return session, signed.approver if signed else None
+
+    def signed(self, request: Request) -> tuple[WebSession, SignedIn | None]:
+        """The session and who is signed in, with how (reads the database: not async)."""
         session = self.codec.load(request)
         return session, signed_in(self.settings, request, session, self.sign_ins.approver_of)
 
@@ -151,13 +159,14 @@ class Console:
     async def posted(self, request: Request) -> Posted | Response:
         """A form post checked like every other: the CSRF token first, then a signed-in
         approver. Returns the page that refuses it (403, or the way to sign in) otherwise."""
-        session, me = await self.who_async(request)
+        session, signed = await anyio.to_thread.run_sync(self.signed, request)
+        me = signed.approver if signed else None
         form = await request.form()
         if not csrf_matches(session.csrf, field_of(form, CSRF_FIELD)):
             return self.refuse_csrf(request, session, me)
-        if me is None:
+        if signed is None:
             return self.to_login(request)
-        return Posted(session, me, form)
+        return Posted(session, signed.approver, form, signed)
 
     def redirect(
         self, request: Request, session: WebSession, path: str, text: str, *, ok: bool = True
@@ -173,9 +182,12 @@ class Console:
         self.codec.save(request, response, session)
         return response
 
-    def refusal(self, view: RequestView, me: ApproverSettings) -> str | None:
-        """Why `me` may not act on `view` on this page (the pipeline's words), or None."""
-        why = refusal_for(self.settings, view, Actor.of_approver(me, "web"))
+    def refusal(
+        self, view: RequestView, me: ApproverSettings, groups: frozenset[str] = frozenset()
+    ) -> str | None:
+        """Why `me` (in these single sign-on `groups`) may not act on `view` on this page
+        (the pipeline's words), or None."""
+        why = refusal_for(self.settings, view, Actor.of_approver(me, "web", groups=groups))
         return why.sentence() if why else None
 
     @property
@@ -203,6 +215,7 @@ class Console:
             # the banner every page shows while shadow rules are configured (gate.shadow)
             shadow=shadow.notices(self.state.policy.shadows, self.state.clock()),
             tripped=len(self.service.trips.tripped),
+            sso_label=self.settings.oidc.label if self.settings.oidc else None,
             **context,
         )
         response = HTMLResponse(html, status_code=status, headers={"Cache-Control": "no-store"})

@@ -8,6 +8,7 @@ recorded as a `web_sign_in` row that sign-out revokes.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import anyio
@@ -41,10 +42,17 @@ def safe_next(value: str | None) -> str:
 
 
 class LoginPage:
-    """The sign-in form, its check, and sign-out."""
+    """The sign-in form, its check, and sign-out.
 
-    def __init__(self, console: Console) -> None:
+    `provider_logout` gives the identity provider's sign-out address (single sign-on with an
+    `end_session_endpoint`): signing out of a single sign-on goes there too, or the next
+    "sign in" would sign the same person straight back in."""
+
+    def __init__(
+        self, console: Console, provider_logout: Callable[[], str | None] | None = None
+    ) -> None:
         self.console = console
+        self.provider_logout = provider_logout
         self.limiter = SignInLimiter(console.sign_ins.db, console.sign_ins.clock)
         self.passwords = PasswordCheck(console.settings)
 
@@ -123,13 +131,23 @@ class LoginPage:
     async def logout(self, request: Request) -> Response:
         """End the sign-in in the database (a replayed cookie is refused), then the cookie."""
         console = self.console
-        session, me = await console.who_async(request)
+        session, signed = await anyio.to_thread.run_sync(console.signed, request)
         form = await request.form()
         if not csrf_matches(session.csrf, field_of(form, CSRF_FIELD)):
-            return console.refuse_csrf(request, session, me)
+            return console.refuse_csrf(request, session, signed.approver if signed else None)
         if session.sign_in:
             await anyio.to_thread.run_sync(console.sign_ins.revoke, session.sign_in)
-        response = RedirectResponse("/login", status_code=303)
+        at_provider = None
+        if signed is not None and signed.auth.kind == "oidc" and self.provider_logout:
+            at_provider = self.provider_logout()
+        response: Response = RedirectResponse("/login", status_code=303)
+        if at_provider is not None:
+            # A page that moves on, not a redirect: the pages' CSP (`form-action 'self'`)
+            # stops a form's redirect to another origin, the provider's sign-out.
+            signed_out = WebSession(csrf=new_csrf_token())
+            response = console.render(
+                request, signed_out, "signed_out.html", me=None, provider_url=at_provider
+            )
         console.codec.clear(request, response)
         return response
 

@@ -40,13 +40,16 @@ class Pages:
         self.console = console
         self.state = console.state
 
-    def queue_views(self, me: ApproverSettings) -> list[dict[str, Any]]:
-        """Pending requests, newest first, each with whether `me` may decide it."""
+    def queue_views(
+        self, me: ApproverSettings, groups: frozenset[str] = frozenset()
+    ) -> list[dict[str, Any]]:
+        """Pending requests, newest first, each with whether `me` (in these single sign-on
+        `groups`) may decide it."""
         principal = Principal(me.name, "approver", me)
         views, _ = self.state.service.list(principal, status="pending", limit=QUEUE_LIMIT)
         rows = []
         for view in views:
-            refusal = self.console.refusal(view, me)
+            refusal = self.console.refusal(view, me, groups)
             voted = any(v.approver == me.name for v in view.votes)
             call = calls.shown(view)
             summary, summary_hidden = calls.summary_cut(view.summary)
@@ -74,13 +77,14 @@ class Pages:
 
     def _queue(self, request: Request, *, rows_only: bool) -> Response:
         console = self.console
-        session, me = console.who(request)
-        if me is None:
+        session, signed = console.signed(request)
+        if signed is None:
             if rows_only:
                 return Response("sign in first", status_code=401, media_type="text/plain")
             return console.to_login(request)
-        template = "_queue_rows.html" if rows_only else "queue.html"
-        return console.render(request, session, template, me=me, rows=self.queue_views(me))
+        me, template = signed.approver, "_queue_rows.html" if rows_only else "queue.html"
+        rows = self.queue_views(me, signed.groups)
+        return console.render(request, session, template, me=me, rows=rows)
 
     async def events(self, request: Request) -> Response:
         """Server-sent events: one message per created / changed / final request, for as

@@ -16,16 +16,15 @@ import anyio
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from gate import audit, deciding, machine, untrusted
+from gate import audit, deciding, machine, stepup, untrusted
 from gate.acting import Actor, Refusal, Result
-from gate.config import ApproverSettings
 from gate.errors import GateError, InvalidInput
 from gate.models import Verdict
 from gate.readmodel import RequestView
 from gate.web import calls, forms, queries
 from gate.web.console import Console, Posted, sentence
 from gate.web.forms import EXTEND_CHOICES, MAX_COMMENT, DecideForm, FormError, field_of
-from gate.web.session import WebSession
+from gate.web.session import SignedIn, WebSession
 
 #: how much of a call's arguments this page shows (`Actor.args_chars`): all of it, masked; so
 #: only a mask that could hide code keeps a call from being shown, and approved, here
@@ -43,7 +42,7 @@ class RequestPage:
         self,
         request: Request,
         session: WebSession,
-        me: ApproverSettings,
+        signed: SignedIn,
         request_id: str,
         *,
         status: int = 200,
@@ -51,7 +50,9 @@ class RequestPage:
         error: str | None = None,
         form: DecideForm | None = None,
     ) -> HTMLResponse:
-        """The request detail page, with the decide forms when `me` may decide."""
+        """The request detail page, with the decide forms when the signed-in approver may
+        decide (and, for a step-up rule, the way to sign in again first)."""
+        me = signed.approver
         if notice is None and error is None:
             flash = session.notice_for(request.url.path)
             if flash is not None:
@@ -62,7 +63,10 @@ class RequestPage:
                 request, session, me, 404, "Not found", f"No request with id {request_id!r}."
             )
         my_vote = next((v for v in view.votes if v.approver == me.name), None)
-        refusal = None if view.is_final else self.console.refusal(view, me)
+        refusal = None if view.is_final else self.console.refusal(view, me, signed.groups)
+        step_up = None
+        if not view.is_final:
+            step_up = stepup.refusal(view.offers.step_up, signed.auth, self.console.state.clock())
         can_decide = not view.is_final and refusal is None and my_vote is None
         return self.console.render(
             request,
@@ -73,6 +77,7 @@ class RequestPage:
             view=view,
             can_decide=can_decide,
             refusal=refusal,
+            step_up=step_up,
             my_vote=my_vote,
             notice=notice,
             error=error,
@@ -90,10 +95,10 @@ class RequestPage:
         form: DecideForm | None = None,
     ) -> Response:
         """The page again with `error` beside the form as sent (off the event loop)."""
-        session, me = posted.session, posted.me
+        session, signed = posted.session, posted.signed
         return await anyio.to_thread.run_sync(
             lambda: self.detail(
-                request, session, me, request_id, status=status, error=error, form=form
+                request, session, signed, request_id, status=status, error=error, form=form
             )
         )
 
@@ -126,12 +131,12 @@ class RequestPage:
             return await self.again(
                 request, posted, request_id, exc.status, sentence(exc.message), parsed
             )
-        me = posted.me
+        signed = posted.signed
         result = await anyio.to_thread.run_sync(
             lambda: deciding.decide(
                 self.service,
                 request_id,
-                self.actor(me, request_id, Verdict(parsed.verdict)),
+                self.actor(signed, request_id, Verdict(parsed.verdict)),
                 Verdict(parsed.verdict),
                 parsed.comment or None,
                 edited_args=edited,
@@ -150,13 +155,16 @@ class RequestPage:
             message += " The call runs with your edited arguments."
         return self.console.redirect(request, posted.session, f"/requests/{request_id}", message)
 
-    def actor(self, me: ApproverSettings, request_id: str, verdict: Verdict) -> Actor:
+    def actor(self, signed: SignedIn, request_id: str, verdict: Verdict) -> Actor:
         """The signed-in approver deciding on this page, which shows the call whole but masked:
         an approval counts for the masked values they revealed (one read, approvals only)."""
-        if verdict is not Verdict.approve:
-            return Actor.of_approver(me, "web", args_chars=SHOWN)
-        revealed = audit.revealed(self.console.state.db, request_id, me.name)
-        return Actor.of_approver(me, "web", args_chars=SHOWN, revealed=revealed)
+        me, auth, groups = signed.approver, signed.auth, signed.groups
+        revealed = None
+        if verdict is Verdict.approve:
+            revealed = audit.revealed(self.console.state.db, request_id, me.name)
+        return Actor.of_approver(
+            me, "web", args_chars=SHOWN, revealed=revealed, auth=auth, groups=groups
+        )
 
     async def extend(self, request: Request, request_id: str) -> Response:
         """The "extend deadline" buttons; done, they redirect to the request's page."""
@@ -167,7 +175,9 @@ class RequestPage:
         if by not in EXTEND_CHOICES:
             error = f"Extend by {' or '.join(EXTEND_CHOICES)}, not {by!r}."
             return await self.again(request, posted, request_id, 422, error)
-        actor = Actor.of_approver(posted.me, "web")
+        actor = Actor.of_approver(
+            posted.me, "web", auth=posted.signed.auth, groups=posted.signed.groups
+        )
         result = await anyio.to_thread.run_sync(
             lambda: deciding.extend(self.service, request_id, actor, by)
         )
@@ -181,10 +191,10 @@ class RequestPage:
 
     def show(self, request_id: str, request: Request) -> Response:
         """GET /requests/{id}: the page, for a signed-in approver."""
-        session, me = self.console.who(request)
-        if me is None:
+        session, signed = self.console.signed(request)
+        if signed is None:
             return self.console.to_login(request)
-        return self.detail(request, session, me, request_id)
+        return self.detail(request, session, signed, request_id)
 
     def router(self) -> APIRouter:
         """The request page's routes (pages: not in the OpenAPI schema)."""

@@ -20,6 +20,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from gate.auth import local_web_user, new_csrf_token
+from gate.authmethod import LOCAL, PROXY, AuthMethod
 from gate.config import ApproverSettings, Settings
 from gate.logs import note_principal
 
@@ -60,6 +61,9 @@ class WebSession:
     sign_in: str | None = None
     flash: Flash | None = None
     dirty: bool = False
+    #: a single sign-on under way in this browser (`gate.web.sso`): its state, nonce, PKCE
+    #: verifier and where to go after; taken out when the provider sends the browser back
+    sso: dict[str, Any] | None = None
 
     def notice_for(self, path: str) -> Flash | None:
         """The notice waiting for `path`, taken out of the session (shown once)."""
@@ -93,11 +97,12 @@ class SessionCodec:
             except BadSignature:
                 data = None
             if isinstance(data, dict) and isinstance(data.get("csrf"), str):
-                sign_in = data.get("sid")
+                sign_in, sso = data.get("sid"), data.get("sso")
                 return WebSession(
                     csrf=data["csrf"],
                     sign_in=sign_in if isinstance(sign_in, str) else None,
                     flash=_flash(data.get("flash")),
+                    sso=sso if isinstance(sso, dict) else None,
                 )
         return WebSession(csrf=new_csrf_token(), dirty=True)
 
@@ -109,6 +114,8 @@ class SessionCodec:
         if session.flash is not None:
             flash = session.flash
             data["flash"] = {"path": flash.path, "text": flash.text, "ok": flash.ok}
+        if session.sso is not None:
+            data["sso"] = session.sso
         value = self._serializer.dumps(data)
         response.set_cookie(
             COOKIE_NAME,
@@ -159,36 +166,58 @@ def proxy_user(settings: Settings, request: Request) -> str | None:
     return value
 
 
+@dataclass(frozen=True)
+class SignInRecord:
+    """A live `web_sign_in` row: who, how they signed in, and the approver groups their
+    identity provider put them in (single sign-on with `group_map`)."""
+
+    approver: str
+    auth: AuthMethod
+    groups: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class SignedIn:
+    """The approver behind a console request, and how they were authenticated."""
+
+    approver: ApproverSettings
+    auth: AuthMethod
+    groups: frozenset[str] = frozenset()
+
+
 def signed_in(
     settings: Settings,
     request: Request,
     session: WebSession,
-    approver_of: Callable[[str], str | None],
-) -> ApproverSettings | None:
+    approver_of: Callable[[str], SignInRecord | None],
+) -> SignedIn | None:
     """The approver behind this request: the trusted proxy header, else the session's sign-in.
 
     `approver_of` looks the sign-in up in the database (None once signed out).
     """
-    approver = _signed_in(settings, request, session, approver_of)
-    if approver is not None:
-        note_principal(approver.name)  # the access log's "by"
-    return approver
+    found = _signed_in(settings, request, session, approver_of)
+    if found is not None:
+        note_principal(found.approver.name)  # the access log's "by"
+    return found
 
 
 def _signed_in(
     settings: Settings,
     request: Request,
     session: WebSession,
-    approver_of: Callable[[str], str | None],
-) -> ApproverSettings | None:
+    approver_of: Callable[[str], SignInRecord | None],
+) -> SignedIn | None:
     value = proxy_user(settings, request)
     if value:
-        return settings.approver(value) or settings.approver_by_email(value)
+        approver = settings.approver(value) or settings.approver_by_email(value)
+        return SignedIn(approver, PROXY) if approver else None
     if session.sign_in:
-        name = approver_of(session.sign_in)
-        if name is not None:
-            return settings.approver(name)
-    return local_web_user(settings)
+        record = approver_of(session.sign_in)
+        approver = settings.approver(record.approver) if record is not None else None
+        if record is not None and approver is not None:
+            return SignedIn(approver, record.auth, record.groups)
+    local = local_web_user(settings)
+    return SignedIn(local, LOCAL) if local is not None else None
 
 
 def with_security_headers(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:

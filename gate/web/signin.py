@@ -30,9 +30,11 @@ from datetime import datetime, timedelta
 import anyio
 import sqlalchemy as sa
 
+from gate.authmethod import PASSWORD, AuthMethod
 from gate.models import WebSignIn
 from gate.store import rows
 from gate.store.db import Database
+from gate.web.session import SignInRecord
 
 #: a burst of ten tries per address, then one every six seconds (ten a minute)
 CLIENT_BURST = 10
@@ -190,10 +192,22 @@ class SignIns:
         self.max_age = timedelta(seconds=max_age_seconds)
         self.clock = clock
 
-    def start(self, approver: str) -> str:
-        """Record a sign-in for `approver`; the random session id for the cookie."""
+    def start(
+        self,
+        approver: str,
+        auth: AuthMethod = PASSWORD,
+        *,
+        groups: frozenset[str] = frozenset(),
+        nonce: str | None = None,
+        max_age: timedelta | None = None,
+    ) -> str:
+        """Record a sign-in for `approver` (made by `auth`); the random session id for the
+        cookie. A single sign-on consumes its `nonce` here: the row keeps its digest, unique,
+        so the same nonce never signs in twice (`sqlalchemy.exc.IntegrityError` if it did).
+        `max_age` shortens the sign-in (to the ID token's life, say)."""
         session_id = secrets.token_urlsafe(32)
         now = self.clock()
+        life = min(self.max_age, max_age) if max_age is not None else self.max_age
         with self.db.write() as s:
             # Rows past their age can never be used again: drop them while here.
             s.execute(sa.delete(WebSignIn).where(WebSignIn.expires_at < now))  # type: ignore[arg-type]
@@ -202,18 +216,27 @@ class SignIns:
                     id=_digest(session_id),
                     approver=approver,
                     created_at=now,
-                    expires_at=now + self.max_age,
+                    expires_at=now + life,
+                    auth=auth.to_json() | {"groups": sorted(groups)},
+                    nonce=_digest(nonce) if nonce is not None else None,
                 )
             )
         return session_id
 
-    def approver_of(self, session_id: str) -> str | None:
-        """Who a session id belongs to, unless it was revoked or is too old."""
+    def approver_of(self, session_id: str) -> SignInRecord | None:
+        """Who a session id belongs to and how they signed in, unless it was revoked or is
+        too old."""
         with self.db.read() as s:
             row = s.get(WebSignIn, _digest(session_id))
         if row is None or row.revoked_at is not None or row.expires_at <= self.clock():
             return None
-        return row.approver
+        stored = row.auth or {}
+        groups = stored.get("groups") if isinstance(stored.get("groups"), list) else []
+        return SignInRecord(
+            row.approver,
+            AuthMethod.from_json(stored) or PASSWORD,
+            frozenset(str(g) for g in groups or []),
+        )
 
     def revoke(self, session_id: str) -> None:
         """End a sign-in for good (sign-out); a no-op for an unknown id."""

@@ -26,7 +26,7 @@ from tests.support.servers import ThreadServer
 #: replayed Extend that moved the deadline twice would not be hidden by the limit
 MAX_TIMEOUT = "40m"
 #: a rule for shell commands, as an agent's hook sends them (any approver decides)
-CONTRACT_RULES = [
+CONTRACT_RULES: list[dict[str, object]] = [
     {"name": "shell-commands", "tools": ["Bash"], "timeout": "10m"},
     # a chain: carol (the lead), then finance (`gate.chains`)
     {
@@ -38,7 +38,11 @@ CONTRACT_RULES = [
             {"name": "finance", "approvers": ["group:finance"]},
         ],
     },
+    # approvals only from a fresh single sign-on in the console (`gate.stepup`)
+    {"name": "step-up", "tools": ["risky_*"], "timeout": "10m", "step_up": {"max_age": "5m"}},
 ]
+#: single sign-on, for the step-up rule (nothing is fetched from the issuer until a sign-in)
+CONTRACT_OIDC = {"issuer": "https://idp.example", "client_id": "gate", "client_secret": "s3cret"}
 #: people the suite clicks as who are not `[[approvers]]` at all
 STRANGERS = ("stranger",)
 
@@ -54,6 +58,7 @@ def contract_settings(driver: Driver, database_url: str) -> Settings:
     for approver in data["approvers"]:
         approver[driver.name] = driver.user_id(approver["name"])
     data["channels"] = {driver.name: driver.settings()}
+    data["oidc"] = CONTRACT_OIDC
     return Settings(**data)
 
 

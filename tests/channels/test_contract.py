@@ -267,6 +267,12 @@ def test_a_verified_click_approves(clicks: Driver, gate: Gate) -> None:
         "alice",
         clicks.name,
     )
+    # how the clicker was known: the platform's id, bound by the approver's configured key
+    # (the email channel's key is the approver's declared email: bound by email)
+    auth = now["votes"][0]["auth"]
+    bound = "email" if clicks.name == "email" else "configured_id"
+    assert (auth["kind"], auth["platform"], auth["bound_by"]) == ("chat", clicks.name, bound)
+    assert auth["user_id"] == clicks.user_id("alice")
     settled(clicks, gate, request_id)
 
 
@@ -328,6 +334,23 @@ def test_an_approval_is_measured_on_the_call_as_gate_renders_it(clicks: Driver, 
     assert not {"approve", "edit", "grant"} & card.offers and HIDDEN.search(card.text)
     answer = clicks.click(gate.url, request_id, "alice", "approve")
     refused(clicks, answer, "alice", "too long", "review and approve in gate")
+    untouched(gate, request_id)
+
+
+def test_a_step_up_rule_is_approved_only_in_gate(clicks: Driver, gate: Gate) -> None:
+    # The rule needs a fresh single sign-on: the card shows the call and links to gate
+    # instead of offering to approve, and a crafted approve click (as asked, with a grant, or
+    # an edit form) is refused to the clicker alone, in gate's words; nothing is recorded.
+    request_id = ask(gate, "risky_transfer", {"amount": 5, "to": "acme"})
+    card = clicks.card(request_id)
+    assert not {"approve", "edit", "grant"} & card.offers
+    assert "fresh" in card.text and "sign-on" in card.text, card.text[:600]
+    assert "risky_transfer" in card.text or "acme" in card.text
+    answer = clicks.click(gate.url, request_id, "alice", "approve")
+    refused(clicks, answer, "alice", "single sign-on")
+    untouched(gate, request_id)
+    answer = clicks.click(gate.url, request_id, "alice", "edit", edits={"amount": 1})
+    refused(clicks, answer, "alice", "sign-on")
     untouched(gate, request_id)
 
 
