@@ -13,6 +13,7 @@ from fastapi import APIRouter
 from pydantic import BaseModel
 
 from gate import denials, threads
+from gate.api import v1
 from gate.api.deps import PrincipalDep, ServiceDep
 from gate.errors import NotFound
 from gate.schemas import AgentResetBody
@@ -22,10 +23,9 @@ from gate.store.records import TripRow
 router = APIRouter(prefix="/v1/agents", tags=["v1"])
 
 ERRORS: dict[int | str, dict[str, Any]] = {
-    401: {"description": "Missing or unknown token"},
+    **v1.ERRORS,
     403: {"description": "Not an approver or admin token"},
     404: {"description": "The agent is not tripped"},
-    422: {"description": "Body does not match the schema"},
 }
 
 
