@@ -420,6 +420,12 @@ class CancelBody(_Body):
     reason: str | None = Field(default=None, max_length=4000)
 
 
+class AgentResetBody(_Body):
+    """`POST /v1/agents/reset`: the agent, its agent_id or its token's name (gate.denials)."""
+
+    agent: str = Field(min_length=1, max_length=200)
+
+
 class RequestPage(BaseModel):
     """One page of `GET /v1/requests`."""
 

@@ -55,6 +55,10 @@ def test_a_tripped_agent_is_asked_until_reset_from_the_cli(
     assert asked["request"]["options"]["tripped"] == words
     with gate.client(cfg.AGENT) as c:  # an agent may not list or reset itself
         assert c.post("/v1/agents/reset", json={"agent": "bot"}).status_code == 403
+    with gate.client(cfg.ADMIN) as c:  # what no database can store is a clear 422
+        for bad in ({"agent": "b\x00t"}, {"agent": ""}, {"name": "bot"}):
+            refused = c.post("/v1/agents/reset", json=bad)
+            assert refused.status_code == 422 and "error" in refused.json(), refused.text
     server = ["--url", gate.url, "--token", cfg.ADMIN]
     assert main(["agents", *server, "list"]) == 0
     listed = capsys.readouterr().out

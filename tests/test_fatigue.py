@@ -228,7 +228,9 @@ def test_scrape_time_with_ten_thousand_requests(
             f"\n/metrics, {gate.settings.server.database_url.split(':')[0]}, {made.requests} "
             f"requests: counting {cold:.2f} s, cached {warm:.3f} s"
         )
-    assert cold < 10
+    # a measurement first (printed); the bound only catches a return of the 30 s quadratic
+    # check, with room for a shared 2-core machine under load (2.4-6.8 s seen)
+    assert cold < 25
     assert warm < 1
 
 

@@ -10,21 +10,22 @@ from datetime import datetime
 from typing import Any
 
 from fastapi import APIRouter
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
 from gate import denials, threads
+from gate.api import v1
 from gate.api.deps import PrincipalDep, ServiceDep
 from gate.errors import NotFound
+from gate.schemas import AgentResetBody
 from gate.service import active_trips
 from gate.store.records import TripRow
 
 router = APIRouter(prefix="/v1/agents", tags=["v1"])
 
 ERRORS: dict[int | str, dict[str, Any]] = {
-    401: {"description": "Missing or unknown token"},
+    **v1.ERRORS,
     403: {"description": "Not an approver or admin token"},
     404: {"description": "The agent is not tripped"},
-    422: {"description": "Body does not match the schema"},
 }
 
 
@@ -51,12 +52,6 @@ class TripPublic(BaseModel):
         )
 
 
-class ResetBody(BaseModel):
-    """Which agent to reset: its agent_id, or its token's name when its calls name none."""
-
-    agent: str = Field(min_length=1, max_length=200)
-
-
 @router.get("/tripped", response_model=list[TripPublic], responses=ERRORS)
 async def tripped(principal: PrincipalDep, service: ServiceDep) -> list[TripPublic]:
     """The agents tripped right now, oldest trip first."""
@@ -66,7 +61,7 @@ async def tripped(principal: PrincipalDep, service: ServiceDep) -> list[TripPubl
 
 
 @router.post("/reset", response_model=TripPublic, responses=ERRORS)
-async def reset(body: ResetBody, principal: PrincipalDep, service: ServiceDep) -> TripPublic:
+async def reset(body: AgentResetBody, principal: PrincipalDep, service: ServiceDep) -> TripPublic:
     """Reset a tripped agent: its calls are decided by policy again (audited and logged)."""
     principal.require("approver", "admin")
     ended = await threads.run_sync(

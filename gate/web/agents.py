@@ -13,6 +13,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from gate import denials
 from gate.config import ApproverSettings
+from gate.schemas import text_problem
 from gate.store import trips
 from gate.store.records import TripRow
 from gate.web.console import Console, Posted
@@ -76,6 +77,9 @@ class AgentsPage:
         if not isinstance(posted, Posted):
             return posted
         agent = (field_of(posted.form, "agent") or "")[:200]
+        if not agent or text_problem(agent) is not None:  # no agent is called that
+            text = "No agent was named that can be tripped."
+            return self.console.redirect(request, posted.session, "/agents", text, ok=False)
         by = posted.me.name
         ended = await anyio.to_thread.run_sync(
             lambda: denials.reset(self.state.service, agent, by=by, via="web")
