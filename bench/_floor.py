@@ -2,7 +2,7 @@
 app that does nothing but park; and, below any HTTP framework, one asyncio process writing
 ready-made answers straight to its sockets.
 
-`serve` runs an ASGI app under `gate.server.server_config` (httptools, gate's connection
+`serve` runs an ASGI app under `gate.server.serve.server_config` (httptools, gate's connection
 guards): `GET /park` parks on one future and one timer until `POST /release` (or 110 s),
 then answers a JSON body the size of a request's view with as many headers as gate's answer;
 `GET /count` says how many are parked. What a parked connection costs here, and how long
@@ -44,8 +44,8 @@ HEADERS = [
 
 def serve(max_connections: int) -> None:
     """Run the floor server in this process, printing its port once it listens."""
-    from gate.config import Settings
-    from gate.server import GateServer, listen, server_config
+    from gate.config.settings import Settings
+    from gate.server.serve import GateServer, listen, server_config
 
     parked: set[asyncio.Future[None]] = set()
 

@@ -168,15 +168,15 @@ def measure_cpu(url: str, pid: int, calls: int) -> dict[str, float]:
 
 def measure_sql(db_url: str) -> dict[str, tuple[int, int]]:
     """(statements, transactions) per call, through the use cases the routes run."""
-    from gate import deciding
-    from gate.acting import Actor
-    from gate.auth import Principal
-    from gate.config import Settings
-    from gate.models import Verdict
-    from gate.notify import Notifier
-    from gate.policy import Policy
-    from gate.schemas import GateCall
-    from gate.service import GateService
+    from gate.base.notify import Notifier
+    from gate.base.statuses import Verdict
+    from gate.config.settings import Settings
+    from gate.decisions import deciding
+    from gate.decisions.acting import Actor
+    from gate.decisions.service import GateService
+    from gate.identity.auth import Principal
+    from gate.inputs.bodies import GateCall
+    from gate.policy.rules import Policy
     from gate.store.db import Database
     from tests.support.sql_counter import counting
 

@@ -19,13 +19,13 @@ from typing import Any
 
 from bench._common import database, machine, pg_admin_url
 from gate.api import v1
-from gate.auth import Principal
-from gate.config import DecisionLogSettings
-from gate.decision_log import DecisionLog
-from gate.notify import Notifier
-from gate.policy import Policy
-from gate.schemas import GateCall
-from gate.service import GateService
+from gate.base.notify import Notifier
+from gate.config.settings import DecisionLogSettings
+from gate.decisions.decision_log import DecisionLog
+from gate.decisions.service import GateService
+from gate.identity.auth import Principal
+from gate.inputs.bodies import GateCall
+from gate.policy.rules import Policy
 from gate.store.db import Database
 from tests.support import config as cfg
 

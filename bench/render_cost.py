@@ -36,11 +36,11 @@ import httpx
 from bench._common import database
 from channels.feishu import card as feishu_card
 from channels.slack import card as slack_card
-from gate import untrusted
 from gate.app import create_app
-from gate.config import Settings
-from gate.readmodel import RequestView
+from gate.config.settings import Settings
+from gate.decisions.readmodel import RequestView
 from gate.rendering import as_text, render_call
+from gate.text import untrusted
 from tests.support import config as cfg
 from tests.support.servers import ThreadServer
 

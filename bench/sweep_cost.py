@@ -18,9 +18,9 @@ from datetime import timedelta
 import sqlalchemy as sa
 
 from bench._common import database, machine, pg_admin_url
-from gate import reminders
 from gate.app import create_app
-from gate.models import utcnow
+from gate.base.statuses import utcnow
+from gate.delivery import reminders
 from tests.support import config as cfg
 
 DUE = 100

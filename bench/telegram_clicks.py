@@ -22,7 +22,7 @@ import httpx
 
 from bench._common import machine, percentile
 from gate.app import create_app
-from gate.config import Settings
+from gate.config.settings import Settings
 from tests.support import config as cfg
 from tests.support import fake_telegram, telegram_buttons
 from tests.support.fake_telegram import CHAT, FakeTelegram, Message

@@ -4,7 +4,7 @@ Goal (issue 28, item 7): with 10,000 parked long-polls on one replica and the de
 connection settings (the cap follows the open-file limit, a reserve kept for everything but
 waiting), an approver's decision is answered in under a second. Each of the waiters is an
 agent waiting on its own pending request the way `gate hook` does: it long-polls in slices
-of `gate.askflow.WAIT_SLICE` (the server ends each at its own `max_wait_seconds`) on a
+of `gate.asking.askflow.WAIT_SLICE` (the server ends each at its own `max_wait_seconds`) on a
 kept-alive connection and polls again as soon as a slice ends. Asks and decisions are timed
 for `--seconds` (by default the server's cap and half a minute more: every waiter renews its
 long-poll at least once meanwhile, the first wave of renewals included); the baseline, from
@@ -30,8 +30,8 @@ import httpx
 
 from bench._common import database, machine, percentile, raise_fd_limit, server
 from bench.decision_latency import OPEN_BATCH, open_count
-from gate.askflow import WAIT_SLICE
-from gate.config import ServerSettings
+from gate.asking.askflow import WAIT_SLICE
+from gate.config.settings import ServerSettings
 from tests.support import config as cfg
 
 GOAL_MS = 1000.0

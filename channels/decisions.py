@@ -15,14 +15,14 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from gate.acting import Result
-from gate.channel import ChannelContext, Click
-from gate.config import Settings
-from gate.outcomes import Extended
-from gate.readmodel import RequestView
+from gate.config.settings import Settings
+from gate.decisions.acting import Result
+from gate.decisions.outcomes import Extended
+from gate.decisions.readmodel import RequestView
+from gate.delivery.channel import ChannelContext, Click
+from gate.policy.stepup import CARD_NOTE as STEP_UP_NOTE
 from gate.rendering import CallRendering, as_text, render_call, shown_chars
-from gate.stepup import CARD_NOTE as STEP_UP_NOTE
-from gate.untrusted import clean, masks_only_credentials
+from gate.text.untrusted import clean, masks_only_credentials
 
 log = logging.getLogger("gate.channels")
 
@@ -73,8 +73,8 @@ class Arguments:
 
     def note(self, platform: str) -> str:
         """What a card that does not offer to approve says instead: the rule needs a fresh
-        single sign-on (`gate.stepup`), the call was too long for it, or it fit but a mask in
-        it could hide code (`gate.untrusted.masks_only_credentials`)."""
+        single sign-on (`gate.policy.stepup`), the call was too long for it, or it fit but a mask in
+        it could hide code (`gate.text.untrusted.masks_only_credentials`)."""
         if self.step_up:
             return STEP_UP_NOTE
         return too_long(platform) if self.cut else masked_code(platform)
@@ -145,7 +145,8 @@ def recut(view: RequestView, shown: Arguments, room: int, full: int) -> Argument
 def approvable(view: RequestView, limit: int) -> bool:
     """Whether a card with room for `limit` characters offers approve, edit and approve, or
     approve with a grant: while pending, and only when it shows the whole rendered call (and
-    no mask in it could hide code), as gate's check on the approval (`gate.acting`) measures."""
+    no mask in it could hide code), as gate's check on the approval (`gate.decisions.acting`)
+    measures."""
     if view.status != "pending" or not masks_only_credentials(view.tool_args):
         return False
     if not view.approvable_in_chat:
@@ -161,7 +162,7 @@ def too_long(platform: str) -> str:
 
 def masked_code(platform: str) -> str:
     """What a card says instead of offering to approve a call that fits but is masked beyond
-    one credential token (`gate.untrusted.masks`): the request page reveals it (an approval
+    one credential token (`gate.text.untrusted.masks`): the request page reveals it (an approval
     counts only once revealed), the API shows it raw."""
     return (
         f"Part of the call is masked on {platform}: a value under a secret-named key, or text "
@@ -195,7 +196,7 @@ STAGE_CHARS = 400
 
 
 def rule_and_stage(view: RequestView) -> str | None:
-    """The rule's name, and in a chain (`gate.chains`) which stage decides now and who
+    """The rule's name, and in a chain (`gate.policy.stages`) which stage decides now and who
     approved the ones before: "payments; waiting for stage 2 of 3 (finance); stage 1 of 3
     (team lead): approved by carol". Gate's words (the names come from gate.toml)."""
     label = view.stage_label

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from channels.inbound import NestedTooDeep, load_json
-from gate import untrusted
-from gate.binding import argument_diff
-from gate.readmodel import RequestView
-from gate.schemas import json_problem, key_path
+from gate.asking.binding import argument_diff
+from gate.decisions.readmodel import RequestView
+from gate.inputs.bodies import json_problem, key_path
+from gate.text import untrusted
 
 #: a chat form is read on a phone; more fields than this belong in the web page's editor
 MAX_EDIT_FIELDS = 10

@@ -13,9 +13,9 @@ from typing import Any
 from fastapi import APIRouter
 
 from channels import decisions
-from gate import untrusted
-from gate.channel import ChannelContext
-from gate.readmodel import RequestView
+from gate.decisions.readmodel import RequestView
+from gate.delivery.channel import ChannelContext
+from gate.text import untrusted
 
 log = logging.getLogger("gate.channels.log")
 #: characters of a call's rendering one log line holds; a longer call is cut, saying how

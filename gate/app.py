@@ -2,7 +2,7 @@
 jobs, scheduler and routers, and the lifespan starts and stops them.
 
 Nothing is built at import time; tests call `create_app` with their own settings. Nothing in
-gate imports this module (the CLI, at the top, does): what the parts share is `gate.state`.
+gate imports this module (the CLI, at the top, does): what the parts share is `gate.server.state`.
 """
 
 from __future__ import annotations
@@ -14,25 +14,28 @@ from datetime import datetime
 
 from fastapi import FastAPI
 
-from gate import denials, metrics, shadow, threads, web
-from gate.api import agents, decisions, docs, health, lean, v1
+from gate import web
+from gate.api import agents, decisions, docs, health, lean, metrics, v1
 from gate.api.guard import SameOriginGuard
+from gate.api.headers import SECURITY_HEADERS
 from gate.api.lean import GateAPI
 from gate.api.middleware import RequestEnvelope, install_error_handlers
-from gate.auth import TokenBook
-from gate.channel import load_channels
-from gate.config import Settings, load_settings
-from gate.decision_log import DecisionLog
-from gate.jobs import Jobs
-from gate.models import utcnow
-from gate.notify import Notifier
-from gate.policy import Policy
-from gate.scheduler import Scheduler
-from gate.schemas import JsonLimits
-from gate.service import GateService
-from gate.state import AppState, ChannelGate
+from gate.base import threads
+from gate.base.notify import Notifier
+from gate.base.statuses import utcnow
+from gate.config.settings import Settings, load_settings
+from gate.decisions import denials
+from gate.decisions.decision_log import DecisionLog
+from gate.decisions.service import GateService
+from gate.delivery.channel import load_channels
+from gate.delivery.jobs import Jobs
+from gate.delivery.scheduler import Scheduler
+from gate.identity.auth import TokenBook
+from gate.inputs.bodies import JsonLimits
+from gate.policy import shadow
+from gate.policy.rules import Policy
+from gate.server.state import AppState, ChannelGate
 from gate.store.db import Database, upgrade
-from gate.web.session import SECURITY_HEADERS
 
 log = logging.getLogger("gate")
 
@@ -41,7 +44,7 @@ def build_notifier(settings: Settings, db: Database) -> Notifier:
     """In-process wake-ups on SQLite; LISTEN/NOTIFY across replicas on PostgreSQL."""
     if not db.sqlite:
         try:
-            from gate.notify_pg import PostgresNotifier
+            from gate.store.notify_pg import PostgresNotifier
         except ImportError:  # psycopg is the `postgres` extra; without it, one replica only
             return Notifier()
         return PostgresNotifier(db.url, db.engine)

@@ -10,8 +10,8 @@ import sys
 
 if sys.argv[1:2] == ["hook"]:
     # `gate hook` answers (a deny) even when it is stopped while still starting: the stop
-    # signals are caught before anything else is imported (gate.hook_start).
-    from gate.hook_start import catch as _catch_stops
+    # signals are caught before anything else is imported (gate.hook.start).
+    from gate.hook.start import catch as _catch_stops
 
     _catch_stops()
 
@@ -32,11 +32,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `gate` console script."""
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] == "hook":
-        from gate.hook import main as hook_main
+        from gate.hook.command import main as hook_main
 
         return hook_main(args[1:])
     if args and args[0] == "mcp":
-        from gate.sealed import SealError, seal
+        from gate.mcp.sealed import SealError, seal
 
         try:
             seal(args[1:])  # restarts without $GATE_TOKEN, before gate.mcp's imports
@@ -92,8 +92,8 @@ def _parser() -> argparse.ArgumentParser:
     _config_arg(explain)
     explain.add_argument("payload", help="JSON file with a POST /v1/gate body (or - for stdin)")
     explain.set_defaults(handler=_policy_explain)
-    # `gate policy test` and `gate policy lint` (gate/policy_commands.py)
-    from gate.policy_commands import add_commands as add_policy_commands
+    # `gate policy test` and `gate policy lint` (gate/policy/commands.py)
+    from gate.policy.commands import add_commands as add_policy_commands
 
     add_policy_commands(policy)
 
@@ -104,11 +104,11 @@ def _parser() -> argparse.ArgumentParser:
     _config_arg(verify)
     verify.set_defaults(handler=_audit_verify)
 
-    from gate.terminal import add_commands
+    from gate.client.terminal import add_commands
 
     add_commands(sub)
 
-    from gate.setup_agents import add_commands as add_init_commands
+    from gate.hook.setup import add_commands as add_init_commands
 
     add_init_commands(sub)
     _add_credential_commands(sub)
@@ -145,7 +145,7 @@ def version() -> str:
     """The installed version of gate (`gate --version`), or a word on why it is unknown."""
     from importlib import metadata
 
-    from gate.config import DISTRIBUTION
+    from gate.config.settings import DISTRIBUTION
 
     # The distribution's name, then the name it had before it was published (a checkout
     # installed before the rename still answers).
@@ -163,7 +163,7 @@ def _new_token(ns: argparse.Namespace) -> int:
     """Print a fresh token and the gate.toml entry that stores only its SHA-256."""
     import secrets
 
-    from gate.auth import sha256_hex
+    from gate.identity.auth import sha256_hex
 
     if ns.role == "approver" and not ns.approver:
         print("gate: an approver token needs --approver NAME", file=sys.stderr)  # noqa: T201
@@ -187,7 +187,7 @@ def _new_token(ns: argparse.Namespace) -> int:
 def _hash_password(ns: argparse.Namespace) -> int:
     import getpass
 
-    from gate.auth import hash_password
+    from gate.identity.auth import hash_password
 
     if sys.stdin.isatty():
         password = getpass.getpass("Password: ")
@@ -221,8 +221,8 @@ def _port(text: str) -> int:
 
 
 def _load(ns: argparse.Namespace, **server: Any) -> Any:
-    from gate.config import load_settings
-    from gate.errors import ConfigError
+    from gate.base.errors import ConfigError
+    from gate.config.settings import load_settings
 
     try:
         settings = load_settings(ns.config)
@@ -236,8 +236,8 @@ def _load(ns: argparse.Namespace, **server: Any) -> Any:
 
 def _config_failure(exc: Exception, source: str | None = None) -> int:
     """Print `gate: configuration error: <file>, <key>: <reason>`; the exit status."""
-    from gate.config_errors import located
-    from gate.errors import ConfigError
+    from gate.base.errors import ConfigError
+    from gate.config.errors import located
 
     if isinstance(exc, ConfigError) and exc.source is None and source:
         exc = ConfigError(exc.reason, source=source, key=exc.key, line=exc.line)
@@ -249,17 +249,17 @@ def _config_failure(exc: Exception, source: str | None = None) -> int:
 
 def _serve(ns: argparse.Namespace) -> int:
     from gate.app import create_app
-    from gate.config_errors import exposure_problem
-    from gate.errors import ConfigError
-    from gate.logs import configure_logging
-    from gate.server import GateServer, listen, server_config
+    from gate.base.errors import ConfigError
+    from gate.base.logs import configure_logging
+    from gate.config.errors import exposure_problem
+    from gate.server.serve import GateServer, listen, server_config
 
     settings = _load(ns, host=ns.host, port=ns.port)
     exposed = exposure_problem(settings)
     if exposed is not None:
         return _config_failure(ConfigError(exposed, source=settings.source))
     configure_logging(settings.server.log_level, json_logs=settings.server.log_json)
-    # Take the port before anything touches the database (see gate.server.listen).
+    # Take the port before anything touches the database (see gate.server.serve.listen).
     try:
         sock = listen(settings.server.host, settings.server.port)
     except OSError as exc:
@@ -280,15 +280,15 @@ def _serve(ns: argparse.Namespace) -> int:
     import logging
 
     for warning in [*app.state.gate.policy.warnings, *_unsent_tools(settings)]:
-        logging.getLogger("gate.policy").warning("%s", warning)
+        logging.getLogger("gate.policy.rules").warning("%s", warning)
     # uvicorn with gate's connection limits: read deadline, header cap, connection cap
     GateServer(server_config(app, settings)).run(sockets=[sock])
     return 0
 
 
 def _audit_verify(ns: argparse.Namespace) -> int:
-    from gate import audit
-    from gate.errors import ConfigError
+    from gate.base.errors import ConfigError
+    from gate.decisions import audit
     from gate.store.db import Database, existing_schema
 
     settings = _load(ns)
@@ -312,7 +312,7 @@ def _audit_verify(ns: argparse.Namespace) -> int:
 
 
 def _db_upgrade(ns: argparse.Namespace) -> int:
-    from gate.errors import ConfigError
+    from gate.base.errors import ConfigError
     from gate.store.db import upgrade
 
     settings = _load(ns)
@@ -325,8 +325,8 @@ def _db_upgrade(ns: argparse.Namespace) -> int:
 
 
 def _policy_check(ns: argparse.Namespace) -> int:
-    from gate import shadow
-    from gate.policy import compile_rules
+    from gate.policy import shadow
+    from gate.policy.rules import compile_rules
 
     settings = _load(ns)
     # every rule is checked, so one run names every problem, not only the first
@@ -334,12 +334,12 @@ def _policy_check(ns: argparse.Namespace) -> int:
     for warning in warnings:
         print(f"gate: warning: {warning}", file=sys.stderr)  # noqa: T201
     if problems:
-        from gate.config_errors import located
+        from gate.config.errors import located
 
         for problem in problems:
             print(f"gate: policy error: {located(problem)}", file=sys.stderr)  # noqa: T201
         return 1
-    from gate.policy_revision import revision
+    from gate.policy.revision import revision
 
     print(f"{settings.source}: OK, {len(rules)} rule(s), policy revision {revision(settings)}")  # noqa: T201
     for rule in rules:
@@ -362,7 +362,7 @@ def _unsent_tools(settings: Any) -> list[str]:
     for this user) never sends to gate."""
     from pathlib import Path
 
-    from gate import hook_matchers
+    from gate.policy import matchers as hook_matchers
 
     hooks = hook_matchers.installed(hook_matchers.hook_files(Path.cwd()))
     return hook_matchers.uncovered([(r.name, r.tools) for r in settings.rules], hooks)
@@ -371,8 +371,8 @@ def _unsent_tools(settings: Any) -> list[str]:
 def _policy_explain(ns: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from gate.errors import ConfigError
-    from gate.policy import CallFacts, Policy
+    from gate.base.errors import ConfigError
+    from gate.policy.rules import CallFacts, Policy
 
     settings = _load(ns)
     try:
@@ -414,7 +414,7 @@ def _chain_of(policy: Any, rule: Any) -> dict[str, Any]:
     """The stages and thresholds of `rule` (a rule without stages has one), as explained."""
     from dataclasses import replace
 
-    from gate import chains
+    from gate.policy import stages as chains
 
     offers = rule.offers
     stages = offers.stages or (

@@ -4,7 +4,7 @@ from alembic import context
 from sqlalchemy import engine_from_config, pool
 from sqlmodel import SQLModel
 
-import gate.models  # noqa: F401  (registers the tables on SQLModel.metadata)
+import gate.store.tables  # noqa: F401  (registers the tables on SQLModel.metadata)
 
 config = context.config
 target_metadata = SQLModel.metadata

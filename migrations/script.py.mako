@@ -11,7 +11,7 @@ import sqlalchemy as sa
 import sqlmodel
 from alembic import op
 ${imports if imports else ""}
-import gate.models
+import gate.store.tables
 
 revision: str = ${repr(up_revision)}
 down_revision: str | None = ${repr(down_revision)}

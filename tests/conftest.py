@@ -14,8 +14,8 @@ import pytest
 import sqlalchemy as sa
 
 from gate.app import create_app
-from gate.config import Settings
-from gate.state import AppState
+from gate.config.settings import Settings
+from gate.server.state import AppState
 from tests.support import config as cfg
 from tests.support.databases import migrated_sqlite
 from tests.support.embedded_pg import embedded_postgres_url

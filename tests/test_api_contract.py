@@ -189,7 +189,7 @@ def test_anonymous_mode_only_without_tokens_on_loopback(
 ) -> None:
     data = cfg.settings_data(sqlite_url)
     data["tokens"] = []
-    from gate.config import Settings
+    from gate.config.settings import Settings
 
     gate = make_gate(settings=Settings(**data))
     with gate.client() as c:

@@ -201,7 +201,7 @@ def test_the_core_imports_no_channel() -> None:
 
 
 def test_nothing_below_the_composition_root_imports_it() -> None:
-    # Not even for a type: what the parts share lives in gate.state, so gate.app stays on
+    # Not even for a type: what the parts share lives in gate.server.state, so gate.app stays on
     # top and only the command line (above it) may start it.
     edges = import_graph(type_only=True)
     wrong = [

@@ -1,6 +1,6 @@
 """One CLI: the same flag for the same thing in every command, help on every option,
 `gate --version`, `gate requests list` saying what it shows, and a reject needing a reason
-the same way wherever it is made (the decide pipeline, `gate.offers.with_reasons`)."""
+the same way wherever it is made (the decide pipeline, `gate.policy.offers.with_reasons`)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,12 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from gate import cli, deciding, hook
+from gate import cli
 from gate import mcp as gate_mcp
-from gate.acting import Actor, Refusal
-from gate.models import Verdict
+from gate.base.statuses import Verdict
+from gate.decisions import deciding
+from gate.decisions.acting import Actor, Refusal
+from gate.hook import command as hook
 from tests.conftest import Gate
 from tests.support import config as cfg
 from tests.support.cli import run_gate

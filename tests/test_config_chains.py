@@ -140,8 +140,8 @@ def test_every_example_on_the_approval_chains_page_loads() -> None:
     import re
     import tomllib
 
-    from gate.config import Settings
-    from gate.policy import Policy
+    from gate.config.settings import Settings
+    from gate.policy.rules import Policy
 
     page = (Path(__file__).parent.parent / "docs" / "approval-chains.md").read_text()
     people, *examples = re.findall(r"```toml\n(.*?)```", page, re.S)

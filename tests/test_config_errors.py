@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from gate.config import MAX_DURATION, parse_duration
+from gate.config.settings import MAX_DURATION, parse_duration
 
 CONFIG_EXIT = 2
 

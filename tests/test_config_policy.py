@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from gate.config import Settings, load_settings, parse_duration
-from gate.errors import ConfigError
-from gate.policy import CallFacts, Policy
+from gate.base.errors import ConfigError
+from gate.config.settings import Settings, load_settings, parse_duration
+from gate.policy.rules import CallFacts, Policy
 from tests.support import config as cfg
 from tests.support.cli import run_gate
 
@@ -93,7 +93,7 @@ def test_first_match_wins_and_globs() -> None:
     assert policy.evaluate(CallFacts("pay_vendor", {"amount": 50001})).action == "ask"
     assert policy.evaluate(CallFacts("pay_vendor", {"amount": 50000})).action is None
     # a variant of a name an ask rule names is asked about; an allow rule lets through only
-    # the name as written (gate.toolnames)
+    # the name as written (gate.policy.toolnames)
     assert policy.evaluate(CallFacts("PAY_vendor", {"amount": 60000})).action == "ask"
     assert policy.evaluate(CallFacts("read_x", {})).action == "allow"
     assert policy.evaluate(CallFacts("READ_x", {})).action is None

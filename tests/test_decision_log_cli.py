@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from gate.config import Settings
-from gate.policy_revision import revision
+from gate.config.settings import Settings
+from gate.policy.revision import revision
 from tests.conftest import Gate
 from tests.support import config as cfg
 from tests.support.cli import run_gate

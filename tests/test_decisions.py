@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import sqlalchemy as sa
 
-from gate.config import Settings
+from gate.config.settings import Settings
 from tests.conftest import Gate, GateFactory
 from tests.support import config as cfg
 
@@ -201,7 +201,7 @@ class ManualClock:
     """A clock the test moves; the app's sweep and deadlines read it."""
 
     def __init__(self) -> None:
-        from gate.models import utcnow
+        from gate.base.statuses import utcnow
 
         self.now = utcnow()
 

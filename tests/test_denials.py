@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from gate import denials
 from gate.cli import main
-from gate.config import Settings
+from gate.config.settings import Settings
+from gate.decisions import denials
 from tests.conftest import Gate, GateFactory
 from tests.support import config as cfg
 from tests.support.servers import wait_until

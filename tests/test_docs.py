@@ -10,7 +10,7 @@ import sys
 import tomllib
 from pathlib import Path
 
-from gate.config import ServerSettings
+from gate.config.settings import ServerSettings
 from tests.support import docs
 from tests.support.docs import README, ROOT
 from tests.support.servers import wait_until

@@ -12,13 +12,14 @@ import pytest
 import sqlalchemy as sa
 from prometheus_client.parser import text_string_to_metric_families
 
-from gate.config import Settings
-from gate.fatigue import count, measure, percentile
-from gate.fatigue_metrics import REFRESH_SECONDS, FatigueCollector
-from gate.models import ConfirmationRequest, Delivery, Vote, new_id
+from gate.api.fatigue_metrics import REFRESH_SECONDS, FatigueCollector
+from gate.base.statuses import new_id
+from gate.config.settings import Settings
+from gate.insights.fatigue import count, measure, percentile
 from gate.store import history
 from gate.store.db import Database
 from gate.store.records import AskRow, VoteTiming
+from gate.store.tables import ConfirmationRequest, Delivery, Vote
 from tests.conftest import Gate, GateFactory
 from tests.support.http import TLS
 from tests.support.traffic import week_of_traffic

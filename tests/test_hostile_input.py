@@ -18,8 +18,8 @@ import sqlalchemy as sa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gate.config import Settings
-from gate.schemas import JsonLimits, json_problem
+from gate.config.settings import Settings
+from gate.inputs.bodies import JsonLimits, json_problem
 from tests.conftest import Gate, GateFactory
 from tests.support import config as cfg
 

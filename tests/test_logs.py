@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from gate.logs import configure_logging
+from gate.base.logs import configure_logging
 from tests.support.http import TLS
 
 SECRET = "123456:AAH-bot-token-in-the-path"

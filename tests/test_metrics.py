@@ -7,7 +7,7 @@ import threading
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from gate.models import Delivery
+from gate.store.tables import Delivery
 from tests.conftest import Gate
 from tests.support import config as cfg
 from tests.support.http import TLS

@@ -6,7 +6,7 @@ import asyncio
 
 import httpx
 
-from gate.notify import Event, Notifier
+from gate.base.notify import Event, Notifier
 from tests.conftest import Gate
 from tests.support import config as cfg
 from tests.support.http import TLS

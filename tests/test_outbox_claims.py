@@ -7,9 +7,10 @@ from datetime import timedelta
 
 import sqlalchemy as sa
 
-from gate.models import ConfirmationRequest, Delivery, DeliveryKind, RequestStatus, utcnow
+from gate.base.statuses import DeliveryKind, RequestStatus, utcnow
 from gate.store import outbox
 from gate.store.db import Database, upgrade
+from gate.store.tables import ConfirmationRequest, Delivery
 
 ROWS = 400
 WORKERS = 6

@@ -43,7 +43,7 @@ def test_wheel_contains_data_folders(wheel: Path) -> None:
     assert any(n.startswith("gate/_bundled/migrations/versions/0001") for n in names)
     assert any(n.startswith("gate/_bundled/templates/") and n.endswith(".html") for n in names)
     assert "channels/slack/__init__.py" in names and "channels/feishu/__init__.py" in names
-    assert "gate/lookalikes.txt" in names  # gate.toolnames reads it
+    assert "gate/policy/lookalikes.txt" in names  # gate.policy.toolnames reads it
     # /docs loads Swagger UI from gate itself (gate/api/docs.py), so the wheel carries it
     assert "gate/_bundled/templates/static/swagger-ui/swagger-ui-bundle.js" in names
     assert "gate/_bundled/templates/static/swagger-ui/LICENSE" in names
@@ -60,7 +60,7 @@ def test_installed_wheel_migrates_without_the_checkout(wheel: Path, tmp_path: Pa
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
     code = (
-        "import gate.resources as r, gate.store.db as d; "
+        "import gate.base.resources as r, gate.store.db as d; "
         "p = r.resource_path('migrations'); assert '_bundled' in str(p), p; "
         "assert '_bundled' in str(r.resource_path('templates')); "
         f"d.upgrade('sqlite:///{tmp_path / 'w.db'}'); print('ok')"

@@ -13,9 +13,9 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 
-from gate.notify import Event
-from gate.notify_pg import APPLICATION_NAME, CHANNEL, PostgresNotifier, libpq_url
+from gate.base.notify import Event
 from gate.store.db import normalise_url
+from gate.store.notify_pg import APPLICATION_NAME, CHANNEL, PostgresNotifier, libpq_url
 from tests.conftest import Gate, GateFactory
 from tests.support import config as cfg
 from tests.support.http import TLS

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
 
-from gate import globs
-from gate.config import Settings
+from gate.config.settings import Settings
+from gate.policy import globs
 from tests.conftest import GateFactory
 from tests.support import config as cfg
 
@@ -349,7 +349,7 @@ def test_lint_names_rules_that_can_never_match(tmp_path: Path) -> None:
         "'github-all' (no `when`) comes first and catches every tool name it matches",
         f"{policy}: rule 'bash-rm' can never match: 'Bash': rule 'no-bash' (no `when`) comes "
         "first and catches every name it matches as a case or look-alike variant (deny rules "
-        "catch variants: gate/toolnames.py)",
+        "catch variants: gate/policy/toolnames.py)",
         f"{policy}: rule 'edits': tool pattern 'Edit' is never reached: rule 'writes' (no "
         "`when`) comes first and catches every tool name it matches",
         f"{policy}: 3 finding(s) in 9 rule(s)",

@@ -19,11 +19,11 @@ from typing import Any
 import cel
 import pytest
 
-from gate import cel_ast
-from gate.config import Settings
-from gate.errors import ConfigError
-from gate.policy import CallFacts, Policy
-from gate.policy_check import check, hint_for_syntax
+from gate.base.errors import ConfigError
+from gate.config.settings import Settings
+from gate.policy import cel_ast
+from gate.policy.check import check, hint_for_syntax
+from gate.policy.rules import CallFacts, Policy
 from tests.conftest import GateFactory
 from tests.support import config as cfg
 from tests.support.cli import run_gate
@@ -191,7 +191,7 @@ def test_a_condition_failing_on_a_call_is_logged_per_rule_once_a_minute(
         {"name": "wire", "tools": ["wire"], "when": "args.amount > 100", "action": "deny"},
     ]
     policy = Policy(Settings(**data), clock=lambda: now[0])
-    caplog.set_level(logging.WARNING, logger="gate.policy")
+    caplog.set_level(logging.WARNING, logger="gate.policy.rules")
 
     for _ in range(5):  # no `amount`: the condition fails on each
         decision = policy.evaluate(CallFacts("pay", {"note": "no amount"}))

@@ -15,10 +15,10 @@ from types import ModuleType
 import pytest
 import sqlalchemy as sa
 
-from gate import policy_replay
-from gate.config import load_settings
-from gate.models import utcnow
-from gate.policy import Policy
+from gate.base.statuses import utcnow
+from gate.config.settings import load_settings
+from gate.insights import replay as policy_replay
+from gate.policy.rules import Policy
 from gate.store import decision_log
 from gate.store.db import normalise_url, read_only_engine
 from tests.support.cli import run_gate

@@ -1,7 +1,7 @@
 """`gate serve` logs one line per request asked and one per request decided.
 
 Working alone, nothing else says a call waits: the server's log does, through gate's logging
-set-up (`gate.logs`), at INFO, naming the request, tool, rule, outcome and who decided it and
+set-up (`gate.base.logs`), at INFO, naming the request, tool, rule, outcome and who decided it and
 how. Run as a real `gate serve` process, read from its stderr.
 """
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 
-from gate.scheduler import Scheduler
+from gate.delivery.scheduler import Scheduler
 
 #: far longer than the test: any second run must come from a kick, not from a tick
 INTERVAL = 3600.0

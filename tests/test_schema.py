@@ -14,9 +14,10 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlmodel import SQLModel
 
-import gate.models  # noqa: F401  (registers the tables)
-from gate.models import ConfirmationRequest, utcnow
+import gate.store.tables  # noqa: F401  (registers the tables)
+from gate.base.statuses import utcnow
 from gate.store.db import Database, normalise_url, upgrade
+from gate.store.tables import ConfirmationRequest
 
 ROOT = Path(__file__).resolve().parent.parent
 #: these tests run the migrations themselves, from an empty database
@@ -112,7 +113,7 @@ def test_times_come_back_utc_aware(db_url: str) -> None:
 
 
 def test_status_is_assigned_only_in_the_machine() -> None:
-    """STYLE rule 2: a request's status changes in gate/machine.py and nowhere else."""
+    """STYLE rule 2: a request's status changes in gate/decisions/machine.py and nowhere else."""
     pattern = re.compile(
         r"\.status\s*=[^=]|status\s*=\s*(RequestStatus|Status)\.|"
         r"values\([^)]*\bstatus="

@@ -14,8 +14,8 @@ from typing import Any
 import httpx
 import pytest
 
-from gate.config import Settings
-from gate.server import welcome
+from gate.config.settings import Settings
+from gate.server.serve import welcome
 from tests.support import config as cfg
 from tests.support.http import TLS
 from tests.support.servers import ServerProcess, wait_until
@@ -77,7 +77,7 @@ def served(tmp_path: Path) -> Iterator[ServerProcess]:
 
 
 def test_start_up_names_the_console_and_the_next_step(served: ServerProcess) -> None:
-    said = [r["message"] for r in _records(served) if r["logger"] == "gate.server"]
+    said = [r["message"] for r in _records(served) if r["logger"] == "gate.server.serve"]
     assert f"console: {served.url}/ (approve and reject there)" in said
     assert (
         f"next: give each agent its token as GATE_TOKEN with GATE_URL={served.url} "

@@ -12,13 +12,13 @@ from typing import Any
 import httpx
 import pytest
 
-from gate import shadow
 from gate.app import create_app
+from gate.base.errors import ConfigError
 from gate.cli import main
-from gate.config import Settings, load_settings
-from gate.config_errors import located
-from gate.errors import ConfigError
-from gate.policy import CallFacts, Policy
+from gate.config.errors import located
+from gate.config.settings import Settings, load_settings
+from gate.policy import shadow
+from gate.policy.rules import CallFacts, Policy
 from tests.conftest import Gate, GateFactory
 from tests.support import config as cfg
 

@@ -17,12 +17,13 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from gate.config import Settings, load_settings
-from gate.models import ConfirmationRequest, Vote, new_id
-from gate.policy import CallFacts, Policy
+from gate.base.statuses import new_id
+from gate.config.settings import Settings, load_settings
+from gate.insights.suggest import Suggestions, from_history
+from gate.policy.rules import CallFacts, Policy
 from gate.store import history
 from gate.store.db import Database
-from gate.suggest import Suggestions, from_history
+from gate.store.tables import ConfirmationRequest, Vote
 from tests.support.cli import run_gate
 from tests.support.traffic import week_of_traffic
 

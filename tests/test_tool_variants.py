@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from gate import toolnames
-from gate.config import Settings
-from gate.toolnames import canonical
+from gate.config.settings import Settings
+from gate.policy import toolnames
+from gate.policy.toolnames import canonical
 from tests.conftest import Gate, GateFactory
 from tests.support import config as cfg
 
@@ -103,7 +103,7 @@ def test_the_lookalike_table_is_what_unicodes_confusables_give() -> None:
     assert spec is not None and spec.submodule_search_locations, "a development dependency"
     folder = Path(next(iter(spec.submodule_search_locations)))
     data = json.loads((folder / "confusables.json").read_text("utf-8"))
-    # when this fails, `python -m gate.toolnames` writes gate/lookalikes.txt again
+    # when this fails, `python -m gate.policy.toolnames` writes gate/policy/lookalikes.txt again
     assert toolnames.build(data) == toolnames._skeleton()
     assert all(
         reads_as.isascii() and "*" not in reads_as for reads_as in toolnames._skeleton().values()

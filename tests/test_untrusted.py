@@ -1,4 +1,4 @@
-"""Untrusted text is inert and cheap: one masker (gate.untrusted) for every surface, linear.
+"""Untrusted text is inert and cheap: one masker (gate.text.untrusted) for every surface, linear.
 
 Pure tests of the masker first (each secret class, secret-named keys, invisible characters,
 the scan cap, edits of masked values), then the rule that every regex over untrusted text is
@@ -22,10 +22,10 @@ import httpx
 import pytest
 from argon2 import PasswordHasher
 
-from gate import untrusted
-from gate.config import Settings
+from gate.config.settings import Settings
 from gate.rendering import as_text, render_call
-from gate.untrusted import MASK
+from gate.text import untrusted
+from gate.text.untrusted import MASK
 from tests.conftest import Gate, GateFactory
 from tests.feishu.conftest import ENCRYPT_KEY, VERIFICATION_TOKEN
 from tests.slack.conftest import SIGNING_SECRET
@@ -126,7 +126,7 @@ def test_a_mask_that_hides_one_credential_shows_the_call_whole(text: str, secret
 def test_a_value_masked_whole_is_not_shown_whole_until_revealed(key: str) -> None:
     # A whole value behind `[masked]` could be anything (`1; DROP TABLE users`, a host the
     # call connects to): nobody approves it unseen. Cards keep masking, so they never
-    # approve it; the request page does once the approver revealed it (gate.acting).
+    # approve it; the request page does once the approver revealed it (gate.decisions.acting).
     args = {"query": "select 1", key: "1; DROP TABLE users", "nested": [{key: {"deep": 1}}]}
     assert not untrusted.masks_only_credentials(args)
     assert not untrusted.shows_whole(args, 10_000)
@@ -459,7 +459,7 @@ def test_every_backtracking_regex_is_reviewed() -> None:
             for line, pattern in _re_patterns(path):
                 if pattern is None or pattern not in LINEAR_OR_TRUSTED:
                     unreviewed.append(f"{path.relative_to(ROOT)}:{line}: {pattern!r}")
-    assert unreviewed == [], "use gate.untrusted.compile (RE2) for text agents control"
+    assert unreviewed == [], "use gate.text.untrusted.compile (RE2) for text agents control"
 
 
 #: strings that made the old masking regexes backtrack (seconds at 20 K, minutes at 1 MB)

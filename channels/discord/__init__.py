@@ -10,7 +10,8 @@ The package, by role:
 * `verify`: the Ed25519 signature and timestamp window on the raw bytes.
 * `interaction`, `ids`: a verified body read into Discord's terms; custom_ids built and read
   back strictly.
-* `clicks`, `answers`: each interaction turned into a neutral `gate.channel.Click`, handed to
+* `clicks`, `answers`: each interaction turned into a neutral `gate.delivery.channel.Click`, handed
+to
   gate, and answered (a private message, the updated card, or a modal).
 * `card`, `modals`, `markdown`: the message and modals, pure functions of a request's view,
   and what keeps untrusted text inert in them.

@@ -16,9 +16,9 @@ import anyio
 from channels.discord.card import NO_MENTIONS, card_message
 from channels.discord.interaction import Interaction
 from channels.discord.markdown import MAX_CONTENT, cut, escape
-from gate.acting import Result
-from gate.outcomes import Voted
-from gate.untrusted import clean
+from gate.decisions.acting import Result
+from gate.decisions.outcomes import Voted
+from gate.text.untrusted import clean
 
 PONG, CHANNEL_MESSAGE, DEFERRED_UPDATE, UPDATE_MESSAGE, AUTOCOMPLETE_RESULT, MODAL = (
     1, 4, 6, 7, 8, 9

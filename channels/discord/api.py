@@ -14,8 +14,8 @@ from typing import Any
 import httpx
 
 from channels.discord.settings import DiscordSettings
-from gate import untrusted
-from gate.channel import DeliveryError
+from gate.delivery.channel import DeliveryError
+from gate.text import untrusted
 
 #: posts and edits run in the outbox pump, which retries; no need to wait long
 API_TIMEOUT_SECONDS = 10.0

@@ -30,9 +30,9 @@ from channels.discord.markdown import (
     inline,
     plain,
 )
-from gate.models import utcnow
-from gate.readmodel import RequestView
-from gate.untrusted import clean
+from gate.base.statuses import utcnow
+from gate.decisions.readmodel import RequestView
+from gate.text.untrusted import clean
 
 #: nothing in a card may ping: not users, roles, @everyone or @here
 NO_MENTIONS: dict[str, Any] = {"parse": []}

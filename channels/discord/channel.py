@@ -26,9 +26,9 @@ from channels.discord.interaction import parse_interaction
 from channels.discord.settings import DiscordSettings, is_snowflake
 from channels.discord.verify import public_key, verify_signature
 from channels.inbound import load_json
-from gate.channel import ChannelContext, DeliveryError
-from gate.errors import BadRequest, ConfigError
-from gate.readmodel import RequestView
+from gate.base.errors import BadRequest, ConfigError
+from gate.decisions.readmodel import RequestView
+from gate.delivery.channel import ChannelContext, DeliveryError
 
 INTERACTIONS_PATH = "/channels/discord/interactions"
 

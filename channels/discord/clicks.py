@@ -1,7 +1,7 @@
 """Discord interactions turned into gate's neutral `Click`, and the answer sent back.
 
-Each verified `Interaction` becomes one `gate.channel.Click` (edits by argument name, a grant
-as (scope, duration), preset reasons as their text) and goes through `ChannelContext.act`,
+Each verified `Interaction` becomes one `gate.delivery.channel.Click` (edits by argument name, a
+grant as (scope, duration), preset reasons as their text) and goes through `ChannelContext.act`,
 gate's one decision pipeline, which says who may act and what the rule offers. Discord's own
 parts stay here: opening a modal as the first answer (a reason, edits, a grant to confirm),
 answering within Discord's 3 seconds whatever gate is doing, and acting on an Extend once per
@@ -32,10 +32,10 @@ from channels.discord.modals import (
 )
 from channels.discord.verify import SIGNATURE_WINDOW_SECONDS
 from channels.inbound import Once
-from gate.acting import Result
-from gate.binding import argument_diff
-from gate.channel import Action, ChannelContext, Click, DeliveryError
-from gate.models import utcnow
+from gate.asking.binding import argument_diff
+from gate.base.statuses import utcnow
+from gate.decisions.acting import Result
+from gate.delivery.channel import Action, ChannelContext, Click, DeliveryError
 
 log = logging.getLogger("gate.channels.discord")
 

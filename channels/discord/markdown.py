@@ -1,7 +1,7 @@
 """Untrusted text in Discord messages: cleaned, made inert for Discord's markdown, cut to size.
 
 Every string from a request (tool arguments, summaries, ids, reasons) is cleaned by
-`gate.untrusted` first (capped, invisible and direction-changing characters removed, secrets
+`gate.text.untrusted` first (capped, invisible and direction-changing characters removed, secrets
 masked: the same rules as every other surface). It is then shown only inside inline code or a
 code block, where Discord renders neither formatting, mentions (`@everyone`, `<@id>`,
 `<#id>`, `<@&id>`), masked links nor auto-linked URLs; backticks inside become a look-alike
@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gate import untrusted
-from gate.untrusted import clean
+from gate.text import untrusted
+from gate.text.untrusted import clean
 
 # Discord's documented limits (docs/resources/message, docs/components/reference).
 MAX_CONTENT = 2000

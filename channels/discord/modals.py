@@ -22,7 +22,7 @@ from channels.discord.markdown import (
     cut,
     plain,
 )
-from gate.readmodel import RequestView
+from gate.decisions.readmodel import RequestView
 
 TEXT_INPUT, LABEL = 4, 18
 SHORT, PARAGRAPH = 1, 2

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from gate.errors import Unauthenticated
+from gate.base.errors import Unauthenticated
 
 #: Discord documents no window; five minutes either way is the Slack convention and ours
 SIGNATURE_WINDOW_SECONDS = 300

@@ -7,7 +7,7 @@ The package, by role:
   SMTP session behind it, with SMTP's failures mapped onto the outbox's retry rules.
 * `links`: the signed, per-approver link tokens and the confirm page's form tokens.
 * `confirm`: the confirm page a link opens (GET shows, POST decides), each form turned into
-  a neutral `gate.channel.Click`, handed to gate, and answered on the page.
+  a neutral `gate.delivery.channel.Click`, handed to gate, and answered on the page.
 * `message`, `page`, `text`: the mail and the page, pure functions of a request's view, and
   the cleaning that keeps untrusted text inert in them; `templates/` holds their Jinja2.
 """

@@ -36,9 +36,9 @@ from channels.email.message import (
 )
 from channels.email.settings import MIN_SECRET_CHARS, EmailSettings
 from channels.email.text import ARGS_CHARS
-from gate.channel import ChannelContext, DeliveryError
-from gate.errors import ConfigError
-from gate.readmodel import RequestView
+from gate.base.errors import ConfigError
+from gate.decisions.readmodel import RequestView
+from gate.delivery.channel import ChannelContext, DeliveryError
 
 log = logging.getLogger("gate.channels.email")
 

@@ -26,9 +26,9 @@ from channels.email.links import BadLink, Link, Links
 from channels.email.message import EDIT_CHARS
 from channels.email.text import inert
 from channels.inbound import deadline_from_iso
-from gate.channel import Action, ChannelContext, Click
-from gate.errors import Forbidden, Unauthenticated
-from gate.readmodel import RequestView
+from gate.base.errors import Forbidden, Unauthenticated
+from gate.decisions.readmodel import RequestView
+from gate.delivery.channel import Action, ChannelContext, Click
 
 log = logging.getLogger("gate.channels.email")
 

@@ -20,9 +20,9 @@ from urllib.parse import urlencode
 
 from channels import decisions, edits
 from channels.email.text import ARGS_CHARS, call, facts, inert, one_line, templates
-from gate.acting import approved_own
-from gate.config import Settings
-from gate.readmodel import RequestView
+from gate.config.settings import Settings
+from gate.decisions.acting import approved_own
+from gate.decisions.readmodel import RequestView
 
 #: what a mail is for: the first card, a refresh while pending (a vote, an extension, a
 #: reminder, an escalation), or the outcome

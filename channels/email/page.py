@@ -14,8 +14,8 @@ from typing import Any
 from channels import decisions, edits
 from channels.email.message import ACTIONS, EDIT_CHARS, LABELS, confirm_url, offered
 from channels.email.text import ARGS_CHARS, call, facts, inert, templates
-from gate import untrusted
-from gate.readmodel import RequestView
+from gate.decisions.readmodel import RequestView
+from gate.text import untrusted
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """`[channels.email]`: the SMTP server gate sends through, the sender, and the link secret.
 
-The channel's own settings model (`EmailChannel.settings_model`): `gate.channel` validates the
-table with it when the channel loads, so gate's core knows nothing of these keys. Secrets
+The channel's own settings model (`EmailChannel.settings_model`): `gate.delivery.channel` validates
+the table with it when the channel loads, so gate's core knows nothing of these keys. Secrets
 (`password`, `link_secret`) are best given as `GATE_CHANNELS__EMAIL__PASSWORD` and
 `GATE_CHANNELS__EMAIL__LINK_SECRET`.
 """

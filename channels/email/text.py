@@ -2,9 +2,9 @@
 
 Mail clients turn text that looks like a link into one (`https://...`, `www....`, a bare
 `approve-now.com/confirm`, the host of an address), in plain text and in HTML alike, and HTML
-escaping cannot stop that. So on top of `gate.untrusted` (capped, invisible characters
+escaping cannot stop that. So on top of `gate.text.untrusted` (capped, invisible characters
 removed, secrets masked) every piece of untrusted text has its link-shaped parts defanged the
-way security mail does it (`gate.defanging.defang`): `https[:]//evil[.]example`,
+way security mail does it (`gate.text.defanging.defang`): `https[:]//evil[.]example`,
 `approve-now[.]com/confirm`. Escaping for HTML is the templates' job (Jinja2 autoescape); a header
 line is one line (`one_line`), so no text can add a header of its own.
 """
@@ -19,9 +19,9 @@ from pathlib import Path
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 
 from channels import decisions, edits
-from gate import untrusted
-from gate.defanging import defang
-from gate.readmodel import RequestView
+from gate.decisions.readmodel import RequestView
+from gate.text import untrusted
+from gate.text.defanging import defang
 
 #: the most of one value a mail or the page shows (the web page has the rest)
 VALUE_CHARS = 300

@@ -13,8 +13,8 @@ from typing import Any
 import anyio
 
 from channels.feishu.card import clean, render_card
-from gate.acting import Result
-from gate.readmodel import RequestView
+from gate.decisions.acting import Result
+from gate.decisions.readmodel import RequestView
 
 #: a late answer is gate's words, cut to a size well inside a card's 30 KB
 LATE_CHARS = 1000

@@ -14,7 +14,7 @@ import httpx
 
 from channels.app_token import AppToken
 from channels.feishu.settings import FeishuSettings
-from gate.channel import DeliveryError
+from gate.delivery.channel import DeliveryError
 
 TOKEN_PATH = "/open-apis/auth/v3/tenant_access_token/internal"
 MESSAGES_PATH = "/open-apis/im/v1/messages"

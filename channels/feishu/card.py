@@ -1,6 +1,6 @@
 """The Feishu / Lark approval card (JSON 2.0), rendered from a request's view by pure functions.
 
-Untrusted text (tool arguments, summaries, names) is cleaned by `gate.untrusted` (capped,
+Untrusted text (tool arguments, summaries, names) is cleaned by `gate.text.untrusted` (capped,
 invisible and direction-changing characters removed, secrets masked: the same rules as every
 other surface). It then goes into `plain_text` elements with tag-shaped text defused, or into
 a code block whose content cannot close the block or open a tag. In the edit form, argument
@@ -14,10 +14,10 @@ from datetime import datetime
 from typing import Any
 
 from channels import decisions, edits
-from gate import untrusted
-from gate.models import utcnow
-from gate.readmodel import RequestView
-from gate.untrusted import MASK as MASK
+from gate.base.statuses import utcnow
+from gate.decisions.readmodel import RequestView
+from gate.text import untrusted
+from gate.text.untrusted import MASK as MASK
 
 #: Feishu caps a card request at 30 KB; stay under it with room for the envelope
 CARD_BYTES = 28_000
@@ -45,7 +45,7 @@ _CODE_ESCAPES = str.maketrans({"&": "&#38;", "<": "&#60;", ">": "&#62;", "`": "&
 
 
 def mask_secrets(value: Any) -> Any:
-    """A copy of `value` with secrets masked (`gate.untrusted.mask_value`)."""
+    """A copy of `value` with secrets masked (`gate.text.untrusted.mask_value`)."""
     return untrusted.mask_value(value)
 
 

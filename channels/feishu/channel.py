@@ -28,12 +28,12 @@ from channels.feishu.clicks import NOTHING_EDITABLE, CardAction, parse_action, t
 from channels.feishu.settings import FeishuSettings
 from channels.feishu.verify import Verifier
 from channels.inbound import Once
-from gate.acting import Result
-from gate.channel import ChannelContext, Click, DeliveryError
-from gate.errors import ConfigError, Unauthenticated
-from gate.models import utcnow
-from gate.outcomes import Extended
-from gate.readmodel import RequestView
+from gate.base.errors import ConfigError, Unauthenticated
+from gate.base.statuses import utcnow
+from gate.decisions.acting import Result
+from gate.decisions.outcomes import Extended
+from gate.decisions.readmodel import RequestView
+from gate.delivery.channel import ChannelContext, Click, DeliveryError
 
 log = logging.getLogger("gate.channels.feishu")
 

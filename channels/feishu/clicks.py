@@ -18,9 +18,9 @@ from typing import Any
 from channels import decisions, edits
 from channels.feishu.card import clean, editable
 from channels.inbound import deadline_from_iso, load_json
-from gate.channel import Action, Click
-from gate.errors import BadRequest
-from gate.readmodel import RequestView
+from gate.base.errors import BadRequest
+from gate.decisions.readmodel import RequestView
+from gate.delivery.channel import Action, Click
 
 #: what a card button may ask for: decide, open or leave the edit form, extend the deadline
 VERDICTS = ("approve", "reject", "edit", "approve_edits", "view", "extend")

@@ -1,6 +1,6 @@
 """`[channels.feishu]`: the Feishu app's credentials and where its cards go.
 
-The channel's own settings model (`FeishuChannel.settings_model`): `gate.channel` validates
+The channel's own settings model (`FeishuChannel.settings_model`): `gate.delivery.channel` validates
 the table with it when the channel loads, so gate's core knows nothing of these keys.
 """
 

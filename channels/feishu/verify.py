@@ -21,7 +21,7 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 from channels.feishu.settings import FeishuSettings
 from channels.inbound import NestedTooDeep, load_json, same_secret
-from gate.errors import BadRequest, Unauthenticated
+from gate.base.errors import BadRequest, Unauthenticated
 
 #: Feishu documents no replay window; five minutes is the Slack convention and ours
 TIMESTAMP_WINDOW_SECONDS = 300

@@ -15,9 +15,9 @@ from fastapi.responses import JSONResponse
 
 from channels.slack.modals import REASON_BLOCK
 from channels.slack.mrkdwn import cut, escape
-from gate.acting import Refusal, Result
-from gate.models import RequestStatus
-from gate.outcomes import AlreadyFinal, AlreadyVoted, Voted
+from gate.base.statuses import RequestStatus
+from gate.decisions.acting import Refusal, Result
+from gate.decisions.outcomes import AlreadyFinal, AlreadyVoted, Voted
 
 #: Slack shows a modal field's error in a line under the input; longer text is cut
 MAX_MODAL_ERROR = 150

@@ -36,7 +36,7 @@ from channels.slack.modals import (
     REASONS_INPUT,
     REJECT_CALLBACK,
 )
-from gate.errors import Unauthenticated
+from gate.base.errors import Unauthenticated
 
 #: Slack signs "v0:<timestamp>:<body>" and accepts a request for five minutes either way
 SIGNATURE_WINDOW_SECONDS = 300

@@ -33,9 +33,9 @@ from channels.slack.mrkdwn import (
     plain,
     plain_object,
 )
-from gate.models import utcnow
-from gate.readmodel import RequestView
-from gate.untrusted import clean
+from gate.base.statuses import utcnow
+from gate.decisions.readmodel import RequestView
+from gate.text.untrusted import clean
 
 APPROVE_ACTION = "gate_approve"
 REJECT_ACTION = "gate_reject"

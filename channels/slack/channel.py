@@ -26,9 +26,9 @@ from channels.slack.card import card_message
 from channels.slack.clicks import Clicks
 from channels.slack.mrkdwn import ARGS_CHARS
 from channels.slack.settings import SlackSettings
-from gate.channel import ChannelContext, DeliveryError
-from gate.errors import BadRequest, ConfigError
-from gate.readmodel import RequestView
+from gate.base.errors import BadRequest, ConfigError
+from gate.decisions.readmodel import RequestView
+from gate.delivery.channel import ChannelContext, DeliveryError
 
 log = logging.getLogger("gate.channels.slack")
 

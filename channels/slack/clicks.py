@@ -1,7 +1,7 @@
 """Slack interactions turned into gate's neutral `Click`, and the clicker answered.
 
-Each verified `Interaction` becomes one `gate.channel.Click` (edits by argument name, a grant
-as (scope, duration), preset reasons as their text) and goes through `ChannelContext.act`,
+Each verified `Interaction` becomes one `gate.delivery.channel.Click` (edits by argument name, a
+grant as (scope, duration), preset reasons as their text) and goes through `ChannelContext.act`,
 gate's one decision pipeline, which says who may act and what the rule offers. What comes
 back is rendered by `channels.slack.answers`. Slack's own parts stay here: opening a modal
 with the click's trigger (within Slack's 3 s), and telling a repeated delivery of a click
@@ -38,11 +38,11 @@ from channels.slack.modals import (
     reason_modal,
 )
 from channels.slack.mrkdwn import MAX_REASON
-from gate.acting import Result
-from gate.binding import argument_diff
-from gate.channel import ChannelContext, Click, DeliveryError
-from gate.models import RequestStatus, utcnow
-from gate.readmodel import RequestView
+from gate.asking.binding import argument_diff
+from gate.base.statuses import RequestStatus, utcnow
+from gate.decisions.acting import Result
+from gate.decisions.readmodel import RequestView
+from gate.delivery.channel import ChannelContext, Click, DeliveryError
 
 log = logging.getLogger("gate.channels.slack")
 

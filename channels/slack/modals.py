@@ -20,7 +20,7 @@ from channels.slack.mrkdwn import (
     plain,
     plain_object,
 )
-from gate.readmodel import RequestView
+from gate.decisions.readmodel import RequestView
 
 REJECT_CALLBACK = "gate_reject_reason"
 REASON_BLOCK = "reason"

@@ -1,7 +1,7 @@
 """Untrusted text in Block Kit: cleaned, escaped for mrkdwn, cut to Slack's limits.
 
 Card text built from tool arguments is untrusted. Every such string is cleaned by
-`gate.untrusted` (capped, invisible and direction-changing characters removed, secrets
+`gate.text.untrusted` (capped, invisible and direction-changing characters removed, secrets
 masked: the same rules as every other surface), then escaped for mrkdwn (`&`, `<`, `>`), cut
 to Slack's limits, and shown only inside inline code or a code block.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from channels.decisions import Arguments
-from gate.untrusted import clean
+from gate.text.untrusted import clean
 
 # Slack's Block Kit limits (docs.slack.dev, and slack-sdk's own block classes).
 MAX_SECTION_TEXT = 3000

@@ -1,7 +1,7 @@
 """`[channels.slack]`: the Slack app's credentials and where its cards go.
 
-The channel's own settings model (`SlackChannel.settings_model`): `gate.channel` validates the
-table with it when the channel loads, so gate's core knows nothing of these keys.
+The channel's own settings model (`SlackChannel.settings_model`): `gate.delivery.channel` validates
+the table with it when the channel loads, so gate's core knows nothing of these keys.
 """
 
 from __future__ import annotations

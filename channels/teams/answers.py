@@ -16,9 +16,9 @@ import anyio
 
 from channels.teams.api import CARD_TYPE
 from channels.teams.card import SCHEMA, VERSION, clean, label, render_card, rich, run
-from gate.acting import Refusal, Result
-from gate.outcomes import AlreadyVoted, Voted
-from gate.readmodel import RequestView
+from gate.decisions.acting import Refusal, Result
+from gate.decisions.outcomes import AlreadyVoted, Voted
+from gate.decisions.readmodel import RequestView
 
 MESSAGE_TYPE = "application/vnd.microsoft.activity.message"
 #: a late answer is gate's words, cut to a size well inside a message's 28 KB

@@ -20,7 +20,7 @@ import httpx
 
 from channels.app_token import AppToken
 from channels.teams.settings import TeamsSettings
-from gate.channel import DeliveryError
+from gate.delivery.channel import DeliveryError
 
 log = logging.getLogger("gate.channels.teams")
 

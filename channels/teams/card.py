@@ -10,7 +10,7 @@ the rule's presets), Edit & approve, the grant choice and Extend, all `Action.Ex
 answered with buttons only for a person gate says may act now.
 
 Untrusted text (tool arguments, summaries, ids, names, reasons) goes only into `TextRun`s,
-which Adaptive Cards render without markdown, cleaned by `gate.untrusted` (capped, invisible
+which Adaptive Cards render without markdown, cleaned by `gate.text.untrusted` (capped, invisible
 and direction-changing characters removed, secrets masked) and with tag-shaped `<` defused
 (Teams reads `<at>` as a mention). `TextBlock`s, which read markdown, hold only gate's words.
 """
@@ -24,9 +24,9 @@ from datetime import datetime
 from typing import Any
 
 from channels import decisions, edits
-from gate import untrusted
-from gate.models import utcnow
-from gate.readmodel import RequestView
+from gate.base.statuses import utcnow
+from gate.decisions.readmodel import RequestView
+from gate.text import untrusted
 
 VERSION = "1.5"
 SCHEMA = "http://adaptivecards.io/schemas/adaptive-card.json"

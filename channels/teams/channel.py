@@ -38,13 +38,13 @@ from channels.teams.clicks import (
 )
 from channels.teams.settings import TeamsSettings
 from channels.teams.verify import OpenIdKeys, Verifier, check_activity
-from gate.acting import Result
-from gate.channel import ChannelContext, Click, DeliveryError
-from gate.errors import BadRequest, ConfigError
-from gate.models import utcnow
-from gate.outcomes import Extended
-from gate.policy import FORCED_RULE
-from gate.readmodel import RequestView
+from gate.base.errors import BadRequest, ConfigError
+from gate.base.statuses import utcnow
+from gate.decisions.acting import Result
+from gate.decisions.outcomes import Extended
+from gate.decisions.readmodel import RequestView
+from gate.delivery.channel import ChannelContext, Click, DeliveryError
+from gate.policy.rules import FORCED_RULE
 
 log = logging.getLogger("gate.channels.teams")
 

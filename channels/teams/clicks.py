@@ -20,10 +20,10 @@ from typing import Any
 from channels import decisions, edits
 from channels.inbound import deadline_from_iso
 from channels.teams.card import VERBS, clean, edit_input_id, editable
-from gate import untrusted
-from gate.channel import Click
-from gate.errors import BadRequest
-from gate.readmodel import RequestView
+from gate.base.errors import BadRequest
+from gate.decisions.readmodel import RequestView
+from gate.delivery.channel import Click
+from gate.text import untrusted
 
 INVOKE_NAME = "adaptiveCard/action"
 MAX_COMMENT = 500

@@ -1,6 +1,6 @@
 """`[channels.teams]`: the bot's app registration, its tenant, and where its cards go.
 
-The channel's own settings model (`TeamsChannel.settings_model`): `gate.channel` validates
+The channel's own settings model (`TeamsChannel.settings_model`): `gate.delivery.channel` validates
 the table with it when the channel loads, so gate's core knows nothing of these keys. Every
 URL gate talks to is a setting, so tests (and sovereign clouds) can point it elsewhere; the
 defaults are the public Azure cloud's, as the Bot Framework SDKs name them

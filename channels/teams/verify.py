@@ -21,7 +21,7 @@ import httpx
 import jwt
 
 from channels.teams.settings import TeamsSettings
-from gate.errors import Unauthenticated, Unavailable
+from gate.base.errors import Unauthenticated, Unavailable
 
 log = logging.getLogger("gate.channels.teams")
 

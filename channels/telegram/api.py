@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 
 from channels.telegram.settings import TelegramSettings
-from gate.channel import DeliveryError
+from gate.delivery.channel import DeliveryError
 
 #: editMessageText with what the message already shows: nothing to do, not a failure
 NOT_MODIFIED = "message is not modified"

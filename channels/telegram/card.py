@@ -4,7 +4,7 @@ Telegram's HTML parse mode reads only a few tags, but plain text is not inert: c
 `@name` into a mention, `https://...` or `evil.example` into a link, `/command` into a
 tappable command and `#tag` into a search. So untrusted text (tool names and arguments,
 summaries, agent and user ids, reasons, comments) goes only inside `<code>` or `<pre>`,
-where nothing is detected, after `gate.untrusted` has cleaned it and `&<>` are escaped, so
+where nothing is detected, after `gate.text.untrusted` has cleaned it and `&<>` are escaped, so
 it cannot close the tag. Plain text on the card is gate's own words. The one link is gate's
 own page. Buttons carry sealed data (`channels.telegram.tokens`), never the request id.
 """
@@ -18,9 +18,9 @@ from typing import Any
 
 from channels import decisions, edits
 from channels.telegram.tokens import Button, Sealer
-from gate import untrusted
-from gate.models import utcnow
-from gate.readmodel import RequestView
+from gate.base.statuses import utcnow
+from gate.decisions.readmodel import RequestView
+from gate.text import untrusted
 
 #: Telegram's limit on a message's text, after entities are parsed (UTF-16 code units)
 TEXT_LIMIT = 4096

@@ -29,12 +29,12 @@ from channels.telegram.card import ARGS_CHARS, editable, render
 from channels.telegram.settings import TelegramSettings
 from channels.telegram.tokens import Button, NotOurs, Sealer
 from channels.telegram.updates import Press, Typed, read_update, update_id
-from gate.acting import Result
-from gate.channel import ChannelContext, Click, DeliveryError
-from gate.errors import BadRequest, Unauthenticated
-from gate.models import utcnow
-from gate.outcomes import Extended
-from gate.readmodel import RequestView
+from gate.base.errors import BadRequest, Unauthenticated
+from gate.base.statuses import utcnow
+from gate.decisions.acting import Result
+from gate.decisions.outcomes import Extended
+from gate.decisions.readmodel import RequestView
+from gate.delivery.channel import ChannelContext, Click, DeliveryError
 
 log = logging.getLogger("gate.channels.telegram")
 

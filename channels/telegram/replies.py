@@ -24,9 +24,9 @@ from channels.telegram.updates import (
     prompt_line,
     prompt_of,
 )
-from gate import untrusted
-from gate.channel import ChannelContext, Click
-from gate.readmodel import RequestView
+from gate.decisions.readmodel import RequestView
+from gate.delivery.channel import ChannelContext, Click
+from gate.text import untrusted
 
 #: answerCallbackQuery shows at most 200 characters
 NOTICE_CHARS = 200

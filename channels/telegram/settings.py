@@ -1,8 +1,8 @@
 """`[channels.telegram]`: the bot's token, the webhook's secret, the key of the buttons, and
 where cards go.
 
-The channel's own settings model (`TelegramChannel.settings_model`): `gate.channel` validates
-the table with it when the channel loads, so gate's core knows nothing of these keys.
+The channel's own settings model (`TelegramChannel.settings_model`): `gate.delivery.channel`
+validates the table with it when the channel loads, so gate's core knows nothing of these keys.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from channels.telegram.tokens import CODE_CHARS
-from gate.errors import BadRequest
+from gate.base.errors import BadRequest
 
 #: the first line of a forced-reply prompt, then the request's code
 PROMPTS = {"reject": "Reject request", "edit": "Edit request"}

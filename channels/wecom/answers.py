@@ -12,8 +12,8 @@ from __future__ import annotations
 from channels import edits
 from channels.wecom import card
 from channels.wecom.clicks import reject_hint
-from gate import untrusted
-from gate.readmodel import RequestView
+from gate.decisions.readmodel import RequestView
+from gate.text import untrusted
 
 #: WeCom cuts text messages at 2048 bytes; stay under it with room for the note
 TEXT_BYTES = 2000

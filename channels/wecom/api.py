@@ -19,8 +19,8 @@ import httpx
 
 from channels.app_token import AppToken
 from channels.wecom.settings import WeComSettings
-from gate import untrusted
-from gate.channel import DeliveryError
+from gate.delivery.channel import DeliveryError
+from gate.text import untrusted
 
 log = logging.getLogger("gate.channels.wecom")
 

@@ -3,7 +3,7 @@
 A pending request is a `button_interaction` card (Approve, Reject…, Edit…, Extend, a link to
 gate; a dropdown of grants when the rule offers them); a finished one is a `text_notice`
 card without buttons. WeCom reads no markup in template card text fields, so untrusted text
-only needs `gate.untrusted` (secrets masked, invisible and direction characters removed) and
+only needs `gate.text.untrusted` (secrets masked, invisible and direction characters removed) and
 the documented lengths, which are kept here as hard caps (the fake refuses anything longer).
 Every link on a card is gate's own page for the request; `enable_id_trans` is never set, so
 `$userName=…$` in untrusted text stays text.
@@ -16,9 +16,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from channels import decisions, edits
-from gate import untrusted
-from gate.models import utcnow
-from gate.readmodel import RequestView
+from gate.base.statuses import utcnow
+from gate.decisions.readmodel import RequestView
+from gate.text import untrusted
 
 # The lengths WeCom documents for template card fields (in characters; "建议不超过").
 SOURCE_CHARS = 13
@@ -38,7 +38,7 @@ CALL_LABEL = "Call: "
 ARGS_CHARS = SUBTITLE_CHARS - len(CALL_LABEL)
 #: what a card says in its description when the rule's condition failed
 CONDITION_SHORT = "Condition failed: asked to be safe"
-#: ... and the most it says of its agent's trip (gate.denials): WeCom takes 44 characters,
+#: ... and the most it says of its agent's trip (gate.decisions.denials): WeCom takes 44 characters,
 #: enough for "Agent tripped: 12 rejections within an hour"
 TRIPPED_CHARS = 44
 #: what a card that shows the whole call, a mask in it that could hide code, says

@@ -28,13 +28,13 @@ from channels.wecom.api import WeComApi
 from channels.wecom.codes import Codes, make_ref, read_ref
 from channels.wecom.settings import WeComSettings
 from channels.wecom.verify import TIMESTAMP_WINDOW_SECONDS, Message, Verifier
-from gate import untrusted
-from gate.acting import Result
-from gate.channel import ChannelContext, Click, DeliveryError
-from gate.errors import ConfigError
-from gate.models import utcnow
-from gate.outcomes import Extended, Voted
-from gate.readmodel import RequestView
+from gate.base.errors import ConfigError
+from gate.base.statuses import utcnow
+from gate.decisions.acting import Result
+from gate.decisions.outcomes import Extended, Voted
+from gate.decisions.readmodel import RequestView
+from gate.delivery.channel import ChannelContext, Click, DeliveryError
+from gate.text import untrusted
 
 log = logging.getLogger("gate.channels.wecom")
 

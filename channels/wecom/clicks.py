@@ -21,9 +21,9 @@ from datetime import datetime
 from channels import decisions, edits
 from channels.wecom import card
 from channels.wecom.verify import Message
-from gate import untrusted
-from gate.channel import Click
-from gate.readmodel import RequestView
+from gate.decisions.readmodel import RequestView
+from gate.delivery.channel import Click
+from gate.text import untrusted
 
 #: the longest reason kept from a typed message
 MAX_COMMENT = 500

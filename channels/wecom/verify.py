@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from channels.inbound import same_secret
 from channels.wecom import crypto
 from channels.wecom.settings import WeComSettings, aes_key
-from gate import untrusted
-from gate.errors import BadRequest, Unauthenticated
+from gate.base.errors import BadRequest, Unauthenticated
+from gate.text import untrusted
 
 #: WeCom documents no replay window; five minutes is the Slack convention and ours
 TIMESTAMP_WINDOW_SECONDS = 300

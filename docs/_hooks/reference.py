@@ -45,7 +45,7 @@ def openapi_schema() -> dict[str, Any]:
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
     from gate.app import create_app
-    from gate.config import Settings
+    from gate.config.settings import Settings
 
     with tempfile.TemporaryDirectory() as tmp:
         server = {"database_url": f"sqlite:///{tmp}/gate.db", "migrate_on_start": False}

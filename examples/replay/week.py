@@ -52,7 +52,7 @@ class WalkingClock:
 def generate(folder: Path, *, database_url: str | None = None, seed: int = 7) -> int:
     """Write the week into `folder`'s database (or `database_url`); returns calls made."""
     from gate.app import build_state
-    from gate.config import load_settings
+    from gate.config.settings import load_settings
 
     folder.mkdir(parents=True, exist_ok=True)
     url = database_url or f"sqlite:///{(folder / 'gate.db').absolute()}"
@@ -77,8 +77,8 @@ def generate(folder: Path, *, database_url: str | None = None, seed: int = 7) ->
 
 async def _week(state: Any, clock: WalkingClock, rnd: random.Random) -> int:
     from gate.api import v1
-    from gate.auth import Principal
-    from gate.schemas import GateCall
+    from gate.identity.auth import Principal
+    from gate.inputs.bodies import GateCall
 
     agent = Principal("coding-agent", "agent")
     day_calls = [(tool, args, say) for tool, args, n, say in TRAFFIC for _ in range(n)]
@@ -103,9 +103,9 @@ async def _week(state: Any, clock: WalkingClock, rnd: random.Random) -> int:
 def _decide(state: Any, body: bytes, say: str, rnd: random.Random) -> None:
     import json
 
-    from gate import deciding
-    from gate.acting import Actor
-    from gate.models import Verdict
+    from gate.base.statuses import Verdict
+    from gate.decisions import deciding
+    from gate.decisions.acting import Actor
 
     answer = json.loads(body)
     if answer["decision"] != "ask":

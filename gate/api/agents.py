@@ -1,4 +1,5 @@
-"""`/v1/agents`: the agents whose rejections tripped them (`gate.denials`), and their reset.
+"""`/v1/agents`: the agents whose rejections tripped them (`gate.decisions.denials`), and their
+reset.
 
 `gate agents list` and `gate agents reset NAME` call these; the console's Agents page does
 the same through the same use case (`denials.reset`).
@@ -12,12 +13,13 @@ from typing import Any
 from fastapi import APIRouter
 from pydantic import BaseModel
 
-from gate import denials, threads
 from gate.api import v1
 from gate.api.deps import PrincipalDep, ServiceDep
-from gate.errors import NotFound
-from gate.schemas import AgentResetBody
-from gate.service import active_trips
+from gate.api.schemas import AgentResetBody
+from gate.base import threads
+from gate.base.errors import NotFound
+from gate.decisions import denials
+from gate.decisions.service import active_trips
 from gate.store.records import TripRow
 
 router = APIRouter(prefix="/v1/agents", tags=["v1"])

@@ -11,10 +11,11 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
 
-from gate import decision_log, threads
 from gate.api.deps import PrincipalDep, ServiceDep
+from gate.api.schemas import DecisionPage, DecisionPublic
 from gate.api.v1 import ERRORS
-from gate.schemas import DecisionPage, DecisionPublic
+from gate.base import threads
+from gate.decisions import decision_log
 
 router = APIRouter(prefix="/v1", tags=["v1"])
 

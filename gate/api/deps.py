@@ -12,9 +12,9 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from gate.auth import Principal
-from gate.service import GateService
-from gate.state import AppState
+from gate.decisions.service import GateService
+from gate.identity.auth import Principal
+from gate.server.state import AppState
 
 
 async def get_state(request: Request) -> AppState:

@@ -8,7 +8,7 @@ reads the connection next must skip exactly that much. gate does not skip it: re
 oversized body to its end is the very work the limit refuses, and a server that guesses
 wrong about where a body ends answers one client's bytes as another's request (behind a
 proxy that reuses upstream connections, request smuggling). So such an answer carries
-`Connection: close` and the server closes the connection once it is sent; `gate.server`
+`Connection: close` and the server closes the connection once it is sent; `gate.server.serve`
 closes it gracefully (it stops writing, then reads and drops what the client still sends
 for a few seconds), so the client reads the answer rather than a reset, and retries on a
 new connection.

@@ -25,8 +25,8 @@ from urllib.parse import urlsplit
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gate.api.middleware import send_error
-from gate.auth import anonymous_allowed
-from gate.config import Settings
+from gate.config.settings import Settings
+from gate.identity.auth import anonymous_allowed
 
 #: methods that never change anything here (OPTIONS only ever gets 405: gate grants no CORS)
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})

@@ -46,23 +46,18 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
-from gate import threads, waiting
-from gate.api import framing, v1
+from gate.api import framing, v1, waiting
 from gate.api.guard import SameOriginGuard
-from gate.api.middleware import (
-    RequestEnvelope,
-    limit_refusal,
-    nothing_to_limit,
-    request_id_of,
-    request_id_var,
-)
+from gate.api.headers import with_security_headers
+from gate.api.middleware import RequestEnvelope, limit_refusal, nothing_to_limit, request_id_var
 from gate.api.v1 import WAIT_TIMEOUT_DEFAULT, WAIT_TIMEOUT_MAX
-from gate.auth import Principal
-from gate.capacity import Capacity, open_file_limit
-from gate.errors import TooManyWaiters
-from gate.schemas import DecisionBody, GateCall, JsonLimits, json_limits
-from gate.state import AppState
-from gate.web.session import with_security_headers
+from gate.base import threads
+from gate.base.errors import TooManyWaiters
+from gate.identity.auth import Principal
+from gate.inputs.bodies import DecisionBody, GateCall, JsonLimits, json_limits
+from gate.server.access import request_id_of
+from gate.server.capacity import Capacity, open_file_limit
+from gate.server.state import AppState
 
 REQUESTS = "/v1/requests/"
 WAIT = REQUESTS + "{request_id}/wait"
@@ -98,7 +93,7 @@ class LeanRoutes:
         self.answered: Counter[str] = Counter()
         #: requests whose body was read here and then handed to the stack, by route name
         self.handed_over: Counter[str] = Counter()
-        #: how many long-polls may park, and how many do (`gate.server` sizes it at start)
+        #: how many long-polls may park, and how many do (`gate.server.serve` sizes it at start)
         self.capacity = Capacity.of(state.settings, open_file_limit())
         self._serve: dict[tuple[str, str], Callable[[Scope, Receive, Send, str | None], Lean]]
         self._serve = {key: getattr(self, name) for key, name in ROUTES.items()}

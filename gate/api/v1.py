@@ -7,23 +7,15 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Query, Response
 from pydantic import BaseModel
 
-from gate import deciding, grant_review, reports, threads, waiting
+from gate.api import waiting
 from gate.api.deps import PrincipalDep, ServiceDep
-from gate.auth import Principal
-from gate.models import RequestStatus, Verdict
-from gate.schemas import (
-    AuditPublic,
-    CancelBody,
-    DecisionBody,
-    ExtendBody,
-    GateAnswer,
-    GateCall,
-    GrantPublic,
-    OutcomeBody,
-    RequestPage,
-    RequestPublic,
-)
-from gate.service import GateService, Submitted
+from gate.api.schemas import AuditPublic, GateAnswer, GrantPublic, RequestPage, RequestPublic
+from gate.base import threads
+from gate.base.statuses import RequestStatus, Verdict
+from gate.decisions import deciding, grant_review, reports
+from gate.decisions.service import GateService, Submitted
+from gate.identity.auth import Principal
+from gate.inputs.bodies import CancelBody, DecisionBody, ExtendBody, GateCall, OutcomeBody
 
 router = APIRouter(prefix="/v1", tags=["v1"])
 

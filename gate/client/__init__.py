@@ -1,7 +1,7 @@
 """Python SDK for gate: `GateClient` (sync and async, httpx), `PreToolUseHook`, `@require_approval`.
 
 The waiting (submit, long-poll in slices, reconnect, withdraw at the deadline) and the words
-the model reads are `gate.askflow.decide()`, the same flow `gate hook` runs; the SDK only
+the model reads are `gate.asking.askflow.decide()`, the same flow `gate hook` runs; the SDK only
 drives it over httpx.
 
     client = GateClient("http://127.0.0.1:8000", token="...")
@@ -13,12 +13,13 @@ drives it over httpx.
     client.record_outcome(verdict, "ran", "paid, txn 881")        # the audit trail's last line
 
 A yes is only returned when the approval is bound to exactly the call that will run (see
-`gate.binding`); otherwise the verdict's kind is "mismatch" and `.allowed` is False.
+`gate.asking.binding`); otherwise the verdict's kind is "mismatch" and `.allowed` is False.
 
 `gate.client.api` holds the client, `gate.client.guards` the hook and the decorator built on
 it, `gate.client.wire` the httpx glue; everything public is importable from here.
 """
 
+from gate.asking.toolcall import Verdict
 from gate.client.api import GateClient, Outcome
 from gate.client.guards import (
     ApprovalDenied,
@@ -28,7 +29,6 @@ from gate.client.guards import (
     require_approval,
 )
 from gate.client.wire import GateAPIError, drive_async
-from gate.toolcall import Verdict
 
 __all__ = [
     "ApprovalDenied",

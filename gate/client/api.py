@@ -1,6 +1,6 @@
 """`GateClient`: the gate HTTP API from Python, blocking and `*_async`, over httpx.
 
-`check()` runs `gate.askflow.decide()`, the same flow `gate hook` runs (submit, long-poll in
+`check()` runs `gate.asking.askflow.decide()`, the same flow `gate hook` runs (submit, long-poll in
 slices, reconnect, withdraw at the deadline, the words the model reads); the raw calls
 (`submit`, `get`, `wait`, `cancel`, `decide`, `extend`, `record_outcome`, `cancel_session`)
 are one exchange each and raise `GateAPIError` on an error reply.
@@ -18,10 +18,10 @@ from typing import Any, Literal
 
 import httpx
 
-from gate.askflow import DEFAULT_TIMEOUT, DEFAULT_URL, WAIT_SLICE, Flow, decide
+from gate.asking.askflow import DEFAULT_TIMEOUT, DEFAULT_URL, WAIT_SLICE, Flow, decide
+from gate.asking.exchange import Exchange, Pause, Reply, Step, drive, round_trip
+from gate.asking.toolcall import Call, Verdict, summarise
 from gate.client.wire import drive_async, send, send_async, unwrap
-from gate.exchange import Exchange, Pause, Reply, Step, drive, round_trip
-from gate.toolcall import Call, Verdict, summarise
 
 #: the outcomes `record_outcome` accepts
 Outcome = Literal["ran", "failed", "not_run"]

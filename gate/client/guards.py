@@ -11,8 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar, cast
 
+from gate.asking.toolcall import GATE_DOWN, Verdict
 from gate.client.api import GateClient
-from gate.toolcall import GATE_DOWN, Verdict
 
 F = TypeVar("F", bound=Callable[..., Any])
 

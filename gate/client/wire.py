@@ -9,9 +9,9 @@ from typing import Any
 
 import httpx
 
-from gate.askflow import Flow
-from gate.exchange import Abandoned, Exchange, Pause, Reply, retry_after_of
-from gate.toolcall import Verdict
+from gate.asking.askflow import Flow
+from gate.asking.exchange import Abandoned, Exchange, Pause, Reply, retry_after_of
+from gate.asking.toolcall import Verdict
 
 
 class GateAPIError(Exception):

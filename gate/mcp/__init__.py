@@ -16,8 +16,8 @@ import argparse
 import os
 import sys
 
-from gate.askflow import DEFAULT_TIMEOUT, DEFAULT_URL
-from gate.hook import add_metadata_option
+from gate.asking.askflow import DEFAULT_TIMEOUT, DEFAULT_URL
+from gate.hook.command import add_metadata_option
 
 MISSING_SDK = (
     "gate mcp needs the MCP Python SDK, which is an optional extra: "
@@ -31,7 +31,7 @@ def main(argv: list[str]) -> int:
     if ns.command is None:
         _parser().print_help(sys.stderr)
         return 2
-    from gate.sealed import SealError, seal
+    from gate.mcp.sealed import SealError, seal
 
     try:
         seal(argv)  # gate.cli did already, unless gate mcp was called from Python

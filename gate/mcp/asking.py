@@ -1,7 +1,7 @@
-"""Ask gate from inside an MCP server: the shared flow of `gate.askflow`, driven with anyio.
+"""Ask gate from inside an MCP server: the shared flow of `gate.asking.askflow`, driven with anyio.
 
 `gate mcp prompt` and `gate mcp proxy` answer MCP requests on an event loop, so they drive
-`gate.askflow.decide()` (the same submit, long-poll, reconnect, own-deadline, withdraw and
+`gate.asking.askflow.decide()` (the same submit, long-poll, reconnect, own-deadline, withdraw and
 binding check as `gate hook` and the SDK) over httpx, asynchronously, and add what an MCP
 server needs around it:
 
@@ -23,12 +23,12 @@ from typing import Any, TypeVar
 import anyio
 import httpx
 
-from gate.aftercall import Report, report_outcome
-from gate.askflow import CANCEL_TIMEOUT, decide
+from gate.asking.aftercall import Report, report_outcome
+from gate.asking.askflow import CANCEL_TIMEOUT, decide
+from gate.asking.exchange import Exchange, Pause, Reply, Step
+from gate.asking.toolcall import Call, Verdict
+from gate.asking.wording import TOKEN_FIX
 from gate.client.wire import send_async
-from gate.exchange import Exchange, Pause, Reply, Step
-from gate.toolcall import Call, Verdict
-from gate.wording import TOKEN_FIX
 
 #: heartbeat period while waiting for a person; well inside the 60 s request timeout that
 #: MCP clients commonly reset on progress

@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable
 import mcp.types as types
 from mcp.shared.exceptions import MCPError
 
-from gate.untrusted import strip_invisible
+from gate.text.untrusted import strip_invisible
 
 #: pages of tools/list the proxy reads itself before it stops (a cursor that never ends)
 MAX_LIST_PAGES = 100

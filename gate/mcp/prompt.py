@@ -7,7 +7,7 @@ JSON: `{"behavior": "allow", "updatedInput": {...}}` runs the call with `updated
 approver's edits, else the input as sent), `{"behavior": "deny", "message": "..."}` refuses it
 and shows the message to the model. The message is the wording `gate hook` gives.
 
-The asking is `gate.askflow.decide()` (see `gate.mcp.asking`): policy, long-poll, reconnects,
+The asking is `gate.asking.askflow.decide()` (see `gate.mcp.asking`): policy, long-poll, reconnects,
 the `--timeout` deadline, withdrawal, and the check that an approval is bound to exactly this
 call. Anything that is not a yes is a deny; so is a failure of this server itself.
 """
@@ -23,10 +23,10 @@ import mcp.types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 
+from gate.asking.toolcall import Verdict, derived_key
+from gate.asking.wording import clip
 from gate.mcp.asking import Asker
 from gate.mcp.serving import Options, make_call, serve_stdio, token_hint, warn
-from gate.toolcall import Verdict, derived_key
-from gate.wording import clip
 
 TOOL = "approve"
 INPUT_SCHEMA: dict[str, Any] = {
@@ -124,7 +124,7 @@ async def _decide(
         key, derived = tool_use_id, False
     else:
         # No call id: the same call asked again finds its earlier request; a finished one is
-        # asked about afresh under a new key (see gate.toolcall.Call.derived_key).
+        # asked about afresh under a new key (see gate.asking.toolcall.Call.derived_key).
         key, derived = derived_key("cc-prompt", None, tool_name, tool_input), True
     client = ctx.session.client_params.client_info if ctx.session.client_params else None
     context: dict[str, Any] = {"source": "claude-code-permission-prompt"}

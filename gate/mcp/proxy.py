@@ -45,12 +45,12 @@ from mcp.server.session import ServerSession
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel
 
-from gate.aftercall import outcome_of
+from gate.asking.aftercall import outcome_of
+from gate.asking.toolcall import Call, Verdict
+from gate.asking.wording import clip
 from gate.mcp.asking import Asker
 from gate.mcp.listing import Listing
 from gate.mcp.serving import Options, make_call, serve_stdio, token_hint, warn
-from gate.toolcall import Call, Verdict
-from gate.wording import clip
 
 #: a server name as MCP clients spell it; no "__", which separates the parts of mcp__NAME__TOOL
 NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")

@@ -18,11 +18,11 @@ from mcp.server.lowlevel import Server
 from mcp.server.models import InitializationOptions
 from mcp.server.stdio import stdio_server
 
-from gate import sealed
-from gate.askflow import DEFAULT_URL
+from gate.asking.askflow import DEFAULT_URL
+from gate.asking.toolcall import Call, summarise
+from gate.asking.wording import TOKEN_FIX
+from gate.mcp import sealed
 from gate.mcp.asking import BEAT_EVERY, Asker
-from gate.toolcall import Call, summarise
-from gate.wording import TOKEN_FIX
 
 #: the signals that mean "the client is done with this server"
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)

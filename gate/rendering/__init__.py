@@ -11,7 +11,7 @@ arguments, never the agent's description of them. The rendering is tool-aware an
 * SQL statements line by line; MCP tools (`mcp__server__tool`) with their server named;
 * every argument no section showed, as a readable tree (`tree`): nothing is dropped.
 
-Text comes out of `gate.untrusted` (`inert`): secrets masked (their JSON pointers listed for
+Text comes out of `gate.text.untrusted` (`inert`): secrets masked (their JSON pointers listed for
 a reveal), invisible characters, bidi controls and look-alike letters shown as `\\uXXXX`
 escapes and flagged on the line they occur on, as are very long lines and values cut at the
 scan limit. `as_text` (`plain`) writes a rendering as plain text for surfaces with a length
@@ -25,7 +25,6 @@ import logging
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from gate import untrusted
 from gate.rendering import diffs, shell, tree, urls
 from gate.rendering.inert import Call, one_line, pieces
 from gate.rendering.plain import as_text, headline
@@ -39,6 +38,7 @@ from gate.rendering.shapes import (
     SectionKind,
     Shown,
 )
+from gate.text import untrusted
 
 log = logging.getLogger(__name__)
 

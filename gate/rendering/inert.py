@@ -16,8 +16,8 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, cast
 
-from gate import untrusted
 from gate.rendering.shapes import Flag, FlagKind, Line, LineKind, Section, SectionKind
+from gate.text import untrusted
 
 #: a line longer than this is flagged: it runs off a card or a terminal, and text past the
 #: edge is text nobody reads
@@ -39,7 +39,7 @@ def _escape(code: int) -> str:
 
 class _Table(dict[int, Any]):
     """A `str.translate` table escaping the code points `hides` says, decided on first sight
-    (bounded like `gate.glyphs`' tables: past 65,536 entries it stops caching)."""
+    (bounded like `gate.text.glyphs`' tables: past 65,536 entries it stops caching)."""
 
     def __init__(self, hides: Any) -> None:
         super().__init__()
@@ -62,7 +62,7 @@ def pointer(parent: str, key: object) -> str:
 
 
 def top_pointer(key: object) -> str:
-    """The pointer of a top-level argument, its key as `gate.untrusted` shows it (a secret in
+    """The pointer of a top-level argument, its key as `gate.text.untrusted` shows it (a secret in
     a key masked: a pointer never carries one)."""
     return pointer("", untrusted.mask_text(str(key)))
 

@@ -12,9 +12,9 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gate import untrusted
 from gate.rendering.inert import Builder, Call, one_line, top_pointer
 from gate.rendering.urls import flag_urls
+from gate.text import untrusted
 
 #: argument names that hold a command to run
 COMMAND_KEYS = ("command", "cmd", "script")

@@ -13,9 +13,9 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from gate import untrusted
 from gate.rendering.inert import Builder, Call, Piece, one_line, pieces, pointer
 from gate.rendering.urls import flag_urls, host_findings, is_url
+from gate.text import untrusted
 
 _WORDS = frozenset({"null", "true", "false", "{}", "[]"})
 
@@ -103,7 +103,7 @@ class _Tree:
 
     def keys(self, value: Mapping[Any, Any], keys: Iterable[Any], path: str, depth: int) -> None:
         """The entries of `value` named by `keys`, each as `key: value`. A key is addressed
-        as `gate.untrusted` shows it (a secret in it masked, two that mask alike numbered),
+        as `gate.text.untrusted` shows it (a secret in it masked, two that mask alike numbered),
         so a pointer never carries a secret and every surface names an entry alike."""
         # one rule for how keys are shown and addressed: untrusted's (masks, reveal)
         names = {key: shown for shown, key in untrusted.shown_keys(value, untrusted.SCAN_LIMIT)}

@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from gate import untrusted
 from gate.rendering.inert import Builder, Call, Piece, one_line, pieces, top_pointer
 from gate.rendering.shapes import FlagKind
+from gate.text import untrusted
 
 #: argument names (or their last word) that hold a URL
 URL_WORDS = ("url", "uri", "href", "endpoint", "link")

@@ -15,8 +15,8 @@ What it owns, module by module:
 * `db`: the engine, sessions and migrations' glue; `sqlite` and `postgres`: each
   database's connection specifics.
 
-What it may import: the table models (`gate.models`), settings checks (`gate.config`), the
-error types (`gate.errors`) and bundled files (`gate.resources`); never a surface, a channel
-or the state machine. No channel imports anything under `gate.store`
-(`tests/core/test_store_seam.py`).
+What it may import: the table models (`gate.store.tables`), settings checks
+(`gate.config.settings`), the error types (`gate.base.errors`) and bundled files
+(`gate.base.resources`); never a surface, a channel or the state machine. No channel imports
+anything under `gate.store` (`tests/core/test_store_seam.py`).
 """

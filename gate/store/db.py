@@ -16,9 +16,9 @@ from sqlalchemy import event
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
-from gate.config import check_database_url
-from gate.errors import ConfigError
-from gate.resources import resource_path
+from gate.base.errors import ConfigError
+from gate.base.resources import resource_path
+from gate.config.settings import check_database_url
 from gate.store import sqlite
 from gate.store.sqlite import BUSY_SECONDS, Pinned, clean
 

@@ -1,7 +1,7 @@
 """The decision log's statements: a batch written in one multi-row INSERT, pages read by
 filter, the retention prune, and the rows replay reads (joined to each ask's request).
 
-`gate.decision_log` buffers answers and calls `insert` once a window; `GET /v1/decisions`,
+`gate.decisions.decision_log` buffers answers and calls `insert` once a window; `GET /v1/decisions`,
 the console page and `gate policy replay` read through `page` and `since`.
 """
 
@@ -13,8 +13,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from gate.models import ConfirmationRequest, DecisionLogEntry
 from gate.store.records import DECISION_FIELDS, DecisionRow, ReplayRow
+from gate.store.tables import ConfirmationRequest, DecisionLogEntry
 
 TABLE: sa.Table = DecisionLogEntry.__table__  # type: ignore[attr-defined]
 REQUESTS: sa.Table = ConfirmationRequest.__table__  # type: ignore[attr-defined]

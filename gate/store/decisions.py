@@ -1,8 +1,8 @@
 """The state machine's verbs: what a decision reads and writes, and how each database makes
 the compare-and-set safe.
 
-`gate.machine` decides (which status, which reason, which audit event); it reads and writes
-through these verbs only, in the caller's transaction:
+`gate.decisions.machine` decides (which status, which reason, which audit event); it reads and
+writes through these verbs only, in the caller's transaction:
 
 * `load_for_decision` / `load`: the request (and its votes) as a decision needs them;
 * `cast_vote`: store an approver's verdict, new or changed;
@@ -30,7 +30,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlmodel import Session, col
 
-from gate.models import ConfirmationRequest, Grant, GrantStatus, RequestStatus
+from gate.base.statuses import GrantStatus, RequestStatus
 from gate.store import batch, direct, rows
 from gate.store.outbox import enqueue_updates as owe_card_updates
 from gate.store.records import (
@@ -43,6 +43,7 @@ from gate.store.records import (
     VoteRow,
     first_vote_decides,
 )
+from gate.store.tables import ConfirmationRequest, Grant
 
 __all__ = [
     "CHANGED_MEANWHILE",
@@ -133,7 +134,7 @@ class _PostgreSQL:
     re-reads the head under the row's lock (`rows.checked_cas_of`) and fails the whole
     statement through `gate_require` (migration 0008) unless the row is still pending, in
     time and its head is the one read: `batch.Unmet` is raised, nothing was written, and the
-    caller decides again with the lock (`gate.deciding.decide`). A quorum's votes are
+    caller decides again with the lock (`gate.decisions.deciding.decide`). A quorum's votes are
     counted under the lock, so such a row is read again with it.
 
     Unlocked reads (`load`: a cancel, an expiry). The head comes back with the

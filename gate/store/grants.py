@@ -1,6 +1,6 @@
 """Grants' SQL: the statements a grant is written, found, listed and counted with.
 
-`gate.grants` decides (which grant an approval makes, which one covers a call); these run
+`gate.decisions.grants` decides (which grant an approval makes, which one covers a call); these run
 the statements, in the caller's transaction.
 """
 
@@ -12,9 +12,10 @@ from typing import Any
 import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
-from gate.models import Grant, GrantStatus, UTCDateTime, Verdict
+from gate.base.statuses import GrantStatus, Verdict
 from gate.store import batch, direct
 from gate.store.rows import GRANT, VOTE
+from gate.store.tables import Grant, UTCDateTime
 
 
 def insert(session: Session, values: dict[str, Any]) -> None:

@@ -16,9 +16,10 @@ from typing import Any
 import sqlalchemy as sa
 from sqlmodel import col
 
-from gate.models import ConfirmationRequest, Delivery, DeliveryKind, Vote
+from gate.base.statuses import DeliveryKind
 from gate.store.db import Database
 from gate.store.records import AskRow, DecidedCall, VoteTiming
+from gate.store.tables import ConfirmationRequest, Delivery, Vote
 
 #: statuses a person (not a clock, not a grant) can end a request with
 DECIDED = ("approved", "rejected")

@@ -1,6 +1,6 @@
 """Recording what came of sending a claimed delivery row: its SQL.
 
-`gate.store.outbox` owes and claims the rows; `gate.sending` sends one through its channel;
+`gate.store.outbox` owes and claims the rows; `gate.delivery.sending` sends one through its channel;
 this marks it sent, retried, dead or postponed, each in one transaction. An update marked
 sent owes one more refresh, read back, when another update of the same card may have landed
 after it (`mark_sent`), so a card ends on its request's newest state even when replicas send
@@ -16,10 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
-from gate.models import DeliveryKind, DeliveryStatus, UTCDateTime
+from gate.base.statuses import DeliveryKind, DeliveryStatus
 from gate.store import direct
 from gate.store.outbox import Claimed
 from gate.store.rows import DELIVERY
+from gate.store.tables import UTCDateTime
 
 if TYPE_CHECKING:
     from gate.store.db import Database

@@ -1,4 +1,4 @@
-"""Reminders' and escalations' SQL (`gate.reminders` decides who is nudged and when)."""
+"""Reminders' and escalations' SQL (`gate.delivery.reminders` decides who is nudged and when)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlmodel import Session, col
 
-from gate.models import ConfirmationRequest, RequestStatus
+from gate.base.statuses import RequestStatus
 from gate.store.rows import REQUEST
+from gate.store.tables import ConfirmationRequest
 
 #: pending requests with a reminder or escalation due (`nudge_at`, on its index): a tick
 #: reads nothing for the many requests whose rules remind nobody

@@ -19,9 +19,10 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 from sqlmodel import Session
 
-from gate.models import DeliveryKind, DeliveryStatus, UTCDateTime
+from gate.base.statuses import DeliveryKind, DeliveryStatus
 from gate.store import batch, direct
 from gate.store.rows import DELIVERY
+from gate.store.tables import UTCDateTime
 
 if TYPE_CHECKING:
     from gate.store.db import Database
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 #: a claim unrenewed this long is presumed dead (its replica was killed) and retaken: a row
-#: held is renewed every `HEARTBEAT` while its send is under way (`gate.sending.deliver`),
+#: held is renewed every `HEARTBEAT` while its send is under way (`gate.delivery.sending.deliver`),
 #: and before its send if it waited half a lease for its turn, so a live replica keeps its
 #: rows through three missed beats and a dead one's are retried within seconds
 LEASE = timedelta(seconds=6)

@@ -1,5 +1,5 @@
-"""The use cases' reads (`gate.service`): a request by its idempotency key, with its votes,
-and the expiry sweep's due work. Typed rows back (`gate.store.records`), nothing of the ORM.
+"""The use cases' reads (`gate.decisions.service`): a request by its idempotency key, with its
+votes, and the expiry sweep's due work. Typed rows back (`gate.store.records`), nothing of the ORM.
 """
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlmodel import Session, col
 
-from gate.models import ConfirmationRequest
 from gate.store import direct, rows
 from gate.store.grants import DUE as DUE_GRANTS
 from gate.store.records import RequestRow, VoteRow
+from gate.store.tables import ConfirmationRequest
 
 #: the kinds of work `due_work` finds
 REQUEST, GRANT = "request", "grant"

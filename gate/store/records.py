@@ -5,7 +5,7 @@ and at run time it raises instead of making a new attribute. They are not frozen
 state machine updates the row it decided on in place (the status the compare-and-set
 wrote, the audit chain's new head), and the caller builds its answer from that same row,
 nothing read back. A row is attribute-compatible with the ORM models, so the read model
-takes either (`gate.readmodel.RequestData`).
+takes either (`gate.decisions.readmodel.RequestData`).
 
 `tests/core/test_store_types.py` checks that the fields are the table's columns, and runs
 mypy on a probe with a misspelt field.
@@ -104,9 +104,9 @@ class VoteRow:
     at: datetime
     grant_scope: str | None = None
     grant_seconds: int | None = None
-    #: the chain stage it was cast in (`gate.chains`)
+    #: the chain stage it was cast in (`gate.policy.stages`)
     stage: int = 0
-    #: how the approver was authenticated (`gate.authmethod.AuthMethod.to_json`)
+    #: how the approver was authenticated (`gate.identity.authmethod.AuthMethod.to_json`)
     auth: dict[str, Any] | None = None
 
     def update(self, values: dict[str, Any]) -> None:
@@ -129,7 +129,8 @@ def first_vote_decides(approvals_required: int, options: dict[str, Any]) -> bool
     """Whether a pending request's first vote, either way, ends it: one approval approves,
     one rejection rejects, no filter and no later stage. Then a decision reads no votes (the
     fast path whose statements `tests/core/test_statement_counts.py` counts). The keys are
-    the ones `gate.offers.Offers.to_options` writes only for a chain (`gate.chains`)."""
+    the ones `gate.policy.offers.Offers.to_options` writes only for a chain
+    (`gate.policy.stages`)."""
     return (
         approvals_required == 1
         and not options.get("stages")
@@ -184,7 +185,7 @@ class ReplayRow:
 
 @dataclass(slots=True)
 class TripRow:
-    """An agent's trip (`gate.denials`): active while `reset_at` is None."""
+    """An agent's trip (`gate.decisions.denials`): active while `reset_at` is None."""
 
     agent: str
     reason: str

@@ -18,7 +18,9 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import Session
 
-from gate.models import (
+from gate.store import batch, direct, records
+from gate.store.records import GUARDS, UNREAD, VOTE_FIELDS, Guard, Head, RequestRow, VoteRow
+from gate.store.tables import (
     AuditEvent,
     ConfirmationRequest,
     Delivery,
@@ -27,8 +29,6 @@ from gate.models import (
     UTCDateTime,
     Vote,
 )
-from gate.store import batch, direct, records
-from gate.store.records import GUARDS, UNREAD, VOTE_FIELDS, Guard, Head, RequestRow, VoteRow
 
 REQUEST: sa.Table = ConfirmationRequest.__table__  # type: ignore[attr-defined]
 VOTE: sa.Table = Vote.__table__  # type: ignore[attr-defined]
@@ -137,8 +137,8 @@ def _cas(guard: Guard) -> sa.Update:
     return sa.update(REQUEST).where(*guards)
 
 
-#: every transition's compare-and-set (run by `gate.machine` alone, the only code that changes
-#: a status), built once per deadline guard
+#: every transition's compare-and-set (run by `gate.decisions.machine` alone, the only code that
+#: changes a status), built once per deadline guard
 CAS = {g: _cas(g) for g in GUARDS}
 #: the same, returning the request's audit chain head as of after the UPDATE holds the row,
 #: by database and deadline guard. SQLite: read by the UPDATE's own snapshot (its writer has

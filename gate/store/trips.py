@@ -1,8 +1,8 @@
-"""The statements behind `gate.denials`: counting an agent's rejections, tripping and
+"""The statements behind `gate.decisions.denials`: counting an agent's rejections, tripping and
 resetting it, and the active trips every replica keeps in memory.
 
 Nothing here runs on an un-gated call: the trip check of a call reads this replica's memory
-(`gate.denials.Trips`). These run when a person rejects a call (`count_rejections`,
+(`gate.decisions.denials.Trips`). These run when a person rejects a call (`count_rejections`,
 `trip`, in the rejection's own transaction), when a person resets an agent, and when a
 replica (re)loads the active trips.
 
@@ -23,9 +23,10 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import Session
 
-from gate.models import AgentTrip, RequestStatus
+from gate.base.statuses import RequestStatus
 from gate.store import batch, rows
 from gate.store.records import TripRow
+from gate.store.tables import AgentTrip
 
 TRIP: sa.Table = AgentTrip.__table__  # type: ignore[attr-defined]
 _REQ = rows.REQUEST

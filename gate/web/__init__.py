@@ -15,8 +15,8 @@ import logging
 from fastapi import FastAPI
 from starlette.staticfiles import StaticFiles
 
-from gate.resources import resource_path
-from gate.state import AppState
+from gate.base.resources import resource_path
+from gate.server.state import AppState
 from gate.web.agents import AgentsPage
 from gate.web.console import Console
 from gate.web.decisions_page import DecisionsPage

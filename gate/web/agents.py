@@ -1,4 +1,4 @@
-"""The Agents page: agents tripped by their rejections (`gate.denials`), each with a Reset
+"""The Agents page: agents tripped by their rejections (`gate.decisions.denials`), each with a Reset
 button, then the latest trips and who reset them.
 
 Resetting goes through `denials.reset`, as `POST /v1/agents/reset` does: one transaction,
@@ -11,9 +11,9 @@ import anyio
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from gate import denials
-from gate.config import ApproverSettings
-from gate.schemas import text_problem
+from gate.config.settings import ApproverSettings
+from gate.decisions import denials
+from gate.inputs.bodies import text_problem
 from gate.store import trips
 from gate.store.records import TripRow
 from gate.web.console import Console, Posted

@@ -12,10 +12,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gate import rendering, untrusted
-from gate.offers import Offers
-from gate.readmodel import RequestView
+from gate import rendering
+from gate.decisions.readmodel import RequestView
+from gate.policy.offers import Offers
 from gate.rendering import CallRendering, Flag, Line, Section
+from gate.text import untrusted
 
 #: lines of a call a queue row shows before it says how many more there are
 ROW_LINES = 8
@@ -50,7 +51,7 @@ class ShownCall:
     #: the arguments the rule's condition reads
     watched: tuple[str, ...]
     condition_error: str | None
-    #: why every call of its agent is asked (gate.denials), when it tripped
+    #: why every call of its agent is asked (gate.decisions.denials), when it tripped
     tripped: str | None = None
 
     @property

@@ -1,7 +1,7 @@
 """What every console page shares: who is signed in, rendering, redirects, error pages.
 
 Server-rendered Jinja2 with autoescape on for every template, and every printed string
-cleaned and masked by `gate.untrusted`, as on the chat cards. The pages themselves live by
+cleaned and masked by `gate.text.untrusted`, as on the chat cards. The pages themselves live by
 what they do: `pages` (queue, live events, history, stats), `request_page` (a request and its
 decide and extend forms), `grants`, `login`.
 """
@@ -22,14 +22,15 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from markupsafe import Markup, escape
 from starlette.datastructures import FormData
 
-from gate import shadow, untrusted
-from gate.acting import Actor, refusal_for
-from gate.auth import csrf_matches
-from gate.channel import surface_name
-from gate.config import ApproverSettings
-from gate.readmodel import RequestView
-from gate.resources import resource_path
-from gate.state import AppState
+from gate.base.resources import resource_path
+from gate.base.surfaces import surface_name
+from gate.config.settings import ApproverSettings
+from gate.decisions.acting import Actor, refusal_for
+from gate.decisions.readmodel import RequestView
+from gate.identity.auth import csrf_matches
+from gate.policy import shadow
+from gate.server.state import AppState
+from gate.text import untrusted
 from gate.web.forms import field_of
 from gate.web.session import (
     CSRF_FIELD,
@@ -53,7 +54,7 @@ CSRF_MESSAGE = (
 
 def environment(clock: Callable[[], datetime]) -> jinja2.Environment:
     """The Jinja2 environment: autoescape on for every template, whatever its name, and every
-    printed string cleaned and masked by `gate.untrusted`, as on the chat cards."""
+    printed string cleaned and masked by `gate.text.untrusted`, as on the chat cards."""
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(resource_path("templates")),
         autoescape=True,
@@ -212,7 +213,7 @@ class Console:
             csrf_field=CSRF_FIELD,
             path=request.url.path,
             proxy_mode=self.proxy_mode,
-            # the banner every page shows while shadow rules are configured (gate.shadow)
+            # the banner every page shows while shadow rules are configured (gate.policy.shadow)
             shadow=shadow.notices(self.state.policy.shadows, self.state.clock()),
             tripped=len(self.service.trips.tripped),
             sso_label=self.settings.oidc.label if self.settings.oidc else None,

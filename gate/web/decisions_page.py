@@ -1,8 +1,8 @@
 """The Decisions page: the decision log (every answer of `POST /v1/gate`), newest first.
 
-Read through `gate.decision_log.read_page`, as `GET /v1/decisions` reads it, with a
+Read through `gate.decisions.decision_log.read_page`, as `GET /v1/decisions` reads it, with a
 `Principal` for the signed-in approver. The arguments were masked when the row was written
-and are shown through `gate.untrusted.to_json` again (invisible and look-alike characters
+and are shown through `gate.text.untrusted.to_json` again (invisible and look-alike characters
 escaped, cut to a line).
 """
 
@@ -15,9 +15,10 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from gate import decision_log, untrusted
-from gate.auth import Principal
-from gate.decision_log import ANSWERS
+from gate.decisions import decision_log
+from gate.decisions.decision_log import ANSWERS
+from gate.identity.auth import Principal
+from gate.text import untrusted
 from gate.web.console import Console
 
 PAGE = 50

@@ -14,9 +14,9 @@ from typing import Any
 
 from starlette.datastructures import FormData
 
-from gate.config import parse_duration
-from gate.readmodel import RequestView
-from gate.schemas import json_problem
+from gate.config.settings import parse_duration
+from gate.decisions.readmodel import RequestView
+from gate.inputs.bodies import json_problem
 
 MAX_COMMENT = 2000
 #: what the duration picker offers, capped per request by the rule's `max_grant`

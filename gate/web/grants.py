@@ -1,7 +1,7 @@
 """The Grants page: active grants, then recently ended ones, each revocable by an approver.
 
-Listing and revoking go through `gate.grant_review`, as the API's do, with a `Principal` for
-the signed-in approver.
+Listing and revoking go through `gate.decisions.grant_review`, as the API's do, with a `Principal`
+for the signed-in approver.
 """
 
 from __future__ import annotations
@@ -10,11 +10,12 @@ import anyio
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from gate import grant_review
-from gate.auth import Principal
-from gate.config import ApproverSettings
-from gate.errors import GateError
-from gate.models import Grant, GrantStatus
+from gate.base.errors import GateError
+from gate.base.statuses import GrantStatus
+from gate.config.settings import ApproverSettings
+from gate.decisions import grant_review
+from gate.identity.auth import Principal
+from gate.store.tables import Grant
 from gate.web.console import Console, Posted, sentence
 from gate.web.session import WebSession
 

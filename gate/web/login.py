@@ -15,8 +15,8 @@ import anyio
 from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
 
-from gate.auth import PasswordCheck, csrf_matches, new_csrf_token
-from gate.config import ApproverSettings
+from gate.config.settings import ApproverSettings
+from gate.identity.auth import PasswordCheck, csrf_matches, new_csrf_token
 from gate.web.console import Console
 from gate.web.forms import field_of
 from gate.web.session import CSRF_FIELD, WebSession

@@ -14,9 +14,9 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Request
 from fastapi.responses import Response, StreamingResponse
 
-from gate import fatigue
-from gate.auth import Principal
-from gate.config import ApproverSettings
+from gate.config.settings import ApproverSettings
+from gate.identity.auth import Principal
+from gate.insights import fatigue
 from gate.web import calls, charts, queries, stats_page
 from gate.web.console import Console, span
 

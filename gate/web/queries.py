@@ -18,9 +18,10 @@ from typing import Any
 import sqlalchemy as sa
 from sqlmodel import col, select
 
-from gate.audit import audit_hash
-from gate.models import AuditEvent, ConfirmationRequest, Grant, RequestStatus, Vote
+from gate.base.statuses import RequestStatus
+from gate.decisions.audit import audit_hash
 from gate.store.db import Database
+from gate.store.tables import AuditEvent, ConfirmationRequest, Grant, Vote
 
 FINAL_STATUSES = [s.value for s in RequestStatus if s.is_final]
 EXPORT_COLUMNS = [

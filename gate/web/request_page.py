@@ -1,7 +1,7 @@
 """A request's page and its forms: Approve (with edits, with a grant), Reject (with reasons),
 Extend deadline; and what the page shows besides (outcome, grants made, the audit chain).
 
-Every change goes through the one decision pipeline (`gate.deciding`) with the signed-in
+Every change goes through the one decision pipeline (`gate.decisions.deciding`) with the signed-in
 approver as the actor, so the page follows exactly the API's rules on who may act and what
 the rule offers. A recorded change redirects back to the page (POST/redirect/GET); a form
 the page must show again (bad JSON, a missing reason, a refusal) is answered in place.
@@ -16,11 +16,13 @@ import anyio
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from gate import audit, deciding, machine, stepup, untrusted
-from gate.acting import Actor, Refusal, Result
-from gate.errors import GateError, InvalidInput
-from gate.models import Verdict
-from gate.readmodel import RequestView
+from gate.base.errors import GateError, InvalidInput
+from gate.base.statuses import Verdict
+from gate.decisions import audit, deciding, machine
+from gate.decisions.acting import Actor, Refusal, Result
+from gate.decisions.readmodel import RequestView
+from gate.policy import stepup
+from gate.text import untrusted
 from gate.web import calls, forms, queries
 from gate.web.console import Console, Posted, sentence
 from gate.web.forms import EXTEND_CHOICES, MAX_COMMENT, DecideForm, FormError, field_of

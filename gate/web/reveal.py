@@ -2,7 +2,7 @@
 
 Cards and pages mask secrets; an approver who must see one to decide asks for it here, with
 the console's session cookie and CSRF token and the value's JSON pointer (form field `path`,
-as `gate.untrusted.masks` and `gate.rendering.Line.masked_path` write it). The answer is JSON
+as `gate.text.untrusted.masks` and `gate.rendering.Line.masked_path` write it). The answer is JSON
 for the page's script:
 
 * 200 `{"path", "value", "text"}`: the raw JSON value, and `text`, the same as JSON text a
@@ -10,7 +10,7 @@ for the page's script:
   gate; it parses back to `value`; nothing masked). Never cached.
 * 403 without the session's CSRF token (`csrf_failed`), signed out (`not_signed_in`), or to
   someone who may not decide the request (`not_an_approver`, `self_approval`: the decide
-  pipeline's own check, `gate.acting.refusal_for`).
+  pipeline's own check, `gate.decisions.acting.refusal_for`).
 * 404 for an unknown request (`request_not_found`) or a path that is not a masked value of
   its call (`not_masked`); 422 without a `path` (`invalid_input`).
 * 409 once the request is decided, expired or past its deadline (`not_pending`): a reveal
@@ -21,7 +21,7 @@ for the page's script:
 
 Every reveal is an audit event (`revealed`: who, when and the path, never the value) written
 under the request's lock, and what an approver revealed is what their approval on the page
-counts for (`gate.acting.approval_refusal`). Errors use the one error body.
+counts for (`gate.decisions.acting.approval_refusal`). Errors use the one error body.
 """
 
 from __future__ import annotations
@@ -36,11 +36,12 @@ import anyio
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from gate import audit, untrusted
-from gate.acting import Actor, refusal_for
-from gate.auth import csrf_matches
-from gate.config import ApproverSettings
-from gate.errors import error_body
+from gate.base.errors import error_body
+from gate.config.settings import ApproverSettings
+from gate.decisions import audit
+from gate.decisions.acting import Actor, refusal_for
+from gate.identity.auth import csrf_matches
+from gate.text import untrusted
 from gate.web.console import CSRF_MESSAGE, Console
 from gate.web.forms import field_of
 from gate.web.session import CSRF_FIELD

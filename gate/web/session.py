@@ -19,28 +19,15 @@ from itsdangerous import BadSignature, URLSafeTimedSerializer
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gate.auth import local_web_user, new_csrf_token
-from gate.authmethod import LOCAL, PROXY, AuthMethod
-from gate.config import ApproverSettings, Settings
-from gate.logs import note_principal
+from gate.base.logs import note_principal
+from gate.config.settings import ApproverSettings, Settings
+from gate.identity.auth import local_web_user, new_csrf_token
+from gate.identity.authmethod import LOCAL, PROXY, AuthMethod
 
 log = logging.getLogger("gate.web")
 
 COOKIE_NAME = "gate_session"
 CSRF_FIELD = "csrf_token"
-
-#: no inline script or style anywhere, nothing from another origin, never framed
-CSP = (
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-    "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
-)
-#: on every response gate sends (`gate.api.middleware.RequestEnvelope` adds them)
-SECURITY_HEADERS = [
-    (b"content-security-policy", CSP.encode()),
-    (b"x-frame-options", b"DENY"),
-    (b"x-content-type-options", b"nosniff"),
-    (b"referrer-policy", b"same-origin"),
-]
 
 
 @dataclass
@@ -218,11 +205,3 @@ def _signed_in(
             return SignedIn(approver, record.auth, record.groups)
     local = local_web_user(settings)
     return SignedIn(local, LOCAL) if local is not None else None
-
-
-def with_security_headers(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
-    """`headers` with each of `SECURITY_HEADERS` the response did not set itself appended
-    (what `RequestEnvelope` adds to every response, for a path that answers ahead of it)."""
-    present = {name.lower() for name, _ in headers}
-    headers.extend(h for h in SECURITY_HEADERS if h[0] not in present)
-    return headers

@@ -30,10 +30,10 @@ from datetime import datetime, timedelta
 import anyio
 import sqlalchemy as sa
 
-from gate.authmethod import PASSWORD, AuthMethod
-from gate.models import WebSignIn
+from gate.identity.authmethod import PASSWORD, AuthMethod
 from gate.store import rows
 from gate.store.db import Database
+from gate.store.tables import WebSignIn
 from gate.web.session import SignInRecord
 
 #: a burst of ten tries per address, then one every six seconds (ten a minute)

@@ -4,7 +4,7 @@
 browser's signed session cookie, and the browser goes to the provider. `GET
 /login/sso/callback` takes them out again (once: a second visit finds none), checks that the
 provider's `state` is this browser's, exchanges the code and checks the ID token
-(`gate.oidc`), finds the approver by the configured claim, and records the sign-in with how
+(`gate.identity.oidc`), finds the approver by the configured claim, and records the sign-in with how
 it was made (issuer, subject, `auth_time`, `acr`) and the groups the provider conferred. The
 nonce is consumed in the database (`web_sign_in.nonce`, unique): an ID token replayed with it
 signs nobody in. Every failure is a page saying what failed, never a 500.
@@ -28,9 +28,9 @@ from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
 from sqlalchemy.exc import IntegrityError
 
-from gate.auth import new_csrf_token
-from gate.config import ApproverSettings
-from gate.oidc import (
+from gate.config.settings import ApproverSettings
+from gate.identity.auth import new_csrf_token
+from gate.identity.oidc import (
     PENDING_FOR,
     Asked,
     OidcClient,

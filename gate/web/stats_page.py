@@ -1,4 +1,4 @@
-"""The Stats page's fatigue section: `gate.fatigue`'s figures as charts and tables.
+"""The Stats page's fatigue section: `gate.insights.fatigue`'s figures as charts and tables.
 
 Each chart comes at two widths (`charts.both`) and every figure is also in a table beside
 it, so a screen reader, a phone and a copy-paste all get the numbers.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gate.fatigue import WEEKDAYS, Fatigue, RuleShare
+from gate.insights.fatigue import WEEKDAYS, Fatigue, RuleShare
 from gate.web import charts, fatigue_charts
 from gate.web.console import span
 

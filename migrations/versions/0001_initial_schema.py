@@ -11,7 +11,7 @@ import sqlalchemy as sa
 import sqlmodel
 from alembic import op
 
-import gate.models
+import gate.store.tables
 
 revision: str = '0001'
 down_revision: str | None = None
@@ -37,9 +37,9 @@ def upgrade() -> None:
     sa.Column('approvers', sa.JSON(), nullable=False),
     sa.Column('approvals_required', sa.Integer(), nullable=False),
     sa.Column('submitted_by', sqlmodel.sql.sqltypes.AutoString(length=200), nullable=True),
-    sa.Column('created_at', gate.models.UTCDateTime(timezone=True), nullable=False),
-    sa.Column('expires_at', gate.models.UTCDateTime(timezone=True), nullable=False),
-    sa.Column('decided_at', gate.models.UTCDateTime(timezone=True), nullable=True),
+    sa.Column('created_at', gate.store.tables.UTCDateTime(timezone=True), nullable=False),
+    sa.Column('expires_at', gate.store.tables.UTCDateTime(timezone=True), nullable=False),
+    sa.Column('decided_at', gate.store.tables.UTCDateTime(timezone=True), nullable=True),
     sa.Column('decided_by', sqlmodel.sql.sqltypes.AutoString(length=200), nullable=True),
     sa.Column('decided_via', sqlmodel.sql.sqltypes.AutoString(length=50), nullable=True),
     sa.Column('reason', sqlmodel.sql.sqltypes.AutoString(length=4000), nullable=True),
@@ -55,7 +55,7 @@ def upgrade() -> None:
     op.create_table('audit_event',
     sa.Column('id', sa.Integer(), nullable=False),
     sa.Column('request_id', sqlmodel.sql.sqltypes.AutoString(length=26), nullable=False),
-    sa.Column('at', gate.models.UTCDateTime(timezone=True), nullable=False),
+    sa.Column('at', gate.store.tables.UTCDateTime(timezone=True), nullable=False),
     sa.Column('kind', sqlmodel.sql.sqltypes.AutoString(length=50), nullable=False),
     sa.Column('actor', sqlmodel.sql.sqltypes.AutoString(length=200), nullable=True),
     sa.Column('via', sqlmodel.sql.sqltypes.AutoString(length=50), nullable=True),
@@ -74,12 +74,12 @@ def upgrade() -> None:
     sa.Column('kind', sqlmodel.sql.sqltypes.AutoString(length=16), nullable=False),
     sa.Column('status', sa.String(length=16), nullable=False),
     sa.Column('attempts', sa.Integer(), nullable=False),
-    sa.Column('next_attempt_at', gate.models.UTCDateTime(timezone=True), nullable=False),
+    sa.Column('next_attempt_at', gate.store.tables.UTCDateTime(timezone=True), nullable=False),
     sa.Column('message_ref', sqlmodel.sql.sqltypes.AutoString(length=200), nullable=True),
     sa.Column('last_error', sqlmodel.sql.sqltypes.AutoString(length=2000), nullable=True),
-    sa.Column('claimed_until', gate.models.UTCDateTime(timezone=True), nullable=True),
-    sa.Column('created_at', gate.models.UTCDateTime(timezone=True), nullable=False),
-    sa.Column('sent_at', gate.models.UTCDateTime(timezone=True), nullable=True),
+    sa.Column('claimed_until', gate.store.tables.UTCDateTime(timezone=True), nullable=True),
+    sa.Column('created_at', gate.store.tables.UTCDateTime(timezone=True), nullable=False),
+    sa.Column('sent_at', gate.store.tables.UTCDateTime(timezone=True), nullable=True),
     sa.ForeignKeyConstraint(['request_id'], ['confirmation_request.id'], ),
     sa.PrimaryKeyConstraint('id')
     )
@@ -94,7 +94,7 @@ def upgrade() -> None:
     sa.Column('verdict', sqlmodel.sql.sqltypes.AutoString(length=16), nullable=False),
     sa.Column('comment', sqlmodel.sql.sqltypes.AutoString(length=4000), nullable=True),
     sa.Column('via', sqlmodel.sql.sqltypes.AutoString(length=50), nullable=False),
-    sa.Column('at', gate.models.UTCDateTime(timezone=True), nullable=False),
+    sa.Column('at', gate.store.tables.UTCDateTime(timezone=True), nullable=False),
     sa.ForeignKeyConstraint(['request_id'], ['confirmation_request.id'], ),
     sa.PrimaryKeyConstraint('id'),
     sa.UniqueConstraint('request_id', 'approver', name='uq_vote_request_approver')

@@ -11,7 +11,7 @@ import sqlalchemy as sa
 import sqlmodel
 from alembic import op
 
-import gate.models
+import gate.store.tables
 
 revision: str = '0002'
 down_revision: str | None = '0001'
@@ -31,10 +31,10 @@ def upgrade() -> None:
     sa.Column('agent_id', sqlmodel.sql.sqltypes.AutoString(length=200), nullable=True),
     sa.Column('args_hash', sqlmodel.sql.sqltypes.AutoString(length=64), nullable=True),
     sa.Column('created_by', sqlmodel.sql.sqltypes.AutoString(length=200), nullable=False),
-    sa.Column('created_at', gate.models.UTCDateTime(timezone=True), nullable=False),
-    sa.Column('expires_at', gate.models.UTCDateTime(timezone=True), nullable=False),
+    sa.Column('created_at', gate.store.tables.UTCDateTime(timezone=True), nullable=False),
+    sa.Column('expires_at', gate.store.tables.UTCDateTime(timezone=True), nullable=False),
     sa.Column('status', sa.String(length=16), nullable=False),
-    sa.Column('ended_at', gate.models.UTCDateTime(timezone=True), nullable=True),
+    sa.Column('ended_at', gate.store.tables.UTCDateTime(timezone=True), nullable=True),
     sa.Column('ended_by', sqlmodel.sql.sqltypes.AutoString(length=200), nullable=True),
     sa.Column('uses', sa.Integer(), nullable=False),
     sa.ForeignKeyConstraint(['request_id'], ['confirmation_request.id'], ),
@@ -52,8 +52,8 @@ def upgrade() -> None:
         batch_op.add_column(sa.Column('approved_args', sa.JSON(), nullable=True))
         batch_op.add_column(sa.Column('options', sa.JSON(), nullable=False, server_default='{}'))
         batch_op.add_column(sa.Column('grant_id', sqlmodel.sql.sqltypes.AutoString(length=26), nullable=True))
-        batch_op.add_column(sa.Column('reminded_at', gate.models.UTCDateTime(timezone=True), nullable=True))
-        batch_op.add_column(sa.Column('escalated_at', gate.models.UTCDateTime(timezone=True), nullable=True))
+        batch_op.add_column(sa.Column('reminded_at', gate.store.tables.UTCDateTime(timezone=True), nullable=True))
+        batch_op.add_column(sa.Column('escalated_at', gate.store.tables.UTCDateTime(timezone=True), nullable=True))
         batch_op.add_column(sa.Column('outcome', sqlmodel.sql.sqltypes.AutoString(length=16), nullable=True))
 
     # ### end Alembic commands ###

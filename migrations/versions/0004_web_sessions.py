@@ -11,7 +11,7 @@ import sqlalchemy as sa
 import sqlmodel
 from alembic import op
 
-import gate.models
+import gate.store.tables
 
 revision: str = '0004'
 down_revision: str | None = '0003'
@@ -23,9 +23,9 @@ def upgrade() -> None:
     op.create_table('web_sign_in',
     sa.Column('id', sqlmodel.sql.sqltypes.AutoString(length=64), nullable=False),
     sa.Column('approver', sqlmodel.sql.sqltypes.AutoString(length=200), nullable=False),
-    sa.Column('created_at', gate.models.UTCDateTime(timezone=True), nullable=False),
-    sa.Column('expires_at', gate.models.UTCDateTime(timezone=True), nullable=False),
-    sa.Column('revoked_at', gate.models.UTCDateTime(timezone=True), nullable=True),
+    sa.Column('created_at', gate.store.tables.UTCDateTime(timezone=True), nullable=False),
+    sa.Column('expires_at', gate.store.tables.UTCDateTime(timezone=True), nullable=False),
+    sa.Column('revoked_at', gate.store.tables.UTCDateTime(timezone=True), nullable=True),
     sa.PrimaryKeyConstraint('id')
     )
     with op.batch_alter_table('web_sign_in', schema=None) as batch_op:

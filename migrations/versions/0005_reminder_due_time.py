@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-import gate.models
+import gate.store.tables
 
 revision: str = '0005'
 down_revision: str | None = '0004'
@@ -21,7 +21,7 @@ depends_on: str | Sequence[str] | None = None
 def upgrade() -> None:
     with op.batch_alter_table('confirmation_request', schema=None) as batch_op:
         batch_op.add_column(
-            sa.Column('nudge_at', gate.models.UTCDateTime(timezone=True), nullable=True)
+            sa.Column('nudge_at', gate.store.tables.UTCDateTime(timezone=True), nullable=True)
         )
         batch_op.create_index('ix_request_status_nudge', ['status', 'nudge_at'], unique=False)
     # Requests waiting from before: due at once, so the first tick looks at each one and

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-import gate.models
+import gate.store.tables
 
 revision: str = '0006'
 down_revision: str | None = '0005'
@@ -22,11 +22,11 @@ def upgrade() -> None:
     with op.batch_alter_table('delivery', schema=None) as batch_op:
         batch_op.add_column(sa.Column('newest_update_sent', sa.Integer(), nullable=True))
         batch_op.add_column(
-            sa.Column('update_marked_at', gate.models.UTCDateTime(timezone=True), nullable=True)
+            sa.Column('update_marked_at', gate.store.tables.UTCDateTime(timezone=True), nullable=True)
         )
         batch_op.add_column(
             sa.Column(
-                'update_marked_before', gate.models.UTCDateTime(timezone=True), nullable=True
+                'update_marked_before', gate.store.tables.UTCDateTime(timezone=True), nullable=True
             )
         )
     # Cards updated before: their post rows learn the updates already sent (not those

@@ -11,7 +11,7 @@ import sqlalchemy as sa
 import sqlmodel
 from alembic import op
 
-import gate.models
+import gate.store.tables
 
 revision: str = '0009'
 down_revision: str | None = '0008'
@@ -23,7 +23,7 @@ def upgrade() -> None:
     op.create_table('sign_in_bucket',
     sa.Column('key', sqlmodel.sql.sqltypes.AutoString(length=300), nullable=False),
     sa.Column('tokens', sa.Float(), nullable=False),
-    sa.Column('at', gate.models.UTCDateTime(timezone=True), nullable=False),
+    sa.Column('at', gate.store.tables.UTCDateTime(timezone=True), nullable=False),
     sa.PrimaryKeyConstraint('key')
     )
     with op.batch_alter_table('sign_in_bucket', schema=None) as batch_op:

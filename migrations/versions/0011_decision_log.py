@@ -11,7 +11,7 @@ import sqlalchemy as sa
 import sqlmodel
 from alembic import op
 
-import gate.models
+import gate.store.tables
 
 revision: str = "0011"
 down_revision: str | None = "0010"
@@ -25,7 +25,7 @@ def upgrade() -> None:
     op.create_table(
         "decision_log",
         sa.Column("id", sa.Integer(), nullable=False),
-        sa.Column("at", gate.models.UTCDateTime(timezone=True), nullable=False),
+        sa.Column("at", gate.store.tables.UTCDateTime(timezone=True), nullable=False),
         sa.Column("agent_id", _TEXT(length=200), nullable=True),
         sa.Column("session_id", _TEXT(length=200), nullable=True),
         sa.Column("user_id", _TEXT(length=200), nullable=True),

@@ -11,7 +11,7 @@ import sqlalchemy as sa
 import sqlmodel
 from alembic import op
 
-import gate.models
+import gate.store.tables
 
 revision: str = "0012"
 down_revision: str | None = "0011"
@@ -26,8 +26,8 @@ def upgrade() -> None:
         sa.Column("agent", sqlmodel.sql.sqltypes.AutoString(length=200), nullable=False),
         sa.Column("reason", sqlmodel.sql.sqltypes.AutoString(length=500), nullable=False),
         sa.Column("request_id", sqlmodel.sql.sqltypes.AutoString(length=26), nullable=True),
-        sa.Column("tripped_at", gate.models.UTCDateTime(timezone=True), nullable=False),
-        sa.Column("reset_at", gate.models.UTCDateTime(timezone=True), nullable=True),
+        sa.Column("tripped_at", gate.store.tables.UTCDateTime(timezone=True), nullable=False),
+        sa.Column("reset_at", gate.store.tables.UTCDateTime(timezone=True), nullable=True),
         sa.Column("reset_by", sqlmodel.sql.sqltypes.AutoString(length=200), nullable=True),
         sa.PrimaryKeyConstraint("id"),
     )

@@ -12,7 +12,7 @@ import sqlalchemy as sa
 import sqlmodel
 from alembic import op
 
-import gate.models
+import gate.store.tables
 
 revision: str = "0013"
 down_revision: str | None = "0012"
@@ -27,7 +27,7 @@ def upgrade() -> None:
             sa.Column("stage", sa.Integer(), nullable=False, server_default=sa.text("0"))
         )
         batch_op.add_column(
-            sa.Column("stage_at", gate.models.UTCDateTime(timezone=True), nullable=True)
+            sa.Column("stage_at", gate.store.tables.UTCDateTime(timezone=True), nullable=True)
         )
         batch_op.add_column(
             sa.Column("justification", sqlmodel.sql.sqltypes.AutoString(length=4000), nullable=True)

@@ -4,7 +4,7 @@ Revision ID: 0014
 Revises: 0010
 Create Date: 2026-11-27
 
-`vote.auth` and `web_sign_in.auth` hold a `gate.authmethod.AuthMethod` as JSON (password,
+`vote.auth` and `web_sign_in.auth` hold a `gate.identity.authmethod.AuthMethod` as JSON (password,
 proxy, OIDC with issuer, subject, auth_time and acr, chat with platform, user id and
 binding, token). Rows from before have none: they show as "not recorded", never guessed.
 `web_sign_in.nonce` is the SHA-256 of the OIDC nonce a sign-in consumed, unique: an ID token

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from gate.app import create_app
-from gate.config import Settings
-from gate.models import utcnow
+from gate.base.statuses import utcnow
+from gate.config.settings import Settings
 from tests.conftest import Gate
 from tests.support import config as cfg
 from tests.support.servers import ThreadServer

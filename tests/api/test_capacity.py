@@ -22,8 +22,13 @@ import httpx
 import pytest
 
 from gate.api.lean import GateAPI
-from gate.askflow import decide as ask_flow
-from gate.capacity import (
+from gate.asking.askflow import decide as ask_flow
+from gate.asking.exchange import drive
+from gate.asking.toolcall import Call, Verdict
+from gate.client import GateClient
+from gate.config.settings import Settings
+from gate.hook.command import urllib_sender
+from gate.server.capacity import (
     DEFAULT_CEILING,
     WAIT_RETRY_SECONDS,
     Capacity,
@@ -31,11 +36,6 @@ from gate.capacity import (
     connection_reserve,
     reserved_fds,
 )
-from gate.client import GateClient
-from gate.config import Settings
-from gate.exchange import drive
-from gate.hook import urllib_sender
-from gate.toolcall import Call, Verdict
 from tests.conftest import Gate, GateFactory
 from tests.support import config as cfg
 from tests.support.databases import migrated_sqlite

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from gate.config import Settings
+from gate.config.settings import Settings
 from tests.conftest import GateFactory
 from tests.hooks.conftest import Live, bash, hook_settings
 from tests.support import config as cfg

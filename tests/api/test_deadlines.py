@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 
 import sqlalchemy as sa
 
-from gate.reminders import remind_and_escalate
+from gate.delivery.reminders import remind_and_escalate
 from gate.store.rows import REQUEST
 from tests.api.conftest import Clock, audit_kinds, post
 from tests.conftest import Gate

@@ -3,7 +3,7 @@ replays for other arguments; preset reject reasons reach the model."""
 
 from __future__ import annotations
 
-from gate.binding import call_hash
+from gate.asking.binding import call_hash
 from tests.api.conftest import post
 from tests.conftest import Gate
 from tests.support import config as cfg

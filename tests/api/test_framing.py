@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 
 from gate.app import create_app
-from gate.config import Settings
-from gate.server import GateServer, listen, server_config
+from gate.config.settings import Settings
+from gate.server.serve import GateServer, listen, server_config
 from tests.support import config as cfg
 from tests.support.databases import migrated_sqlite
 

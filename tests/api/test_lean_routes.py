@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
+from gate.api.headers import SECURITY_HEADERS
 from gate.api.lean import GateAPI, LeanRoutes
-from gate.config import Settings
-from gate.web.session import SECURITY_HEADERS
+from gate.config.settings import Settings
 from tests.conftest import Gate, GateFactory
 from tests.support import config as cfg
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 
-from gate.notify import Event, Notifier
+from gate.base.notify import Event, Notifier
 
 
 async def _until(condition: object, tries: int = 200) -> None:

@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from gate.api.lean import GateAPI, LeanRoutes, plain_timeout
-from gate.config import Settings
+from gate.config.settings import Settings
 from tests.conftest import Gate, GateFactory
 from tests.support import config as cfg
 from tests.support.http import TLS

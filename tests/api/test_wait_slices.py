@@ -20,12 +20,13 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from gate import threads, waiting
-from gate.askflow import PROXY_CUT_SHARE, WAIT_SLICE
-from gate.askflow import decide as ask_flow
-from gate.binding import call_hash
-from gate.exchange import Exchange, Pause, Reply
-from gate.toolcall import Call
+from gate.api import waiting
+from gate.asking.askflow import PROXY_CUT_SHARE, WAIT_SLICE
+from gate.asking.askflow import decide as ask_flow
+from gate.asking.binding import call_hash
+from gate.asking.exchange import Exchange, Pause, Reply
+from gate.asking.toolcall import Call
+from gate.base import threads
 from tests.conftest import Gate, GateFactory
 from tests.support import config as cfg
 from tests.support.http import TLS

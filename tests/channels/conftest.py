@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from gate.app import create_app
-from gate.channel import available
-from gate.config import Settings
+from gate.base.surfaces import available
+from gate.config.settings import Settings
 from tests.channels.drivers import DRIVERS, Driver
 from tests.conftest import Gate
 from tests.support import config as cfg
@@ -28,7 +28,7 @@ MAX_TIMEOUT = "40m"
 #: a rule for shell commands, as an agent's hook sends them (any approver decides)
 CONTRACT_RULES: list[dict[str, object]] = [
     {"name": "shell-commands", "tools": ["Bash"], "timeout": "10m"},
-    # a chain: carol (the lead), then finance (`gate.chains`)
+    # a chain: carol (the lead), then finance (`gate.policy.stages`)
     {
         "name": "chained-payments",
         "tools": ["chain_pay"],
@@ -38,7 +38,7 @@ CONTRACT_RULES: list[dict[str, object]] = [
             {"name": "finance", "approvers": ["group:finance"]},
         ],
     },
-    # approvals only from a fresh single sign-on in the console (`gate.stepup`)
+    # approvals only from a fresh single sign-on in the console (`gate.policy.stepup`)
     {"name": "step-up", "tools": ["risky_*"], "timeout": "10m", "step_up": {"max_age": "5m"}},
 ]
 #: single sign-on, for the step-up rule (nothing is fetched from the issuer until a sign-in)

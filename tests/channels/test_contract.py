@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from gate import untrusted
-from gate.acting import Refusal
-from gate.channel import available
+from gate.base.surfaces import available
+from gate.decisions.acting import Refusal
 from gate.rendering import shown_chars
+from gate.text import untrusted
 from tests.channels.conftest import STRANGERS
 from tests.channels.drivers import DRIVERS, Card, Driver
 from tests.channels.sizing import filled
@@ -238,7 +238,7 @@ def test_a_failed_condition_is_said_on_the_card(driver: Driver, gate: Gate) -> N
 
 
 def test_a_tripped_agents_card_says_why_it_was_asked(driver: Driver, gate: Gate) -> None:
-    # An agent people kept rejecting trips (gate.denials): every call of it is asked, even
+    # An agent people kept rejecting trips (gate.decisions.denials): every call of it is asked, even
     # one policy allows, and every card says why. This replica's copy of the trips is set
     # here directly (tests/core/test_denials.py trips agents by rejecting their calls).
     note = "agent 'tripper' tripped: 3 rejections in a row; asked until a person resets it"

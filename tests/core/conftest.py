@@ -8,15 +8,15 @@ from typing import Any
 
 import pytest
 
-from gate import deciding
-from gate.acting import Actor
-from gate.auth import Principal
-from gate.config import Settings
-from gate.models import Verdict, utcnow
-from gate.notify import Notifier
-from gate.policy import Policy
-from gate.schemas import GateCall
-from gate.service import GateService
+from gate.base.notify import Notifier
+from gate.base.statuses import Verdict, utcnow
+from gate.config.settings import Settings
+from gate.decisions import deciding
+from gate.decisions.acting import Actor
+from gate.decisions.service import GateService
+from gate.identity.auth import Principal
+from gate.inputs.bodies import GateCall
+from gate.policy.rules import Policy
 from gate.store.db import Database, upgrade
 from tests.support import config as cfg
 

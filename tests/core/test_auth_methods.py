@@ -11,9 +11,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from gate import stepup
-from gate.authmethod import AuthMethod
-from gate.offers import Offers, StepUp
+from gate.identity.authmethod import AuthMethod
+from gate.policy import stepup
+from gate.policy.offers import Offers, StepUp
 
 NOW = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
 OIDC = AuthMethod(

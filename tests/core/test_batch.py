@@ -20,11 +20,11 @@ import pytest
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
 
-from gate import audit, deciding, grants, machine
-from gate.models import GrantStatus, Verdict, new_id
-from gate.notify_pg import CHANNEL, PostgresNotifier, libpq_url
-from gate.service import GateService
+from gate.base.statuses import GrantStatus, Verdict, new_id
+from gate.decisions import audit, deciding, grants, machine
+from gate.decisions.service import GateService
 from gate.store import batch, outbox, rows
+from gate.store.notify_pg import CHANNEL, PostgresNotifier, libpq_url
 from gate.store.records import RequestRow
 from tests.core.conftest import Clock, approver, ask, granted_refund
 from tests.support.sql_counter import counting, per_database

@@ -14,11 +14,12 @@ from typing import Any
 
 import pytest
 
-from gate import audit, deciding, machine, reminders
-from gate.acting import Refusal
-from gate.errors import InvalidInput
-from gate.models import RequestStatus, Verdict
-from gate.service import GateService
+from gate.base.errors import InvalidInput
+from gate.base.statuses import RequestStatus, Verdict
+from gate.decisions import audit, deciding, machine
+from gate.decisions.acting import Refusal
+from gate.decisions.service import GateService
+from gate.delivery import reminders
 from tests.core.conftest import Clock, approver, ask, service_of
 from tests.support import config as cfg
 from tests.support.sql_counter import counting, per_database

@@ -9,12 +9,12 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 
-from gate import deciding
-from gate.models import Verdict
-from gate.notify_pg import libpq_url
-from gate.service import GateService
+from gate.base.statuses import Verdict
+from gate.decisions import deciding
+from gate.decisions.service import GateService
 from gate.store import rows
 from gate.store.db import Database, upgrade
+from gate.store.notify_pg import libpq_url
 from gate.store.postgres import Cursor, Description
 from gate.store.postgres import connect_args as pg_connect_args
 from tests.conftest import GateFactory

@@ -14,12 +14,12 @@ import pytest
 import sqlalchemy as sa
 
 from gate.api import v1
-from gate.binding import call_hash
-from gate.config import DecisionLogSettings
-from gate.decision_log import DecisionLog
-from gate.models import Verdict
-from gate.schemas import GateCall
-from gate.service import GateService
+from gate.asking.binding import call_hash
+from gate.base.statuses import Verdict
+from gate.config.settings import DecisionLogSettings
+from gate.decisions.decision_log import DecisionLog
+from gate.decisions.service import GateService
+from gate.inputs.bodies import GateCall
 from gate.store import decision_log as store
 from tests.core.conftest import AGENT, RULES, Clock, approver, service_of
 from tests.support import config as cfg
@@ -100,7 +100,7 @@ def test_a_row_records_the_call_masked_and_hashed(
 
 
 def test_a_grant_used_is_logged_as_granted(service: GateService, logged: DecisionLog) -> None:
-    from gate import deciding
+    from gate.decisions import deciding
 
     first = answer(service, tool_name="refund", tool_args={"amount": 1}, agent_id="bot")
     result = deciding.decide(
@@ -142,12 +142,12 @@ def test_a_rule_with_log_false_is_not_logged(db_url: str, clock: Clock) -> None:
 
 
 def test_log_false_is_refused_on_a_rule_that_asks() -> None:
-    from gate.errors import ConfigError
+    from gate.base.errors import ConfigError
 
     data = cfg.settings_data("sqlite:///:memory:")
     data["rules"] = [{"name": "quiet-ask", "tools": ["x"], "log": False}]
     with pytest.raises((ConfigError, ValueError), match="log = false is for allow rules"):
-        from gate.config import Settings
+        from gate.config.settings import Settings
 
         Settings(**data)
 

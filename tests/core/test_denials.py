@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from gate import deciding, denials
-from gate.models import Verdict
-from gate.schemas import GateCall
-from gate.service import GateService
+from gate.base.statuses import Verdict
+from gate.decisions import deciding, denials
+from gate.decisions.service import GateService
+from gate.inputs.bodies import GateCall
 from tests.core.conftest import AGENT, OTHER_AGENT, Clock, approver, ask, service_of
 from tests.support import config as cfg
 from tests.support.sql_counter import counting, per_database

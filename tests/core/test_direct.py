@@ -15,14 +15,14 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 
-from gate import deciding
-from gate.models import Verdict
-from gate.notify_pg import libpq_url
-from gate.schemas import GateCall
-from gate.service import GateService
+from gate.base.statuses import Verdict
+from gate.decisions import deciding
+from gate.decisions.service import GateService
+from gate.inputs.bodies import GateCall
 from gate.store import direct, marks, outbox, rows
 from gate.store import grants as grant_rows
 from gate.store.db import Database
+from gate.store.notify_pg import libpq_url
 from tests.core.conftest import AGENT, Clock, approver, ask, granted_refund
 from tests.support.sql_counter import counting
 
@@ -258,7 +258,7 @@ def test_a_decision_sends_its_read_and_its_write_without_begin_or_commit(
     service: GateService, tmp_path: Path
 ) -> None:
     # PostgreSQL: the row is read without its lock and the change is one statement that
-    # checks it under the lock (gate.machine.lock, optimistic), each in autocommit
+    # checks it under the lock (gate.decisions.machine.lock, optimistic), each in autocommit
     if service.db.sqlite:
         pytest.skip("SQLite's transaction began with BEGIN IMMEDIATE already")
     request_id = ask(service, tool_name="refund", tool_args={"amount": 1})

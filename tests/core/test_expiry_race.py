@@ -13,9 +13,9 @@ from __future__ import annotations
 import threading
 from datetime import timedelta
 
-from gate import audit, machine
-from gate.models import RequestStatus
-from gate.service import GateService
+from gate.base.statuses import RequestStatus
+from gate.decisions import audit, machine
+from gate.decisions.service import GateService
 from gate.store import rows
 from tests.core.conftest import Clock, ask
 

@@ -18,12 +18,14 @@ from datetime import timedelta
 import pytest
 import sqlalchemy as sa
 
-from gate import deciding, sending
-from gate.jobs import Jobs
-from gate.models import Delivery, Verdict
-from gate.readmodel import RequestView
-from gate.service import GateService
+from gate.base.statuses import Verdict
+from gate.decisions import deciding
+from gate.decisions.readmodel import RequestView
+from gate.decisions.service import GateService
+from gate.delivery import sending
+from gate.delivery.jobs import Jobs
 from gate.store import outbox
+from gate.store.tables import Delivery
 from tests.core.conftest import Clock, approver, ask, service_of
 from tests.support import config as cfg
 from tests.support.servers import wait_until

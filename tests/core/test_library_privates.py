@@ -94,7 +94,7 @@ def test_uvicorn_protocol_internals() -> None:
     private = "uvicorn H11Protocol's attributes and methods"
     for method in ("connection_made", "data_received", "send_400_response"):
         assert callable(getattr(H11Protocol, method, None)), _moved(
-            f"{private} ({method})", "gate/server.py"
+            f"{private} ({method})", "gate/server/serve.py"
         )
 
     async def app(scope: object, receive: object, send: object) -> None:
@@ -107,9 +107,11 @@ def test_uvicorn_protocol_internals() -> None:
     finally:
         loop.close()
     for attribute in ("config", "connections", "cycle", "loop", "conn"):
-        assert hasattr(protocol, attribute), _moved(f"{private} ({attribute})", "gate/server.py")
+        assert hasattr(protocol, attribute), _moved(
+            f"{private} ({attribute})", "gate/server/serve.py"
+        )
     assert callable(protocol.conn.next_event), _moved(
-        f"{private} (conn.next_event)", "gate/server.py"
+        f"{private} (conn.next_event)", "gate/server/serve.py"
     )
     httptools = pytest.importorskip("httptools")
     assert httptools is not None
@@ -117,5 +119,5 @@ def test_uvicorn_protocol_internals() -> None:
 
     for method in ("on_message_begin", "on_url", "on_header", "send_400_response"):
         assert callable(getattr(HttpToolsProtocol, method, None)), _moved(
-            f"uvicorn HttpToolsProtocol.{method}", "gate/server.py"
+            f"uvicorn HttpToolsProtocol.{method}", "gate/server/serve.py"
         )

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from gate import untrusted
 from gate.rendering import CallRendering, as_text, render_call, render_text, shown_chars
+from gate.text import untrusted
 from tests.conftest import Gate
 from tests.support import config as cfg
 

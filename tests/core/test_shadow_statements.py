@@ -1,10 +1,10 @@
-"""A shadow rule adds no statement to a call, on SQLite and PostgreSQL (gate.shadow)."""
+"""A shadow rule adds no statement to a call, on SQLite and PostgreSQL (gate.policy.shadow)."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
-from gate.schemas import GateCall
+from gate.inputs.bodies import GateCall
 from tests.core.conftest import AGENT, Clock, service_of
 from tests.support import config as cfg
 from tests.support.sql_counter import counting

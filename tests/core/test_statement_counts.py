@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import pytest
 
-from gate import deciding, machine, sending
-from gate.channel import Click
-from gate.models import Verdict
-from gate.schemas import GateCall
-from gate.service import GateService
+from gate.base.statuses import Verdict
+from gate.decisions import deciding, machine
+from gate.decisions.clicks import Click
+from gate.decisions.service import GateService
+from gate.delivery import sending
+from gate.inputs.bodies import GateCall
 from gate.store import outbox
 from tests.core.conftest import AGENT, approver, ask
 from tests.support.sql_counter import Tally, counting, per_database

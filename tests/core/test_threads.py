@@ -1,4 +1,4 @@
-"""`gate.threads`: work handed to a worker thread, and what that thread owes the event loop.
+"""`gate.base.threads`: work handed to a worker thread, and what that thread owes the event loop.
 
 `soon` from a function running under `run_sync` must run its callbacks on the loop once the
 function returns, in order, before the awaiting caller resumes, and even when the function
@@ -13,7 +13,7 @@ import threading
 
 import pytest
 
-from gate import threads
+from gate.base import threads
 
 
 def test_callbacks_owed_by_a_worker_run_after_it_returns_and_before_the_caller() -> None:

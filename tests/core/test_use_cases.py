@@ -10,15 +10,15 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from gate import deciding, machine
-from gate.acting import Refusal
-from gate.channel import Click
-from gate.config import Settings
-from gate.models import RequestStatus, Verdict
-from gate.notify import Notifier
-from gate.policy import Policy
-from gate.schemas import GateCall
-from gate.service import GateService
+from gate.base.notify import Notifier
+from gate.base.statuses import RequestStatus, Verdict
+from gate.config.settings import Settings
+from gate.decisions import deciding, machine
+from gate.decisions.acting import Refusal
+from gate.decisions.clicks import Click
+from gate.decisions.service import GateService
+from gate.inputs.bodies import GateCall
+from gate.policy.rules import Policy
 from tests.core.conftest import (
     AGENT,
     OTHER_AGENT,

@@ -12,9 +12,9 @@ import pytest
 
 from channels.discord import DiscordChannel
 from channels.discord.settings import DiscordSettings
-from gate.channel import validate_settings
-from gate.config import Settings
-from gate.state import ChannelGate
+from gate.config.settings import Settings
+from gate.delivery.channel import validate_settings
+from gate.server.state import ChannelGate
 from tests.conftest import Gate, GateFactory
 from tests.support import config as cfg
 from tests.support.chat_rules import CHAT_RULES

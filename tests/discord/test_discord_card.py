@@ -12,8 +12,8 @@ from channels.discord import ids
 from channels.discord.card import ARGS_CHARS, card_message, embed_size
 from channels.discord.markdown import code_block, cut, escape, inline
 from channels.discord.modals import edit_modal, grant_modal, reason_modal
-from gate.offers import Offers
-from gate.readmodel import RequestView, VoteView
+from gate.decisions.readmodel import RequestView, VoteView
+from gate.policy.offers import Offers
 from gate.rendering import as_text, render_call
 from tests.channels.drivers.discord import DiscordDriver
 from tests.channels.sizing import filled

@@ -6,10 +6,10 @@ import asyncio
 import json
 from typing import Any
 
-from gate.acting import Result
-from gate.channel import Click
-from gate.readmodel import RequestView
-from gate.state import ChannelGate
+from gate.decisions.acting import Result
+from gate.decisions.clicks import Click
+from gate.decisions.readmodel import RequestView
+from gate.server.state import ChannelGate
 from tests.conftest import Gate
 from tests.discord.conftest import (
     STRANGER,

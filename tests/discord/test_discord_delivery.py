@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from gate.channel import DeliveryError
-from gate.readmodel import RequestView
+from gate.decisions.readmodel import RequestView
+from gate.delivery.channel import DeliveryError
 from tests.conftest import Gate
 from tests.discord.conftest import ask, card_for, fixture, standalone, status
 from tests.support.fake_discord import CHANNEL, TOKEN, FakeDiscord

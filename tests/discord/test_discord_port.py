@@ -14,11 +14,11 @@ from datetime import datetime
 from typing import Any
 
 from channels.discord.card import ARGS_CHARS
-from gate.acting import Result
-from gate.channel import Click
-from gate.config import Settings
-from gate.readmodel import RequestView
-from gate.state import ChannelGate
+from gate.config.settings import Settings
+from gate.decisions.acting import Result
+from gate.decisions.clicks import Click
+from gate.decisions.readmodel import RequestView
+from gate.server.state import ChannelGate
 from tests.conftest import Gate
 from tests.discord.conftest import USERS, ask, card_for, custom_id, standalone, status
 from tests.support.fake_discord import FakeDiscord

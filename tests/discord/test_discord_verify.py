@@ -11,8 +11,8 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from channels.discord.verify import public_key, verify_signature
-from gate.channel import validate_settings
-from gate.errors import ConfigError, Unauthenticated
+from gate.base.errors import ConfigError, Unauthenticated
+from gate.delivery.channel import validate_settings
 from tests.conftest import Gate
 from tests.discord.conftest import USERS, ask, card_for, custom_id, status
 from tests.support.fake_discord import FakeDiscord

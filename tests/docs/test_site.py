@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from gate.app import create_app
-from gate.config import Settings
+from gate.config.settings import Settings
 from tests.support import docs
 from tests.support.docs import DOCS, README, ROOT
 
@@ -97,7 +97,7 @@ def test_each_channel_page_says_what_it_refuses_in_the_codes_it_answers(channel:
 
 
 def test_what_every_channel_refuses_is_the_pipelines_refusals() -> None:
-    from gate.acting import Refusal
+    from gate.decisions.acting import Refusal
 
     page = (DOCS / "channels" / "index.md").read_text()
     for refusal in Refusal:
@@ -109,7 +109,7 @@ def _documented(key: str, text: str) -> bool:
 
 
 def test_every_rule_approver_and_token_key_is_documented() -> None:
-    from gate.config import ApproverSettings, RuleSettings, TokenSettings
+    from gate.config.settings import ApproverSettings, RuleSettings, TokenSettings
 
     text = "".join(
         (DOCS / page).read_text() for page in ("policy.md", "beyond.md", "configuration.md")

@@ -9,7 +9,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 from gate.api.docs import SWAGGER_UI_VERSION
-from gate.web.session import CSP
+from gate.api.headers import CSP
 from tests.conftest import Gate
 
 VENDORED = Path(__file__).resolve().parents[2] / "templates" / "static" / "swagger-ui"

@@ -10,7 +10,7 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import pytest
 
-from gate.config import Settings
+from gate.config.settings import Settings
 from tests.channels.drivers.email import Page
 from tests.conftest import Gate, GateFactory
 from tests.support import config as cfg

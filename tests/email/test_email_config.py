@@ -9,9 +9,9 @@ import pytest
 
 from channels.email import EmailChannel
 from gate.app import create_app
-from gate.channel import load_channels, validate_settings
-from gate.config import Settings
-from gate.errors import ConfigError
+from gate.base.errors import ConfigError
+from gate.config.settings import Settings
+from gate.delivery.channel import load_channels, validate_settings
 from tests.email.conftest import LINK_SECRET
 from tests.support import config as cfg
 from tests.support import docs

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from channels.feishu import FeishuChannel
-from gate.config import Settings
+from gate.config.settings import Settings
 from tests.conftest import Gate, GateFactory
 from tests.support import config as cfg
 from tests.support.fake_feishu import APP_ID, APP_SECRET, FakeFeishu, build_callback

@@ -11,7 +11,7 @@ import pytest
 
 from channels.feishu import CARD_BYTES, MASK, mask_secrets, render_card
 from channels.feishu.card import ARGS_CHARS
-from gate.readmodel import VoteView
+from gate.decisions.readmodel import VoteView
 from gate.rendering import render_call
 from tests.channels.sizing import filled
 from tests.support.fake_feishu import check_card

@@ -11,12 +11,12 @@ import pytest
 
 from channels.feishu import parse_action, to_click, toast_for
 from channels.feishu.clicks import NEED_A_REASON, NOTHING_EDITABLE, CardAction
-from gate import machine
-from gate.acting import Refusal, Result
-from gate.channel import Action, Click
-from gate.errors import BadRequest
-from gate.models import RequestStatus, Verdict
-from gate.offers import Offers
+from gate.base.errors import BadRequest
+from gate.base.statuses import RequestStatus, Verdict
+from gate.decisions import machine
+from gate.decisions.acting import Refusal, Result
+from gate.decisions.clicks import Action, Click
+from gate.policy.offers import Offers
 from tests.feishu.test_card import NOW, fixture, make_view
 from tests.support.fake_feishu import card_action_payload
 

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from channels.feishu import FeishuChannel, FeishuSettings, receive_id_type
-from gate.channel import DeliveryError, validate_settings
-from gate.readmodel import RequestView
-from gate.state import ChannelGate
+from gate.decisions.readmodel import RequestView
+from gate.delivery.channel import DeliveryError, validate_settings
+from gate.server.state import ChannelGate
 from tests.conftest import Gate
 from tests.feishu.conftest import CHAT, ENCRYPT_KEY, VERIFICATION_TOKEN, channel
 from tests.feishu.test_callbacks import submit_and_card

@@ -10,7 +10,7 @@ from typing import Any
 
 from channels.feishu.answers import late_content
 from channels.feishu.channel import RECORDING
-from gate.channel import DeliveryError
+from gate.delivery.channel import DeliveryError
 from tests.conftest import Gate
 from tests.feishu.conftest import CHAT, send_callback
 from tests.feishu.test_callbacks import click, state

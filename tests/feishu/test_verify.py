@@ -11,7 +11,7 @@ from pydantic import SecretStr
 
 from channels.feishu import FeishuSettings, decrypt, signature
 from channels.feishu.verify import TIMESTAMP_WINDOW_SECONDS, Verifier
-from gate.errors import BadRequest, Unauthenticated
+from gate.base.errors import BadRequest, Unauthenticated
 from tests.feishu.test_card import fixture
 from tests.support.fake_feishu import build_callback, encrypt, sign, url_verification
 

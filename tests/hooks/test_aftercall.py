@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from gate.aftercall import Report, end_session, outcome_of, report_outcome
-from gate.binding import call_hash
-from gate.exchange import Reply
+from gate.asking.aftercall import Report, end_session, outcome_of, report_outcome
+from gate.asking.binding import call_hash
+from gate.asking.exchange import Reply
 from tests.hooks.test_askflow import request
 
 ARGS = {"command": "deploy prod"}

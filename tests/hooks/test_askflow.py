@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from gate.askflow import decide
-from gate.binding import call_hash
-from gate.exchange import Exchange, Pause, Reply
-from gate.toolcall import Call, Verdict
+from gate.asking.askflow import decide
+from gate.asking.binding import call_hash
+from gate.asking.exchange import Exchange, Pause, Reply
+from gate.asking.toolcall import Call, Verdict
 
 URL = "http://gate.test"
 

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from gate.binding import call_hash
-from gate.exchange import Reply
-from gate.toolcall import Call
+from gate.asking.binding import call_hash
+from gate.asking.exchange import Reply
+from gate.asking.toolcall import Call
 from tests.hooks.test_askflow import Script, ask, request
 
 ARGS = {"command": "deploy prod"}

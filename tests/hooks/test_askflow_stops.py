@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from gate.askflow import CANCEL_TIMEOUT, EXPIRY_MARGIN, decide
-from gate.binding import call_hash
-from gate.exchange import Abandoned, Exchange, Reply, drive
-from gate.toolcall import GATE_DOWN, Call, Verdict
+from gate.asking.askflow import CANCEL_TIMEOUT, EXPIRY_MARGIN, decide
+from gate.asking.binding import call_hash
+from gate.asking.exchange import Abandoned, Exchange, Reply, drive
+from gate.asking.toolcall import GATE_DOWN, Call, Verdict
 
 URL = "http://gate.test"
 STOP = object()  # in a script: the signal lands while this exchange is in flight

@@ -162,7 +162,7 @@ def test_bad_arguments_json_blocks(live: Live) -> None:
 def test_the_hook_imports_only_the_standard_library() -> None:
     heavy = ["fastapi", "sqlmodel", "pydantic", "httpx", "sqlalchemy", "starlette", "uvicorn"]
     script = (
-        "import sys, json; import gate.cli, gate.hook; "
+        "import sys, json; import gate.cli, gate.hook.command; "
         "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))"
     )
     out = subprocess.run(

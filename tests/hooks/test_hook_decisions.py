@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import uuid
 
-from gate.binding import call_hash
+from gate.asking.binding import call_hash
 from tests.hooks.conftest import Live, bash, post_decision, run_hook
 from tests.support import config as cfg
 from tests.support.servers import wait_until

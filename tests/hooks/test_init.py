@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from gate.config import Settings
+from gate.config.settings import Settings
 from tests.conftest import GateFactory
 from tests.hooks.conftest import Live, fixture
 from tests.support import config as cfg

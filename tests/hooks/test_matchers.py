@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from gate.hook_matchers import derive, sends
+from gate.policy.matchers import derive, sends
 from tests.hooks.test_init import gate_init
 from tests.support import config as cfg
 from tests.support.databases import migrated_sqlite

@@ -16,9 +16,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from gate.asking.toolcall import Call, Verdict
 from gate.client import GateClient, HookContext, PreToolUseHook
 from gate.mcp.asking import Asker
-from gate.toolcall import Call, Verdict
 from tests.hooks.conftest import run_hook
 from tests.hooks.test_claude_code import RM, fresh
 from tests.support import config as cfg

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
+from gate.base.statuses import utcnow
 from gate.client import GateClient
-from gate.config import Settings
-from gate.models import utcnow
+from gate.config.settings import Settings
 from tests.conftest import Gate, GateFactory
 from tests.hooks.conftest import Live, hook_settings, run_hook
 from tests.hooks.test_claude_code import RM, fresh, pre_tool_use

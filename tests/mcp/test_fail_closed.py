@@ -16,7 +16,7 @@ from typing import Any
 import mcp.types as types
 import pytest
 
-from gate.binding import call_hash
+from gate.asking.binding import call_hash
 from tests.mcp.conftest import gate_env, mcp_client, proxy_args, ran
 
 

@@ -15,7 +15,7 @@ from urllib.parse import quote
 import httpx
 import pytest
 
-from gate.config import Settings
+from gate.config.settings import Settings
 from tests.conftest import Gate, GateFactory
 from tests.support import config as cfg
 from tests.support.fake_slack import CHANNEL, TOKEN, FakeSlack, Message

@@ -14,10 +14,10 @@ from channels.slack.callback import Interaction, form_payload, parse_interaction
 from channels.slack.card import fallback_text, render_card
 from channels.slack.modals import reason_modal
 from channels.slack.mrkdwn import ARGS_CHARS, cut, escape
-from gate.offers import Offers
-from gate.readmodel import RequestView, VoteView
+from gate.decisions.readmodel import RequestView, VoteView
+from gate.policy.offers import Offers
 from gate.rendering import as_text, render_call
-from gate.untrusted import mask_value
+from gate.text.untrusted import mask_value
 from tests.channels.sizing import filled
 from tests.support import views
 from tests.support.fake_slack import check_blocks, check_modal

@@ -21,12 +21,12 @@ from channels.slack import SlackChannel
 from channels.slack.card import EDIT_ACTION, EXTEND_ACTION, GRANT_ACTION, REJECT_ACTION
 from channels.slack.mrkdwn import ARGS_CHARS
 from channels.slack.settings import SlackSettings
-from gate.acting import Result
 from gate.api.middleware import install_error_handlers
-from gate.channel import Click
-from gate.config import Settings
-from gate.readmodel import RequestView
-from gate.state import ChannelGate
+from gate.config.settings import Settings
+from gate.decisions.acting import Result
+from gate.decisions.clicks import Click
+from gate.decisions.readmodel import RequestView
+from gate.server.state import ChannelGate
 from tests.conftest import Gate, GateFactory
 from tests.slack.conftest import (
     INTERACTIONS,

@@ -6,9 +6,9 @@ import pytest
 
 from channels.slack import SlackChannel
 from gate.app import create_app
-from gate.channel import load_channels, validate_settings
-from gate.config import Settings
-from gate.errors import ConfigError
+from gate.base.errors import ConfigError
+from gate.config.settings import Settings
+from gate.delivery.channel import load_channels, validate_settings
 from tests.support import config as cfg
 from tests.support.fake_slack import TOKEN
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from gate.readmodel import DeliveryView
+from gate.decisions.readmodel import DeliveryView
 from tests.conftest import Gate, GateFactory
 from tests.slack.conftest import card_for, card_text, has_buttons, slack_settings
 from tests.support import config as cfg

@@ -231,7 +231,7 @@ def test_the_window_is_five_minutes_either_way_on_an_injected_clock() -> None:
 
     from channels.slack import SlackChannel
     from channels.slack.settings import SlackSettings
-    from gate.errors import Unauthenticated
+    from gate.base.errors import Unauthenticated
 
     body = b"payload=%7B%7D"
     signed_at = 1_531_420_618

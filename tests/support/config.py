@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from gate.config import Settings
+from gate.config.settings import Settings
 
 AGENT = "tok-agent-billing"
 OTHER_AGENT = "tok-agent-other"

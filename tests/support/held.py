@@ -2,8 +2,8 @@
 
 A decision reads and writes its request in a write transaction (SQLite: `BEGIN IMMEDIATE`,
 the database's one write lock). On PostgreSQL it first reads the row without locking it and
-writes with a check (`gate.machine.lock`, optimistic), so a row lock would hold up only its
-write, and a refusal, which writes nothing, not at all: the requests table is locked whole
+writes with a check (`gate.decisions.machine.lock`, optimistic), so a row lock would hold up only
+its write, and a refusal, which writes nothing, not at all: the requests table is locked whole
 (`ACCESS EXCLUSIVE`, which even a plain read waits for). Holding that lock from another
 connection makes the decision wait as it would behind a busy database, with no part of gate
 replaced.

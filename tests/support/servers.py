@@ -23,7 +23,7 @@ from typing import Any, Self
 import httpx
 import uvicorn
 
-from gate.server import protocol_class
+from gate.server.serve import protocol_class
 from tests.support.http import TLS
 
 

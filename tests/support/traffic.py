@@ -26,8 +26,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlmodel import SQLModel
 
-from gate.models import ConfirmationRequest, Delivery, Vote, new_id
+from gate.base.statuses import new_id
 from gate.store.db import Database
+from gate.store.tables import ConfirmationRequest, Delivery, Vote
 
 #: (weight, tool, rule, args maker, outcome maker) per kind of call; see the module docstring
 Kind = tuple[int, str, str, Any, Any]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from gate.readmodel import RequestView
+from gate.decisions.readmodel import RequestView
 
 NOW = datetime(2026, 11, 21, 10, 0, tzinfo=UTC)
 REQUEST_ID = "01JD0000000000000000000000"

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from channels.teams import TeamsChannel
-from gate.config import Settings
+from gate.config.settings import Settings
 from tests.conftest import Gate, GateFactory
 from tests.support import config as cfg
 from tests.support.chat_rules import CHAT_RULES

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from channels.teams.card import CARD_BYTES, MAX_USER_IDS, render_card
-from gate.offers import Offers
-from gate.readmodel import RequestView, VoteView
+from gate.decisions.readmodel import RequestView, VoteView
+from gate.policy.offers import Offers
 from tests.support import views
 from tests.support.fake_teams import check_card
 from tests.teams.conftest import verbs, walk

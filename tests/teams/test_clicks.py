@@ -11,7 +11,7 @@ import pytest
 
 from channels.teams.channel import NOT_HERE, RECORDING
 from channels.teams.clicks import NEED_A_REASON, NOTHING_EDITABLE, parse_invoke
-from gate.acting import Refusal
+from gate.decisions.acting import Refusal
 from tests.conftest import Gate, GateFactory
 from tests.support import config as cfg
 from tests.support.fake_teams import CONVERSATION, FakeTeams

@@ -8,9 +8,9 @@ import pytest
 
 from channels.teams import TeamsChannel
 from channels.teams.settings import TeamsSettings
-from gate.channel import validate_settings
-from gate.config import Settings
-from gate.errors import ConfigError
+from gate.base.errors import ConfigError
+from gate.config.settings import Settings
+from gate.delivery.channel import validate_settings
 from tests.support import config as cfg
 from tests.support import docs
 from tests.support.fake_teams import APP_ID, APP_PASSWORD, TENANT_ID

@@ -15,9 +15,9 @@ from starlette.routing import Route
 
 from channels.teams import TeamsChannel
 from channels.teams.settings import TeamsSettings
-from gate.channel import DeliveryError, validate_settings
-from gate.readmodel import RequestView
-from gate.state import ChannelGate
+from gate.decisions.readmodel import RequestView
+from gate.delivery.channel import DeliveryError, validate_settings
+from gate.server.state import ChannelGate
 from tests.conftest import Gate
 from tests.support import config as cfg
 from tests.support.fake_teams import APP_ID, APP_PASSWORD, CONVERSATION, SCOPE, FakeTeams

@@ -16,7 +16,7 @@ from jwt.warnings import InsecureKeyLengthWarning
 
 from channels.teams.settings import TeamsSettings
 from channels.teams.verify import OpenIdKeys
-from gate.errors import Unauthenticated, Unavailable
+from gate.base.errors import Unauthenticated, Unavailable
 from tests.conftest import Gate, GateFactory
 from tests.support import config as cfg
 from tests.support.fake_teams import APP_ID, APP_PASSWORD, FakeTeams

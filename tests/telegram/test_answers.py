@@ -10,8 +10,8 @@ from typing import Any
 from channels.telegram import TelegramChannel, TelegramSettings
 from channels.telegram.replies import RECORDING
 from channels.telegram.updates import Press, read_update
-from gate.channel import validate_settings
-from gate.state import ChannelGate
+from gate.delivery.channel import validate_settings
+from gate.server.state import ChannelGate
 from tests.conftest import Gate
 from tests.support import telegram_buttons
 from tests.support.fake_telegram import BOT_ID, CHAT, Entity, FakeTelegram, Message

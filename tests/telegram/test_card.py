@@ -8,8 +8,8 @@ from typing import Any
 
 from channels.telegram.card import APPROVE, ARGS_CHARS, TEXT_LIMIT, render
 from channels.telegram.tokens import Sealer
-from gate.offers import Offers
-from gate.readmodel import RequestView, VoteView
+from gate.decisions.readmodel import RequestView, VoteView
+from gate.policy.offers import Offers
 from gate.rendering import as_text, render_call
 from tests.channels.drivers.base import Card as NeutralCard
 from tests.channels.drivers.telegram import TelegramDriver

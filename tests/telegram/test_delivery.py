@@ -13,10 +13,10 @@ import pytest
 
 from channels.telegram import TelegramChannel, TelegramSettings
 from channels.telegram.api import NOT_MODIFIED, result_or_raise
-from gate.channel import DeliveryError, validate_settings
-from gate.errors import ConfigError
-from gate.readmodel import RequestView
-from gate.state import ChannelGate
+from gate.base.errors import ConfigError
+from gate.decisions.readmodel import RequestView
+from gate.delivery.channel import DeliveryError, validate_settings
+from gate.server.state import ChannelGate
 from tests.conftest import Gate
 from tests.support import fake_telegram
 from tests.support.fake_telegram import CHAT, FakeTelegram

@@ -13,7 +13,7 @@ import httpx
 import pytest
 from argon2 import PasswordHasher
 
-from gate.config import Settings
+from gate.config.settings import Settings
 from tests.conftest import Gate, GateFactory
 from tests.support import config as cfg
 from tests.support.browser import chromium  # noqa: F401 (the module-scoped browser fixture)
@@ -193,7 +193,7 @@ def set_offers(gate: Gate, request_id: str, **offers: Any) -> None:
     import sqlalchemy as sa
     from sqlmodel import col
 
-    from gate.models import ConfirmationRequest
+    from gate.store.tables import ConfirmationRequest
 
     db = gate.state.db
     with db.read() as session:

@@ -15,7 +15,7 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 
 from gate.app import create_app
-from gate.config import Settings
+from gate.config.settings import Settings
 from tests.conftest import Gate
 from tests.support import config as cfg
 from tests.support.fake_oidc import FakeOidc

@@ -507,7 +507,7 @@ def _width_without_wrapping(page: Page, table: str) -> int:
 def test_a_long_bash_command_keeps_queue_and_history_on_screen(
     web_gate: Gate, open_page: OpenPage
 ) -> None:
-    from gate.toolcall import summarise
+    from gate.asking.toolcall import summarise
 
     summary = summarise("Bash", {"command": LONG_COMMAND})
     ids = []

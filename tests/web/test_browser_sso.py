@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from gate.config import Settings
+from gate.config.settings import Settings
 from tests.conftest import Gate
 from tests.support.browser import BROWSER_TESTS, ENABLED
 from tests.support.browser import chromium as chromium  # the module's browser fixture

@@ -11,7 +11,7 @@ from typing import Any
 
 from markupsafe import escape
 
-from gate.offers import Offers
+from gate.policy.offers import Offers
 from gate.rendering import CallRendering, Flag, Line, Section, render_call
 from gate.web import calls
 from gate.web.console import environment

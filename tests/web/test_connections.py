@@ -17,8 +17,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from gate.config import Settings
-from gate.server import connection_cap, reserved_fds
+from gate.config.settings import Settings
+from gate.server.serve import connection_cap, reserved_fds
 from tests.support import config as cfg
 from tests.support.databases import migrated_sqlite
 from tests.support.http import TLS

@@ -13,10 +13,10 @@ from typing import Any
 import httpx
 import pytest
 
+from gate.asking.exchange import Exchange
 from gate.client import GateClient
-from gate.config import Settings
-from gate.exchange import Exchange
-from gate.hook import urllib_sender
+from gate.config.settings import Settings
+from gate.hook.command import urllib_sender
 from tests.conftest import Gate, GateFactory
 from tests.support import config as cfg
 from tests.support.http import TLS

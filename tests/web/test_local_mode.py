@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import httpx
 
-from gate.config import Settings
+from gate.config.settings import Settings
 from tests.conftest import GateFactory
 from tests.support import config as cfg
 from tests.support.http import TLS

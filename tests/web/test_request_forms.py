@@ -8,7 +8,7 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlmodel import col
 
-from gate.models import AuditEvent
+from gate.store.tables import AuditEvent
 from gate.web.console import CSRF_MESSAGE
 from tests.conftest import Gate
 from tests.support import config as cfg

@@ -15,8 +15,8 @@ from typing import Any
 import httpx
 import pytest
 
-from gate import audit
-from gate.untrusted import MASK
+from gate.decisions import audit
+from gate.text.untrusted import MASK
 from tests.conftest import Gate
 from tests.slack.conftest import (  # noqa: F401 (fixtures)
     _no_proxy,

@@ -18,9 +18,9 @@ import httpx
 from argon2 import PasswordHasher, extract_parameters
 from pydantic import SecretStr
 
-from gate.auth import PasswordCheck
-from gate.config import Settings
-from gate.models import utcnow
+from gate.base.statuses import utcnow
+from gate.config.settings import Settings
+from gate.identity.auth import PasswordCheck
 from gate.store.db import Database
 from gate.web.pages import SIGN_IN_RECHECK_SECONDS
 from gate.web.signin import (

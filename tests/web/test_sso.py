@@ -17,8 +17,8 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from gate.config import load_settings
-from gate.errors import ConfigError
+from gate.base.errors import ConfigError
+from gate.config.settings import load_settings
 from tests.conftest import Gate
 from tests.support import config as cfg
 from tests.support.fake_oidc import CLIENT_ID, FakeOidc
@@ -37,7 +37,7 @@ def idp() -> Iterator[FakeOidc]:
 @pytest.fixture
 def sso_gate(idp: FakeOidc, db_url: str) -> Iterator[Gate]:
     """A gate with `[oidc]` on each database."""
-    from gate.config import Settings
+    from gate.config.settings import Settings
 
     port = spare_port()
     with serving(Settings(**sso_data(db_url, idp, port)), port) as gate:
@@ -207,7 +207,7 @@ def test_a_provider_claiming_another_issuer_is_refused(sso_gate: Gate, idp: Fake
 
 
 def test_approver_by_subject_and_groups_from_the_provider(idp: FakeOidc, sqlite_url: str) -> None:
-    from gate.config import Settings
+    from gate.config.settings import Settings
 
     port = spare_port()
     oidc = {

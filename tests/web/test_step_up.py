@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from gate.config import Settings
+from gate.config.settings import Settings
 from tests.conftest import Gate
 from tests.support import config as cfg
 from tests.support.fake_oidc import FakeOidc

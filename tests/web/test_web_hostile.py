@@ -8,7 +8,7 @@ import html
 
 import pytest
 
-from gate import untrusted
+from gate.text import untrusted
 from tests.conftest import Gate
 from tests.support import config as cfg
 from tests.web.conftest import (

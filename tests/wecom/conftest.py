@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 import pytest
 
-from gate.config import Settings
+from gate.config.settings import Settings
 from tests.conftest import Gate, GateFactory
 from tests.support import config as cfg
 from tests.support import fake_wecom

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from channels.wecom import card
-from gate.offers import Offers
-from gate.readmodel import RequestView
+from gate.decisions.readmodel import RequestView
+from gate.policy.offers import Offers
 from gate.rendering import as_text, render_call
 from tests.support import views
 from tests.support.fake_wecom import check_card

@@ -12,7 +12,7 @@ import pytest
 from channels.wecom import crypto
 from channels.wecom.settings import WeComSettings, aes_key
 from channels.wecom.verify import Verifier, read_message
-from gate.errors import BadRequest, Unauthenticated
+from gate.base.errors import BadRequest, Unauthenticated
 from tests.support import fake_wecom
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -17,9 +17,9 @@ from channels.wecom import WeComChannel, WeComSettings
 from channels.wecom.api import RATE_LIMIT_WAIT_SECONDS
 from channels.wecom.channel import RECORDING
 from channels.wecom.codes import read_ref
-from gate.channel import DeliveryError, validate_settings
-from gate.readmodel import RequestView
-from gate.state import ChannelGate
+from gate.decisions.readmodel import RequestView
+from gate.delivery.channel import DeliveryError, validate_settings
+from gate.server.state import ChannelGate
 from tests.conftest import Gate
 from tests.support import fake_wecom
 from tests.support.fake_wecom import FakeWeCom

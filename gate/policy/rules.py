@@ -1,0 +1,465 @@
+"""Which tool calls need a human: `[[rules]]` compiled once, evaluated per call.
+
+Rules are tried in order and the first match wins. A rule matches when the tool name
+matches one of its `tools` globs and its `when` CEL expression (if any) is true.
+
+Tool names are compared by `gate.policy.toolnames.match`: an `ask` or `deny` rule also catches a
+name's case, width and look-alike variants (`bash`, `Ｂａｓｈ`, `Bаsh` with a Cyrillic "а"),
+an `allow` rule only the name as written.
+
+Failing closed: when a `when` expression cannot be evaluated for a call (a missing key, a
+type clash, an overflow, any CEL error) or gives something other than true or false, an
+`allow` rule does not match, while an `ask` or `deny` rule does; the failure is logged (once a
+minute per rule, with a count) and the request says so (`Offers.condition_error`). Most such
+failures are caught when gate.toml is loaded instead: a `when` that can never be a boolean
+(`args.amount + 1`), names what gate does not provide (`command`, `.includes`) or compares
+types that never meet (`tool_name > 5`) is refused (`gate.policy.check`). A typo in a guard
+must never let a call through; `has(args.amount) && args.amount > 5` is the way to make a
+condition optional.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from functools import partial
+from typing import TYPE_CHECKING, Any, Literal
+
+import cel
+
+from gate.base.errors import ConfigError
+from gate.config.settings import RuleSettings, Settings
+from gate.policy import cel_shape, shadow, toolnames
+from gate.policy import chains as policy_chains
+from gate.policy import check as policy_check
+from gate.policy import revision as policy_revision
+from gate.policy.offers import DEFAULT_MAX_GRANT, Offers, StepUp
+
+if TYPE_CHECKING:
+    from gate.inputs.bodies import GateCall
+
+log = logging.getLogger(__name__)
+
+Action = Literal["allow", "deny", "ask"]
+FORCED_RULE = "requires_confirmation"
+
+
+@dataclass(frozen=True)
+class CallFacts:
+    """What policy may look at for one tool call."""
+
+    tool_name: str
+    args: dict[str, Any]
+    agent_id: str | None = None
+    user_id: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, call: GateCall) -> CallFacts:
+        """What policy sees of a `POST /v1/gate` body: the server and `gate policy test` both
+        build the facts here, so a tested case is decided as the live call would be."""
+        return cls(call.tool_name, call.tool_args, call.agent_id, call.user_id, call.metadata)
+
+    def activation(self) -> dict[str, Any]:
+        """The variables a `when` expression sees."""
+        return {
+            "tool_name": self.tool_name,
+            "args": self.args,
+            "agent_id": self.agent_id or "",
+            "user_id": self.user_id or "",
+            "metadata": self.metadata,
+        }
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A compiled `[[rules]]` entry."""
+
+    name: str
+    tools: tuple[str, ...]
+    when: str | None
+    program: Any
+    action: Action
+    approvers: tuple[str, ...]
+    approvals_required: int
+    timeout: timedelta
+    on_timeout: Literal["reject", "approve"]
+    channels: tuple[str, ...] | None
+    reason: str | None
+    offers: Offers = field(default_factory=Offers)
+    #: `toolnames.canonical` of each of `tools`, folded once here rather than on every call
+    folded: tuple[str, ...] = ()
+    #: its answers go in the decision log (`log = false`: an allow rule too chatty to keep)
+    log: bool = True
+    #: set for a shadow rule only: when its trial ends (gate.policy.shadow)
+    until: datetime | None = None
+
+    def tool_matches(self, tool_name: str, canonical: str | None = None) -> toolnames.Match | None:
+        """How `tool_name` matches the rule's globs: "exact", "variant" (a case, width or
+        look-alike variant) or None. `canonical` is `toolnames.canonical(tool_name)`."""
+        if canonical is None:
+            canonical = toolnames.canonical(tool_name)
+        return toolnames.match(self.tools, self.folded, tool_name, canonical)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Policy's answer for one call, with the trail that explains it."""
+
+    action: Action | None  # None: no rule matched
+    rule: Rule | None
+    reason: str
+    trail: tuple[str, ...] = ()
+    #: set when the rule matched only because its `when` failed on this call (fail closed)
+    condition_error: str | None = None
+    #: what shadow rules that matched would have answered (`gate.policy.shadow.ShadowOutcome`)
+    shadow: tuple[shadow.ShadowOutcome, ...] = ()
+    #: set when the call is asked because its agent tripped (`gate.decisions.denials`): the words
+    #: why
+    tripped: str | None = None
+
+    @property
+    def matched(self) -> bool:
+        return self.action is not None
+
+    def offers(self) -> Offers:
+        """What the request this decision makes offers, as it is frozen onto the request."""
+        assert self.rule is not None
+        if self.condition_error is None:
+            return self.rule.offers
+        return replace(self.rule.offers, condition_error=self.condition_error)
+
+
+class Policy:
+    """The compiled rules of one Settings object."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.settings = settings
+        self.wall = wall
+        rules, problems, self.warnings = compile_rules(settings, now=wall())
+        if problems:
+            raise problems[0]
+        #: the short hash of the rules (`gate.policy.revision`) each decision records
+        self.revision = policy_revision.revision(settings)
+        self.rules = tuple(r for r in rules if r.until is None)
+        self._live_at = {rule.name: index for index, rule in enumerate(self.rules)}
+        self.shadows = shadow.placed(rules)
+        toolnames.load()
+        self._forced: Rule | None = None
+        self._failures = ConditionFailures(clock)
+
+    def evaluate(self, facts: CallFacts) -> Decision:
+        """Find the first rule that matches `facts`; fall back to `requires_confirmation`.
+        Shadow rules that could have changed the answer are tried too (`Decision.shadow`)."""
+        decision = self._first_match(facts)
+        if not self.shadows:
+            return decision
+        live_at = self._live_at.get(decision.rule.name if decision.rule else "", len(self.rules))
+        would = partial(self._would, facts=facts)
+        found = shadow.beside(decision.action, live_at, self.shadows, self.wall(), would)
+        return replace(decision, shadow=found) if found else decision
+
+    def _would(self, rule: Rule, facts: CallFacts) -> Action | None:
+        """`rule`'s action when it alone matches `facts` (a failing `when` as live rules)."""
+        if not _name_matches(rule, rule.tool_matches(facts.tool_name), facts.tool_name, []):
+            return None
+        if rule.program is None:
+            return rule.action
+        result, failure = _run(rule.program, facts.activation())
+        if failure is not None:
+            self._failures.report(rule, failure, facts.tool_name)
+            return None if rule.action == "allow" else rule.action
+        return rule.action if result is True else None
+
+    def _first_match(self, facts: CallFacts) -> Decision:
+        trail: list[str] = []
+        activation: dict[str, Any] | None = None
+        canonical = toolnames.canonical(facts.tool_name)
+        for rule in self.rules:
+            how = rule.tool_matches(facts.tool_name, canonical)
+            if not _name_matches(rule, how, facts.tool_name, trail):
+                continue
+            if rule.program is not None:
+                activation = activation or facts.activation()
+                result, failure = _run(rule.program, activation)
+                if failure is not None:
+                    self._failures.report(rule, failure, facts.tool_name)
+                    if rule.action == "allow":
+                        trail.append(f"{rule.name}: `when` {failure}; allow rules skip")
+                        continue
+                    trail.append(f"{rule.name}: `when` {failure}; matching (fail closed)")
+                    error = (
+                        f"The rule's condition `{rule.when}` {failure} on this call, so gate "
+                        + ("asked a person to be safe." if rule.action == "ask" else "denied it.")
+                    )
+                    return Decision(
+                        rule.action, rule, _rule_reason(rule), tuple(trail), condition_error=error
+                    )
+                if result is not True:
+                    trail.append(f"{rule.name}: `when` {rule.when!r} is false")
+                    continue
+                trail.append(f"{rule.name}: tool matches and `when` {rule.when!r} is true")
+            else:
+                trail.append(f"{rule.name}: tool matches (no `when`)")
+            return Decision(rule.action, rule, _rule_reason(rule), tuple(trail))
+        if facts.metadata.get("requires_confirmation") is True:
+            trail.append("no rule matched; metadata.requires_confirmation is true")
+            return Decision(
+                "ask",
+                self.forced_rule(),
+                "The caller marked this call as requiring confirmation",
+                tuple(trail),
+            )
+        trail.append("no rule matched")
+        return Decision(None, None, "No rule matched", tuple(trail))
+
+    def forced_rule(self) -> Rule:
+        """The implicit rule used for `requires_confirmation` calls that no rule matched."""
+        if self._forced is None:  # built once, not per call
+            self._forced = self._build_forced_rule()
+        return self._forced
+
+    def _build_forced_rule(self) -> Rule:
+        server = self.settings.server
+        return Rule(
+            name=FORCED_RULE,
+            tools=("*",),
+            when=None,
+            program=None,
+            action="ask",
+            approvers=tuple(server.default_approvers),
+            approvals_required=1,
+            timeout=server.default_timeout,
+            on_timeout="reject",
+            channels=tuple(server.default_channels)
+            if server.default_channels is not None
+            else None,
+            reason="The caller marked this call as requiring confirmation",
+            offers=_offers(RuleSettings(name=FORCED_RULE)),
+            folded=("*",),
+        )
+
+    def rule(self, name: str | None) -> Rule | None:
+        """The rule called `name` (the implicit one included)."""
+        if name == FORCED_RULE:
+            return self.forced_rule()
+        return next((r for r in self.rules if r.name == name), None)
+
+    def expand_approvers(self, entries: tuple[str, ...] | list[str]) -> list[str]:
+        """Turn `["group:finance", "bob"]` into approver names, in order, without repeats."""
+        return policy_chains.expander(self.settings)(entries)
+
+
+class ConditionFailures:
+    """Logs each rule whose `when` fails at run time: the first failure at once, then at most
+    once a minute per rule, saying how many failed meanwhile (a rule failing on every call
+    must not flood the log, nor fall silent)."""
+
+    #: seconds between two reports of one rule
+    EVERY = 60.0
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()  # evaluate runs on the event loop and in worker threads
+        #: rule name -> (when it was last reported, failures since)
+        self._seen: dict[str, tuple[float, int]] = {}
+
+    def report(self, rule: Rule, failure: str, tool_name: str) -> None:
+        """Note one failure of `rule`'s `when` on a call of `tool_name`."""
+        now = self._clock()
+        with self._lock:
+            last, since = self._seen.get(rule.name, (None, 0))
+            if last is not None and now - last < self.EVERY:
+                self._seen[rule.name] = (last, since + 1)
+                return
+            self._seen[rule.name] = (now, 0)
+        outcome = {"allow": "the allow rule was skipped", "ask": "gate asked a person"}.get(
+            rule.action, "the call was denied"
+        )
+        if rule.until is not None:  # a shadow rule: only what it would have answered
+            outcome = (
+                f"in shadow mode {outcome.replace('gate', 'gate would have')}; no answer changed"
+            )
+        more = f"; {since} more failure(s) since the last report" if since else ""
+        log.warning(
+            "rule %r: `when` %s on a call of %r, so %s (fail closed)%s",
+            *(rule.name, failure, tool_name[:100], outcome, more),
+        )
+
+
+def compile_rules(
+    settings: Settings, *, now: datetime | None = None
+) -> tuple[list[Rule], list[ConfigError], list[str]]:
+    """Every rule compiled and checked: the rules, the problems (each names its rule) and the
+    warnings (a condition gate could not analyse). Shadow rules are checked against `now`."""
+    rules: list[Rule] = []
+    problems: list[ConfigError] = []
+    warnings: list[str] = []
+    now = now or datetime.now(UTC)
+    for entry in settings.rules:
+        try:
+            until = shadow.until_of(entry, now=now, source=settings.source)
+            rule, note = _compile(entry, settings, settings.source)
+            rule = replace(rule, until=until) if until is not None else rule
+        except ConfigError as exc:
+            problems.append(exc)
+            continue
+        rules.append(rule)
+        if note:
+            warnings.append(f"rule {entry.name!r}: {note}; it was not checked before running")
+    return rules, problems, warnings
+
+
+def _compile(rule: RuleSettings, settings: Settings, source: str | None) -> tuple[Rule, str | None]:
+    program = None
+    checked = policy_check.Checked((), ())
+    if rule.when is not None:
+        key = f"rules.{rule.name}.when"
+        try:
+            program = cel.compile(rule.when)
+        except ValueError as exc:
+            hint = policy_check.hint_for_syntax(rule.when)
+            raise ConfigError(
+                f"`when` is not valid CEL: {exc}" + (f"\n  hint: {hint}" if hint else ""),
+                source=source,
+                key=key,
+            ) from None
+        if cel_shape.shape(rule.when) == "other":
+            raise ConfigError(
+                f"`when` must be a condition that is true or false, but {rule.when!r} gives a "
+                "number, text, list or map; compare it, e.g. `args.amount > 50000`",
+                source=source,
+                key=key,
+            )
+        checked = policy_check.check(rule.when)
+        if checked.problems:
+            found = "\n  ".join(checked.problems)
+            raise ConfigError(
+                f"`when` {rule.when!r} fails on every call or never matches:\n  {found}",
+                source=source,
+                key=key,
+            )
+    timeout = rule.timeout or settings.server.default_timeout
+    if timeout > settings.server.max_timeout:
+        raise ConfigError(
+            f"timeout {timeout} is longer than server.max_timeout {settings.server.max_timeout}",
+            source=source,
+            key=f"rules.{rule.name}.timeout",
+        )
+    _check_channels(rule, source)
+    offers = replace(
+        _offers(rule, checked.watched), **policy_chains.compile_chain(rule, settings, timeout)
+    )
+    first = offers.stages[0] if offers.stages else None
+    return Rule(
+        name=rule.name,
+        tools=tuple(rule.tools),
+        when=rule.when,
+        program=program,
+        action=rule.action,
+        # a chain's first stage decides first (its approvers resolved already)
+        approvers=first.approvers if first else tuple(rule.approvers),
+        approvals_required=first.approvals if first else rule.approvals_needed,
+        timeout=first.timeout or timeout if first else timeout,
+        on_timeout=rule.on_timeout,
+        channels=tuple(rule.channels) if rule.channels is not None else None,
+        reason=rule.reason,
+        offers=offers,
+        folded=tuple(toolnames.canonical(pattern) for pattern in rule.tools),
+        log=rule.log,
+    ), checked.unchecked
+
+
+def _check_channels(rule: RuleSettings, source: str | None) -> None:
+    for channel in [*(rule.channels or ()), *rule.escalate_to]:
+        if ":" not in channel:
+            raise ConfigError(
+                f"channel {channel!r} must look like 'slack:C0123' (name:target)",
+                source=source,
+                key=f"rules.{rule.name}.channels",
+            )
+
+
+def _offers(rule: RuleSettings, watched: tuple[str, ...] = ()) -> Offers:
+    """What a request made under `rule` offers its approvers; frozen onto the request."""
+    return Offers(
+        # one person's edits are what every later approver would have to approve: only on a
+        # rule one approval decides (not a quorum, not a chain)
+        allow_edits=rule.allow_edits and rule.approvals_needed == 1 and not rule.stages,
+        editable=tuple(rule.editable) if rule.editable is not None else None,
+        grant_scopes=tuple(rule.grant_scopes),
+        max_grant=rule.max_grant or DEFAULT_MAX_GRANT,
+        reject_reasons=tuple(rule.reject_reasons),
+        remind_after=rule.remind_after,
+        escalate_after=rule.escalate_after,
+        escalate_to=tuple(rule.escalate_to),
+        escalate_approvers=tuple(rule.escalate_approvers),
+        watched_args=watched,
+        approver_groups=tuple(a[6:] for a in rule.approvers if a.startswith("group:")),
+        step_up=StepUp(rule.step_up.max_age, tuple(rule.step_up.acr)) if rule.step_up else None,
+    )
+
+
+def _name_matches(
+    rule: Rule, how: toolnames.Match | None, tool_name: str, trail: list[str]
+) -> bool:
+    """Whether the tool name lets `rule` match (said in `trail` either way): a variant of a
+    name meets `ask` and `deny` rules, never `allow` ones (gate.policy.toolnames)."""
+    if how is None:
+        trail.append(f"{rule.name}: tool {tool_name!r} matches none of {list(rule.tools)}")
+        return False
+    if how == "variant":
+        said = f"{rule.name}: tool {tool_name!r} is a variant of {list(rule.tools)} (case, width "
+        if rule.action == "allow":
+            trail.append(
+                said + "or look-alike letters); allow rules match only the name as written"
+            )
+            return False
+        trail.append(said + "or look-alike letters): matching")
+    return True
+
+
+def _run(program: Any, activation: dict[str, Any]) -> tuple[object, str | None]:
+    """The condition's result on one call, and what went wrong (None: a clean true or false)."""
+    try:
+        result = program.execute(activation)
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:  # any CEL failure, a Rust panic included
+        return None, f"failed ({_short(exc)})"
+    if result is True or result is False:
+        return result, None
+    # a guard that is not a boolean cannot be trusted either way
+    return result, f"returned {type(result).__name__} {_short_value(result)}"
+
+
+def _rule_reason(rule: Rule) -> str:
+    if rule.reason:
+        return rule.reason
+    return {
+        "allow": f"Allowed by rule {rule.name!r}",
+        "deny": f"Denied by rule {rule.name!r}",
+        "ask": f"Rule {rule.name!r} needs a human decision",
+    }[rule.action]
+
+
+def _short_value(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if isinstance(exc, KeyError):
+        text = f"no such key {text}"
+    return text[:200]
