@@ -251,7 +251,7 @@ def _serve(ns: argparse.Namespace) -> int:
     from gate.app import create_app
     from gate.base.errors import ConfigError
     from gate.base.logs import configure_logging
-    from gate.config.errors import exposure_problem
+    from gate.config.settings import exposure_problem
     from gate.server.serve import GateServer, listen, server_config
 
     settings = _load(ns, host=ns.host, port=ns.port)

@@ -9,6 +9,7 @@ they never run; they name types for the checker, they do not load anything.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -205,7 +206,9 @@ def test_nothing_below_the_composition_root_imports_it() -> None:
     # top and only the command line (above it) may start it.
     edges = import_graph(type_only=True)
     wrong = [
-        f"{e.source}:{e.line}" for e in edges if e.target == "gate.app" and e.source != "gate.cli"
+        f"{e.source}:{e.line}"
+        for e in edges
+        if e.target in ROOTS and e.source != "gate.cli" and e.source.startswith("gate")
     ]
     assert not wrong, "gate.app is the composition root; imported by " + ", ".join(wrong)
 
@@ -253,3 +256,108 @@ def test_no_module_or_function_too_long_to_read_whole() -> None:
         + f"\nfunctions over {MAX_FUNCTION_LINES} lines:\n  "
         + "\n  ".join(long_functions or ["none"])
     )
+
+
+# -- the layering between packages ------------------------------------------------------------
+
+#: the modules at the top, which may import every package (and nothing imports them but cli)
+ROOTS = ("gate.app", "gate.cli")
+_MAY_IMPORT = re.compile(r"^May import:(.*?)(?:\n\s*\n|\Z)", re.M | re.S)
+
+
+def package_of(module: str) -> str:
+    """`gate.decisions.machine` -> `gate.decisions`; a module at the top is its own."""
+    return ".".join(module.split(".")[:2])
+
+
+def allowed_imports(root: Path = ROOT) -> dict[str, set[str]]:
+    """Each gate package's "May import:" line, from its `__init__` docstring."""
+    allowed: dict[str, set[str]] = {}
+    for init in sorted((root / "gate").glob("*/__init__.py")):
+        doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
+        found = _MAY_IMPORT.search(doc)
+        if found is not None:
+            allowed[f"gate.{init.parent.name}"] = set(re.findall(r"gate\.\w+", found.group(1)))
+    return allowed
+
+
+def test_every_package_says_what_it_owns_and_may_import() -> None:
+    packages = {f"gate.{p.parent.name}" for p in (ROOT / "gate").glob("*/__init__.py")}
+    allowed = allowed_imports()
+    assert packages - set(allowed) == set(), "packages whose __init__ has no 'May import:' line"
+    for package, targets in allowed.items():
+        unknown = targets - packages
+        assert not unknown, f"{package} may import {unknown}, which are not gate packages"
+
+
+def layering_violations(root: Path = ROOT) -> list[str]:
+    """Imports across gate packages that the importer's "May import:" line does not allow
+    (type-only imports count: a type names a dependency as surely as a call does)."""
+    allowed = allowed_imports(root)
+    return sorted(
+        f"{e.source}:{e.line} imports {e.target}"
+        for e in import_graph(root, type_only=True)
+        if e.source.startswith("gate.")
+        and e.target.startswith("gate.")
+        and package_of(e.source) not in ROOTS
+        and package_of(e.source) != package_of(e.target)
+        and package_of(e.target) not in allowed.get(package_of(e.source), set())
+    )
+
+
+def test_packages_import_only_what_their_docstring_allows() -> None:
+    wrong = layering_violations()
+    assert not wrong, "imports across packages that their 'May import:' lines do not allow:\n" + (
+        "\n".join(wrong)
+    )
+
+
+def test_the_allowed_imports_are_layers() -> None:
+    # no two packages may ever import each other, even where neither does yet
+    edges = [
+        Edge(source, target, 0, False)
+        for source, targets in allowed_imports().items()
+        for target in targets
+    ]
+    assert cycles(edges) == [], "the 'May import:' lines allow a circle"
+
+
+def test_the_layering_check_sees_a_type_only_import(tmp_path: Path) -> None:
+    docs = {"low": "May import: nothing in gate.", "high": "May import: gate.low."}
+    for package, doc in docs.items():
+        (tmp_path / "gate" / package).mkdir(parents=True)
+        (tmp_path / "gate" / package / "__init__.py").write_text(f'"""{package}.\n\n{doc}\n"""\n')
+    (tmp_path / "gate" / "__init__.py").write_text("")
+    (tmp_path / "channels").mkdir()
+    (tmp_path / "gate" / "low" / "a.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from gate.high import b\n"
+    )
+    (tmp_path / "gate" / "high" / "b.py").write_text("from gate.low import a\n")
+    assert allowed_imports(tmp_path) == {"gate.low": set(), "gate.high": {"gate.low"}}
+    assert layering_violations(tmp_path) == ["gate.low.a:3 imports gate.high.b"]
+
+
+def test_no_import_circles_even_for_types() -> None:
+    edges = import_graph(type_only=True)
+    found = cycles(edges)
+    assert not found, "type-only import circles:\n" + "\n".join(describe(g, edges) for g in found)
+
+
+def channel_surface(root: Path = ROOT) -> set[str]:
+    """The gate modules `channels/README.md` lists under "What a channel may import"."""
+    text = (root / "channels" / "README.md").read_text(encoding="utf-8")
+    section = text.split("## What a channel may import", 1)[1].split("\n## ", 1)[0]
+    return set(re.findall(r"^\* `(gate[\w.]*)`", section, re.M))
+
+
+def test_channels_import_only_their_documented_surface() -> None:
+    surface = channel_surface()
+    assert "gate.delivery.channel" in surface
+    wrong = sorted(
+        f"{e.source}:{e.line} imports {e.target}"
+        for e in import_graph(type_only=True)
+        if e.source.startswith("channels")
+        and e.target.startswith("gate")
+        and e.target not in surface
+    )
+    assert not wrong, "channels import beyond channels/README.md's list:\n" + "\n".join(wrong)

@@ -12,7 +12,7 @@ from gate.api.deps import PrincipalDep, ServiceDep
 from gate.api.schemas import AuditPublic, GateAnswer, GrantPublic, RequestPage, RequestPublic
 from gate.base import threads
 from gate.base.statuses import RequestStatus, Verdict
-from gate.decisions import deciding, grant_review, reports
+from gate.decisions import acting, deciding, grant_review, reports
 from gate.decisions.service import GateService, Submitted
 from gate.identity.auth import Principal
 from gate.inputs.bodies import CancelBody, DecisionBody, ExtendBody, GateCall, OutcomeBody
@@ -168,7 +168,7 @@ def decision_answer(
         reasons=body.reasons or (),
         grant=(body.grant.scope, body.grant.duration) if body.grant else None,
     )
-    return encoded(RequestPublic.of(deciding.raise_for(result)))
+    return encoded(RequestPublic.of(acting.raise_for(result)))
 
 
 @router.post(
@@ -197,7 +197,7 @@ def extend(
     """Give a pending request more time (approvers of the request only)."""
     actor = deciding.for_api(principal)
     result = deciding.extend(service, request_id, actor, body.by)
-    return RequestPublic.of(deciding.raise_for(result))
+    return RequestPublic.of(acting.raise_for(result))
 
 
 @router.post(

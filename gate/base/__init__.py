@@ -1,1 +1,9 @@
-"""base."""
+"""The vocabulary every part of gate shares, and nothing that decides anything.
+
+Owns: the error shapes and their one JSON body (`errors`), status names, ids and times
+(`statuses`), the surfaces a decision can come from and how a sentence names them
+(`surfaces`), worker threads for blocking work (`threads`), in-process wake-ups of waiters and
+live pages (`notify`), logging set-up (`logs`) and bundled data folders (`resources`).
+
+May import: nothing in gate.
+"""

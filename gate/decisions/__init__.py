@@ -1,1 +1,12 @@
-"""decisions."""
+"""Requests and their decisions: the use cases, the one decision pipeline, the state machine.
+
+Owns: submitting, reading, cancelling and expiring requests (`service`), deciding and
+extending from every surface (`deciding`, `clicks`), who may act and what they are told
+(`acting`, `outcomes`, `reasons`), the only code that changes a status (`machine`), one write
+transaction's changes (`changes`), grants (`grants`, `grant_review`), the audit trail
+(`audit`), reports after the call (`reports`), the read model every surface renders
+(`readmodel`) and the server log's request lines (`requestlog`).
+
+May import: gate.asking, gate.base, gate.config, gate.identity, gate.inputs, gate.policy,
+gate.rendering, gate.store, gate.text.
+"""

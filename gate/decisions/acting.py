@@ -18,6 +18,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from gate import rendering
+from gate.base.errors import AlreadyDecided, Conflict, Forbidden, InvalidInput, NotFound
 from gate.base.statuses import RequestStatus
 from gate.config.settings import ApproverSettings, Settings
 from gate.decisions import outcomes
@@ -387,3 +388,33 @@ def _folded(ids: set[str]) -> set[str]:
 def _fold(identity: str) -> str:
     plain = unicodedata.normalize("NFKC", untrusted.strip_invisible(identity))
     return unicodedata.normalize("NFKC", plain.casefold()).strip()
+
+
+def raise_for(result: Result) -> RequestView:
+    """The API's answer for a result: its view, or the documented error for a refusal."""
+    out = result.outcome
+    if result.refusal is not None:
+        message = result.detail or result.refusal.sentence()
+        message = message[0].upper() + message[1:]
+        if result.refusal is Refusal.not_offered:
+            raise InvalidInput(message, code=result.code or "invalid_input")
+        if result.refusal is Refusal.deadline_at_limit:
+            raise Conflict(message, code=result.refusal.value)
+        raise Forbidden(message, code=result.refusal.value)
+    if isinstance(out, outcomes.Missing) or result.view is None:
+        request_id = out.request_id if isinstance(out, outcomes.Missing) else "?"
+        raise NotFound(f"no request with id {request_id!r}", code="request_not_found")
+    if isinstance(out, outcomes.AlreadyFinal):
+        raise AlreadyDecided(
+            already_final_message(out),
+            status=out.status.value,
+            decided_by=out.decided_by,
+            decided_at=out.decided_at.isoformat() if out.decided_at else None,
+            decided_via=out.decided_via,
+        )
+    if isinstance(out, outcomes.AlreadyVoted):
+        raise Conflict(
+            f"{out.approver} already voted to {out.verdict.value} this request",
+            code="already_voted",
+        )
+    return result.view

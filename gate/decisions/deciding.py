@@ -5,7 +5,7 @@ a `Click` that names a platform user). The pipeline reads the request once, asks
 `gate.decisions.acting.refusal_for` whether the actor may act at all, checks what they ask for
 against what the rule offers, and only then writes, in one transaction through the state
 machine. Refusals come back in the `Result` (never as exceptions); the API turns them into
-its errors with `raise_for`, and every other surface words them with `Result.message()`.
+its errors with `acting.raise_for`, and every other surface words them with `Result.message()`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from gate.base.errors import AlreadyDecided, Conflict, Forbidden, InvalidInput, NotFound
+from gate.base.errors import InvalidInput
 from gate.base.statuses import RequestStatus, Verdict
 from gate.config.settings import ApproverSettings, parse_duration
 from gate.decisions import denials, grants, machine
@@ -22,7 +22,6 @@ from gate.decisions.acting import (
     Actor,
     Refusal,
     Result,
-    already_final_message,
     approval_refusal,
     asked_it,
     refusal_for,
@@ -272,33 +271,3 @@ def for_api(principal: Principal) -> Actor:
     """
     principal.require("approver", "admin")
     return Actor.of_principal(principal)
-
-
-def raise_for(result: Result) -> RequestView:
-    """The API's answer for a result: its view, or the documented error for a refusal."""
-    out = result.outcome
-    if result.refusal is not None:
-        message = result.detail or result.refusal.sentence()
-        message = message[0].upper() + message[1:]
-        if result.refusal is Refusal.not_offered:
-            raise InvalidInput(message, code=result.code or "invalid_input")
-        if result.refusal is Refusal.deadline_at_limit:
-            raise Conflict(message, code=result.refusal.value)
-        raise Forbidden(message, code=result.refusal.value)
-    if isinstance(out, machine.Missing) or result.view is None:
-        request_id = out.request_id if isinstance(out, machine.Missing) else "?"
-        raise NotFound(f"no request with id {request_id!r}", code="request_not_found")
-    if isinstance(out, machine.AlreadyFinal):
-        raise AlreadyDecided(
-            already_final_message(out),
-            status=out.status.value,
-            decided_by=out.decided_by,
-            decided_at=out.decided_at.isoformat() if out.decided_at else None,
-            decided_via=out.decided_via,
-        )
-    if isinstance(out, machine.AlreadyVoted):
-        raise Conflict(
-            f"{out.approver} already voted to {out.verdict.value} this request",
-            code="already_voted",
-        )
-    return result.view

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from gate.asking.binding import call_hash
 from gate.base.statuses import RequestStatus
@@ -13,7 +13,9 @@ from gate.base.surfaces import surface_name
 from gate.identity.authmethod import AuthMethod
 from gate.policy.offers import Offers
 from gate.policy.stages import Stage
-from gate.store.tables import AuditEvent, Delivery
+
+if TYPE_CHECKING:  # the tables' rows are only passed through: channels never load the store
+    from gate.store.tables import AuditEvent, Delivery
 
 
 class RequestData(Protocol):

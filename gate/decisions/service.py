@@ -23,9 +23,8 @@ from gate.base.notify import Event, Notifier
 from gate.base.statuses import GrantStatus, RequestStatus, new_id, utcnow
 from gate.config.settings import Settings
 from gate.decisions import audit, denials, grants, machine, requestlog
-from gate.decisions.acting import Result, approved_own
+from gate.decisions.acting import Result, approved_own, raise_for
 from gate.decisions.changes import CardPump, Change
-from gate.decisions.deciding import raise_for
 from gate.decisions.decision_log import DecisionLog
 from gate.decisions.readmodel import RequestView, build_view
 from gate.identity.auth import Principal

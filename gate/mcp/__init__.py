@@ -8,6 +8,9 @@
 
 This module only parses the command line: the SDK is imported by the subcommand, so the rest
 of the `gate` command works without the extra installed.
+
+May import: gate.asking, gate.client, gate.hook, gate.text (and the MCP SDK, in the
+subcommands only).
 """
 
 from __future__ import annotations

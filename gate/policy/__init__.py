@@ -1,1 +1,10 @@
-"""policy."""
+"""Which tool calls need a human: rules compiled once, evaluated per call, and their tools.
+
+Owns: the rules and their evaluation (`rules`), what a rule offers approvers (`offers`),
+canonical tool names (`toolnames`), the checks of a `when` before it runs (`check` and the
+`cel_*` modules), the agent hook matchers derived from the policy (`matchers`), and the
+policy commands: `gate policy test` (`cases`), `lint` (`lint`, `globs`), their CLI
+(`commands`).
+
+May import: gate.asking, gate.base, gate.config, gate.inputs, gate.text.
+"""

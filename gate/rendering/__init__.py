@@ -17,6 +17,8 @@ escapes and flagged on the line they occur on, as are very long lines and values
 scan limit. `as_text` (`plain`) writes a rendering as plain text for surfaces with a length
 limit: what does not fit is never cut silently, the text ends by saying how much is not shown
 and where the whole call is.
+
+May import: gate.text.
 """
 
 from __future__ import annotations

@@ -1,1 +1,9 @@
-"""server."""
+"""One running gate: what it owns and how it serves HTTP.
+
+Owns: the app's state, the face of it channels get (`state`), connection capacity
+(`capacity`), uvicorn with limits that keep silent sockets from locking it up (`serve`,
+`closing`) and the access log (`access`).
+
+May import: gate.base, gate.config, gate.decisions, gate.delivery, gate.identity,
+gate.policy, gate.store.
+"""

@@ -12,11 +12,12 @@ What it owns, module by module:
 * `rows`: the hot paths' statements, built once; `batch`: a change's trailing writes sent as
   one statement (PostgreSQL); `direct`: a fixed statement run on the driver's cursor, and
   `direct.listen`, the hook tracing uses to see every statement;
+* `tables`: the SQLModel tables (the schema Alembic's migrations build);
+* `notify_pg`: wake-ups across replicas, NOTIFY in the deciding transaction and LISTEN;
 * `db`: the engine, sessions and migrations' glue; `sqlite` and `postgres`: each
   database's connection specifics.
 
-What it may import: the table models (`gate.store.tables`), settings checks
-(`gate.config.settings`), the error types (`gate.base.errors`) and bundled files
-(`gate.base.resources`); never a surface, a channel or the state machine. No channel imports
-anything under `gate.store` (`tests/core/test_store_seam.py`).
+May import: gate.base, gate.config (settings checks, error types, bundled files); never a
+surface, a channel or the state machine. No channel imports anything under `gate.store`
+(`tests/core/test_store_seam.py`).
 """

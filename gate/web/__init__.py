@@ -6,6 +6,9 @@ and its decide and extend forms), `reveal` (a masked value shown to an approver)
 `agents` (tripped agents and their reset), `login`. Below them: `forms` (form parsing),
 `queries` (read-only queries), `charts` (SVG), `session` (the cookie, security headers),
 `signin` (rate limits, revocable sign-ins).
+
+May import: gate.api, gate.base, gate.config, gate.decisions, gate.identity, gate.inputs,
+gate.policy, gate.rendering, gate.server, gate.store, gate.text.
 """
 
 from __future__ import annotations
