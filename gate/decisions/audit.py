@@ -17,11 +17,12 @@ import hashlib
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlmodel import Session, col, select
+from sqlmodel import Session
 
 from gate.asking.binding import canonical_json
 from gate.base.statuses import RequestStatus
 from gate.store import decisions as store
+from gate.store import trail as trail_reads
 from gate.store.db import Database
 from gate.store.records import UNREAD
 from gate.store.tables import AuditEvent
@@ -115,22 +116,14 @@ def record(
 def trail(db: Database, request_id: str) -> list[AuditEvent]:
     """A request's events, oldest first, with their chain hashes."""
     with db.read() as session:
-        return list(
-            session.exec(
-                select(AuditEvent)
-                .where(col(AuditEvent.request_id) == request_id)
-                .order_by(col(AuditEvent.id))
-            ).all()
-        )
+        return trail_reads.events_of(session, request_id)
 
 
 def verify(db: Database) -> list[str]:
     """Recompute every request's chain; return one line per broken link (none: intact)."""
     problems: list[str] = []
     with db.read() as session:
-        events = session.exec(
-            select(AuditEvent).order_by(col(AuditEvent.request_id), col(AuditEvent.id))
-        ).all()
+        events = trail_reads.every_event(session)
         prev_by_request: dict[str, str | None] = {}
         for event in events:
             where = f"{event.request_id} event {event.id} ({event.kind})"
@@ -166,13 +159,7 @@ def record_reveal(
 def revealed(db: Database, request_id: str, actor: str) -> frozenset[str]:
     """The masked values (JSON pointers) `actor` revealed on `request_id`."""
     with db.read() as session:
-        details = session.exec(
-            select(AuditEvent.detail).where(
-                col(AuditEvent.request_id) == request_id,
-                col(AuditEvent.kind) == REVEALED,
-                col(AuditEvent.actor) == actor,
-            )
-        ).all()
+        details = trail_reads.details_of(session, request_id, REVEALED, actor)
     return frozenset(str(d.get("path")) for d in details if isinstance(d, dict))
 
 

@@ -7,15 +7,14 @@ gate.decisions.machine.
 
 from __future__ import annotations
 
-from sqlmodel import col, select
-
 from gate.base.errors import Conflict
 from gate.base.statuses import RequestStatus
 from gate.decisions import audit, machine
 from gate.decisions.readmodel import RequestView
 from gate.decisions.service import GateService
 from gate.identity.auth import Principal
-from gate.store.tables import AuditEvent, ConfirmationRequest
+from gate.store import trail
+from gate.store.tables import AuditEvent
 
 
 def record_outcome(
@@ -51,14 +50,9 @@ def cancel_session(
 ) -> list[str]:
     """Cancel every pending request of an agent session (its session ended)."""
     principal.require("agent", "admin")
+    only_of = principal.name if principal.role == "agent" else None
     with service.db.read() as session:
-        stmt = select(ConfirmationRequest.id).where(
-            col(ConfirmationRequest.session_id) == session_id,
-            col(ConfirmationRequest.status) == RequestStatus.pending,
-        )
-        if principal.role == "agent":
-            stmt = stmt.where(col(ConfirmationRequest.submitted_by) == principal.name)
-        ids = list(session.exec(stmt).all())
+        ids = trail.pending_in_session(session, session_id, only_of)
     why = why or "the agent session ended"
     return [
         request_id

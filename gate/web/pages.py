@@ -17,6 +17,7 @@ from fastapi.responses import Response, StreamingResponse
 from gate.config.settings import ApproverSettings
 from gate.identity.auth import Principal
 from gate.insights import fatigue
+from gate.store import listing
 from gate.web import calls, charts, queries, stats_page
 from gate.web.console import Console, span
 
@@ -152,7 +153,7 @@ class Pages:
         cursor = request.query_params.get("cursor") or None
         limit = _page_size(request.query_params.get("limit", ""))
         db = self.state.db
-        rows, next_cursor = queries.history_page(db, filters, limit=limit, cursor=cursor)
+        rows, next_cursor = listing.history_page(db, filters, limit=limit, cursor=cursor)
         args = filters.query_args()
         if limit != HISTORY_PAGE:
             args["limit"] = str(limit)
@@ -164,8 +165,8 @@ class Pages:
             me=me,
             rows=rows,
             filters=filters,
-            statuses=queries.FINAL_STATUSES,
-            known=queries.distinct_values(db),
+            statuses=listing.FINAL_STATUSES,
+            known=listing.distinct_values(db),
             approvers=[a.name for a in console.settings.approvers],
             next_url=f"/history?{next_args}" if next_args else None,
             first_url=f"/history?{urlencode(args)}" if cursor else None,
@@ -181,7 +182,7 @@ class Pages:
             filters = parse_filters(request)
         except ValueError as exc:
             return Response(str(exc), status_code=400, media_type="text/plain")
-        rows = queries.audit_rows(self.state.db, filters)
+        rows = listing.audit_rows(self.state.db, filters)
         stamp = self.state.clock().strftime("%Y%m%d-%H%M%S")
         if fmt == "csv":
             body, media = queries.to_csv(rows), "text/csv; charset=utf-8"
@@ -270,7 +271,7 @@ def _page_size(raw: str) -> int:
     return HISTORY_PAGE
 
 
-def parse_filters(request: Request) -> queries.HistoryFilter:
+def parse_filters(request: Request) -> listing.HistoryFilter:
     """History filters from the query string; ValueError names the bad one."""
     params = request.query_params
 
@@ -290,9 +291,9 @@ def parse_filters(request: Request) -> queries.HistoryFilter:
             raise ValueError(f"{name} must be a date like 2026-01-31, not {value!r}") from None
 
     status = text("status")
-    if status and status not in queries.FINAL_STATUSES:
-        raise ValueError(f"status must be one of {', '.join(queries.FINAL_STATUSES)}")
-    return queries.HistoryFilter(
+    if status and status not in listing.FINAL_STATUSES:
+        raise ValueError(f"status must be one of {', '.join(listing.FINAL_STATUSES)}")
+    return listing.HistoryFilter(
         status=status,
         tool=text("tool"),
         agent=text("agent"),

@@ -22,6 +22,7 @@ from gate.decisions import audit, deciding, machine
 from gate.decisions.acting import Actor, Refusal, Result
 from gate.decisions.readmodel import RequestView
 from gate.policy import stepup
+from gate.store import listing
 from gate.text import untrusted
 from gate.web import calls, forms, queries
 from gate.web.console import Console, Posted, sentence
@@ -263,8 +264,8 @@ def detail_context(
         "grant_default": "30m" if ("30m", "30 minutes") in durations else durations[-1][0],
         "can_extend": not view.is_final and refusal is None,
         "extend_choices": EXTEND_CHOICES,
-        "source_grant": queries.grant(db, view.grant_id) if view.grant_id else None,
-        "grants_made": queries.grants_from(db, view.id),
+        "source_grant": listing.grant(db, view.grant_id) if view.grant_id else None,
+        "grants_made": listing.grants_from(db, view.id),
         "chain": queries.audit_chain(db, view.id),
         "outcome_summary": outcome_summary,
         "edits": edits,
