@@ -279,7 +279,7 @@ def _mend(value: Any) -> Any:
     return value
 
 
-#: the newest migration's revision (tests/test_schema.py checks it against migrations/): a
+#: the newest migration's revision (tests/store/test_schema.py checks it against migrations/): a
 #: database already there is not handed to Alembic at all, whose import and reading of every
 #: migration script cost a replica's start about a quarter of a second of CPU
 HEAD_REVISION = "0014"

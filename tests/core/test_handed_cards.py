@@ -242,7 +242,7 @@ def test_the_lease_on_handed_rows_is_the_pumps(service: GateService, jobs: Jobs)
         until = session.execute(sa.select(Delivery.claimed_until)).scalar_one()  # type: ignore[call-overload]
     assert until - service.clock() == outbox.LEASE
     # short, since a held row's lease is renewed while it waits and while it is sent
-    # (tests/test_outbox_reclaim.py): a killed replica's rows are retried within seconds
+    # (tests/store/test_outbox_reclaim.py): a killed replica's rows are retried within seconds
     assert outbox.LEASE <= timedelta(seconds=10)
 
 

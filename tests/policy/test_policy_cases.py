@@ -20,7 +20,7 @@ from gate.policy import globs
 from tests.conftest import GateFactory
 from tests.support import config as cfg
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE_POLICY = ROOT / "examples" / "gate.toml"
 EXAMPLE_CASES = ROOT / "examples" / "gate.cases.toml"
 

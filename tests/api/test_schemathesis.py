@@ -32,7 +32,7 @@ pytestmark = pytest.mark.slow
 
 #: per operation, caller and mode: up to 15 x 2 x 2 x 30 = 1,800 cases; hypothesis stops
 #: early on operations with few distinct inputs. The same cases every run (derandomized): a
-#: deeper search is `GATE_TEST_SCHEMATHESIS_EXAMPLES=200 pytest tests/test_schemathesis.py`.
+#: deeper search is `GATE_TEST_SCHEMATHESIS_EXAMPLES=200 pytest tests/api/test_schemathesis.py`.
 EXAMPLES = int(os.environ.get("GATE_TEST_SCHEMATHESIS_EXAMPLES", "30"))
 SETTINGS = settings(
     max_examples=EXAMPLES,

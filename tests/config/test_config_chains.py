@@ -143,7 +143,7 @@ def test_every_example_on_the_approval_chains_page_loads() -> None:
     from gate.config.settings import Settings
     from gate.policy.rules import Policy
 
-    page = (Path(__file__).parent.parent / "docs" / "approval-chains.md").read_text()
+    page = (Path(__file__).parents[2] / "docs" / "approval-chains.md").read_text()
     people, *examples = re.findall(r"```toml\n(.*?)```", page, re.S)
     assert len(examples) == 4
     for example in examples:

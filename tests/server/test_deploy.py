@@ -27,7 +27,7 @@ import pytest
 from tests.support.http import TLS
 from tests.support.servers import ServerProcess
 
-DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 CONFIG = DEPLOY / "gate.toml"
 
 

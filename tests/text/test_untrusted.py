@@ -36,7 +36,7 @@ from tests.support.http import TLS
 from tests.support.servers import wait_until
 from tests.web.conftest import sign_in
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.sflKxwRJSMeKKF2QT4fwpM"
 PEM = (
     "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7bq9secretbody\n-----END RSA PRIVATE KEY-----"

@@ -19,7 +19,7 @@ from gate.base.statuses import utcnow
 from gate.store.db import Database, normalise_url, upgrade
 from gate.store.tables import ConfirmationRequest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 #: these tests run the migrations themselves, from an empty database
 pytestmark = pytest.mark.fresh_database
 
