@@ -29,11 +29,9 @@ from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
 
-import cel
-
 from gate.base.errors import ConfigError
 from gate.config.settings import RuleSettings, Settings
-from gate.policy import cel_shape, shadow, toolnames
+from gate.policy import cel_engine, cel_shape, shadow, toolnames
 from gate.policy import chains as policy_chains
 from gate.policy import check as policy_check
 from gate.policy import revision as policy_revision
@@ -326,7 +324,7 @@ def _compile(rule: RuleSettings, settings: Settings, source: str | None) -> tupl
     if rule.when is not None:
         key = f"rules.{rule.name}.when"
         try:
-            program = cel.compile(rule.when)
+            program = cel_engine.compile_expression(rule.when)
         except ValueError as exc:
             hint = policy_check.hint_for_syntax(rule.when)
             raise ConfigError(
