@@ -9,7 +9,7 @@ only the extension, `cel.cel`, is loaded into it.
 This relies on the package's layout: the extension at `cel.cel` with `compile`. The public
 alternative, `import cel`, was measured at 0.32 s of user CPU against 0.01 s for this on the
 same machine; the version is pinned below the next minor release in `pyproject.toml`, and
-`tests/policy/test_cel_engine.py` fails naming this module if a release moves the extension.
+`tests/core/test_library_privates.py` fails naming this module if a release moves the extension.
 If `cel` was already imported whole (a test, a plugin), that import is used as it is; imported
 after this, it finds the extension's names on the package, as its `__init__` would have put them.
 """

@@ -121,3 +121,15 @@ def test_uvicorn_protocol_internals() -> None:
         assert callable(getattr(HttpToolsProtocol, method, None)), _moved(
             f"uvicorn HttpToolsProtocol.{method}", "gate/server/serve.py"
         )
+
+
+def test_cel_extension_module() -> None:
+    # gate.policy.cel_engine loads `cel.cel` without running the package's __init__
+    from gate.policy import cel_engine
+
+    private = "the cel package's extension module cel.cel"
+    extension = sys.modules.get(cel_engine.EXTENSION)
+    assert extension is not None, _moved(private, "gate/policy/cel_engine.py")
+    assert callable(getattr(extension, "compile", None)), _moved(
+        private, "gate/policy/cel_engine.py"
+    )
