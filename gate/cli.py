@@ -96,6 +96,9 @@ def _parser() -> argparse.ArgumentParser:
     from gate.policy.commands import add_commands as add_policy_commands
 
     add_policy_commands(policy)
+    from gate.insights.commands import add_commands as add_history_commands
+
+    add_history_commands(policy)
 
     audit = sub.add_parser("audit", help="the tamper-evident audit log").add_subparsers(
         metavar="TASK"
@@ -145,7 +148,7 @@ def version() -> str:
     """The installed version of gate (`gate --version`), or a word on why it is unknown."""
     from importlib import metadata
 
-    from gate.config.settings import DISTRIBUTION
+    from gate.config.connections import DISTRIBUTION
 
     # The distribution's name, then the name it had before it was published (a checkout
     # installed before the rename still answers).
@@ -251,7 +254,7 @@ def _serve(ns: argparse.Namespace) -> int:
     from gate.app import create_app
     from gate.base.errors import ConfigError
     from gate.base.logs import configure_logging
-    from gate.config.settings import exposure_problem
+    from gate.config.exposure import exposure_problem
     from gate.server.serve import GateServer, listen, server_config
 
     settings = _load(ns, host=ns.host, port=ns.port)

@@ -5,6 +5,6 @@ of FastAPI (`lean`) and their long-poll (`waiting`), the response shapes (`schem
 framing and body limits (`framing`, `middleware`, `guard`), the security headers every
 response carries (`headers`) and the dependencies routes share (`deps`).
 
-May import: gate.base, gate.config, gate.decisions, gate.delivery, gate.identity, gate.inputs,
-gate.policy, gate.server, gate.store, gate.text.
+May import: gate.base, gate.config, gate.decisions, gate.delivery, gate.identity,
+gate.inputs, gate.insights, gate.policy, gate.server, gate.store, gate.text.
 """

@@ -18,7 +18,8 @@ A yes is only returned when the approval is bound to exactly the call that will 
 `gate.client.api` holds the client, `gate.client.guards` the hook and the decorator built on
 it, `gate.client.wire` the httpx glue; everything public is importable from here.
 
-May import: gate.asking, gate.rendering.
+May import: gate.asking, gate.rendering, and gate.config for `gate log`'s durations (`terminal`,
+in a function: the SDK never loads it).
 """
 
 from gate.asking.toolcall import Verdict

@@ -1,8 +1,8 @@
-"""The `[server]` keys that size and time connections (a part of `gate.config.settings`'s settings).
+"""The `[server]` keys that size and time connections, and which database URLs gate opens.
 
-`gate.config.settings.ServerSettings` inherits them, so they are written under `[server]` like the
-rest; they live here to keep `gate.config.settings` within its size. `gate.server.capacity` turns
-them into numbers at start-up.
+`gate.config.settings.ServerSettings` inherits them, so they are written under `[server]`
+like the rest; they live here to keep `gate.config.settings` within its size.
+`gate.server.capacity` turns them into numbers at start-up.
 """
 
 from __future__ import annotations
@@ -44,3 +44,34 @@ class ConnectionSettings(BaseModel):
                 "long-polls need some of the connections"
             )
         return self
+
+
+#: the name gate is installed under (`pip install gate-approvals`); the command is `gate`
+DISTRIBUTION = "gate-approvals"
+#: database URL schemes gate ships drivers for (psycopg 3 for PostgreSQL, stdlib sqlite3)
+DATABASE_SCHEMES = ("sqlite", "sqlite+pysqlite", "postgresql", "postgres", "postgresql+psycopg")
+
+
+def check_database_url(url: str) -> str:
+    """`url` when gate can open that kind of database; ValueError naming the ones it can."""
+    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+    if scheme not in DATABASE_SCHEMES:
+        # Only the scheme is quoted back: the rest of a URL may hold a password.
+        what = f"scheme {scheme[:30]!r}" if scheme else "URL (no scheme://)"
+        hint = "use sqlite:///path/to/gate.db or postgresql://user:password@host/dbname"
+        raise ValueError(f"unsupported database {what}: {hint}")
+    if scheme.startswith("postgres"):
+        _check_postgres_driver()
+    return url
+
+
+def _check_postgres_driver() -> None:
+    """ValueError naming the extra to install when psycopg (the `postgres` extra) is missing."""
+    try:
+        import psycopg  # noqa: F401  (imported here, the driver SQLAlchemy will load)
+    except ImportError as exc:
+        raise ValueError(
+            f"PostgreSQL needs the psycopg driver, which cannot be imported ({exc}): install "
+            f"the postgres extra, pip install '{DISTRIBUTION}[postgres]' (from a clone: "
+            "pip install '.[postgres]')"
+        ) from None

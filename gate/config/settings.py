@@ -37,7 +37,7 @@ from gate.config.chains import (
     StageSettings,
     VoteSettings,
 )
-from gate.config.connections import ConnectionSettings
+from gate.config.connections import ConnectionSettings, check_database_url
 from gate.config.durations import MAX_DURATION as MAX_DURATION
 from gate.config.durations import parse_duration as parse_duration
 from gate.config.errors import explain
@@ -48,37 +48,6 @@ from gate.config.people import ApproverSettings as ApproverSettings
 from gate.config.people import TokenSettings as TokenSettings
 
 DEFAULT_CONFIG_NAME = "gate.toml"
-#: the name gate is installed under (`pip install gate-approvals`); the command is `gate`
-DISTRIBUTION = "gate-approvals"
-
-
-#: database URL schemes gate ships drivers for (psycopg 3 for PostgreSQL, stdlib sqlite3)
-DATABASE_SCHEMES = ("sqlite", "sqlite+pysqlite", "postgresql", "postgres", "postgresql+psycopg")
-
-
-def check_database_url(url: str) -> str:
-    """`url` when gate can open that kind of database; ValueError naming the ones it can."""
-    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
-    if scheme not in DATABASE_SCHEMES:
-        # Only the scheme is quoted back: the rest of a URL may hold a password.
-        what = f"scheme {scheme[:30]!r}" if scheme else "URL (no scheme://)"
-        hint = "use sqlite:///path/to/gate.db or postgresql://user:password@host/dbname"
-        raise ValueError(f"unsupported database {what}: {hint}")
-    if scheme.startswith("postgres"):
-        _check_postgres_driver()
-    return url
-
-
-def _check_postgres_driver() -> None:
-    """ValueError naming the extra to install when psycopg (the `postgres` extra) is missing."""
-    try:
-        import psycopg  # noqa: F401  (imported here, the driver SQLAlchemy will load)
-    except ImportError as exc:
-        raise ValueError(
-            f"PostgreSQL needs the psycopg driver, which cannot be imported ({exc}): install "
-            f"the postgres extra, pip install '{DISTRIBUTION}[postgres]' (from a clone: "
-            "pip install '.[postgres]')"
-        ) from None
 
 
 class _Strict(BaseModel):
@@ -463,32 +432,3 @@ def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
         raise ConfigError(f"a GATE_* environment variable: {exc}", source=source) from None
     settings.source = source
     return settings
-
-
-def exposure_problem(settings: Settings) -> str | None:
-    """Why a server bound beyond loopback would be of no use to anyone, or None.
-
-    Off loopback there is no token-less local mode: with no `[[tokens]]` no agent can call
-    it, and with no `[[approvers]]` (nor an admin token) nobody can decide what it asks.
-    """
-    server = settings.server
-    if server.is_loopback:
-        return None
-    missing: list[str] = []
-    if not settings.tokens:
-        missing.append(
-            "no [[tokens]], so no agent could call it (add one: `gate tokens new my-agent` "
-            "prints its lines)"
-        )
-    if not settings.approvers and not any(t.role == "admin" for t in settings.tokens):
-        missing.append(
-            "no [[approvers]], so nobody could decide what it asks (add one: "
-            'name = "alice", with password_hash from `gate users hash-password`)'
-        )
-    if not missing:
-        return None
-    return (
-        f"refusing to serve on {server.host}, which other machines can reach: there are "
-        + ", and ".join(missing)
-        + "; or bind 127.0.0.1 to try gate on this machine alone"
-    )

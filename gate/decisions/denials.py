@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from gate.base import threads
 from gate.base.notify import Event, Notifier
@@ -39,8 +39,9 @@ from gate.store import trips as store
 from gate.store.records import RequestRow, TripRow
 
 if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
     from gate.decisions.changes import Change
-    from gate.decisions.service import GateService
     from gate.policy.rules import Decision, Policy
 
 log = logging.getLogger(__name__)
@@ -156,7 +157,19 @@ def asked(decision: Decision, note: str, policy: Policy) -> Decision:
 TRIPPED_EVENT, RESET_EVENT = "agent_tripped", "agent_reset"
 
 
-def after_rejection(service: GateService, change: Change, req: RequestRow, now: datetime) -> None:
+class UseCases(Protocol):
+    """What a trip and a reset need of the use cases (`GateService`, which imports this
+    module: named by shape, so neither module needs the other's name)."""
+
+    settings: Settings
+    trips: Trips
+
+    def clock(self) -> datetime: ...
+
+    def changing(self) -> AbstractContextManager[Change]: ...
+
+
+def after_rejection(service: UseCases, change: Change, req: RequestRow, now: datetime) -> None:
     """A person just rejected `req` in `change`'s transaction: trip its agent when its
     rejections reach a threshold (in the same transaction; said in the audit and the log)."""
     limits = thresholds(service.settings, req.rule)
@@ -193,7 +206,7 @@ def _tripped(trips: Trips, agent: str, note: str, request_id: str, at: datetime)
     logged_trip(agent, note, request_id, at)
 
 
-def reset(service: GateService, agent: str, *, by: str, via: str) -> TripRow | None:
+def reset(service: UseCases, agent: str, *, by: str, via: str) -> TripRow | None:
     """A person resets a tripped agent: its calls are decided by policy again. One write
     transaction; the reset is an audit event of the request that tripped it, and logged.
     Returns the trip that ended, or None when the agent was not tripped."""

@@ -103,35 +103,46 @@ def record_vote(
     if req.expires_at <= now:
         expire(session, request_id=req.id, now=now, req=req)
         return _already_final(req)
-    scope, seconds = grant or (None, None)
     vote = VoteRow(
         id=None, approver=approver, verdict=verdict.value, comment=comment, via=via, at=now
     )
-    vote.grant_scope, vote.grant_seconds, vote.stage = scope, seconds, req.stage
-    vote.auth = auth.to_json() if auth is not None else None
+    vote.grant_scope, vote.grant_seconds = grant or (None, None)
+    vote.stage, vote.auth = req.stage, auth.to_json() if auth is not None else None
     cast, before = voting.cast(session, req, votes, vote)
     if not cast:
         return AlreadyVoted(req.id, approver, verdict)
+    # a person's newest vote counts: a changed vote is in the trail
+    extra = ({"self_approval": True} if own else {}) | _auth(vote)
+    extra |= {"changed_from": before} if before is not None else {}
+    return _counted(session, req, vote, votes, edited_args, extra)
+
+
+def _counted(
+    session: Session,
+    req: RequestRow,
+    vote: VoteRow,
+    votes: list[VoteRow],
+    edited_args: dict[str, Any] | None,
+    extra: dict[str, object],
+) -> Outcome:
+    """What `vote`, just cast, does in the waiting stage: reject, count, pass the request to
+    the next stage, or approve it."""
     offers = Offers.from_options(req.options)
-    stage = offers.stage(req.stage, req.approvals_required)
-    count = chains.tally(stage, req.stage, votes)
-    extra: dict[str, object] = {"self_approval": True} if own else {}
-    if before is not None:  # a person's newest vote counts; the change is in the trail
-        extra["changed_from"] = before
-    extra |= _auth(vote)
-    if verdict == Verdict.reject and count.rejected:
-        reason = reasons.decision("Rejected", approver, via, comment)
+    count = chains.tally(offers.stage(req.stage, req.approvals_required), req.stage, votes)
+    if vote.verdict == Verdict.reject and count.rejected:
+        reason = reasons.decision("Rejected", vote.approver, vote.via, vote.comment)
+        detail = {"comment": vote.comment, **voting.stage_detail(offers, req, count), **extra}
         return _transition(
             session,
             req,
             RequestStatus.rejected,
-            now=now,
-            by=approver,
-            via=via,
+            now=vote.at,
+            by=vote.approver,
+            via=vote.via,
             reason=reason,
-            detail={"comment": comment, **voting.stage_detail(offers, req, count), **extra},
+            detail=detail,
         )
-    if verdict == Verdict.reject or not count.approved:
+    if vote.verdict == Verdict.reject or not count.approved:
         return voting.counted(session, req, vote, offers, count, extra)
     if req.stage + 1 < len(offers.stages):
         return _advance(session, req, vote, votes, offers, count, extra)

@@ -15,7 +15,7 @@ from functools import partial
 from typing import Any
 
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import Session, col, select
+from sqlmodel import Session
 
 from gate.asking.binding import call_hash
 from gate.base.errors import ApprovalSpent, Forbidden, KeyReused, NotFound
@@ -33,11 +33,11 @@ from gate.policy import offers
 from gate.policy import stages as chains
 from gate.policy.rules import CallFacts, Decision, Policy, Rule
 from gate.policy.shadow import ShadowOutcome
-from gate.store import batch, outbox, reads, records, trips
+from gate.store import batch, listing, outbox, reads, records, trail, trips
 from gate.store import decisions as store
 from gate.store.db import Database
 from gate.store.records import RequestRow, TripRow
-from gate.store.tables import AuditEvent, ConfirmationRequest, Delivery
+from gate.store.tables import ConfirmationRequest
 
 log = logging.getLogger(__name__)
 
@@ -317,18 +317,8 @@ class GateService:
         votes = reads.votes(session, req.id)
         deliveries = audit = None
         if full:
-            deliveries = list(
-                session.exec(
-                    select(Delivery).where(Delivery.request_id == req.id).order_by(col(Delivery.id))
-                ).all()
-            )
-            audit = list(
-                session.exec(
-                    select(AuditEvent)
-                    .where(AuditEvent.request_id == req.id)
-                    .order_by(col(AuditEvent.id))
-                ).all()
-            )
+            deliveries = listing.deliveries_of(session, req.id)
+            audit = trail.events_of(session, req.id)
         return build_view(
             req,
             votes,
@@ -359,27 +349,9 @@ class GateService:
         **filters: str | None,
     ) -> tuple[list[RequestView], str | None]:
         """Newest first; `cursor` is the last id of the previous page."""
-        stmt = select(ConfirmationRequest).order_by(col(ConfirmationRequest.id).desc())
-        if status:
-            stmt = stmt.where(ConfirmationRequest.status == status)
-        if cursor:
-            stmt = stmt.where(col(ConfirmationRequest.id) < cursor)
-        if principal.role == "agent":
-            stmt = stmt.where(ConfirmationRequest.submitted_by == principal.name)
-        for column in (
-            "tool_name",
-            "agent_id",
-            "user_id",
-            "session_id",
-            "rule",
-            "decided_by",
-            "idempotency_key",
-        ):
-            value = filters.get(column)
-            if value:
-                stmt = stmt.where(getattr(ConfirmationRequest, column) == value)
+        mine = principal.name if principal.role == "agent" else None
         with self.db.read() as session:
-            rows = list(session.exec(stmt.limit(limit + 1)).all())
+            rows = listing.requests(session, status, cursor, mine, filters, limit + 1)
             more = len(rows) > limit
             rows = rows[:limit]
             views = [self._view(session, r) for r in rows]

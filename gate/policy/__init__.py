@@ -6,5 +6,5 @@ canonical tool names (`toolnames`), the checks of a `when` before it runs (`chec
 policy commands: `gate policy test` (`cases`), `lint` (`lint`, `globs`), their CLI
 (`commands`).
 
-May import: gate.asking, gate.base, gate.config, gate.inputs, gate.text.
+May import: gate.asking, gate.base, gate.config, gate.identity, gate.inputs, gate.text.
 """

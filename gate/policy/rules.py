@@ -21,7 +21,6 @@ condition optional.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -31,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from gate.base.errors import ConfigError
 from gate.config.settings import RuleSettings, Settings
-from gate.policy import cel_engine, cel_shape, shadow, toolnames
+from gate.policy import cel_engine, cel_shape, conditions, shadow, toolnames
 from gate.policy import chains as policy_chains
 from gate.policy import check as policy_check
 from gate.policy import revision as policy_revision
@@ -154,7 +153,7 @@ class Policy:
         self.shadows = shadow.placed(rules)
         toolnames.load()
         self._forced: Rule | None = None
-        self._failures = ConditionFailures(clock)
+        self._failures = conditions.ConditionFailures(clock)
 
     def evaluate(self, facts: CallFacts) -> Decision:
         """Find the first rule that matches `facts`; fall back to `requires_confirmation`.
@@ -173,9 +172,11 @@ class Policy:
             return None
         if rule.program is None:
             return rule.action
-        result, failure = _run(rule.program, facts.activation())
+        result, failure = conditions.run(rule.program, facts.activation())
         if failure is not None:
-            self._failures.report(rule, failure, facts.tool_name)
+            self._failures.report(
+                rule.name, rule.action, rule.until is not None, failure, facts.tool_name
+            )
             return None if rule.action == "allow" else rule.action
         return rule.action if result is True else None
 
@@ -189,9 +190,11 @@ class Policy:
                 continue
             if rule.program is not None:
                 activation = activation or facts.activation()
-                result, failure = _run(rule.program, activation)
+                result, failure = conditions.run(rule.program, activation)
                 if failure is not None:
-                    self._failures.report(rule, failure, facts.tool_name)
+                    self._failures.report(
+                        rule.name, rule.action, rule.until is not None, failure, facts.tool_name
+                    )
                     if rule.action == "allow":
                         trail.append(f"{rule.name}: `when` {failure}; allow rules skip")
                         continue
@@ -256,43 +259,6 @@ class Policy:
     def expand_approvers(self, entries: tuple[str, ...] | list[str]) -> list[str]:
         """Turn `["group:finance", "bob"]` into approver names, in order, without repeats."""
         return policy_chains.expander(self.settings)(entries)
-
-
-class ConditionFailures:
-    """Logs each rule whose `when` fails at run time: the first failure at once, then at most
-    once a minute per rule, saying how many failed meanwhile (a rule failing on every call
-    must not flood the log, nor fall silent)."""
-
-    #: seconds between two reports of one rule
-    EVERY = 60.0
-
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self._clock = clock
-        self._lock = threading.Lock()  # evaluate runs on the event loop and in worker threads
-        #: rule name -> (when it was last reported, failures since)
-        self._seen: dict[str, tuple[float, int]] = {}
-
-    def report(self, rule: Rule, failure: str, tool_name: str) -> None:
-        """Note one failure of `rule`'s `when` on a call of `tool_name`."""
-        now = self._clock()
-        with self._lock:
-            last, since = self._seen.get(rule.name, (None, 0))
-            if last is not None and now - last < self.EVERY:
-                self._seen[rule.name] = (last, since + 1)
-                return
-            self._seen[rule.name] = (now, 0)
-        outcome = {"allow": "the allow rule was skipped", "ask": "gate asked a person"}.get(
-            rule.action, "the call was denied"
-        )
-        if rule.until is not None:  # a shadow rule: only what it would have answered
-            outcome = (
-                f"in shadow mode {outcome.replace('gate', 'gate would have')}; no answer changed"
-            )
-        more = f"; {since} more failure(s) since the last report" if since else ""
-        log.warning(
-            "rule %r: `when` %s on a call of %r, so %s (fail closed)%s",
-            *(rule.name, failure, tool_name[:100], outcome, more),
-        )
 
 
 def compile_rules(
@@ -427,20 +393,6 @@ def _name_matches(
     return True
 
 
-def _run(program: Any, activation: dict[str, Any]) -> tuple[object, str | None]:
-    """The condition's result on one call, and what went wrong (None: a clean true or false)."""
-    try:
-        result = program.execute(activation)
-    except (KeyboardInterrupt, SystemExit):
-        raise
-    except BaseException as exc:  # any CEL failure, a Rust panic included
-        return None, f"failed ({_short(exc)})"
-    if result is True or result is False:
-        return result, None
-    # a guard that is not a boolean cannot be trusted either way
-    return result, f"returned {type(result).__name__} {_short_value(result)}"
-
-
 def _rule_reason(rule: Rule) -> str:
     if rule.reason:
         return rule.reason
@@ -449,15 +401,3 @@ def _rule_reason(rule: Rule) -> str:
         "deny": f"Denied by rule {rule.name!r}",
         "ask": f"Rule {rule.name!r} needs a human decision",
     }[rule.action]
-
-
-def _short_value(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _short(exc: BaseException) -> str:
-    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    if isinstance(exc, KeyError):
-        text = f"no such key {text}"
-    return text[:200]

@@ -18,7 +18,7 @@ from sqlmodel import Session
 
 from gate.base.errors import ConfigError
 from gate.base.resources import resource_path
-from gate.config.settings import check_database_url
+from gate.config.connections import check_database_url
 from gate.store import sqlite
 from gate.store.sqlite import BUSY_SECONDS, Pinned, clean
 

@@ -11,11 +11,11 @@ from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
 import sqlalchemy as sa
-from sqlmodel import col, select
+from sqlmodel import Session, col, select
 
 from gate.base.statuses import RequestStatus
 from gate.store.db import Database
-from gate.store.tables import AuditEvent, ConfirmationRequest, Grant, Vote
+from gate.store.tables import AuditEvent, ConfirmationRequest, Delivery, Grant, Vote
 
 FINAL_STATUSES = [s.value for s in RequestStatus if s.is_final]
 EXPORT_COLUMNS = [
@@ -188,3 +188,46 @@ def grants_from(db: Database, request_id: str) -> list[Grant]:
         for row in rows:
             session.expunge(row)
     return rows
+
+
+#: the request columns `GET /v1/requests` filters on by equality
+REQUEST_FILTERS = (
+    "tool_name",
+    "agent_id",
+    "user_id",
+    "session_id",
+    "rule",
+    "decided_by",
+    "idempotency_key",
+)
+
+
+def requests(
+    session: Session,
+    status: str | None,
+    cursor: str | None,
+    submitted_by: str | None,
+    filters: dict[str, str | None],
+    limit: int,
+) -> list[ConfirmationRequest]:
+    """Requests newest first, after `cursor` (the last id of the previous page), of
+    `submitted_by` only when given, matching `status` and each of `REQUEST_FILTERS` given."""
+    req = ConfirmationRequest
+    stmt = select(req).order_by(col(req.id).desc())
+    if status:
+        stmt = stmt.where(req.status == status)
+    if cursor:
+        stmt = stmt.where(col(req.id) < cursor)
+    if submitted_by is not None:
+        stmt = stmt.where(req.submitted_by == submitted_by)
+    for column in REQUEST_FILTERS:
+        value = filters.get(column)
+        if value:
+            stmt = stmt.where(getattr(req, column) == value)
+    return list(session.exec(stmt.limit(limit)).all())
+
+
+def deliveries_of(session: Session, request_id: str) -> list[Delivery]:
+    """`request_id`'s card deliveries, oldest first."""
+    stmt = select(Delivery).where(Delivery.request_id == request_id).order_by(col(Delivery.id))
+    return list(session.exec(stmt).all())

@@ -8,7 +8,7 @@ and its decide and extend forms), `reveal` (a masked value shown to an approver)
 `signin` (rate limits, revocable sign-ins).
 
 May import: gate.api, gate.base, gate.config, gate.decisions, gate.identity, gate.inputs,
-gate.policy, gate.rendering, gate.server, gate.store, gate.text.
+gate.insights, gate.policy, gate.rendering, gate.server, gate.store, gate.text.
 """
 
 from __future__ import annotations
