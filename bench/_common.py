@@ -79,10 +79,12 @@ def server(
     *,
     channels: dict[str, object] | None = None,
     rules: list[dict[str, object]] | None = None,
+    env: dict[str, str] | None = None,
     **settings: object,
 ) -> Iterator[ServerProcess]:
     """A real `gate serve` on loopback, with the standard test policy and tokens (and its
-    log channel, unless `channels` says otherwise; `rules` go before the standard ones)."""
+    log channel, unless `channels` says otherwise; `rules` go before the standard ones),
+    with `env` added to its environment."""
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "gate.toml"
         data = cfg.settings_data(db_url, **settings)
@@ -90,9 +92,9 @@ def server(
             data["channels"] = channels
         data["rules"] = [*(rules or []), *data["rules"]]
         path.write_text(cfg.to_toml(data))
-        proc = ServerProcess(path, log_path=Path(tempfile.gettempdir()) / "gate-bench.log").start(
-            timeout=60
-        )
+        # one log per bench process: the port is read from it, and benches run side by side
+        log_path = Path(tempfile.gettempdir()) / f"gate-bench-{os.getpid()}.log"
+        proc = ServerProcess(path, env=env, log_path=log_path).start(timeout=60)
         try:
             yield proc
         finally:

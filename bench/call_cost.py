@@ -1,7 +1,7 @@
 """What each call costs gate: server CPU against /healthz, SQL per call, memory per waiter.
 
 .venv/bin/python -m bench.call_cost [--db sqlite|postgres|both] [--calls 1000] [--waiters 2000]
-    [--seconds 5] [--clients 32] [--servers 3] [--decision-log on|off]
+    [--seconds 5] [--clients 32] [--servers 3] [--decision-log on|off] [--tracing]
 
 For each database, against one real `gate serve` (calls one at a time on a kept-alive
 connection, in blocks that take turns with the other rows' blocks, the server's CPU read
@@ -21,6 +21,11 @@ to its goal:
 * for context, what a server with the default settings costs doing nothing (its expiry
   sweep and outbox pump each run every second, on every replica), in ms of CPU per second.
 
+With `--tracing` it prints instead the CPU rows on servers with tracing off and on, taking
+turns (`--servers` of each): on, each server exports every span over OTLP/HTTP to a loopback
+receiver in this process (`OTEL_EXPORTER_OTLP_ENDPOINT`, the batch processor's defaults), so
+the figure includes building, batching, encoding and sending the spans (docs/tracing.md).
+
 Figures, not pass/fail: the test suite counts statements; timings and memory belong here.
 """
 
@@ -30,8 +35,11 @@ import argparse
 import asyncio
 import os
 import statistics
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
@@ -351,6 +359,66 @@ def run(kind: str, calls: int, waiters: int, seconds: float, clients: int, serve
     )
 
 
+class _Collector(BaseHTTPRequestHandler):
+    """An OTLP/HTTP receiver that reads each export and answers 200, keeping nothing."""
+
+    received = 0  # bytes of spans, over every export
+
+    def do_POST(self) -> None:
+        size = int(self.headers.get("Content-Length", "0"))
+        _Collector.received += len(self.rfile.read(size))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *_: object) -> None:
+        pass
+
+
+@contextmanager
+def collector() -> Iterator[str]:
+    """A loopback OTLP/HTTP receiver's base URL, for as long as the block runs."""
+    receiver = ThreadingHTTPServer(("127.0.0.1", 0), _Collector)
+    thread = threading.Thread(target=receiver.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{receiver.server_address[1]}"
+    finally:
+        receiver.shutdown()
+        receiver.server_close()
+
+
+def run_tracing(kind: str, calls: int, servers: int) -> None:
+    """The CPU rows with tracing off and on, on servers taking turns."""
+    runs: dict[bool, list[dict[str, float]]] = {False: [], True: []}
+    with database(kind) as db_url, collector() as endpoint:
+        traced = {"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint}
+        for _ in range(servers):
+            for on in (False, True):
+                with server(
+                    db_url,
+                    env=traced if on else None,
+                    max_wait_seconds=60,
+                    sweep_interval_seconds=5,
+                ) as proc:
+                    assert proc.proc is not None
+                    runs[on].append(measure_cpu(proc.url, proc.proc.pid, calls))
+    print(
+        f"\n[{kind}] tracing off and on, {calls} calls each on {servers}+{servers} servers "
+        f"(server CPU per call, medians; {_Collector.received / 1e6:.1f} MB of spans exported)"
+    )
+    health = statistics.median(run["GET /healthz"] for run in runs[False])
+    print(f"  {'call':<26} {'off ms':>7} {'on ms':>7} {'+ms':>6} {'+%':>5} {'on x healthz':>13}")
+    for row in ("GET /healthz", *GOALS):
+        off = statistics.median(run[row] for run in runs[False])
+        on = statistics.median(run[row] for run in runs[True])
+        print(
+            f"  {row:<26} {off:>7.2f} {on:>7.2f} {on - off:>6.2f} {(on / off - 1):>5.0%} "
+            f"{on / health:>13.1f}"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", choices=["sqlite", "postgres", "both"], default="both")
@@ -367,6 +435,9 @@ def main() -> None:
         default="on",
         help="record every answer (the default) or not ([decision_log] enabled)",
     )
+    parser.add_argument(
+        "--tracing", action="store_true", help="the CPU rows with tracing off and on, only"
+    )
     args = parser.parse_args()
     # the servers are child processes: they read these as their settings
     os.environ["GATE_DECISION_LOG__ENABLED"] = "true" if args.decision_log == "on" else "false"
@@ -377,7 +448,10 @@ def main() -> None:
         if kind == "postgres" and not pg_admin_url():
             print("\n[postgres] skipped: set GATE_BENCH_POSTGRES_URL")
             continue
-        run(kind, args.calls, args.waiters, args.seconds, args.clients, args.servers)
+        if args.tracing:
+            run_tracing(kind, args.calls, args.servers)
+        else:
+            run(kind, args.calls, args.waiters, args.seconds, args.clients, args.servers)
 
 
 if __name__ == "__main__":

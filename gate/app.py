@@ -11,6 +11,7 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import datetime
+from typing import Any
 
 from fastapi import FastAPI
 
@@ -34,6 +35,7 @@ from gate.identity.auth import TokenBook
 from gate.inputs.bodies import JsonLimits
 from gate.policy import shadow
 from gate.policy.rules import Policy
+from gate.server import telemetry
 from gate.server.state import AppState, ChannelGate
 from gate.store.db import Database, upgrade
 
@@ -51,9 +53,16 @@ def build_notifier(settings: Settings, db: Database) -> Notifier:
     return Notifier()
 
 
-def create_app(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> FastAPI:
-    """Build a gate app for `settings`; the lifespan starts and stops its parts."""
+def create_app(
+    settings: Settings, *, clock: Callable[[], datetime] = utcnow, span_exporter: Any = None
+) -> FastAPI:
+    """Build a gate app for `settings`; the lifespan starts and stops its parts.
+
+    Tracing starts here when `[telemetry]` (or `OTEL_*`) configures it, or to `span_exporter`
+    (an OpenTelemetry SDK exporter: tests and benches), and stops with the lifespan.
+    """
     state = build_state(settings, clock)
+    state.tracing = telemetry.start(settings.telemetry, state.db.engine, exporter=span_exporter)
     app = GateAPI(
         title="gate",
         version="0.1.0",
@@ -167,6 +176,8 @@ def _lifespan(state: AppState) -> Callable[[FastAPI], AbstractAsyncContextManage
             await state.notifier.stop()
             for channel in state.channels.values():
                 await channel.aclose()
+            if state.tracing is not None:
+                state.tracing.stop()
             state.db.dispose()
 
     return lifespan

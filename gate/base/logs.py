@@ -13,6 +13,8 @@ import sys
 from contextvars import ContextVar
 from datetime import UTC, datetime
 
+from gate.base import tracing
+
 #: the current HTTP request's id (`gate.api.middleware` sets it), on every log line
 request_id_var: ContextVar[str] = ContextVar("request_id", default="-")
 
@@ -43,12 +45,16 @@ class _RequestIdFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if not hasattr(record, "request_id"):  # the access log passes its request's own
             record.request_id = request_id_var.get()
+        if tracing.tracer is not None:  # tracing on: the line joins its trace (docs/tracing.md)
+            ids = tracing.current_ids()
+            if ids is not None:
+                record.trace_id, record.span_id = ids
         return True
 
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object per line: time, level, logger, message, request_id, the record's
-    `fields`, exception."""
+    """One JSON object per line: time, level, logger, message, request_id, trace_id and
+    span_id (while a traced span is current), the record's `fields`, exception."""
 
     def format(self, record: logging.LogRecord) -> str:
         entry = {
@@ -58,6 +64,9 @@ class JsonFormatter(logging.Formatter):
             "message": record.getMessage(),
             "request_id": getattr(record, "request_id", "-"),
         }
+        trace_id = getattr(record, "trace_id", None)
+        if trace_id is not None:
+            entry["trace_id"], entry["span_id"] = trace_id, getattr(record, "span_id", None)
         fields = getattr(record, "fields", None)
         if fields:
             entry.update((k, v) for k, v in fields.items() if k not in entry)

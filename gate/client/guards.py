@@ -107,6 +107,7 @@ class PreToolUseHook:
         }
         if call_id:
             kw["idempotency_key"] = str(call_id)
+            kw["context"] = {"tool_call_id": str(call_id)}  # gate's spans carry it
         return kw
 
     def _result(self, verdict: Verdict) -> HookResult:

@@ -9,6 +9,7 @@ from typing import Any
 
 import httpx
 
+from gate.asking import tracecontext
 from gate.asking.askflow import Flow
 from gate.asking.exchange import Abandoned, Exchange, Pause, Reply, retry_after_of
 from gate.asking.toolcall import Verdict
@@ -61,7 +62,11 @@ def send(http: httpx.Client, exchange: Exchange) -> Reply:
     """
     try:
         with http.stream(
-            exchange.method, exchange.path, json=exchange.body, timeout=exchange.timeout
+            exchange.method,
+            exchange.path,
+            json=exchange.body,
+            timeout=exchange.timeout,
+            headers=tracecontext.headers(),  # the caller's trace, when it has one
         ) as response:
             try:
                 response.read()
@@ -76,7 +81,11 @@ async def send_async(http: httpx.AsyncClient, exchange: Exchange) -> Reply:
     """`send()` on an event loop."""
     try:
         async with http.stream(
-            exchange.method, exchange.path, json=exchange.body, timeout=exchange.timeout
+            exchange.method,
+            exchange.path,
+            json=exchange.body,
+            timeout=exchange.timeout,
+            headers=tracecontext.headers(),  # the caller's trace, when it has one
         ) as response:
             try:
                 await response.aread()

@@ -303,6 +303,26 @@ class StatsSettings(_Strict):
     )
 
 
+class TelemetrySettings(_Strict):
+    """`[telemetry]`: OpenTelemetry tracing (docs/tracing.md). Off unless an OTLP endpoint is
+    set here or in the standard `OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT` variables."""
+
+    #: the OTLP/HTTP collector's base URL (`/v1/traces` is added), e.g. http://127.0.0.1:4318
+    otlp_endpoint: str | None = None
+    #: the `service.name` of gate's spans (default: `OTEL_SERVICE_NAME`, else "gate")
+    service_name: str | None = None
+    #: the share of traces kept, 0 to 1 (default: `OTEL_TRACES_SAMPLER_ARG`, else 1); an
+    #: agent's sampled traceparent is followed whatever this says
+    sample_ratio: float | None = Field(default=None, ge=0, le=1)
+
+    @field_validator("otlp_endpoint")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("otlp_endpoint must be an http:// or https:// URL (OTLP over HTTP)")
+        return value or None
+
+
 class Settings(BaseSettings):
     """Everything gate reads: the file, then GATE_* variables on top."""
 
@@ -323,6 +343,7 @@ class Settings(BaseSettings):
     stats: StatsSettings = Field(default_factory=StatsSettings)
     #: console sign-in through an OpenID Connect provider (off when absent)
     oidc: OidcSettings | None = None
+    telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
     #: where the settings came from, for messages (not read from the file)
     source: str | None = Field(default=None, exclude=True)
 

@@ -5,7 +5,8 @@ extending from every surface (`deciding`, `clicks`), who may act and what they a
 (`acting`, `outcomes`, `reasons`), the only code that changes a status (`machine`), one write
 transaction's changes (`changes`), grants (`grants`, `grant_review`), the audit trail
 (`audit`), reports after the call (`reports`), the read model every surface renders
-(`readmodel`) and the server log's request lines (`requestlog`).
+(`readmodel`), the server log's request lines (`requestlog`) and a request's spans when
+tracing is on (`spans`).
 
 May import: gate.asking, gate.base, gate.config, gate.identity, gate.inputs, gate.policy,
 gate.rendering, gate.store, gate.text.

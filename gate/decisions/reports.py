@@ -7,9 +7,10 @@ gate.decisions.machine.
 
 from __future__ import annotations
 
+from gate.base import tracing
 from gate.base.errors import Conflict
 from gate.base.statuses import RequestStatus
-from gate.decisions import audit, machine
+from gate.decisions import audit, machine, spans
 from gate.decisions.readmodel import RequestView
 from gate.decisions.service import GateService
 from gate.identity.auth import Principal
@@ -42,7 +43,10 @@ def record_outcome(
         raise Conflict(
             f"the outcome was already recorded as {view.outcome!r}", code="outcome_recorded"
         )
-    return service.get(request_id, principal)
+    reported = service.get(request_id, principal)
+    if tracing.tracer is not None:
+        spans.reported(reported)
+    return reported
 
 
 def cancel_session(

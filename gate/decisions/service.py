@@ -18,11 +18,12 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
 
 from gate.asking.binding import call_hash
+from gate.base import tracing
 from gate.base.errors import ApprovalSpent, Forbidden, KeyReused, NotFound
 from gate.base.notify import Event, Notifier
 from gate.base.statuses import GrantStatus, RequestStatus, new_id, utcnow
 from gate.config.settings import Settings
-from gate.decisions import audit, denials, grants, machine, requestlog
+from gate.decisions import audit, denials, grants, machine, requestlog, spans
 from gate.decisions.acting import Result, approved_own, raise_for
 from gate.decisions.changes import CardPump, Change
 from gate.decisions.decision_log import DecisionLog
@@ -116,6 +117,8 @@ class GateService:
             who = denials.agent_of(call.agent_id, principal.name if principal else None)
             note = self.trips.note_for(who)
             decision = denials.asked(decision, note, self.policy) if note else decision
+        if tracing.tracer is not None:
+            spans.judged(call, decision)
         return decision
 
     def ask(self, call: GateCall, principal: Principal, decision: Decision) -> Submitted:
@@ -138,6 +141,8 @@ class GateService:
             return Submitted(decision, found, False)
         view = view or self._created_view(req)
         requestlog.asked(view, granted=granted)
+        if tracing.tracer is not None:
+            spans.asked(view, granted=granted)
         if granted:
             assert view.reason is not None
             allowed = Decision("allow", rule, view.reason, (*decision.trail, "granted"))
@@ -429,6 +434,8 @@ class GateService:
         requestlog.decided(*change.decided)
         for after in change.after_commit:
             after()
+        if tracing.tracer is not None and change.decided:
+            spans.decided(change.decided, change.shown)
         for request_id in change.finished:
             self.on_final(request_id)
 

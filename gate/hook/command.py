@@ -42,6 +42,7 @@ import urllib.error
 import urllib.request
 from http.client import HTTPException
 
+from gate.asking import tracecontext
 from gate.asking.askflow import DEFAULT_TIMEOUT, DEFAULT_URL, decide
 from gate.asking.exchange import Abandoned, Exchange, Reply, drive, retry_after_of
 from gate.asking.toolcall import GATE_DOWN, Verdict
@@ -76,6 +77,7 @@ def urllib_sender(url: str, token: str | None) -> Callable[[Exchange], Reply]:
     headers = {"Content-Type": "application/json", "Accept": "application/json"}
     if token:
         headers["Authorization"] = f"Bearer {token}"
+    headers.update(tracecontext.headers())  # the agent's TRACEPARENT: gate's spans join it
 
     def send(exchange: Exchange) -> Reply:
         data = None if exchange.body is None else json.dumps(exchange.body).encode()

@@ -67,6 +67,8 @@ def parse_claude(
     context = {k: payload[k] for k in _CLAUDE_CONTEXT if payload.get(k) is not None}
     context["source"] = source
     tool_use_id = _str(payload.get("tool_use_id"))
+    if tool_use_id:  # the agent's own id of the call: gate's spans carry it (docs/tracing.md)
+        context["tool_call_id"] = tool_use_id
     if event == "PreToolUse" and tool_use_id:
         key, derived = tool_use_id, False
     else:
@@ -115,6 +117,8 @@ def parse_command(payload: Any, ns: argparse.Namespace) -> Call:
     for name in ("event", "hook_event_name", "cwd", "session_id", "sessionId"):
         if payload.get(name) is not None:
             context[name] = payload[name]
+    if call_id is not None:
+        context["tool_call_id"] = call_id
     return Call(
         tool_name=tool,
         tool_args=args,

@@ -126,10 +126,7 @@ async def _decide(
         # No call id: the same call asked again finds its earlier request; a finished one is
         # asked about afresh under a new key (see gate.asking.toolcall.Call.derived_key).
         key, derived = derived_key("cc-prompt", None, tool_name, tool_input), True
-    client = ctx.session.client_params.client_info if ctx.session.client_params else None
-    context: dict[str, Any] = {"source": "claude-code-permission-prompt"}
-    if client is not None:
-        context["mcp_client"] = f"{client.name} {client.version}".strip()
+    context = _context(ctx, tool_use_id)
     call = make_call(
         opts,
         tool_name=tool_name,
@@ -152,6 +149,17 @@ async def _decide(
         cancelled_because="Claude Code cancelled the permission request or disconnected",
     )
     return answer(verdict, tool_input, opts.on_no_rule)
+
+
+def _context(ctx: ServerRequestContext[Any], tool_use_id: str | None) -> dict[str, Any]:
+    """The call's context: where it came from, and the agent's id of it (its spans carry it)."""
+    client = ctx.session.client_params.client_info if ctx.session.client_params else None
+    context: dict[str, Any] = {"source": "claude-code-permission-prompt"}
+    if client is not None:
+        context["mcp_client"] = f"{client.name} {client.version}".strip()
+    if tool_use_id:
+        context["tool_call_id"] = tool_use_id
+    return context
 
 
 def _replayed(tool_use_id: str) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ulid import ULID
 
+from gate.base import tracing
 from gate.base.logs import AccessNote, access_note
 
 #: one line per HTTP request answered (INFO); set its level to WARNING to turn it off
@@ -23,14 +24,25 @@ class AccessLog:
     request one record and a wrapper of `send`; none of it when `gate.access` is filtered out.
     Not `async`: the app's coroutine is handed to the server as it is, so a parked long-poll
     holds no frame of this. Never the query string (a link may carry a secret) nor a header.
+
+    With tracing on (`gate.base.tracing`) it also wraps each request in its SERVER span: the
+    one place both the hot routes (`gate.api.lean`) and FastAPI's pass.
     """
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
     def __call__(self, scope: Scope, receive: Receive, send: Send) -> Any:
-        if scope["type"] != "http" or not access_log.isEnabledFor(logging.INFO):
+        if scope["type"] != "http":
             return self.app(scope, receive, send)
+        if tracing.tracer is not None:
+            return self._traced(scope, receive, send)
+        if not access_log.isEnabledFor(logging.INFO):
+            return self.app(scope, receive, send)
+        return self.app(scope, receive, self._logging(scope, send))
+
+    def _logging(self, scope: Scope, send: Send) -> Send:
+        """`send`, logging the request's line when its answer starts."""
         note = AccessNote()
         # Each request runs in its own task, with its own context: set, never reset.
         access_note.set(note)
@@ -41,7 +53,29 @@ class AccessLog:
                 _log_access(scope, message, started, note)
             await send(message)
 
-        return self.app(scope, receive, logged_send)
+        return logged_send
+
+    async def _traced(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The request inside its SERVER span (a coroutine frame more: only when tracing)."""
+        span = tracing.server_span(scope, f"{scope['method']} {route_template(scope['path'])}")
+        answered: list[int] = []
+
+        async def traced_send(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                answered.append(message["status"])
+            await send(message)
+
+        logged = access_log.isEnabledFor(logging.INFO)
+        try:
+            await self.app(
+                scope, receive, self._logging(scope, traced_send) if logged else traced_send
+            )
+        finally:
+            route = getattr(scope.get("route"), "path", None)  # FastAPI's, when it routed it
+            if isinstance(route, str):
+                span.update_name(f"{scope['method']} {route}")
+                span.set_attribute("http.route", route)
+            tracing.end_server_span(span, answered[0] if answered else None)
 
 
 def _log_access(scope: Scope, message: Message, started: float, note: AccessNote) -> None:
@@ -74,6 +108,17 @@ def _log_access(scope: Scope, message: Message, started: float, note: AccessNote
             },
         },
     )
+
+
+def route_template(path: str) -> str:
+    """`path` with its ids as placeholders, a span's name (bounded: ids are per request)."""
+    parts = path.split("/")
+    for i, part in enumerate(parts):
+        if i >= 1 and parts[i - 1] == "requests" and part:
+            parts[i] = "{request_id}"
+        elif len(part) == 26 and part.isalnum():  # a ULID: a grant's, a session's...
+            parts[i] = "{id}"
+    return tracing.cut("/".join(parts))
 
 
 def request_id_of(scope: Scope) -> str:

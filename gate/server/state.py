@@ -26,6 +26,7 @@ from gate.delivery.jobs import Jobs
 from gate.delivery.scheduler import Scheduler
 from gate.identity.auth import TokenBook
 from gate.policy.rules import Policy
+from gate.server.telemetry import Tracing
 from gate.store.db import Database
 
 
@@ -45,6 +46,8 @@ class AppState:
     #: None when `[decision_log].enabled` is false
     decision_log: DecisionLog | None = None
     clock: Callable[[], datetime] = utcnow
+    #: tracing as this app started it (`gate.server.telemetry`); None when it is off
+    tracing: Tracing | None = None
 
 
 class ChannelGate:

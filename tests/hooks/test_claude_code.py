@@ -163,6 +163,8 @@ def test_claude_code_facts_go_into_the_request(live: Live) -> None:
         "hook_event_name": "PreToolUse",
         "transcript_path": payload["transcript_path"],
         "source": "claude-code",
+        # the agent's id of the call: gate's spans carry it (docs/tracing.md)
+        "tool_call_id": payload["tool_use_id"],
     }
 
 
