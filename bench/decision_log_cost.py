@@ -20,7 +20,7 @@ from typing import Any
 from bench._common import database, machine, pg_admin_url
 from gate.api import v1
 from gate.base.notify import Notifier
-from gate.config.settings import DecisionLogSettings
+from gate.config.features import DecisionLogSettings
 from gate.decisions.decision_log import DecisionLog
 from gate.decisions.service import GateService
 from gate.identity.auth import Principal

@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 
 from gate.asking.binding import call_hash
 from gate.base.statuses import utcnow
-from gate.config.settings import DecisionLogSettings
+from gate.config.features import DecisionLogSettings
 from gate.identity.auth import Principal
 from gate.inputs.bodies import GateCall
 from gate.policy.rules import Decision

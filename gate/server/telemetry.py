@@ -26,7 +26,7 @@ import sqlalchemy as sa
 
 from gate.base import tracing
 from gate.base.errors import ConfigError
-from gate.config.settings import TelemetrySettings
+from gate.config.features import TelemetrySettings
 from gate.store import direct
 
 log = logging.getLogger("gate.telemetry")

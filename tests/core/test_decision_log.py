@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from gate.api import v1
 from gate.asking.binding import call_hash
 from gate.base.statuses import Verdict
-from gate.config.settings import DecisionLogSettings
+from gate.config.features import DecisionLogSettings
 from gate.decisions.decision_log import DecisionLog
 from gate.decisions.service import GateService
 from gate.inputs.bodies import GateCall

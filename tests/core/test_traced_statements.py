@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from gate.base import tracing
 from gate.base.statuses import Verdict
-from gate.config.settings import TelemetrySettings
+from gate.config.features import TelemetrySettings
 from gate.decisions import deciding
 from gate.decisions.service import GateService
 from gate.server import telemetry

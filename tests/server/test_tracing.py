@@ -31,7 +31,7 @@ from gate.asking import tracecontext
 from gate.base import tracing
 from gate.base.errors import ConfigError
 from gate.client import GateClient
-from gate.config.settings import TelemetrySettings
+from gate.config.features import TelemetrySettings
 from gate.server import telemetry
 from gate.server.access import AccessLog
 from tests.support import config as cfg
