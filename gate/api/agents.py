@@ -19,7 +19,7 @@ from gate.api.schemas import AgentResetBody
 from gate.base import threads
 from gate.base.errors import NotFound
 from gate.decisions import denials
-from gate.decisions.service import active_trips
+from gate.decisions.denials import active_trips
 from gate.store.records import TripRow
 
 router = APIRouter(prefix="/v1/agents", tags=["v1"])

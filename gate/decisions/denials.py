@@ -36,6 +36,7 @@ from gate.base.notify import Event, Notifier
 from gate.config.settings import RuleSettings, Settings
 from gate.decisions import audit
 from gate.store import trips as store
+from gate.store.db import Database
 from gate.store.records import RequestRow, TripRow
 
 if TYPE_CHECKING:
@@ -268,11 +269,18 @@ def logged_reset(row: TripRow, by: str, via: str) -> None:
     )
 
 
+def active_trips(db: Database) -> list[TripRow]:
+    """The active trips (`gate.decisions.denials.Trips`' loader): one statement."""
+    with db.read_conn() as conn:
+        return store.active(conn)
+
+
 __all__ = [
     "TRIPPED_RULE",
     "TRIPS_EVENT",
     "Thresholds",
     "Trips",
+    "active_trips",
     "after_rejection",
     "agent_of",
     "asked",

@@ -34,10 +34,10 @@ from gate.policy import offers
 from gate.policy import stages as chains
 from gate.policy.rules import CallFacts, Decision, Policy, Rule
 from gate.policy.shadow import ShadowOutcome
-from gate.store import batch, listing, outbox, reads, records, trail, trips
+from gate.store import batch, listing, outbox, reads, records, trail
 from gate.store import decisions as store
 from gate.store.db import Database
-from gate.store.records import RequestRow, TripRow
+from gate.store.records import RequestRow
 from gate.store.tables import ConfirmationRequest
 
 log = logging.getLogger(__name__)
@@ -88,7 +88,7 @@ class GateService:
         self.decision_log: DecisionLog | None = None
         #: told what shadow rules would have answered a call (metrics)
         self.on_shadow: Callable[[tuple[ShadowOutcome, ...]], None] = lambda found: None
-        self.trips = denials.Trips(partial(active_trips, db))  # this replica's copy
+        self.trips = denials.Trips(partial(denials.active_trips, db))  # this replica's copy
 
     # -- submit -----------------------------------------------------------------------------
 
@@ -445,9 +445,3 @@ class GateService:
         """Requests by status."""
         with self.db.read() as session:
             return dict(reads.counts(session))
-
-
-def active_trips(db: Database) -> list[TripRow]:
-    """The active trips (`gate.decisions.denials.Trips`' loader): one statement."""
-    with db.read_conn() as conn:
-        return trips.active(conn)
