@@ -184,6 +184,10 @@ class DecisionPublic(BaseModel):
     policy_revision: str
     answer: str = Field(description="allow, deny, ask, or granted (a grant answered an ask)")
     request_id: str | None = Field(description="the request an ask made (or a grant approved)")
+    shadow: list[dict[str, Any]] | None = Field(
+        default=None,
+        description='what shadow rules would have answered: [{"rule", "would", "flip"}]',
+    )
 
 
 class DecisionPage(BaseModel):

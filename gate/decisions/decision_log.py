@@ -32,6 +32,7 @@ from gate.config.features import DecisionLogSettings
 from gate.identity.auth import Principal
 from gate.inputs.bodies import GateCall
 from gate.policy.rules import Decision
+from gate.policy.shadow import ShadowOutcome
 from gate.store import decision_log as store
 from gate.store.db import Database
 from gate.store.records import DecisionRow
@@ -53,6 +54,8 @@ class Noted:
     answer: str
     rule: str | None
     request_id: str | None
+    #: what shadow rules would have answered the call
+    shadow: tuple[ShadowOutcome, ...] = ()
 
 
 class DecisionLog:
@@ -92,7 +95,9 @@ class DecisionLog:
         answer: str = decision.action or "allow"  # no rule matched: allowed
         if answer == "allow" and request_id is not None:
             answer = "granted"  # the rule asked; a grant answered at once
-        self.note(call, submitted_by, answer, rule.name if rule else None, request_id)
+        self.note(
+            call, submitted_by, answer, rule.name if rule else None, request_id, decision.shadow
+        )
 
     def note(
         self,
@@ -101,12 +106,16 @@ class DecisionLog:
         answer: str,
         rule: str | None,
         request_id: str | None,
+        shadow: tuple[ShadowOutcome, ...] = (),
     ) -> None:
-        """Buffer one answer (any thread; no I/O, no copying)."""
+        """Buffer one answer (any thread; no I/O, no copying), with what shadow rules would
+        have answered it."""
         if len(self._buffer) >= self.settings.max_buffered:
             self._dropped += 1  # said by the writer thread, which owns the log line
             return
-        self._buffer.append(Noted(self.clock(), call, submitted_by, answer, rule, request_id))
+        self._buffer.append(
+            Noted(self.clock(), call, submitted_by, answer, rule, request_id, shadow)
+        )
 
     # -- the writer ----------------------------------------------------------------------
 
@@ -186,6 +195,7 @@ class DecisionLog:
             policy_revision=self.revision,
             answer=noted.answer,
             request_id=noted.request_id,
+            shadow=[outcome.as_dict() for outcome in noted.shadow] or None,
         )
 
     def _keep(self, taken: list[Noted], exc: Exception) -> None:

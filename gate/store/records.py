@@ -167,6 +167,8 @@ class DecisionRow:
     policy_revision: str
     answer: str
     request_id: str | None
+    #: what shadow rules would have answered (None: none was tried)
+    shadow: list[dict[str, Any]] | None = None
 
 
 #: a decision-log row's columns, in table order

@@ -321,6 +321,11 @@ class DecisionLogEntry(SQLModel, table=True):
     #: "allow" | "deny" | "ask" | "granted" (an ask a grant answered at once)
     answer: str = Field(max_length=16)
     request_id: str | None = Field(default=None, max_length=26)
+    #: what shadow rules would have answered (`gate.policy.shadow.ShadowOutcome.as_dict`),
+    #: None when no shadow rule was tried
+    shadow: list[dict[str, Any]] | None = Field(
+        default=None, sa_column=Column(sa.JSON(none_as_null=True), nullable=True)
+    )
 
 
 class AgentTrip(SQLModel, table=True):

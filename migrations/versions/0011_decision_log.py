@@ -38,6 +38,7 @@ def upgrade() -> None:
         sa.Column("policy_revision", _TEXT(length=16), nullable=False),
         sa.Column("answer", _TEXT(length=16), nullable=False),
         sa.Column("request_id", _TEXT(length=26), nullable=True),
+        sa.Column("shadow", sa.JSON(none_as_null=True), nullable=True),
         sa.PrimaryKeyConstraint("id"),
     )
     with op.batch_alter_table("decision_log", schema=None) as batch_op:

@@ -141,6 +141,35 @@ def test_a_rule_with_log_false_is_not_logged(db_url: str, clock: Clock) -> None:
         service.db.dispose()
 
 
+def test_a_shadow_rules_would_have_answer_is_logged_beside_the_live_one(
+    db_url: str, clock: Clock
+) -> None:
+    # issue 31.5: a shadow rule never answers; what it would have answered goes in the log
+    from datetime import timedelta
+
+    data = cfg.settings_data(db_url)
+    until = (clock() + timedelta(days=7)).isoformat()
+    trial = {"name": "ask-reads", "tools": ["read_*"], "action": "ask", "mode": "shadow"}
+    data["rules"] = [{**trial, "until": until}, *data["rules"]]
+    service = service_of(data, clock)
+    try:
+        decision_log = DecisionLog(
+            db=service.db, settings=DecisionLogSettings(), revision="r", clock=clock
+        )
+        service.decision_log = decision_log
+        assert answer(service, tool_name="read_file", tool_args={"path": "/tmp/x"})["decision"] == (
+            "allow"
+        )
+        answer(service, tool_name="db_write", tool_args={"env": "prod"})
+        decision_log.flush()
+        logged = {r.tool_name: (r.answer, r.shadow) for r in rows(service)}
+        would = [{"rule": "ask-reads", "would": "ask", "flip": "allow->ask"}]
+        assert logged["read_file"] == ("allow", would)
+        assert logged["db_write"] == ("deny", None)  # the shadow rule does not match it
+    finally:
+        service.db.dispose()
+
+
 def test_log_false_is_refused_on_a_rule_that_asks() -> None:
     from gate.base.errors import ConfigError
 
