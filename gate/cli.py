@@ -283,7 +283,7 @@ def _serve(ns: argparse.Namespace) -> int:
     import logging
 
     for warning in [*app.state.gate.policy.warnings, *_unsent_tools(settings)]:
-        logging.getLogger("gate.policy.rules").warning("%s", warning)
+        logging.getLogger("gate.policy").warning("%s", warning)
     # uvicorn with gate's connection limits: read deadline, header cap, connection cap
     GateServer(server_config(app, settings)).run(sockets=[sock])
     return 0

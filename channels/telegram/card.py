@@ -159,7 +159,7 @@ def _text(
     lines += [
         f"Agent: {code(view.agent_id)}",
         f"User: {code(view.user_id)}",
-        f"Rule: {code(decisions.rule_and_stage(view), decisions.STAGE_CHARS)}",
+        f"Rule: {code(decisions.rule_and_stage(view), _rule_chars(view, sizes))}",
     ]
     if view.status == "pending":
         left = decisions.countdown(view.expires_at, now)
@@ -174,6 +174,14 @@ def _text(
         lines += _offers(view, sealer, approvable=shown.whole)
     lines.append(f'<a href="{html.escape(view.url, quote=True)}">Open in gate</a>')
     return "\n".join(lines)
+
+
+def _rule_chars(view: RequestView, sizes: Sizes) -> int:
+    """Room for the rule line: a name, or in a chain the stages too (which give way, as the
+    other parts do, when the card must shrink to keep the call whole)."""
+    return (
+        min(decisions.STAGE_CHARS, max(sizes.text, NAME_CHARS)) if view.stage_label else NAME_CHARS
+    )
 
 
 def _arguments(view: RequestView, shown: decisions.Arguments, args_chars: int) -> list[str]:

@@ -14,7 +14,6 @@ operator copies a snippet into gate.toml, or does not.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -33,13 +32,16 @@ from gate.insights.suggest_rules import (
 from gate.store import history
 from gate.store.db import Database
 from gate.store.records import DecidedCall
+from gate.text import untrusted
 from gate.text.untrusted import is_secret_key
 
 Kind = Literal["allow", "deny"]
 #: how many of the newest decisions a proposal lists as its evidence
 EVIDENCE = 5
 #: globs in a tool name would widen a `tools = [...]` pin beyond the tool that was asked
-_GLOB = re.compile(r"[*?\[\]]")
+_GLOB = untrusted.compile(r"[*?\[\]]")
+#: what a rule name may not hold (the tool and its values come from agents: RE2, linear)
+_NOT_NAME = untrusted.compile(r"[^a-z0-9]+")
 _PAST = {"allow": "allowed", "deny": "denied"}
 
 
@@ -265,7 +267,7 @@ def _propose(
 def _name(found: Suggestions, kind: str, candidate: Candidate) -> str:
     """`suggested-allow-git-push-main-api`: the tool and its pinned values, made unique."""
     words = [candidate.tool, *(lit.strip('"') for _, lit in candidate.pins)]
-    base = f"suggested-{kind}-" + (re.sub(r"[^a-z0-9]+", "-", "-".join(words).lower()).strip("-"))
+    base = f"suggested-{kind}-" + _NOT_NAME.sub(lambda _: "-", "-".join(words).lower()).strip("-")
     base = base[:60].rstrip("-")
     taken = {p.name for p in found.proposals}
     name, n = base, 1

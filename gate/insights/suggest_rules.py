@@ -8,20 +8,20 @@ compiles it with `gate.policy.rules.Policy`, then asks that policy about each pa
 from __future__ import annotations
 
 import json
-import re
 import tomllib
 from dataclasses import dataclass
 from typing import Any
 
 from gate.base.errors import ConfigError
 from gate.store.records import DecidedCall
+from gate.text import untrusted
 from gate.text.untrusted import mask_text
 
 #: a pinned string longer than this is a payload, not a stable value a rule should name
 MAX_PIN_CHARS = 200
 #: CEL ints are 64-bit; a bigger JSON number cannot be pinned exactly
 _INT64 = 2**63
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_IDENT = untrusted.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 #: CEL's reserved words cannot follow a dot (`args.in`)
 _RESERVED = frozenset(
     "as break const continue else false for function if import in let loop package "
@@ -141,7 +141,7 @@ def condition(pins: tuple[tuple[str, str], ...], agent: str | None) -> str:
     else:
         parts = []
         for key, lit in pins:
-            if _IDENT.match(key) and key not in _RESERVED:
+            if _IDENT.search(key) and key not in _RESERVED:
                 parts.append(f"has(args.{key}) && args.{key} == {lit}")
             else:
                 quoted = json.dumps(key, ensure_ascii=False)

@@ -73,7 +73,9 @@ def compile_chain(rule: RuleSettings, settings: Settings, timeout: timedelta) ->
 def _check_staged_rule(rule: RuleSettings, settings: Settings, timeout: timedelta) -> None:
     source, key = settings.source, f"rules.{rule.name}"
     for name in (*_PER_STAGE, "approvals_required"):
-        if name in rule.model_fields_set:
+        # set, and to something else than its default (a settings dump writes every key)
+        default = type(rule).model_fields[name].get_default(call_default_factory=True)
+        if name in rule.model_fields_set and getattr(rule, name) != default:
             raise ConfigError(
                 f"`{name}` is set in each [[rules.stages]] entry of a rule with stages, not on "
                 "the rule (which stage would it mean?)",

@@ -53,7 +53,7 @@ from gate.server.capacity import (
 )
 from gate.server.closing import linger, lingering
 
-log = logging.getLogger("gate.server.serve")
+log = logging.getLogger("gate.server")
 
 #: request line and headers of one request; nginx's default is 8 KiB, h11's 16 KiB
 MAX_HEADER_BYTES = 64 * 1024

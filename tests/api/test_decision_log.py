@@ -63,7 +63,7 @@ def test_every_answer_is_listed_with_filters_and_pages(make_gate: GateFactory, d
     ]
     assert page["items"][1]["request_id"] == asked["request"]["id"]
     assert page["items"][3]["masked_args"] == {"path": "/a", "password": "[masked]"}
-    revision = gate.server.state.policy.revision
+    revision = gate.state.policy.revision
     assert {i["policy_revision"] for i in page["items"]} == {revision}
     assert "facts" not in page["items"][0]  # the whole arguments are for replay only
     assert [i["answer"] for i in listed(gate, answer="deny")["items"]] == ["deny"]

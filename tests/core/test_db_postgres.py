@@ -52,7 +52,7 @@ def test_a_statement_run_before_builds_no_columns(pg_service: GateService) -> No
             found = result.all()
         assert isinstance(description, Description)
         assert len(description) == len(rows.REQUEST_COLUMNS) + len(rows.VOTE_FIELDS)
-        assert len(description) == len(rows.REQUEST_COLUMNS) + 9  # a vote has 9 columns
+        assert len(description) == len(rows.REQUEST_COLUMNS) + 10  # a vote has 10 columns
         assert description._columns is None  # nobody needed psycopg's Column objects
     # ...and the rows are what they were: the request, its one vote
     assert len(found) == 1 and found[0].id == rid and found[0].vote_approver == "alice"

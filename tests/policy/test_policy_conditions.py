@@ -191,7 +191,7 @@ def test_a_condition_failing_on_a_call_is_logged_per_rule_once_a_minute(
         {"name": "wire", "tools": ["wire"], "when": "args.amount > 100", "action": "deny"},
     ]
     policy = Policy(Settings(**data), clock=lambda: now[0])
-    caplog.set_level(logging.WARNING, logger="gate.policy.rules")
+    caplog.set_level(logging.WARNING, logger="gate.policy")
 
     for _ in range(5):  # no `amount`: the condition fails on each
         decision = policy.evaluate(CallFacts("pay", {"note": "no amount"}))

@@ -23,7 +23,7 @@ from gate.store import decision_log
 from gate.store.db import normalise_url, read_only_engine
 from tests.support.cli import run_gate
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "replay"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "replay"
 
 
 def _week_module() -> ModuleType:

@@ -77,7 +77,7 @@ def served(tmp_path: Path) -> Iterator[ServerProcess]:
 
 
 def test_start_up_names_the_console_and_the_next_step(served: ServerProcess) -> None:
-    said = [r["message"] for r in _records(served) if r["logger"] == "gate.server.serve"]
+    said = [r["message"] for r in _records(served) if r["logger"] == "gate.server"]
     assert f"console: {served.url}/ (approve and reject there)" in said
     assert (
         f"next: give each agent its token as GATE_TOKEN with GATE_URL={served.url} "

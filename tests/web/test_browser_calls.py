@@ -278,7 +278,7 @@ def test_notifications_are_opt_in_per_person(web_gate: Gate, open_page: OpenPage
     assert page.evaluate("window.__notes") == []  # not asked for: nothing pops up
     button.click()
     expect(button).to_have_attribute("aria-pressed", "true")
-    assert page.evaluate("localStorage.getItem('gate.base.notify.alice')") == "1"
+    assert page.evaluate("localStorage.getItem('gate.notify.alice')") == "1"
     _, call = _submit(web_gate, "bash")
     expect(page.locator("tr[data-id]")).to_have_count(2)
     page.wait_for_timeout(200)

@@ -12,7 +12,7 @@ from tests.web.conftest import WebGateFactory, sign_in
 
 def logged(gate: Gate, count: int) -> None:
     """Wait until `count` answers were written (a window is about half a second)."""
-    log = gate.server.state.decision_log
+    log = gate.state.decision_log
     assert log is not None
     wait_until(lambda: log.written >= count, timeout=10)
 
@@ -40,7 +40,7 @@ def test_the_page_lists_answers_with_filters(web_gate_db: Gate) -> None:
         assert "&lt;script&gt;" in html and "<script>alert" not in html
         assert "ghp_" not in html and "[masked]" in html
         assert f'href="/requests/{asked["request"]["id"]}"' in html
-        assert f"<code>{gate.server.state.policy.revision}</code>" in html
+        assert f"<code>{gate.state.policy.revision}</code>" in html
         denied = c.get("/decisions", params={"answer": "deny"}).text
         assert "db_write" in denied and "read_file" not in denied
         by_agent = c.get("/decisions", params={"agent": "ops-bot"}).text
@@ -50,7 +50,7 @@ def test_the_page_lists_answers_with_filters(web_gate_db: Gate) -> None:
         assert c.get("/decisions", params={"answer": "maybe"}).status_code == 400
         assert c.get("/decisions", params={"cursor": "x"}).status_code == 400
         detail = c.get(f"/requests/{asked['request']['id']}").text
-        assert f"policy revision <code>{gate.server.state.policy.revision}</code>" in detail
+        assert f"policy revision <code>{gate.state.policy.revision}</code>" in detail
 
 
 def test_the_page_pages(make_web_gate: WebGateFactory) -> None:
