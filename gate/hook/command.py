@@ -338,13 +338,23 @@ def _read_input(stop: _Stop) -> Any:
     if stop.stopped() is not None:
         return _STOPPED
     try:
-        text = stop.io(lambda _: sys.stdin.read())(None)
+        text = stop.io(_read_stdin)(stop)
     except Abandoned:
         return _STOPPED
     try:
         return json.loads(text)
     except ValueError:
         return _UNREADABLE
+
+
+def _read_stdin(stop: _Stop) -> str:
+    """stdin, read whole once the stop handler is armed: a signal that came between the
+    caller's look and the arming (it set the reason without interrupting) is seen here,
+    before a read that might never return (an agent may never close stdin)."""
+    why = stop.stopped()
+    if why is not None:
+        raise Abandoned(why)
+    return sys.stdin.read()
 
 
 def _run(ns: argparse.Namespace, payload: Any, stop: _Stop) -> tuple[Verdict, str]:

@@ -574,6 +574,9 @@ def test_extend_as_the_server_allows(clicks: Driver, gate: Gate) -> None:
     answer = clicks.click(gate.url, request_id, "bob", "extend")
     assert "Deadline moved" in answer.private().text
     assert deadline(gate, request_id) - before == timedelta(minutes=30)
+    # the third click is made on the card showing the new deadline (a click on the older card
+    # is the same Extend delivered again, answered as done: that is the replay case)
+    wait_until(lambda: (c := clicks.card(request_id)).updates > refreshed.updates and c)
     answer = clicks.click(gate.url, request_id, "bob", "extend")
     refused(clicks, answer, "bob", Refusal.deadline_at_limit.sentence())
     assert deadline(gate, request_id) - before == timedelta(minutes=30)
