@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from gate.policy.commands import INVALID, _config_arg, _say
+from gate.policy.commands import INVALID, config_arg, say_line
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -23,7 +23,7 @@ def add_commands(policy: Any) -> None:
         help="run the decision log through a candidate policy: flips, examples, asks per day; "
         "exit 1 on a dangerous flip, 2 on invalid input",
     )
-    _config_arg(replay)
+    config_arg(replay)
     replay.add_argument(
         "candidate",
         help="the candidate gate.toml (a copy with its rules changed; a file of [[rules]] "
@@ -43,7 +43,7 @@ def add_commands(policy: Any) -> None:
         "suggest",
         help="propose allow/deny rules from what people decided (read-only; nothing is applied)",
     )
-    _config_arg(suggest)
+    config_arg(suggest)
     suggest.add_argument(
         "--since",
         default=None,
@@ -64,7 +64,7 @@ def _replay(ns: argparse.Namespace) -> int:
     from gate.insights import replay as policy_replay
 
     def say(line: str, *, err: bool = False) -> None:
-        _say(line, err=err)
+        say_line(line, err=err)
 
     return policy_replay.run(
         ns.config,
@@ -100,19 +100,19 @@ def _suggest(ns: argparse.Namespace) -> int:
         existing_schema(settings.server.database_url)
         db = Database(settings.server.database_url)
     except (ConfigError, ValueError) as exc:
-        _say(f"gate: {exc}", err=True)
+        say_line(f"gate: {exc}", err=True)
         return INVALID
     now = datetime.now(UTC)
     try:
         found = suggest.from_history(db, now=now, window=window, min_approvals=need)
     except SQLAlchemyError as exc:
-        _say(f"gate: cannot read the database: {getattr(exc, 'orig', None) or exc}", err=True)
+        say_line(f"gate: cannot read the database: {getattr(exc, 'orig', None) or exc}", err=True)
         return INVALID
     finally:
         db.dispose()
     if ns.json:
-        _say(json.dumps(suggest_report.as_json(found, since=now - window), indent=2))
+        say_line(json.dumps(suggest_report.as_json(found, since=now - window), indent=2))
     else:
         for line in suggest_report.text(found, since=now - window):
-            _say(line)
+            say_line(line)
     return 0

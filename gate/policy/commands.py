@@ -31,7 +31,7 @@ def add_commands(policy: Any) -> None:
         "test",
         help="run a cases file against the policy; exit 1 if a case fails, 2 if a file is invalid",
     )
-    _config_arg(test)
+    config_arg(test)
     test.add_argument("cases", help="TOML file of [[cases]]: a call and what must happen")
     test.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report to FILE")
     test.set_defaults(handler=_test)
@@ -39,20 +39,20 @@ def add_commands(policy: Any) -> None:
         "lint",
         help="find rules that can never match and tool patterns never reached; exit 1 if any",
     )
-    _config_arg(lint)
+    config_arg(lint)
     lint.add_argument(
         "--cases", metavar="FILE", help="a cases file: also name the rules no case exercises"
     )
     lint.set_defaults(handler=_lint)
 
 
-def _config_arg(p: argparse.ArgumentParser) -> None:
+def config_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--config", "-c", help="path to gate.toml (default: $GATE_CONFIG or ./gate.toml)"
     )
 
 
-def _say(line: str, *, err: bool = False) -> None:
+def say_line(line: str, *, err: bool = False) -> None:
     print(line, file=sys.stderr if err else sys.stdout)
 
 
@@ -65,17 +65,17 @@ def _policy(ns: argparse.Namespace) -> tuple[Policy, str] | None:
     try:
         settings = load_settings(ns.config)
     except ConfigError as exc:
-        _say(f"gate: configuration error: {exc}", err=True)
+        say_line(f"gate: configuration error: {exc}", err=True)
         return None
     if settings.source is None or settings.source == "defaults":
         # no file at all: the cases would run against an empty policy and fail for no reason
-        _say("gate: no policy file: pass --config gate.toml (or set $GATE_CONFIG)", err=True)
+        say_line("gate: no policy file: pass --config gate.toml (or set $GATE_CONFIG)", err=True)
         return None
     _, problems, warnings = compile_rules(settings)
     for warning in warnings:
-        _say(f"gate: warning: {warning}", err=True)
+        say_line(f"gate: warning: {warning}", err=True)
     for problem in problems:  # every broken rule named, not only the first
-        _say(f"gate: policy error: {problem}", err=True)
+        say_line(f"gate: policy error: {problem}", err=True)
     if problems:
         return None
     return Policy(settings), settings.source
@@ -89,7 +89,7 @@ def _load_cases(path: str) -> list[Case] | None:
     try:
         return policy_cases.load_cases(Path(path))
     except ConfigError as exc:
-        _say(f"gate: invalid cases file: {exc}", err=True)
+        say_line(f"gate: invalid cases file: {exc}", err=True)
         return None
 
 
@@ -105,12 +105,12 @@ def _test(ns: argparse.Namespace) -> int:
         return INVALID
     outcomes = policy_cases.run(policy, cases)
     for line in policy_cases.report(outcomes, ns.cases):
-        _say(line)
+        say_line(line)
     if ns.junit:
         try:
             policy_cases.write_junit(outcomes, ns.cases, Path(ns.junit))
         except OSError as exc:
-            _say(f"gate: cannot write {ns.junit}: {exc.strerror or exc}", err=True)
+            say_line(f"gate: cannot write {ns.junit}: {exc.strerror or exc}", err=True)
             return INVALID
     return 0 if all(o.passed for o in outcomes) else 1
 
@@ -134,7 +134,7 @@ def _lint(ns: argparse.Namespace) -> int:
     hooks = hook_matchers.installed(hook_matchers.hook_files(Path.cwd()))
     findings = policy_lint.lint(policy.rules, exercised, hooks)
     for finding in findings:
-        _say(f"{source}: {finding.message}")
+        say_line(f"{source}: {finding.message}")
     checked = f"{len(policy.rules)} rule(s)" + (f", cases {ns.cases}" if ns.cases else "")
-    _say(f"{source}: {len(findings)} finding(s) in {checked}")
+    say_line(f"{source}: {len(findings)} finding(s) in {checked}")
     return 1 if findings else 0
