@@ -60,6 +60,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
+    # the policy commands' --config, shared (standard library only, like this module)
+    from gate.policy.commands import config_arg
+
     parser = argparse.ArgumentParser(
         prog="gate", description="Human approval for AI agent tool calls."
     )
@@ -69,7 +72,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(metavar="COMMAND")
 
     serve = sub.add_parser("serve", help="run the server")
-    _config_arg(serve)
+    config_arg(serve)
     serve.add_argument("--host", help="address to bind (default: [server].host, 127.0.0.1)")
     serve.add_argument("--port", type=_port, help="port (default: [server].port, 8000)")
     serve.set_defaults(handler=_serve)
@@ -79,17 +82,17 @@ def _parser() -> argparse.ArgumentParser:
 
     db = sub.add_parser("db", help="database tasks").add_subparsers(metavar="TASK")
     up = db.add_parser("upgrade", help="apply pending migrations")
-    _config_arg(up)
+    config_arg(up)
     up.set_defaults(handler=_db_upgrade)
 
     policy = sub.add_parser("policy", help="check, explain, test, lint rules").add_subparsers(
         metavar="TASK"
     )
     check = policy.add_parser("check", help="validate gate.toml; exit 1 naming what is wrong")
-    _config_arg(check)
+    config_arg(check)
     check.set_defaults(handler=_policy_check)
     explain = policy.add_parser("explain", help="say which rule matches a call, and why")
-    _config_arg(explain)
+    config_arg(explain)
     explain.add_argument("payload", help="JSON file with a POST /v1/gate body (or - for stdin)")
     explain.set_defaults(handler=_policy_explain)
     # `gate policy test` and `gate policy lint` (gate/policy/commands.py)
@@ -104,7 +107,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="TASK"
     )
     verify = audit.add_parser("verify", help="recompute every audit hash chain; exit 1 if broken")
-    _config_arg(verify)
+    config_arg(verify)
     verify.set_defaults(handler=_audit_verify)
 
     from gate.client.terminal import add_commands
@@ -204,12 +207,6 @@ def _hash_password(ns: argparse.Namespace) -> int:
         return 1
     print(hash_password(password))  # noqa: T201
     return 0
-
-
-def _config_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--config", "-c", help="path to gate.toml (default: $GATE_CONFIG or ./gate.toml)"
-    )
 
 
 #: exit status when gate cannot start because of its configuration (argparse uses 2 too)
