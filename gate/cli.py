@@ -248,16 +248,19 @@ def _config_failure(exc: Exception, source: str | None = None) -> int:
 
 
 def _serve(ns: argparse.Namespace) -> int:
-    from gate.app import create_app
     from gate.base.errors import ConfigError
-    from gate.base.logs import configure_logging
     from gate.config.exposure import exposure_problem
-    from gate.server.serve import GateServer, listen, server_config
 
     settings = _load(ns, host=ns.host, port=ns.port)
     exposed = exposure_problem(settings)
     if exposed is not None:
         return _config_failure(ConfigError(exposed, source=settings.source))
+    # The server's imports (FastAPI, SQLAlchemy, the app: about 1.5 s of CPU) only once the
+    # settings are known good, so a mistake in gate.toml is named at once.
+    from gate.app import create_app
+    from gate.base.logs import configure_logging
+    from gate.server.serve import GateServer, listen, server_config
+
     configure_logging(settings.server.log_level, json_logs=settings.server.log_json)
     # Take the port before anything touches the database (see gate.server.serve.listen).
     try:

@@ -1,9 +1,10 @@
 """The approval promise under attack: who may let a call through, and policy failing closed.
 
-Each test is one class of hole, shown against a real `gate serve` process over HTTP, on
-SQLite and on PostgreSQL: grants that reach beyond their rule or their principal,
-idempotency keys shared between agents, self-approval under another name, approvals after
-the deadline, and `when` guards that error or are not booleans.
+Each test is one class of hole, shown against the real app over HTTP (uvicorn in a thread,
+configured from the settings a gate.toml gives), on SQLite and on PostgreSQL: grants that
+reach beyond their rule or their principal, idempotency keys shared between agents,
+self-approval under another name, approvals after the deadline, and `when` guards that error
+or are not booleans.
 """
 
 from __future__ import annotations
@@ -11,16 +12,16 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from gate.config.settings import Settings
+from tests.conftest import GateFactory
 from tests.support import config as cfg
 from tests.support.http import TLS
-from tests.support.servers import ServerProcess
 
 #: an agent token that belongs to approver alice (her own agent)
 ALICE_AGENT = "tok-agent-alice-laptop"
@@ -68,8 +69,8 @@ TRUST_RULES: list[dict[str, Any]] = [
 
 
 @pytest.fixture
-def served(db_url: str, tmp_path: Path) -> Iterator[str]:
-    """A real `gate serve` with the standard approvers and tokens plus the rules above.
+def served(db_url: str, make_gate: GateFactory) -> str:
+    """The real app with the standard approvers and tokens plus the rules above.
 
     The sweep is slowed to once an hour so deadline tests see requests that are past due
     but not yet expired by the sweep.
@@ -80,11 +81,7 @@ def served(db_url: str, tmp_path: Path) -> Iterator[str]:
     data["tokens"].append(
         {"name": "alice-laptop", "role": "agent", "token": ALICE_AGENT, "approver": "alice"}
     )
-    path = tmp_path / "gate.toml"
-    path.write_text(cfg.to_toml(data))
-    server = ServerProcess(path).start()
-    yield server.url
-    server.stop()
+    return make_gate(settings=Settings(**data)).url
 
 
 def _call(url: str, token: str, method: str, path: str, body: Any = None) -> httpx.Response:
