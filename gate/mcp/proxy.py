@@ -51,6 +51,10 @@ from gate.asking.wording import clip
 from gate.mcp.asking import Asker
 from gate.mcp.listing import Listing
 from gate.mcp.serving import Options, make_call, serve_stdio, token_hint, warn
+from gate.mcp.tasks import Progress, Tasks
+
+#: why a request is withdrawn when the client cancels its call or goes away
+CANCELLED = "the MCP client cancelled the call or disconnected"
 
 #: a server name as MCP clients spell it; no "__", which separates the parts of mcp__NAME__TOOL
 NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -81,6 +85,8 @@ class Relay:
         self.session_id = f"mcp-{name}-{uuid.uuid4().hex[:16]}"
         #: the tool names of the upstream's latest tools/list
         self.tools = Listing(name)
+        #: tool calls the client made as MCP tasks
+        self.tasks = Tasks(f"gate mcp proxy {name}")
 
     def gated_name(self, tool: str) -> str:
         """The tool's name in gate: mcp__NAME__TOOL."""
@@ -125,11 +131,12 @@ class Relay:
     async def list_tools(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        """tools/list, passed through; its names are the ones a call may use."""
+        """tools/list, passed through (each tool marked as callable as a task); its names are
+        the ones a call may use."""
         self.seen(ctx)
         result = await self.request(types.ListToolsRequest(params=params), types.ListToolsResult)
         self.tools.note(params.cursor if params else None, result)
-        return result
+        return result.model_copy(update={"tools": [Tasks.offered(t) for t in result.tools]})
 
     async def _read_listing(self, cursor: str | None) -> types.ListToolsResult:
         params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
@@ -141,8 +148,25 @@ class Relay:
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         """Ask gate, then forward (or refuse) one tool call of a tool the upstream listed."""
+        await self.check_call(ctx, params)
+        return await self.run_call(ctx, params, ctx.session.report_progress, CANCELLED)
+
+    async def check_call(
+        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> None:
+        """Refuse a call of a tool the upstream did not list (a JSON-RPC error)."""
         self.seen(ctx)
         await self.tools.check(params.name, self._read_listing)
+
+    async def run_call(
+        self,
+        ctx: ServerRequestContext[Any],
+        params: types.CallToolRequestParams,
+        report: Progress,
+        cancelled_because: str,
+    ) -> types.CallToolResult:
+        """Ask gate about a checked call, then forward or refuse it; progress goes to `report`
+        (the request's own progress, or its task's)."""
         args: dict[str, Any] = dict(params.arguments or {})
         key = f"mcp-{uuid.uuid4().hex}"  # MCP request ids repeat across connections
         client = ctx.session.client_params.client_info if ctx.session.client_params else None
@@ -164,19 +188,23 @@ class Relay:
 
         async def beat(waited: float, message: str) -> None:
             reported[0] = waited
-            await ctx.session.report_progress(waited, self.opts.timeout, message)
+            await report(waited, self.opts.timeout, message)
 
         verdict = await self.asker.ask(
-            call, limit=self.opts.timeout, beat=beat, beat_every=self.opts.beat_every
+            call,
+            limit=self.opts.timeout,
+            beat=beat,
+            beat_every=self.opts.beat_every,
+            cancelled_because=cancelled_because,
         )
         if not _runs(verdict, self.opts.on_no_rule):
             return _refusal(verdict)
         runs_with = verdict.updated_args if verdict.updated_args is not None else args
-        return await self._forward(ctx, params, call, key, runs_with, verdict, reported[0])
+        return await self._forward(report, params, call, key, runs_with, verdict, reported[0])
 
     async def _forward(
         self,
-        ctx: ServerRequestContext[Any],
+        report: Progress,
         params: types.CallToolRequestParams,
         call: Call,
         key: str,
@@ -184,7 +212,9 @@ class Relay:
         verdict: Verdict,
         waited: float,
     ) -> types.CallToolResult:
-        meta = {k: v for k, v in (params.meta or {}).items() if k != "progressToken"}
+        # The client's progress token is the proxy's to answer: the upstream gets its own.
+        mine = ("progress_token", "progressToken")
+        meta = {k: v for k, v in (params.meta or {}).items() if k not in mine}
         request = types.CallToolRequest(
             params=types.CallToolRequestParams(
                 name=params.name, arguments=runs_with, _meta=meta or None
@@ -194,7 +224,7 @@ class Relay:
         async def progress(value: float, total: float | None, message: str | None) -> None:
             # After the wait's own progress (seconds waited) the upstream's continues from there.
             more = None if total is None else waited + total
-            await ctx.session.report_progress(waited + value, more, message)
+            await report(waited + value, more, message)
 
         recorded = verdict.request is not None
 
@@ -294,6 +324,8 @@ def build_server(relay: Relay, init: types.InitializeResult) -> Server[Any]:
         icons=info.icons,
         **handlers,
     )
+    if caps.tools is not None:
+        relay.tasks.install(server, relay.run_call, relay.check_call)
     if caps.logging is not None:
         # Registered by method, not on_set_logging_level: that keyword is deprecated in the SDK.
         server.add_request_handler(
@@ -305,9 +337,13 @@ def build_server(relay: Relay, init: types.InitializeResult) -> Server[Any]:
 
 
 def init_options(server: Server[Any], init: types.InitializeResult) -> InitializationOptions:
-    """The client sees the upstream's capabilities exactly (list_changed, subscribe, ...)."""
+    """The client sees the upstream's capabilities (list_changed, subscribe, ...), with the
+    proxy's own `tasks` for a server with tools: a call held for a person may be a task. An
+    upstream's own task support is not relayed (the proxy calls it without `task`)."""
     options = server.create_initialization_options()
-    return options.model_copy(update={"capabilities": init.capabilities})
+    caps = init.capabilities
+    tasks = Tasks.capability() if caps.tools is not None else None
+    return options.model_copy(update={"capabilities": caps.model_copy(update={"tasks": tasks})})
 
 
 # -- the upstream connection ------------------------------------------------------------------
@@ -410,7 +446,7 @@ async def _main(ns: argparse.Namespace, opts: Options) -> int:
                 warn(f"{what}: the upstream MCP server did not start: {_describe(exc)}")
                 return 1
             server = build_server(relay, init)
-            await serve_stdio(server, init_options(server, init), asker, what)
+            await serve_stdio(server, init_options(server, init), asker, what, relay.tasks)
     except BaseException as exc:  # an upstream that dies can surface here as an exception group
         if isinstance(exc, KeyboardInterrupt | SystemExit):
             raise
