@@ -161,9 +161,10 @@ async def test_prompt_tool_with_progress_answers_after_the_clients_timeout(live:
         async with anyio.create_task_group() as tg:
 
             async def call() -> None:
-                box.append(
-                    await call_resetting_on_progress(s, "approve", arguments, timeout=CLIENT_TIMEOUT)
+                result = await call_resetting_on_progress(
+                    s, "approve", arguments, timeout=CLIENT_TIMEOUT
                 )
+                box.append(result)
 
             tg.start_soon(call)
             request = await live.pending("Bash", command="rm -rf out")

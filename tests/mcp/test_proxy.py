@@ -17,7 +17,6 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from gate.mcp.tasks import Tasks
-
 from tests.mcp.conftest import (
     UPSTREAM,
     Live,
