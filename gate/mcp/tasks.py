@@ -21,6 +21,7 @@ Tasks live in this process's memory: a restarted server knows none (`tasks/get` 
 
 from __future__ import annotations
 
+import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
@@ -37,7 +38,6 @@ from pydantic import ValidationError
 
 from gate.asking.askflow import CANCEL_TIMEOUT
 from gate.asking.wording import clip
-from gate.mcp.serving import warn
 
 RELATED = "io.modelcontextprotocol/related-task"
 IMMEDIATE = "io.modelcontextprotocol/model-immediate-response"
@@ -220,7 +220,7 @@ class Tasks:
                 except MCPError as exc:
                     job.finish("failed", exc.message, error=exc)
                 except Exception as exc:  # fail closed on our own bugs: the call did not run
-                    warn(f"{self.what}: task {job.task_id} failed: {exc!r}")
+                    sys.stderr.write(f"{self.what}: task {job.task_id} failed: {exc!r}\n")
                     text = f"gate: The call could not be decided ({exc!r}), so it was blocked."
                     job.finish("failed", text, result=_error(text))
                 else:
