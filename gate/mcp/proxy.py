@@ -22,9 +22,10 @@ nor the upstream.
 While a person decides, MCP progress notifications go to the client (when it asked for them
 with a progress token); a client that calls a tool as an MCP task gets the task at once and
 the result when the person decides (`gate.mcp.tasks`). If the client cancels the call or the
-task, goes away, or the proxy is stopped, the request is withdrawn. The upstream's command
-line, environment and connection are `gate.mcp.upstream`. An upstream that exits or drops the connection is reported: the call in flight
-gets an error result saying so (and is recorded as `failed`), later requests a JSON-RPC error.
+task, goes away, or the proxy is stopped, the request is withdrawn. An upstream that exits or
+drops the connection is reported: the call in flight gets an error result saying so (and is
+recorded as `failed`), later requests a JSON-RPC error. The upstream's command line,
+environment and connection are `gate.mcp.upstream`.
 """
 
 from __future__ import annotations
