@@ -6,6 +6,10 @@
   server; every `tools/call` is asked about as tool `mcp__NAME__TOOL`, everything else passes
   through.
 
+Both keep a call held for a person alive with progress notifications, answer it as an MCP task
+for clients that call tools as tasks (`gate.mcp.tasks`), and withdraw the request of a call
+whose client gave up, so it never runs.
+
 This module only parses the command line: the SDK is imported by the subcommand, so the rest
 of the `gate` command works without the extra installed.
 

@@ -9,8 +9,10 @@ server needs around it:
   (the servers send MCP progress notifications from it, so clients' idle timeouts do not
   fire);
 * withdrawal when the wait is abandoned: the MCP client cancelled the call, or the process is
-  being stopped. The flow withdraws on its own deadline; here a cancelled wait withdraws the
-  request it was waiting for before the cancellation goes on;
+  being stopped, or its MCP task was cancelled. The flow withdraws on its own deadline; here a
+  cancelled wait withdraws the request it was waiting for before the cancellation goes on,
+  and one cut short while the ask itself was in flight finds the request that ask may have
+  made by its idempotency key and withdraws it;
 * the outcome after the call (`report_outcome()`).
 """
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable, Generator
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 import anyio
 import httpx
@@ -92,9 +95,12 @@ class Asker:
             try:
                 verdict = await self._drive(flow, pending)
             except anyio.get_cancelled_exc_class():
-                if pending:
-                    with anyio.CancelScope(shield=True):
-                        await self.withdraw(pending[0], self.stopping or cancelled_because)
+                why = self.stopping or cancelled_because
+                with anyio.CancelScope(shield=True):
+                    if pending and pending[0]:
+                        await self.withdraw(pending[0], why)
+                    elif pending:  # cancelled while the ask was in flight: it may have landed
+                        await self.withdraw_asked(call, why)
                 raise
             finally:
                 tg.cancel_scope.cancel()
@@ -111,6 +117,8 @@ class Asker:
                     await anyio.sleep(step.seconds)
                     step = flow.send(None)
                     continue
+                if pending is not None and not pending:
+                    pending.append("")  # asked, no request known yet (see withdraw_asked)
                 reply = await self.send(step)
                 if pending is not None:
                     _note_pending(reply, pending)
@@ -131,6 +139,27 @@ class Asker:
                 )
             )
 
+    async def withdraw_asked(self, call: Call, reason: str) -> None:
+        """Withdraw the request an ask cut short may have made, found by its idempotency key."""
+        key = quote(call.idempotency_key or "", safe="")
+        if not key:
+            return
+        with anyio.move_on_after(CANCEL_TIMEOUT + 1):
+            found = await self.send(
+                Exchange("GET", f"/v1/requests?idempotency_key={key}&limit=1", None, CANCEL_TIMEOUT)
+            )
+            items = found.body.get("items") if isinstance(found.body, dict) else None
+            if found.status != 200 or not isinstance(items, list) or not items:
+                return
+            item = items[0]
+            if (
+                isinstance(item, dict)
+                and item.get("tool_name") == call.tool_name
+                and item.get("status") == "pending"
+                and isinstance(item.get("id"), str)
+            ):
+                await self.withdraw(item["id"], reason)
+
     async def record(
         self, call: Call, *, key: str, ran_with: dict[str, Any], outcome: str, summary: str | None
     ) -> Report:
@@ -146,7 +175,11 @@ class Asker:
 
 
 def _note_pending(reply: Reply, pending: list[str]) -> None:
-    """Remember the pending request a reply names (submit's `ask`, or a wait slice)."""
+    """Remember the pending request a reply names (submit's `ask`, or a wait slice).
+
+    `pending` is empty before the ask is sent, `[""]` once it is sent with no request known,
+    then `[id]` while that request is pending, and `["-"]`-free empty again once it is not.
+    """
     body = reply.body if reply.status == 200 and isinstance(reply.body, dict) else None
     if body is None:
         return
@@ -159,5 +192,5 @@ async def _heartbeat(beat: Beat, every: float, started: float, pending: list[str
     while True:
         await anyio.sleep(every)
         waited = time.monotonic() - started
-        what = f"request {pending[0]}" if pending else "the request"
+        what = f"request {pending[0]}" if pending and pending[0] else "the request"
         await beat(waited, f"Waiting for approval in gate ({what}, {waited:.0f} s so far)")

@@ -27,6 +27,7 @@ from gate.asking.toolcall import Verdict, derived_key
 from gate.asking.wording import clip
 from gate.mcp.asking import Asker
 from gate.mcp.serving import Options, make_call, serve_stdio, token_hint, warn
+from gate.mcp.tasks import Progress, Tasks
 
 TOOL = "approve"
 INPUT_SCHEMA: dict[str, Any] = {
@@ -38,6 +39,8 @@ INPUT_SCHEMA: dict[str, Any] = {
     },
     "required": ["tool_name", "input"],
 }
+#: why a request is withdrawn when the client cancels the call or goes away
+CANCELLED = "Claude Code cancelled the permission request or disconnected"
 DESCRIPTION = (
     "Ask gate (human approval) whether Claude Code may run a tool call. Answers "
     '{"behavior": "allow", "updatedInput": {...}} or {"behavior": "deny", "message": "..."}.'
@@ -52,8 +55,8 @@ def answer(verdict: Verdict, tool_input: dict[str, Any], on_no_rule: str) -> dic
     return {"behavior": "deny", "message": clip(verdict.reason)}
 
 
-def build_server(opts: Options, asker: Asker) -> Server[Any]:
-    """The MCP server: one tool, `approve`."""
+def build_server(opts: Options, asker: Asker, tasks: Tasks | None = None) -> Server[Any]:
+    """The MCP server: one tool, `approve` (callable as an MCP task when `tasks` is given)."""
     # Every tool_use_id this server was asked about. Claude Code asks once per call; the
     # same id asked again is a replay, and an approval found again by its key would let
     # the call run twice on one person's yes (the hook's outcome report, which spends an
@@ -64,15 +67,20 @@ def build_server(opts: Options, asker: Asker) -> Server[Any]:
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         tool = types.Tool(name=TOOL, description=DESCRIPTION, input_schema=INPUT_SCHEMA)
-        return types.ListToolsResult(tools=[tool])
+        return types.ListToolsResult(tools=[Tasks.offered(tool) if tasks else tool])
 
-    async def call_tool(
-        ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    async def run_call(
+        ctx: ServerRequestContext[Any],
+        params: types.CallToolRequestParams,
+        report: Progress,
+        cancelled_because: str,
     ) -> types.CallToolResult:
         if params.name != TOOL:
             return _text({"error": f"unknown tool {params.name!r}: this server has {TOOL!r}"}, True)
         try:
-            decision = await _decide(opts, asker, ctx, params.arguments or {}, asked)
+            decision = await _decide(
+                opts, asker, ctx, params.arguments or {}, asked, report, cancelled_because
+            )
         except anyio.get_cancelled_exc_class():
             raise
         except Exception as exc:  # fail closed on our own bugs too, never a traceback
@@ -84,13 +92,21 @@ def build_server(opts: Options, asker: Asker) -> Server[Any]:
             }
         return _text(decision)
 
-    return Server(
+    async def call_tool(
+        ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        return await run_call(ctx, params, ctx.session.report_progress, CANCELLED)
+
+    server: Server[Any] = Server(
         "gate",
         version="1",
         instructions="Human approval for tool calls (Claude Code --permission-prompt-tool).",
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
+    if tasks is not None:
+        tasks.install(server, run_call)
+    return server
 
 
 async def _decide(
@@ -99,6 +115,8 @@ async def _decide(
     ctx: ServerRequestContext[Any],
     arguments: dict[str, Any],
     asked: set[str],
+    report: Progress,
+    cancelled_because: str,
 ) -> dict[str, Any]:
     tool_name = arguments.get("tool_name")
     tool_input = arguments.get("input")
@@ -139,14 +157,14 @@ async def _decide(
     )
 
     async def beat(waited: float, message: str) -> None:
-        await ctx.session.report_progress(waited, opts.timeout, message)
+        await report(waited, opts.timeout, message)
 
     verdict = await asker.ask(
         call,
         limit=opts.timeout,
         beat=beat,
         beat_every=opts.beat_every,
-        cancelled_because="Claude Code cancelled the permission request or disconnected",
+        cancelled_because=cancelled_because,
     )
     return answer(verdict, tool_input, opts.on_no_rule)
 
@@ -188,9 +206,14 @@ def run(ns: argparse.Namespace) -> int:
 
 async def _main(opts: Options) -> int:
     asker = Asker(opts.gate_url, opts.token, token_hint=token_hint())
-    server = build_server(opts, asker)
+    tasks = Tasks("gate mcp prompt")
+    server = build_server(opts, asker, tasks)
+    init = server.create_initialization_options()
+    init = init.model_copy(
+        update={"capabilities": init.capabilities.model_copy(update={"tasks": tasks.capability()})}
+    )
     try:
-        await serve_stdio(server, server.create_initialization_options(), asker, "gate mcp prompt")
+        await serve_stdio(server, init, asker, "gate mcp prompt", tasks)
     finally:
         with anyio.CancelScope(shield=True):
             await asker.aclose()

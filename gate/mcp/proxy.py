@@ -20,16 +20,17 @@ Only a tool the upstream listed is asked about or forwarded, by exactly the name
 nor the upstream.
 
 While a person decides, MCP progress notifications go to the client (when it asked for them
-with a progress token). If the client cancels the call, or the proxy is stopped, the request
-is withdrawn. An upstream that exits or drops the connection is reported: the call in flight
-gets an error result saying so (and is recorded as `failed`), later requests a JSON-RPC error.
+with a progress token); a client that calls a tool as an MCP task gets the task at once and
+the result when the person decides (`gate.mcp.tasks`). If the client cancels the call or the
+task, goes away, or the proxy is stopped, the request is withdrawn. An upstream that exits or
+drops the connection is reported: the call in flight gets an error result saying so (and is
+recorded as `failed`), later requests a JSON-RPC error. The upstream's command line,
+environment and connection are `gate.mcp.upstream`.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import re
 import uuid
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
@@ -51,18 +52,13 @@ from gate.asking.wording import clip
 from gate.mcp.asking import Asker
 from gate.mcp.listing import Listing
 from gate.mcp.serving import Options, make_call, serve_stdio, token_hint, warn
+from gate.mcp.tasks import Progress, Tasks
+from gate.mcp.upstream import START_TIMEOUT, ProxyError, check, connect
 
-#: a server name as MCP clients spell it; no "__", which separates the parts of mcp__NAME__TOOL
-NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-#: how long the upstream may take to start and answer `initialize`
-START_TIMEOUT = 60.0
-_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+#: why a request is withdrawn when the client cancels its call or goes away
+CANCELLED = "the MCP client cancelled the call or disconnected"
 
 R = TypeVar("R", bound=BaseModel)
-
-
-class ProxyError(Exception):
-    """The proxy cannot start as configured (the message says what to fix)."""
 
 
 class Relay:
@@ -81,6 +77,8 @@ class Relay:
         self.session_id = f"mcp-{name}-{uuid.uuid4().hex[:16]}"
         #: the tool names of the upstream's latest tools/list
         self.tools = Listing(name)
+        #: tool calls the client made as MCP tasks
+        self.tasks = Tasks(f"gate mcp proxy {name}")
 
     def gated_name(self, tool: str) -> str:
         """The tool's name in gate: mcp__NAME__TOOL."""
@@ -125,11 +123,12 @@ class Relay:
     async def list_tools(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        """tools/list, passed through; its names are the ones a call may use."""
+        """tools/list, passed through (each tool marked as callable as a task); its names are
+        the ones a call may use."""
         self.seen(ctx)
         result = await self.request(types.ListToolsRequest(params=params), types.ListToolsResult)
         self.tools.note(params.cursor if params else None, result)
-        return result
+        return result.model_copy(update={"tools": [Tasks.offered(t) for t in result.tools]})
 
     async def _read_listing(self, cursor: str | None) -> types.ListToolsResult:
         params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
@@ -141,8 +140,25 @@ class Relay:
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         """Ask gate, then forward (or refuse) one tool call of a tool the upstream listed."""
+        await self.check_call(ctx, params)
+        return await self.run_call(ctx, params, ctx.session.report_progress, CANCELLED)
+
+    async def check_call(
+        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> None:
+        """Refuse a call of a tool the upstream did not list (a JSON-RPC error)."""
         self.seen(ctx)
         await self.tools.check(params.name, self._read_listing)
+
+    async def run_call(
+        self,
+        ctx: ServerRequestContext[Any],
+        params: types.CallToolRequestParams,
+        report: Progress,
+        cancelled_because: str,
+    ) -> types.CallToolResult:
+        """Ask gate about a checked call, then forward or refuse it; progress goes to `report`
+        (the request's own progress, or its task's)."""
         args: dict[str, Any] = dict(params.arguments or {})
         key = f"mcp-{uuid.uuid4().hex}"  # MCP request ids repeat across connections
         client = ctx.session.client_params.client_info if ctx.session.client_params else None
@@ -164,19 +180,23 @@ class Relay:
 
         async def beat(waited: float, message: str) -> None:
             reported[0] = waited
-            await ctx.session.report_progress(waited, self.opts.timeout, message)
+            await report(waited, self.opts.timeout, message)
 
         verdict = await self.asker.ask(
-            call, limit=self.opts.timeout, beat=beat, beat_every=self.opts.beat_every
+            call,
+            limit=self.opts.timeout,
+            beat=beat,
+            beat_every=self.opts.beat_every,
+            cancelled_because=cancelled_because,
         )
         if not _runs(verdict, self.opts.on_no_rule):
             return _refusal(verdict)
         runs_with = verdict.updated_args if verdict.updated_args is not None else args
-        return await self._forward(ctx, params, call, key, runs_with, verdict, reported[0])
+        return await self._forward(report, params, call, key, runs_with, verdict, reported[0])
 
     async def _forward(
         self,
-        ctx: ServerRequestContext[Any],
+        report: Progress,
         params: types.CallToolRequestParams,
         call: Call,
         key: str,
@@ -184,7 +204,9 @@ class Relay:
         verdict: Verdict,
         waited: float,
     ) -> types.CallToolResult:
-        meta = {k: v for k, v in (params.meta or {}).items() if k != "progressToken"}
+        # The client's progress token is the proxy's to answer: the upstream gets its own.
+        mine = ("progress_token", "progressToken")
+        meta = {k: v for k, v in (params.meta or {}).items() if k not in mine}
         request = types.CallToolRequest(
             params=types.CallToolRequestParams(
                 name=params.name, arguments=runs_with, _meta=meta or None
@@ -194,7 +216,7 @@ class Relay:
         async def progress(value: float, total: float | None, message: str | None) -> None:
             # After the wait's own progress (seconds waited) the upstream's continues from there.
             more = None if total is None else waited + total
-            await ctx.session.report_progress(waited + value, more, message)
+            await report(waited + value, more, message)
 
         recorded = verdict.request is not None
 
@@ -294,6 +316,8 @@ def build_server(relay: Relay, init: types.InitializeResult) -> Server[Any]:
         icons=info.icons,
         **handlers,
     )
+    if caps.tools is not None:
+        relay.tasks.install(server, relay.run_call, relay.check_call)
     if caps.logging is not None:
         # Registered by method, not on_set_logging_level: that keyword is deprecated in the SDK.
         server.add_request_handler(
@@ -305,82 +329,13 @@ def build_server(relay: Relay, init: types.InitializeResult) -> Server[Any]:
 
 
 def init_options(server: Server[Any], init: types.InitializeResult) -> InitializationOptions:
-    """The client sees the upstream's capabilities exactly (list_changed, subscribe, ...)."""
+    """The client sees the upstream's capabilities (list_changed, subscribe, ...), with the
+    proxy's own `tasks` for a server with tools: a call held for a person may be a task. An
+    upstream's own task support is not relayed (the proxy calls it without `task`)."""
     options = server.create_initialization_options()
-    return options.model_copy(update={"capabilities": init.capabilities})
-
-
-# -- the upstream connection ------------------------------------------------------------------
-
-
-def expand_headers(lines: list[str], env: dict[str, str]) -> dict[str, str]:
-    """`'Name: value'` lines to headers, `${VAR}` read from `env`; ProxyError if one is unset."""
-    headers: dict[str, str] = {}
-    for line in lines:
-        name, sep, value = line.partition(":")
-        if not sep or not name.strip() or any(c.isspace() for c in name.strip()):
-            raise ProxyError(f"--header {line!r} is not 'Name: value'")
-
-        name = name.strip()
-        missing = [var for var in _ENV_REF.findall(value) if var not in env]
-        if missing:
-            raise ProxyError(f"--header {name!r} uses ${{{missing[0]}}}, which is not set")
-        headers[name] = _ENV_REF.sub(lambda m: env[m.group(1)], value.strip())
-    return headers
-
-
-def upstream_env(env: dict[str, str]) -> dict[str, str]:
-    """The environment for a stdio upstream: the proxy's, without gate's own settings.
-
-    The upstream is someone else's program: it gets the variables the client configured for
-    the server, but not the gate agent token (nor any other GATE_* setting).
-    """
-    return {k: v for k, v in env.items() if not k.startswith("GATE_")}
-
-
-async def _connect(ns: argparse.Namespace, stack: AsyncExitStack, relay: Relay) -> Any:
-    if ns.url:
-        from mcp.client.streamable_http import streamable_http_client
-        from mcp.shared._httpx_utils import create_mcp_http_client
-
-        headers = expand_headers(ns.header, dict(os.environ))
-        http = await stack.enter_async_context(create_mcp_http_client(headers=headers))
-        streams = await stack.enter_async_context(streamable_http_client(ns.url, http_client=http))
-    else:
-        from mcp.client.stdio import StdioServerParameters, stdio_client
-
-        command = list(ns.upstream)
-        params = StdioServerParameters(
-            command=command[0], args=command[1:], env=upstream_env(dict(os.environ))
-        )
-        streams = await stack.enter_async_context(stdio_client(params))
-    read, write = streams[0], streams[1]
-    session = ClientSession(read, write, message_handler=relay.from_upstream)
-    await stack.enter_async_context(session)
-    relay.upstream = session
-    with anyio.fail_after(START_TIMEOUT):
-        return await session.initialize()
-
-
-def check(ns: argparse.Namespace) -> None:
-    """Refuse a command line that cannot work, saying what to fix."""
-    if not NAME.match(ns.name) or "__" in ns.name:
-        raise ProxyError(
-            f"--name {ns.name!r}: use letters, digits, '-' and single '_' (it becomes "
-            "mcp__NAME__TOOL in gate rules)"
-        )
-    command = list(ns.upstream)
-    if command and command[0] == "--":
-        command = command[1:]
-    ns.upstream = command
-    if bool(ns.url) == bool(command):
-        raise ProxyError("give the upstream either as -- COMMAND ARGS... or as --upstream-url URL")
-    if ns.url and not str(ns.url).startswith(("http://", "https://")):
-        raise ProxyError(f"--upstream-url {ns.url!r} is not an http(s) URL")
-    if ns.header and not ns.url:
-        raise ProxyError("--header is for an HTTP upstream (--upstream-url)")
-    if ns.url:
-        expand_headers(ns.header, dict(os.environ))
+    caps = init.capabilities
+    tasks = Tasks.capability() if caps.tools is not None else None
+    return options.model_copy(update={"capabilities": caps.model_copy(update={"tasks": tasks})})
 
 
 def run(ns: argparse.Namespace) -> int:
@@ -405,12 +360,12 @@ async def _main(ns: argparse.Namespace, opts: Options) -> int:
     try:
         async with AsyncExitStack() as stack:
             try:
-                init = await _connect(ns, stack, relay)
+                relay.upstream, init = await connect(ns, stack, relay.from_upstream)
             except Exception as exc:
                 warn(f"{what}: the upstream MCP server did not start: {_describe(exc)}")
                 return 1
             server = build_server(relay, init)
-            await serve_stdio(server, init_options(server, init), asker, what)
+            await serve_stdio(server, init_options(server, init), asker, what, relay.tasks)
     except BaseException as exc:  # an upstream that dies can surface here as an exception group
         if isinstance(exc, KeyboardInterrupt | SystemExit):
             raise

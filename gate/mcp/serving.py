@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from mcp.server.lowlevel import Server
@@ -23,6 +23,9 @@ from gate.asking.toolcall import Call, summarise
 from gate.asking.wording import TOKEN_FIX
 from gate.mcp import sealed
 from gate.mcp.asking import BEAT_EVERY, Asker
+
+if TYPE_CHECKING:
+    from gate.mcp.tasks import Tasks
 
 #: the signals that mean "the client is done with this server"
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -95,9 +98,16 @@ async def serve_stdio(
     init: InitializationOptions,
     asker: Asker,
     what: str,
+    tasks: Tasks | None = None,
 ) -> None:
-    """Serve `server` on stdin/stdout until the client disconnects or a stop signal arrives."""
+    """Serve `server` on stdin/stdout until the client disconnects or a stop signal arrives.
+
+    MCP tasks (`tasks`) run in this function's task group: they end, and withdraw their gate
+    requests, when it does.
+    """
     async with anyio.create_task_group() as tg:
+        if tasks is not None:
+            tasks.group = tg
         tg.start_soon(_watch_signals, asker, what, tg.cancel_scope)
         async with stdio_server() as (read, write):
             # On EOF the SDK cancels the calls still in flight, which withdraws their requests.

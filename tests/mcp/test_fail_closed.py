@@ -8,20 +8,28 @@ import json
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import anyio
 import mcp.types as types
 import pytest
+from mcp.shared.exceptions import MCPError
 
 from gate.asking.binding import call_hash
 from tests.mcp.conftest import gate_env, mcp_client, proxy_args, ran
 
+SLOW_ID = "01SLOW00000000000000000000"
+#: how long the "slow" gate takes to answer an ask: longer than the test client's timeout
+SLOW_ASK = 2.5
+
 
 class FakeGate(ThreadingHTTPServer):
-    """A gate that fails on command: `mode` is "5xx" or "forged"; `seen` lists the calls."""
+    """A gate that fails on command: `mode` is "5xx", "forged" or "slow" (answers an ask
+    after SLOW_ASK seconds, having made a pending request at once); `seen` lists the calls."""
 
     def __init__(self, mode: str) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
@@ -54,6 +62,9 @@ class _Handler(BaseHTTPRequestHandler):
         if self.server.mode == "5xx":
             self._answer(503, {"error": {"code": "unavailable", "message": "database down"}})
             return
+        if self.server.mode == "slow":
+            self._slow(method, body)
+            return
         if method == "POST" and self.path == "/v1/gate":
             # Claims a person approved the call, but binds the approval to other arguments.
             forged = {**body["tool_args"], "amount": 1}
@@ -66,6 +77,18 @@ class _Handler(BaseHTTPRequestHandler):
             self._answer(200, {"decision": "ask", "rule": "r", "reason": "", "request": request})
             return
         self._answer(404, {"error": {"code": "not_found", "message": self.path}})
+
+    def _slow(self, method: str, body: Any) -> None:
+        pending = {"id": SLOW_ID, "tool_name": "mcp__fixture__pay_vendor", "status": "pending"}
+        if method == "POST" and self.path == "/v1/gate":
+            time.sleep(SLOW_ASK)
+            self._answer(200, {"decision": "ask", "rule": "r", "reason": "", "request": pending})
+        elif method == "GET" and self.path.startswith("/v1/requests?idempotency_key="):
+            self._answer(200, {"items": [pending]})
+        elif method == "POST" and self.path == f"/v1/requests/{SLOW_ID}/cancel":
+            self._answer(200, {**pending, "status": "cancelled"})
+        else:
+            self._answer(404, {"error": {"code": "not_found", "message": self.path}})
 
     def do_GET(self) -> None:
         self._handle("GET")
@@ -124,6 +147,26 @@ async def test_the_prompt_tool_denies_an_approval_for_other_arguments(fake_gate:
     body = json.loads(text_of(result))
     assert body["behavior"] == "deny"
     assert "The approval does not match this Bash call" in body["message"]
+
+
+@pytest.mark.parametrize("fake_gate", ["slow"], indirect=True)
+async def test_a_call_given_up_while_the_ask_is_in_flight_is_withdrawn(
+    fake_gate: FakeGate, marker: Path
+) -> None:
+    """The client gives up before gate has answered the ask: the request that ask made is
+    found by its idempotency key and withdrawn, and the call never runs."""
+    env = gate_env(fake_gate.url, UPSTREAM_MARKER=str(marker))
+    async with mcp_client(proxy_args(), env) as s:
+        with pytest.raises(MCPError):
+            await s.call_tool("pay_vendor", {"vendor": "v", "amount": 1}, read_timeout_seconds=1)
+        with anyio.fail_after(SLOW_ASK + 10):
+            while ("POST", f"/v1/requests/{SLOW_ID}/cancel") not in [m[:2] for m in fake_gate.seen]:
+                await anyio.sleep(0.05)
+    lookups = [m for m in fake_gate.seen if m[0] == "GET"]
+    assert lookups and "idempotency_key=mcp-" in lookups[0][1]
+    (cancel,) = [m for m in fake_gate.seen if m[1].endswith("/cancel")]
+    assert "the MCP client cancelled the call" in cancel[2]["reason"]
+    assert ran(marker) == []
 
 
 def test_without_the_sdk_gate_mcp_says_how_to_install_it() -> None:

@@ -16,6 +16,7 @@ import mcp.types as types
 import pytest
 from mcp.shared.exceptions import MCPError
 
+from gate.mcp.tasks import Tasks
 from tests.mcp.conftest import (
     UPSTREAM,
     Live,
@@ -66,7 +67,14 @@ async def test_everything_but_tools_call_passes_through_unchanged(live: Live, ma
     assert got_init is not None and want_init is not None
     assert got_init.server_info == want_init.server_info
     assert got_init.instructions == want_init.instructions
-    assert got_init.capabilities == want_init.capabilities
+    # The two things the proxy adds: its own MCP tasks (a call held for a person may be
+    # answered as a task), and each tool marked as callable as one.
+    assert got_init.capabilities.tasks == Tasks.capability()
+    assert got_init.capabilities.model_copy(update={"tasks": None}) == want_init.capabilities
+    assert all(t.execution and t.execution.task_support == "optional" for t in got[0].tools)
+    got[0] = got[0].model_copy(
+        update={"tools": [t.model_copy(update={"execution": None}) for t in got[0].tools]}
+    )
     for mine, theirs in zip(got, want, strict=True):
         assert mine.model_dump(by_alias=True) == theirs.model_dump(by_alias=True)
     assert "write_marker" in [t.name for t in got[0].tools]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import re
 import sys
@@ -15,6 +16,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 
 from gate.mcp import _parser
 from gate.mcp.proxy import check
+from gate.mcp.tasks import POLL_MS
 from tests.mcp.conftest import Live, unique
 from tests.support import config as cfg
 from tests.support import docs
@@ -81,7 +83,26 @@ def test_each_client_config_is_a_proxy_command_gate_accepts(
 
 
 def test_the_rule_example_covers_the_vs_code_server() -> None:
-    (rule_block,) = blocks("toml")
+    rule_block = blocks("toml")[0]
     rules = tomllib.loads(rule_block)["rules"]
     (name,) = servers(configs()[3])
     assert all(t.startswith(f"mcp__{name}__") for t in rules[0]["tools"])
+
+
+def test_the_long_approval_example_waits_as_long_as_its_rule(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The "Long approvals" setup: the proxy's --timeout is the rule's, and it covers the tool."""
+    config = configs()[4]
+    ((name, entry),) = servers(config).items()
+    ns = _parser().parse_args(entry["args"][1:])
+    for key, value in entry["env"].items():
+        monkeypatch.setenv(key, value)
+    check(ns)
+    (rule,) = tomllib.loads(blocks("toml")[1])["rules"]
+    assert rule["timeout"] == "30m" and ns.timeout == 30 * 60
+    assert all(t.startswith(f"mcp__{name}__") for t in rule["tools"])
+    task_call, created = configs()[5], configs()[6]
+    assert task_call["params"]["task"]["ttl"] == created["result"]["task"]["ttl"]
+    assert fnmatch.fnmatch(f"mcp__{name}__{task_call['params']['name']}", rule["tools"][0])
+    assert created["result"]["task"]["pollInterval"] == POLL_MS
