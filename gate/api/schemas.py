@@ -137,7 +137,8 @@ class GrantPublic(BaseModel):
     uses: int
     #: how many calls it may let through in all (None: no count, only time)
     max_uses: int | None = None
-    #: a pattern grant's pinned arguments and their approved values (the agent's values)
+    #: a pattern grant's pinned arguments and their approved values (the agent's values, raw as
+    #: in a request's `tool_args`)
     pinned: dict[str, Any] | None = None
 
     @computed_field  # type: ignore[prop-decorator]
