@@ -362,7 +362,7 @@ def _check_pattern(rule: RuleSettings, source: str | None) -> None:
             'grant_scopes offers "pattern" but grant_pin names no argument: a pattern grant pins '
             'at least one argument to its approved value, e.g. grant_pin = ["repo"]',
             source=source,
-            key=f"rules.{rule.name}.grant_pin",
+            key=f"rules.{rule.name}.grant_scopes",
         )
     if rule.grant_pin and "pattern" not in rule.grant_scopes:
         raise ConfigError(
