@@ -403,38 +403,33 @@ def record_outcome(
 
 
 def allow_by_grant(session: Session, *, req: RequestRow, grant: Any, now: datetime) -> bool:
-    """Record a call a grant let through: born approved, linked to the approval behind it.
-    False, with nothing written, when the grant is counted and its last use went to another
-    call meanwhile (the caller tries the next grant, or asks).
+    """Record a call a grant let through: born approved, linked to the approval behind it;
+    False, nothing written, when a counted grant's last use went to another call meanwhile.
 
     `req` is the request not yet written; `grant` a grant row `grants.find` returned. The
-    use that takes a counted grant's last one ends it as used up, in the approving request's
-    audit chain."""
+    last use of a counted grant ends it as used up, in the approving request's chain."""
     taken = None
     if grant.max_uses is not None:
         taken = store.take_grant_use(session, grant.id, now=now, used_up=GrantStatus.used_up)
         if taken is None:
             return False
-    until = f"{grant.expires_at:%Y-%m-%d %H:%M} UTC"
+    use = f"{taken[0]} of {taken[1]}" if taken else None
     req.status = RequestStatus.approved.value
     req.decided_at, req.decided_by, req.decided_via = now, grant.created_by, "grant"
     req.grant_id = grant.id
-    counted = f", use {taken[0]} of {taken[1]}" if taken else ""
     req.reason = (
         f"Allowed by a grant from {grant.created_by} (scope: {grant.scope}, until "
-        f"{until}{counted}), made when approving request {grant.request_id}."
+        f"{grant.expires_at:%Y-%m-%d %H:%M} UTC{f', use {use}' if use else ''}), made when "
+        f"approving request {grant.request_id}."
     )
     store.insert_request(session, req)
     if taken is None:
         store.use_grant(session, grant.id)
-    detail = {"grant": grant.id, "approval": grant.request_id, "scope": grant.scope}
-    if taken is not None:
-        detail["use"] = f"{taken[0]} of {taken[1]}"
+    detail = {"grant": grant.id, "approval": grant.request_id, "scope": grant.scope, "use": use}
     req.audit_head = audit.append(
         session, req.id, "allowed_by_grant", grant.created_by, "grant", now, detail, first=True
     )
-    if taken is not None and taken[0] >= taken[1]:
-        # ended by its last use: said where its making and any revocation are said
+    if taken is not None and taken[0] >= taken[1]:  # its last use: said where its making is
         head = store.lock_request(session, grant.request_id)
         used = {"grant": grant.id, "uses": taken[1], "last_use": req.id}
         audit.append(
