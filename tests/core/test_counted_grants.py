@@ -105,9 +105,15 @@ def test_a_use_read_before_another_call_took_it_is_not_taken(service: GateServic
 
 @pytest.mark.parametrize("uses", [1, 3])
 def test_calls_racing_for_the_last_uses_get_exactly_that_many(
-    service: GateService, uses: int
+    service: GateService, clock: Clock, db_url: str, uses: int
 ) -> None:
     granted(service, GrantAsk("pattern", "30m", uses=uses), repo="web")
+    # a second service on the same database, with its own engine and connections, as another
+    # replica would have: on SQLite the two contend through the file's lock, not one in-process
+    # writer lock
+    data = cfg.settings_data(db_url)
+    data["rules"] = [DEPLOYS, *data["rules"]]
+    replica = service_of(data, clock)
     callers = 8
     start = threading.Barrier(callers)
     answers: list[str] = []
@@ -116,7 +122,7 @@ def test_calls_racing_for_the_last_uses_get_exactly_that_many(
     def call(n: int) -> None:
         try:
             start.wait()
-            answers.append(answer(service, repo="web", tag=f"v{n}"))
+            answers.append(answer((service, replica)[n % 2], repo="web", tag=f"v{n}"))
         except BaseException as exc:  # reported below: a thread's error is otherwise lost
             failures.append(exc)
 
@@ -125,6 +131,7 @@ def test_calls_racing_for_the_last_uses_get_exactly_that_many(
         thread.start()
     for thread in threads:
         thread.join(timeout=60)
+    replica.db.dispose()
     assert not failures, failures
     assert sorted(answers) == ["allow"] * uses + ["ask"] * (callers - uses)
     grant = the_grant(service)
@@ -150,3 +157,23 @@ def test_what_a_call_a_counted_grant_covers_costs(service: GateService) -> None:
         assert answer(service, repo="web") == "allow"
     expected = per_database(service.db.engine, sqlite=8, postgres=6)
     assert (tally.count, tally.transactions) == (expected, 1), str(tally)
+
+
+def test_a_quorums_grant_is_the_narrowest_of_its_votes() -> None:
+    from datetime import timedelta
+
+    from gate.decisions.grants import GrantSpec, agreed
+
+    half, hour = timedelta(minutes=30), timedelta(hours=1)
+    pattern = GrantSpec("pattern", hour, 5, ("repo",))
+    narrower = GrantSpec("pattern", half, 2, ("repo", "env"))
+    # the shortest time, the fewest uses, every argument either pinned
+    assert agreed([pattern, narrower]) == GrantSpec("pattern", half, 2, ("repo", "env"))
+    # uncounted beside counted: counted
+    assert agreed([GrantSpec("call", hour), GrantSpec("call", hour, 3)]) == GrantSpec(
+        "call", hour, 3
+    )
+    # a pattern beside a session grant: neither is inside the other, only the same call is
+    assert agreed([pattern, GrantSpec("session", hour)]) == GrantSpec("call", hour, 5)
+    # one vote without a grant: none
+    assert agreed([pattern, None]) is None
