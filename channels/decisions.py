@@ -41,6 +41,8 @@ TITLES = {
 GRANT_DEFAULT_SECONDS = 1800
 SCOPE_WORDS = {
     "call": "this exact call",
+    #: completed by the pinned argument names (`grant_choices`)
+    "pattern": "calls with the same",
     "session": "this tool in this session",
     "agent": "this tool for this agent",
 }
@@ -364,10 +366,22 @@ def grant_choices(view: RequestView) -> list[GrantChoice]:
             continue
         if (scope == "session" and not view.session_id) or (scope == "agent" and not view.agent_id):
             continue  # nothing to tie the grant to
+        pinned = view.offers.grant_pin
+        if scope == "pattern" and not all(name in view.tool_args for name in pinned):
+            continue  # an argument the rule pins is missing: nothing to pin it to
+        words = SCOPE_WORDS[scope] + (f" {', '.join(pinned)}" if scope == "pattern" else "")
         for seconds in lengths:
-            label = f"Approve + allow {SCOPE_WORDS[scope]} for {_human(seconds)}"
+            label = f"Approve + allow {words} for {_human(seconds)}{_counted(view)}"
             choices.append(GrantChoice(scope, f"{seconds}s", label))
     return choices
+
+
+def _counted(view: RequestView) -> str:
+    # a chat choice takes the rule's most uses (`max_grant_uses`); the console picks fewer
+    uses = view.offers.max_grant_uses
+    if uses is None:
+        return ""
+    return ", once" if uses == 1 else f", {uses} uses"
 
 
 def parse_grant(value: str) -> tuple[str, str]:

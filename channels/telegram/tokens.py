@@ -58,7 +58,7 @@ _KIND_BYTE: dict[str, bytes] = {
 }
 _BYTE_KIND: dict[bytes, Kind] = {v: k for k, v in _KIND_BYTE.items()}  # type: ignore[misc]
 #: grant scopes by the byte that names them
-SCOPES = ("call", "session", "agent")
+SCOPES = ("call", "session", "agent", "pattern")  # new ones at the end: old buttons keep theirs
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from gate.decisions.readmodel import RequestView
 from gate.inputs.bodies import (
@@ -135,6 +135,17 @@ class GrantPublic(BaseModel):
     ended_at: datetime | None
     ended_by: str | None
     uses: int
+    #: how many calls it may let through in all (None: no count, only time)
+    max_uses: int | None = None
+    #: a pattern grant's pinned arguments and their approved values (the agent's values, raw as
+    #: in a request's `tool_args`)
+    pinned: dict[str, Any] | None = None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def uses_left(self) -> int | None:
+        """How many more calls it may let through (None: not counted)."""
+        return None if self.max_uses is None else max(0, self.max_uses - self.uses)
 
 
 class AuditPublic(BaseModel):

@@ -12,7 +12,7 @@ from gate.api.deps import PrincipalDep, ServiceDep
 from gate.api.schemas import AuditPublic, GateAnswer, GrantPublic, RequestPage, RequestPublic
 from gate.base import threads
 from gate.base.statuses import RequestStatus, Verdict
-from gate.decisions import acting, deciding, grant_review, reports
+from gate.decisions import acting, deciding, grant_review, grants, reports
 from gate.decisions.service import GateService, Submitted
 from gate.identity.auth import Principal
 from gate.inputs.bodies import CancelBody, DecisionBody, ExtendBody, GateCall, OutcomeBody
@@ -144,7 +144,8 @@ def decide(
     """Approve or reject, as the approver the token belongs to.
 
     An approval may carry `edited_args` (the call runs with them instead) and a `grant`
-    ({"scope": "call"|"session"|"agent", "duration": "30m"}) when the rule offers one; a
+    ({"scope": "call"|"pattern"|"session"|"agent", "duration": "30m", "uses": 3, "pin":
+    ["branch"]}) when the rule offers one; a
     reject may carry preset `reasons` from the rule.
 
     Plain JSON posts of this route are answered by `gate.api.lean` ahead of the middleware
@@ -166,7 +167,11 @@ def decision_answer(
         body.comment,
         edited_args=body.edited_args,
         reasons=body.reasons or (),
-        grant=(body.grant.scope, body.grant.duration) if body.grant else None,
+        grant=grants.GrantAsk(
+            body.grant.scope, body.grant.duration, body.grant.uses, tuple(body.grant.pin)
+        )
+        if body.grant
+        else None,
     )
     return encoded(RequestPublic.of(acting.raise_for(result)))
 

@@ -50,3 +50,5 @@ class GrantStatus(enum.StrEnum):
     active = "active"
     expired = "expired"
     revoked = "revoked"
+    #: a counted grant whose last use was taken
+    used_up = "used_up"

@@ -1,5 +1,6 @@
-"""The terminal commands over the HTTP API: `gate requests list|show|approve|reject`, `gate log`
-and `gate agents list|reset` (agents tripped by their rejections, `gate.decisions.denials`).
+"""The terminal commands over the HTTP API: `gate requests list|show|approve|reject`, `gate log`,
+`gate grants list|revoke` and `gate agents list|reset` (agents tripped by their rejections,
+`gate.decisions.denials`).
 
 They talk to a running server (GATE_URL, GATE_TOKEN) so decisions wake waiters exactly as a
 click would. Standard library only at import; `show` prints the call through
@@ -59,6 +60,23 @@ def add_commands(sub: Any) -> None:
         p.set_defaults(handler=_decide, verdict=verdict)
     _add_log_command(sub)
     _add_agent_commands(sub)
+    _add_grant_commands(sub)
+
+
+def _add_grant_commands(sub: Any) -> None:
+    """Register `grants list|revoke` on the top-level parser."""
+    grants = sub.add_parser("grants", help="grants approvers made: uses left, how each ended")
+    _server_options(grants, top=True)
+    tasks = grants.add_subparsers(metavar="TASK")
+    ls = tasks.add_parser("list", help="active grants (--all: recently ended ones too)")
+    ls.add_argument("--all", action="store_true", help="also grants that ended, and how")
+    ls.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    _server_options(ls, top=False)
+    ls.set_defaults(handler=_grants)
+    revoke = tasks.add_parser("revoke", help="end a grant now: the calls it covered ask again")
+    revoke.add_argument("id", help="the grant's id (the ID column of `gate grants list`)")
+    _server_options(revoke, top=False)
+    revoke.set_defaults(handler=_revoke)
 
 
 def _add_log_command(sub: Any) -> None:
@@ -242,6 +260,51 @@ def _tripped(ns: argparse.Namespace) -> int:
 def _reset(ns: argparse.Namespace) -> int:
     r = _call(ns, "POST", "/v1/agents/reset", {"agent": ns.name})
     print(f"reset agent {_inert(r['agent'])}: policy decides its calls again")  # noqa: T201
+    return 0
+
+
+def _grants(ns: argparse.Namespace) -> int:
+    rows = _call(ns, "GET", f"/v1/grants?active={'false' if ns.all else 'true'}")
+    if ns.json:
+        print(json.dumps(rows, indent=2))  # noqa: T201
+        return 0
+    if not rows:
+        print("no grants" if ns.all else "no active grants (--all shows ended ones)")  # noqa: T201
+        return 0
+    table = [
+        [
+            g["id"],
+            g["status"],
+            g["tool_name"][:30],
+            g["scope"],
+            _inert(_covers(g), " ")[:50],
+            g["created_by"],
+            f"{g['uses']} of {g['max_uses']}" if g.get("max_uses") else str(g["uses"]),
+            "-" if g.get("uses_left") is None else str(g["uses_left"]),
+            (g["ended_at"] or g["expires_at"])[:19],
+        ]
+        for g in rows
+    ]
+    heads = ["ID", "STATUS", "TOOL", "SCOPE", "COVERS", "BY", "USES", "LEFT", "ENDS/ENDED (UTC)"]
+    print(_table(table, heads))  # noqa: T201
+    return 0
+
+
+def _covers(g: dict[str, Any]) -> str:
+    """What calls a grant covers, in a few words (agent-sent values: shown inert)."""
+    if g["scope"] == "pattern":
+        pinned = g.get("pinned") or {}
+        return " ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in pinned.items())
+    if g["scope"] == "session":
+        return f"session {g['session_id']}"
+    if g["scope"] == "agent":
+        return f"agent {g['agent_id']}"
+    return "the same arguments"
+
+
+def _revoke(ns: argparse.Namespace) -> int:
+    g = _call(ns, "POST", f"/v1/grants/{ns.id}/revoke")
+    print(f"{g['id']}: revoked; calls it covered ask a person again")  # noqa: T201
     return 0
 
 

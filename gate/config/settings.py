@@ -177,9 +177,16 @@ class RuleSettings(Strict):
     allow_edits: bool = True
     #: top-level argument keys chat forms offer for editing (None: all of them)
     editable: list[str] | None = None
-    #: grants an approver may attach to an approval ("call", "session", "agent"); none by default
-    grant_scopes: list[Literal["call", "session", "agent"]] = Field(default_factory=list)
+    #: grants an approver may attach to an approval ("call", "pattern", "session", "agent");
+    #: none by default
+    grant_scopes: list[Literal["call", "pattern", "session", "agent"]] = Field(default_factory=list)
     max_grant: timedelta = timedelta(hours=1)
+    #: the arguments a "pattern" grant always pins to their approved values (an approver may pin
+    #: more, never fewer); required when `grant_scopes` offers "pattern"
+    grant_pin: list[str] = Field(default_factory=list)
+    #: the most calls one grant may let through (an approver may choose fewer; 1: single-use);
+    #: unset: a grant lasts its time, however many calls it covers
+    max_grant_uses: int | None = Field(default=None, ge=1, le=10000)
     #: one-click reasons offered beside free text when rejecting
     reject_reasons: list[str] = Field(default_factory=list)
     remind_after: timedelta | None = None

@@ -48,14 +48,15 @@ def decide(
     edited_args: dict[str, Any] | None = None,
     edits: dict[str, Any] | None = None,
     reasons: Sequence[str] = (),
-    grant: tuple[str, str] | None = None,
+    grant: tuple[str, str] | grants.GrantAsk | None = None,
 ) -> Result:
     """Record `actor`'s verdict, if they may decide this request. One write transaction.
 
     `edited_args` approves with changed arguments (the full object); `edits` gives only the
     changed ones by name (a chat form), merged over the request's arguments. `reasons` are
-    the rule's preset reject reasons, and `grant` is a (scope, duration) pair to attach to an
-    approval; each is checked against what the rule offers. The request and its votes are
+    the rule's preset reject reasons, and `grant` is a (scope, duration) pair, or a
+    `grants.GrantAsk` with uses and pinned arguments, to attach to an approval; each is
+    checked against what the rule offers. The request and its votes are
     read once, inside the write (SQLite: under its writer's lock); the answer is built from
     what was written, never read back.
 
@@ -79,7 +80,7 @@ def _decide(
     edited_args: dict[str, Any] | None,
     edits: dict[str, Any] | None,
     reasons: Sequence[str],
-    grant: tuple[str, str] | None,
+    grant: tuple[str, str] | grants.GrantAsk | None,
     *,
     optimistic: bool,
 ) -> Result:
@@ -108,6 +109,7 @@ def _decide(
             now=now,
             edited_args=edited_args,
             grant=(spec.scope, int(spec.duration.total_seconds())) if spec else None,
+            grant_terms=spec.terms() if spec else None,
             own=own,
             auth=actor.auth,
         )
@@ -133,7 +135,7 @@ def _check(
     comment: str | None,
     edited_args: dict[str, Any] | None,
     reasons: Sequence[str],
-    grant: tuple[str, str] | None,
+    grant: tuple[str, str] | grants.GrantAsk | None,
 ) -> Result | tuple[str | None, grants.GrantSpec | None, bool]:
     """Who may act and what the rule offers: a Result to answer with, or the comment (with
     its preset reasons), the grant to record and whether the actor decides their own call
@@ -162,7 +164,10 @@ def _check(
         if grant is not None:
             if verdict != Verdict.approve:
                 raise InvalidInput("only an approval can carry a grant")
-            spec = grants.validate(view, *grant)
+            ask = grant if isinstance(grant, grants.GrantAsk) else grants.GrantAsk(*grant)
+            spec = grants.validate(
+                view, ask.scope, ask.duration, uses=ask.uses, pin=ask.pin, args=edited_args
+            )
         if edited_args is not None:
             offers.check_edits(view.offers, verdict, view.tool_args, edited_args)
     except InvalidInput as exc:

@@ -84,6 +84,7 @@ def record_vote(
     now: datetime,
     edited_args: dict[str, Any] | None = None,
     grant: tuple[str, int] | None = None,
+    grant_terms: dict[str, Any] | None = None,
     own: bool = False,
     auth: AuthMethod | None = None,
 ) -> Outcome:
@@ -93,7 +94,8 @@ def record_vote(
     date, so the caller can show the result unread.
 
     `edited_args` (approve only) replaces the arguments the call will run with (the audit
-    records the difference); `grant` is the (scope, seconds) chosen with the approval; `own`
+    records the difference); `grant` is the (scope, seconds) chosen with the approval and
+    `grant_terms` its uses and pinned arguments (`GrantSpec.terms`); `own`
     marks a person deciding a call they asked for (a rule's `self_approval`); `auth` (how the
     approver was authenticated) is kept on the vote and in its audit event. A request past
     its deadline takes no vote: the deadline is applied here instead.
@@ -107,6 +109,7 @@ def record_vote(
         id=None, approver=approver, verdict=verdict.value, comment=comment, via=via, at=now
     )
     vote.grant_scope, vote.grant_seconds = grant or (None, None)
+    vote.grant_terms = grant_terms
     vote.stage, vote.auth = req.stage, auth.to_json() if auth is not None else None
     cast, before = voting.cast(session, req, votes, vote)
     if not cast:
@@ -399,30 +402,40 @@ def record_outcome(
     return True
 
 
-def allow_by_grant(session: Session, *, req: RequestRow, grant: Any, now: datetime) -> None:
-    """Record a call a grant let through: born approved, linked to the approval behind it.
+def allow_by_grant(session: Session, *, req: RequestRow, grant: Any, now: datetime) -> bool:
+    """Record a call a grant let through: born approved, linked to the approval behind it;
+    False, nothing written, when a counted grant's last use went to another call meanwhile.
 
-    `req` is the request not yet written; `grant` the grant row `grants.find` returned."""
-    until = f"{grant.expires_at:%Y-%m-%d %H:%M} UTC"
+    `req` is the request not yet written; `grant` a grant row `grants.find` returned. The
+    last use of a counted grant ends it as used up, in the approving request's chain."""
+    taken = None
+    if grant.max_uses is not None:
+        taken = store.take_grant_use(session, grant.id, now=now, used_up=GrantStatus.used_up)
+        if taken is None:
+            return False
+    use = f"{taken[0]} of {taken[1]}" if taken else None
     req.status = RequestStatus.approved.value
     req.decided_at, req.decided_by, req.decided_via = now, grant.created_by, "grant"
     req.grant_id = grant.id
     req.reason = (
         f"Allowed by a grant from {grant.created_by} (scope: {grant.scope}, until "
-        f"{until}), made when approving request {grant.request_id}."
+        f"{grant.expires_at:%Y-%m-%d %H:%M} UTC{f', use {use}' if use else ''}), made when "
+        f"approving request {grant.request_id}."
     )
     store.insert_request(session, req)
-    store.use_grant(session, grant.id)
+    if taken is None:
+        store.use_grant(session, grant.id)
+    detail = {"grant": grant.id, "approval": grant.request_id, "scope": grant.scope, "use": use}
     req.audit_head = audit.append(
-        session,
-        req.id,
-        "allowed_by_grant",
-        grant.created_by,
-        "grant",
-        now,
-        {"grant": grant.id, "approval": grant.request_id, "scope": grant.scope},
-        first=True,
+        session, req.id, "allowed_by_grant", grant.created_by, "grant", now, detail, first=True
     )
+    if taken is not None and taken[0] >= taken[1]:  # its last use: said where its making is
+        head = store.lock_request(session, grant.request_id)
+        used = {"grant": grant.id, "uses": taken[1], "last_use": req.id}
+        audit.append(
+            session, grant.request_id, "grant_used_up", None, "grant", now, used, prev=head
+        )
+    return True
 
 
 def end_grant(

@@ -229,7 +229,7 @@ class GateService:
                 found = self._by_key(session, req)
                 if found is not None:
                     return found, False, None
-            grant = grants.find(
+            covering = grants.find(
                 session,
                 req=req,
                 now=now,
@@ -239,8 +239,9 @@ class GateService:
                     approved_own, self.settings, user_id=req.user_id, submitted_by=req.submitted_by
                 ),
             )
-            if grant is not None:
-                machine.allow_by_grant(session, req=req, grant=grant, now=now)
+            # the first grant whose use this call can take lets it through (a counted one's
+            # last use may have gone to another call meanwhile)
+            if any(machine.allow_by_grant(session, req=req, grant=g, now=now) for g in covering):
                 change.events.append(Event("final", req.id))
                 return None, True, None
             store.insert_request(session, req)

@@ -255,8 +255,21 @@ class GateCall(_Body):
 class GrantRequest(_Body):
     """Attach a time-boxed grant to an approval."""
 
-    scope: Literal["call", "session", "agent"]
+    scope: Literal["call", "pattern", "session", "agent"]
     duration: str = Field(description='how long, e.g. "30m"', max_length=20)
+    uses: int | None = Field(
+        default=None,
+        ge=1,
+        le=10000,
+        description="how many calls it may let through (1: single-use); default: the rule's "
+        "max_grant_uses, or no count when it sets none",
+    )
+    pin: list[str] = Field(
+        default_factory=list,
+        max_length=50,
+        description="a pattern grant: arguments to pin besides the rule's grant_pin, "
+        'e.g. ["branch"]',
+    )
 
 
 class DecisionBody(_Body):

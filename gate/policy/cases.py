@@ -63,7 +63,7 @@ class Expect(BaseModel):
     decision: Literal["allow", "deny", "ask"]
     rule: str | None = None
     approvers: list[str] | None = None
-    grant_scopes: list[Literal["call", "session", "agent"]] | None = None
+    grant_scopes: list[Literal["call", "pattern", "session", "agent"]] | None = None
     #: shadow rule name -> what it would have answered (only the rules named are compared)
     shadow: dict[str, Literal["allow", "deny", "ask"]] | None = None
 

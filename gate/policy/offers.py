@@ -57,9 +57,13 @@ class Offers:
     allow_edits: bool = True
     #: the arguments an approver may change (None: any of them)
     editable: tuple[str, ...] | None = None
-    #: grant scopes on offer: "call", "session", "agent"
+    #: grant scopes on offer: "call", "pattern", "session", "agent"
     grant_scopes: tuple[str, ...] = ()
     max_grant: timedelta = DEFAULT_MAX_GRANT
+    #: the arguments a "pattern" grant always pins to their approved values
+    grant_pin: tuple[str, ...] = ()
+    #: the most calls one grant may let through (None: no count, only time)
+    max_grant_uses: int | None = None
     reject_reasons: tuple[str, ...] = ()
     remind_after: timedelta | None = None
     escalate_after: timedelta | None = None
@@ -119,6 +123,8 @@ class Offers:
             editable=tuple(editable) if editable is not None else None,
             grant_scopes=tuple(options.get("grant_scopes") or ()),
             max_grant=span("max_grant_seconds") or DEFAULT_MAX_GRANT,
+            grant_pin=tuple(options.get("grant_pin") or ()),
+            max_grant_uses=options.get("max_grant_uses"),
             reject_reasons=tuple(options.get("reject_reasons") or ()),
             remind_after=span("remind_after_seconds"),
             escalate_after=span("escalate_after_seconds"),
@@ -174,6 +180,10 @@ class Offers:
             added["approver_groups"] = list(self.approver_groups)
         if self.step_up is not None:
             added["step_up"] = self.step_up.to_json()
+        if self.grant_pin:
+            added["grant_pin"] = list(self.grant_pin)
+        if self.max_grant_uses is not None:
+            added["max_grant_uses"] = self.max_grant_uses
         return added | {
             "allow_edits": self.allow_edits,
             "editable": list(self.editable) if self.editable is not None else None,

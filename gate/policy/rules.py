@@ -321,6 +321,7 @@ def _compile(rule: RuleSettings, settings: Settings, source: str | None) -> tupl
             key=f"rules.{rule.name}.timeout",
         )
     _check_channels(rule, source)
+    _check_pattern(rule, source)
     offers = replace(
         _offers(rule, checked.watched), **policy_chains.compile_chain(rule, settings, timeout)
     )
@@ -354,6 +355,23 @@ def _check_channels(rule: RuleSettings, source: str | None) -> None:
             )
 
 
+def _check_pattern(rule: RuleSettings, source: str | None) -> None:
+    # a "pattern" grant that pins nothing would cover every call of the tool under the rule
+    if "pattern" in rule.grant_scopes and not rule.grant_pin:
+        raise ConfigError(
+            'grant_scopes offers "pattern" but grant_pin names no argument: a pattern grant pins '
+            'at least one argument to its approved value, e.g. grant_pin = ["repo"]',
+            source=source,
+            key=f"rules.{rule.name}.grant_scopes",
+        )
+    if rule.grant_pin and "pattern" not in rule.grant_scopes:
+        raise ConfigError(
+            'grant_pin is set but grant_scopes does not offer "pattern": add it, or drop grant_pin',
+            source=source,
+            key=f"rules.{rule.name}.grant_pin",
+        )
+
+
 def _offers(rule: RuleSettings, watched: tuple[str, ...] = ()) -> Offers:
     """What a request made under `rule` offers its approvers; frozen onto the request."""
     return Offers(
@@ -363,6 +381,8 @@ def _offers(rule: RuleSettings, watched: tuple[str, ...] = ()) -> Offers:
         editable=tuple(rule.editable) if rule.editable is not None else None,
         grant_scopes=tuple(rule.grant_scopes),
         max_grant=rule.max_grant or DEFAULT_MAX_GRANT,
+        grant_pin=tuple(rule.grant_pin),
+        max_grant_uses=rule.max_grant_uses,
         reject_reasons=tuple(rule.reject_reasons),
         remind_after=rule.remind_after,
         escalate_after=rule.escalate_after,

@@ -32,6 +32,7 @@ from sqlmodel import Session, col
 
 from gate.base.statuses import GrantStatus, RequestStatus
 from gate.store import batch, direct, rows
+from gate.store import grants as grant_rows
 from gate.store.outbox import enqueue_updates as owe_card_updates
 from gate.store.records import (
     UNREAD,
@@ -57,9 +58,11 @@ __all__ = [
     "insert_request",
     "load",
     "load_for_decision",
+    "lock_request",
     "move_deadline",
     "owe_card_updates",
     "set_outcome",
+    "take_grant_use",
     "use_grant",
 ]
 
@@ -326,6 +329,20 @@ def end_grant(session: Session, grant_id: str, written: dict[str, Any]) -> tuple
 def insert_request(session: Session, req: RequestRow) -> None:
     """Write a new request row (with the change's batch)."""
     rows.insert_request(session, req)
+
+
+def take_grant_use(
+    session: Session, grant_id: str, *, now: datetime, used_up: str
+) -> tuple[int, int] | None:
+    """Take one use of a counted grant (`gate.store.grants.take_use`)."""
+    return grant_rows.take_use(session, grant_id, now=now, used_up=used_up)
+
+
+def lock_request(session: Session, request_id: str) -> Head | Unread:
+    """Lock a request for the transaction (before an event joins its audit chain): its audit
+    chain's head when the lock read it (PostgreSQL), else `UNREAD`."""
+    found = rows.read(session, request_id, lock=True)
+    return found.audit_head if found is not None else UNREAD
 
 
 def use_grant(session: Session, grant_id: str) -> None:

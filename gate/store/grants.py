@@ -29,6 +29,23 @@ def candidates(session: Session, params: dict[str, Any]) -> list[Any]:
     return direct.execute(session.connection(), _CANDIDATES, params).all()
 
 
+def take_use(
+    session: Session, grant_id: str, *, now: datetime, used_up: str
+) -> tuple[int, int] | None:
+    """Take one use of a counted grant, if it has one left (compare-and-set): the grant's
+    (uses, max_uses) after it, or None when it was used up, ended or expired meanwhile.
+
+    Runs at once, not with the change's batch: whether the call goes through depends on it.
+    The use that takes the last one ends the grant as `used_up` (the status the machine
+    passes) in the same statement, so two calls racing for the last use cannot both get
+    it: on PostgreSQL the second waits for the first's row lock and then finds the grant
+    no longer active; SQLite has one writer at a time.
+    """
+    params = {"grant_id": grant_id, "now": now, "used_up": used_up}
+    found = direct.execute(session.connection(), _TAKE, params).first()
+    return (int(found.uses), int(found.max_uses)) if found is not None else None
+
+
 def approvers(session: Session, request_id: str) -> list[str]:
     """Who approved a request (the people behind a grant it made)."""
     return list(
@@ -46,7 +63,7 @@ _CANDIDATES = (
         *(
             GRANT.c[name]
             for name in ("id", "request_id", "scope", "approvers", "args_hash", "session_id")
-            + ("agent_id", "created_by", "expires_at")
+            + ("agent_id", "created_by", "expires_at", "pinned", "max_uses", "uses")
         )
     )
     .where(
@@ -58,6 +75,25 @@ _CANDIDATES = (
         GRANT.c.approvals_required == sa.bindparam("approvals_required"),
     )
     .order_by(GRANT.c.expires_at.desc())
+)
+
+_LAST_USE = GRANT.c.uses + 1 >= GRANT.c.max_uses
+#: one use of a counted grant; the last one ends it (`take_use`)
+_TAKE = (
+    sa.update(GRANT)
+    .where(
+        GRANT.c.id == sa.bindparam("grant_id"),
+        GRANT.c.status == GrantStatus.active.value,
+        GRANT.c.max_uses.is_not(None),
+        GRANT.c.uses < GRANT.c.max_uses,
+        GRANT.c.expires_at > sa.bindparam("now", type_=UTCDateTime()),
+    )
+    .values(
+        uses=GRANT.c.uses + 1,
+        status=sa.case((_LAST_USE, sa.bindparam("used_up")), else_=GRANT.c.status),
+        ended_at=sa.case((_LAST_USE, sa.bindparam("now", type_=UTCDateTime())), else_=None),
+    )
+    .returning(GRANT.c.uses, GRANT.c.max_uses)
 )
 
 

@@ -108,6 +108,8 @@ class VoteRow:
     stage: int = 0
     #: how the approver was authenticated (`gate.identity.authmethod.AuthMethod.to_json`)
     auth: dict[str, Any] | None = None
+    #: the grant's uses and pinned arguments the approver chose (`{"uses": n, "pin": [...]}`)
+    grant_terms: dict[str, Any] | None = None
 
     def update(self, values: dict[str, Any]) -> None:
         """Set the columns `values` names (an approver changing their vote)."""

@@ -143,6 +143,8 @@ class Vote(SQLModel, table=True):
     #: how the approver was authenticated (`gate.identity.authmethod.AuthMethod.to_json`); None on
     #: votes cast before it was recorded
     auth: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
+    #: what the approver chose for their grant beyond scope and time: `{"uses": n, "pin": [...]}`
+    grant_terms: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
 
 
 class Delivery(SQLModel, table=True):
@@ -235,6 +237,10 @@ class Grant(SQLModel, table=True):
     ended_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime, nullable=True))
     ended_by: str | None = Field(default=None, max_length=200)
     uses: int = Field(default=0)
+    #: a "pattern" grant's pinned arguments (name -> the approved value); None on other scopes
+    pinned: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
+    #: how many calls the grant may let through; None: any number until it expires
+    max_uses: int | None = Field(default=None)
 
 
 class WebSignIn(SQLModel, table=True):

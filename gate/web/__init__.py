@@ -2,7 +2,8 @@
 
 `console` holds what every page shares (sign-in state, rendering, redirects); the pages live
 by what they do: `pages` (queue, live events, history, stats), `request_page` (a request
-and its decide and extend forms), `reveal` (a masked value shown to an approver), `grants`,
+and its decide and extend forms), `batch` (deciding several from the queue), `reveal` (a
+masked value shown to an approver), `grants`,
 `agents` (tripped agents and their reset), `login`. Below them: `forms` (form parsing),
 `queries` (read-only queries), `charts` (SVG), `session` (the cookie, security headers),
 `signin` (rate limits, revocable sign-ins).
@@ -21,6 +22,7 @@ from starlette.staticfiles import StaticFiles
 from gate.base.resources import resource_path
 from gate.server.state import AppState
 from gate.web.agents import AgentsPage
+from gate.web.batch import BatchDecisions
 from gate.web.console import Console
 from gate.web.decisions_page import DecisionsPage
 from gate.web.grants import GrantsPage
@@ -39,7 +41,8 @@ def install(app: FastAPI, state: AppState) -> None:
     console = Console(state)
     static = resource_path("templates") / "static"
     app.mount("/static", StaticFiles(directory=static), name="static")
-    pages = (Pages(console), RequestPage(console), RevealRoute(console), GrantsPage(console))
+    batch = BatchDecisions(console)  # before the request page: see `BatchDecisions.router`
+    pages = (Pages(console), batch, RequestPage(console), RevealRoute(console), GrantsPage(console))
     sso = SsoPages(console) if state.settings.oidc is not None else None
     login = LoginPage(console, sso.logout_url if sso else None)
     for page in (*pages, DecisionsPage(console), AgentsPage(console), login):

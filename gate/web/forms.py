@@ -15,8 +15,10 @@ from typing import Any
 from starlette.datastructures import FormData
 
 from gate.config.settings import parse_duration
+from gate.decisions.grants import SCOPES, GrantAsk, pattern_offered
 from gate.decisions.readmodel import RequestView
 from gate.inputs.bodies import json_problem
+from gate.text import untrusted
 
 MAX_COMMENT = 2000
 #: what the duration picker offers, capped per request by the rule's `max_grant`
@@ -31,6 +33,8 @@ GRANT_DURATIONS: list[tuple[str, str]] = [
 ]
 GRANT_SCOPE_LABELS = {
     "call": "this exact call (same tool, same arguments)",
+    #: completed by the pinned argument names (`grant_scopes`)
+    "pattern": "calls with the same",
     "session": "this tool in this agent session",
     "agent": "this tool for this agent",
 }
@@ -59,7 +63,7 @@ class DecideForm:
     #: the editor's text as sent, to show it again beside an error
     edit_text: str | None = None
     reasons: list[str] = field(default_factory=list)
-    grant: tuple[str, str] | None = None
+    grant: GrantAsk | None = None
 
 
 def field_of(form: FormData, name: str) -> str | None:
@@ -100,7 +104,23 @@ def _check(form: FormData, parsed: DecideForm) -> None:
         duration = field_of(form, "grant_duration") or ""
         if not duration:
             raise FormError("Choose how long the grant lasts.")
-        parsed.grant = (scope, duration)
+        parsed.grant = GrantAsk(scope, duration, _uses(form), _pins(form))
+
+
+def _uses(form: FormData) -> int | None:
+    text = field_of(form, "grant_uses") or ""
+    if not text:
+        return None  # the rule's most (or no count, when it sets none)
+    if not (text.isascii() and text.isdigit()) or len(text) > 5:
+        raise FormError("Choose how many calls the grant may let through.")
+    return int(text)
+
+
+def _pins(form: FormData) -> tuple[str, ...]:
+    names = [n for n in form.getlist("grant_pin") if isinstance(n, str) and n]
+    if len(names) > 50:
+        raise FormError("Pin at most 50 arguments.")
+    return tuple(dict.fromkeys(names))
 
 
 def parse_edited_args(text: str) -> dict[str, Any]:
@@ -165,13 +185,40 @@ def grant_scopes(view: RequestView) -> list[tuple[str, str]]:
     """The grant scopes this request's rule offers, as (value, label) for the form."""
     offered = view.offers.grant_scopes
     scopes: list[tuple[str, str]] = []
-    for scope in ("call", "session", "agent"):
+    for scope in SCOPES:
         if scope not in offered:
             continue
         if (scope == "session" and not view.session_id) or (scope == "agent" and not view.agent_id):
             continue
-        scopes.append((scope, GRANT_SCOPE_LABELS[scope]))
+        if scope == "pattern" and not pattern_offered(view):
+            continue
+        label = GRANT_SCOPE_LABELS[scope]
+        if scope == "pattern":
+            label = f"{label} {', '.join(view.offers.grant_pin)} (and any you pin below)"
+        scopes.append((scope, label))
     return scopes
+
+
+def grant_pins(view: RequestView) -> list[tuple[str, str]]:
+    """The arguments an approver may pin besides the rule's own (for a pattern grant), as
+    (name, the name as shown: the agent chose it)."""
+    if not pattern_offered(view):
+        return []
+    names = [name for name in view.tool_args if name not in view.offers.grant_pin][:50]
+    return [(name, untrusted.clean(name, 80)) for name in names]
+
+
+def grant_uses(view: RequestView) -> list[tuple[str, str]]:
+    """How many uses a grant may have, as (value, label): "" is the rule's most."""
+    cap = view.offers.max_grant_uses
+    if cap is None:
+        return [("", "any number of calls until it ends"), ("1", "once (single-use)")] + [
+            (str(n), f"{n} calls") for n in (3, 10)
+        ]
+    fewer = [n for n in (1, 3, 10) if n < cap]
+    return [("", f"{cap} calls (the most this rule allows)" if cap > 1 else "once")] + [
+        (str(n), "once (single-use)" if n == 1 else f"{n} calls") for n in fewer
+    ]
 
 
 def grant_durations(view: RequestView) -> list[tuple[str, str]]:

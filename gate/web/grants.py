@@ -13,9 +13,10 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from gate.base.errors import GateError
 from gate.base.statuses import GrantStatus
 from gate.config.settings import ApproverSettings
-from gate.decisions import grant_review
+from gate.decisions import grant_review, grants
 from gate.identity.auth import Principal
 from gate.store.tables import Grant
+from gate.text import untrusted
 from gate.web.console import Console, Posted, sentence
 from gate.web.session import WebSession
 
@@ -59,6 +60,8 @@ class GrantsPage:
             active=active,
             ended=ended,
             ended_status=_ended_status,
+            uses=_uses,
+            pinned=_pinned,
             notice=notice,
             error=error,
         )
@@ -115,4 +118,22 @@ class GrantsPage:
 
 def _ended_status(grant: Grant) -> str:
     # An active row past its time is expired for every purpose; the sweep just has not run.
-    return "expired" if grant.status == GrantStatus.active else grant.status
+    if grant.status == GrantStatus.active:
+        return "expired"
+    return "used up" if grant.status == GrantStatus.used_up else grant.status
+
+
+def _uses(grant: Grant) -> str:
+    """ "2 of 3 (1 left)", or the bare count of a grant that counts only time."""
+    left = grants.uses_left(grant)
+    if left is None:
+        return str(grant.uses)
+    return f"{grant.uses} of {grant.max_uses} ({left} left)"
+
+
+def _pinned(grant: Grant) -> str:
+    """A pattern grant's pinned arguments, as the agent sent them (masked, made inert)."""
+    return ", ".join(
+        f"{untrusted.clean(name, 80)}={untrusted.to_json(value, limit=200)}"
+        for name, value in (grant.pinned or {}).items()
+    )

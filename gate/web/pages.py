@@ -85,7 +85,9 @@ class Pages:
             return console.to_login(request)
         me, template = signed.approver, "_queue_rows.html" if rows_only else "queue.html"
         rows = self.queue_views(me, signed.groups)
-        return console.render(request, session, template, me=me, rows=rows)
+        # what a batch form that could not be used left for the queue (`gate.web.batch`)
+        flash = None if rows_only else session.notice_for(request.url.path)
+        return console.render(request, session, template, me=me, rows=rows, flash=flash)
 
     async def events(self, request: Request) -> Response:
         """Server-sent events: one message per created / changed / final request, for as

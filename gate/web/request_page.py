@@ -261,6 +261,8 @@ def detail_context(
         "checked_reasons": sticky.reasons,
         "grant_scopes": forms.grant_scopes(view) if can_approve else [],
         "grant_durations": durations,
+        "grant_uses": forms.grant_uses(view),
+        "grant_pins": forms.grant_pins(view),
         "grant_default": "30m" if ("30m", "30 minutes") in durations else durations[-1][0],
         "can_extend": not view.is_final and refusal is None,
         "extend_choices": EXTEND_CHOICES,

@@ -112,7 +112,18 @@
     };
   }
 
+  // The batch form's "(2 selected)": how many requests are ticked, said as they change.
+  function countPicked(box) {
+    var note = document.getElementById("batch-count");
+    if (!note) return;
+    var n = box.querySelectorAll("input[name=ids]:checked").length;
+    note.textContent = n ? "(" + n + " selected)" : "(none selected)";
+  }
+
   function setupQueue(box) {
+    box.addEventListener("change", function (event) {
+      if (event.target.name === "ids") countPicked(box);
+    });
     var announce = setupNotify(box);
     var status = document.getElementById("live");
     var text = status ? status.querySelector(".live-text") : null;
@@ -129,7 +140,12 @@
         })
         .then(function (html) {
           if (html !== null) {
+            // ticked requests stay ticked across a refresh (the batch form's selection)
+            var ticked = {};
+            box.querySelectorAll("input[name=ids]:checked").forEach(function (c) { ticked[c.value] = true; });
             box.innerHTML = html;
+            box.querySelectorAll("input[name=ids]").forEach(function (c) { c.checked = !!ticked[c.value]; });
+            countPicked(box);
             tick();
             showCount(box);
             announce();

@@ -30,6 +30,15 @@ OFFERING_RULES: list[dict[str, Any]] = [
         "max_grant": "1h",
     },
     {
+        "name": "releases",
+        "tools": ["release_*"],
+        "timeout": "10m",
+        "grant_scopes": ["call", "pattern"],
+        "grant_pin": ["repo"],
+        "max_grant_uses": 5,
+        "max_grant": "1h",
+    },
+    {
         "name": "escalating",
         "tools": ["escalate_*"],
         "approvers": ["group:finance"],

@@ -38,6 +38,15 @@ CONTRACT_RULES: list[dict[str, object]] = [
             {"name": "finance", "approvers": ["group:finance"]},
         ],
     },
+    # "approve similar": the same repo, at most two calls (`gate.decisions.grants`)
+    {
+        "name": "releases",
+        "tools": ["release_*"],
+        "timeout": "10m",
+        "grant_scopes": ["pattern"],
+        "grant_pin": ["repo"],
+        "max_grant_uses": 2,
+    },
     # approvals only from a fresh single sign-on in the console (`gate.policy.stepup`)
     {"name": "step-up", "tools": ["risky_*"], "timeout": "10m", "step_up": {"max_age": "5m"}},
 ]

@@ -559,6 +559,24 @@ def test_grants_as_the_rule_offers(clicks: Driver, gate: Gate) -> None:
     untouched(gate, plain)
 
 
+def test_a_pattern_grant_with_counted_uses(clicks: Driver, gate: Gate) -> None:
+    repo = f"contract-{clicks.name}"
+    request_id = ask(gate, "release_app", {"repo": repo, "tag": "v1"})
+    assert "grant" in clicks.card(request_id).offers
+    answer = clicks.click(gate.url, request_id, "alice", "approve", grant=("pattern", "1800s"))
+    assert answer.status == 200
+    assert state(gate, request_id)["status"] == "approved"
+    # the same repo, any tag, twice (the rule's max_grant_uses); another repo is asked
+    other = gate.submit(tool_name="release_app", tool_args={"repo": "elsewhere", "tag": "v1"})
+    assert other["decision"] == "ask"
+    later = [
+        gate.submit(tool_name="release_app", tool_args={"repo": repo, "tag": tag})
+        for tag in ("v2", "v3", "v4")
+    ]
+    assert [x["decision"] for x in later] == ["allow", "allow", "ask"], later
+    assert "use 2 of 2" in later[1]["reason"]
+
+
 def test_extend_as_the_server_allows(clicks: Driver, gate: Gate) -> None:
     request_id = ask(gate, "refund_order", {"amount": 900})
     card = clicks.card(request_id)

@@ -394,3 +394,23 @@ def test_a_channel_table_gate_refuses_is_named_with_its_line(tmp_path: Path) -> 
     r, path = _gate(tmp_path, toml, "serve")
     said = _config_error(r, path, "channels.slack.signing_secret", "is required", line=4)
     assert "xoxb-1" not in said
+
+
+# -- pattern grants -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("toml", "words"),
+    [
+        # a pattern grant that pins nothing would cover every call of the tool under the rule
+        ('[[rules]]\nname = "r"\ngrant_scopes = ["pattern"]\n', "grant_pin names no argument"),
+        ('[[rules]]\nname = "r"\ngrant_pin = ["repo"]\n', 'does not offer "pattern"'),
+    ],
+)
+def test_a_pattern_grant_must_pin_something(tmp_path: Path, toml: str, words: str) -> None:
+    r, path = _gate(tmp_path, toml, "policy", "check")
+    # a rule's mistake is a policy error, at the rule's line (as `when` and stage mistakes are)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    said = r.stderr.strip().splitlines()[-1]
+    assert said.startswith(f'gate: policy error: {path}:3: rule "r": '), said
+    assert words in said, said

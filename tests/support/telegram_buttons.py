@@ -22,7 +22,7 @@ LABEL = b"gate/telegram/button/v1"
 KINDS = {
     "approve": b"a", "grant": b"g", "reject": b"r", "reason": b"p", "edit": b"e", "extend": b"x",
 }  # fmt: skip
-SCOPES = ("call", "session", "agent")
+SCOPES = ("call", "session", "agent", "pattern")  # as channels/telegram/tokens.py numbers them
 
 
 def _derive(secret: str, info: bytes, length: int) -> bytes:

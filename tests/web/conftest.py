@@ -58,6 +58,15 @@ WEB_RULES: list[dict[str, Any]] = [
         ],
     },
     {
+        # pattern and counted grants (issue 32): the repo is always pinned, at most 3 uses
+        "name": "releases",
+        "tools": ["release_*"],
+        "timeout": "10m",
+        "grant_scopes": ["call", "pattern"],
+        "grant_pin": ["repo"],
+        "max_grant_uses": 3,
+    },
+    {
         "name": "grantable",
         "tools": ["shell_*"],
         "timeout": "10m",

@@ -94,3 +94,56 @@ def test_grants_the_rule_does_not_offer_are_refused(web_gate: Gate) -> None:
 def test_grants_page_needs_sign_in(web_gate: Gate) -> None:
     with browser(web_gate) as c:
         assert c.get("/grants").headers["location"] == "/login?next=/grants"
+
+
+def test_a_pattern_grant_with_uses_from_the_page(web_gate_db: Gate) -> None:
+    gate = web_gate_db
+    args = {"repo": "web", "channel": "beta", "tag": "v1"}
+    request_id = gate.submit(tool_name="release_app", tool_args=args)["request"]["id"]
+    with sign_in(gate, "alice") as c:
+        page = c.get(f"/requests/{request_id}").text
+        assert 'value="pattern"' in page and "calls with the same repo" in page
+        # the rule pins the repo; the approver may pin the others, and choose fewer uses
+        assert 'name="grant_pin" value="channel"' in page and 'value="repo"' not in page
+        assert '<option value="">3 calls (the most this rule allows)</option>' in page
+        assert '<option value="1">once (single-use)</option>' in page
+        r = post_decide(
+            c,
+            request_id,
+            verdict="approve",
+            grant_scope="pattern",
+            grant_duration="30m",
+            grant_uses="2",
+            grant_pin="channel",
+        )
+        landed(c, r, f"/requests/{request_id}")
+        assert gate.submit(tool_name="release_app", tool_args=args)["decision"] == "allow"
+        stable = {**args, "channel": "stable"}
+        assert gate.submit(tool_name="release_app", tool_args=stable)["decision"] == "ask"
+
+        grants = c.get("/grants").text
+        active = grants.split('id="active-grants"')[1].split("</table>")[0]
+        assert (
+            'calls with <code class="pinned">repo=&#34;web&#34;, channel=&#34;beta&#34;' in active
+        )
+        assert '<td data-label="Uses">1 of 2 (1 left)</td>' in active
+        assert gate.submit(tool_name="release_app", tool_args=args)["decision"] == "allow"
+        ended = c.get("/grants").text.split('id="ended-grants"')[1].split("</table>")[0]
+        assert '<span class="status used_up">used up</span>' in ended
+        assert '<td data-label="Uses">2 of 2 (0 left)</td>' in ended
+
+        # more uses than the rule allows, or a grant the call cannot have: the page says why
+        other = gate.submit(tool_name="release_app", tool_args={"tag": "v2"})["request"]["id"]
+        r = post_decide(c, other, verdict="approve", grant_scope="pattern", grant_duration="5m")
+        assert r.status_code == 422
+        assert "pins arguments this call does not have: repo" in flash_error(r.text)
+        r = post_decide(
+            c,
+            request_id,
+            verdict="approve",
+            grant_scope="call",
+            grant_duration="5m",
+            grant_uses="x",
+        )
+        assert r.status_code == 422
+        assert flash_error(r.text) == "Choose how many calls the grant may let through."
