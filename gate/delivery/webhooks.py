@@ -72,6 +72,8 @@ class WebhookSender:
         self.clock = clock
         self._transport = transport
         self._client: httpx.AsyncClient | None = None
+        #: messages this replica delivered (a receiver answered 2xx and the mark held)
+        self.delivered = 0
 
     async def pump(self) -> int:
         """Claim the due messages and send them all at once; returns how many were tried."""
@@ -98,7 +100,10 @@ class WebhookSender:
             return await self._failed(claim, error, hook.max_attempts, hook.retry_base_seconds)
         if answer.is_success:
             marked = await threads.run_sync(outbox.mark_sent, self.db, claim, self.clock())
-            return "sent" if marked else "lost"
+            if not marked:
+                return "lost"
+            self.delivered += 1
+            return "sent"
         error = f"HTTP {answer.status_code}: {answer.text[:ERROR_BODY_CHARS]}".rstrip(": ")
         return await self._failed(claim, error, hook.max_attempts, hook.retry_base_seconds)
 

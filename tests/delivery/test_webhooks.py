@@ -209,3 +209,6 @@ def test_two_replicas_send_each_message_once(
     assert len(ids) == 40 and len(set(ids)) == 40
     assert {r.payload["data"]["request_id"] for r in receiver.taken} == set(asked)
     wait_until(lambda: {m["status"] for m in messages(replicas[0])} == {"sent"})
+    # both pumps took part: each claimed some of the messages, none claimed one twice
+    delivered = [gate.state.webhooks.delivered for gate in replicas if gate.state.webhooks]
+    assert sum(delivered) == 40 and min(delivered) > 0, delivered
