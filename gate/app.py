@@ -11,6 +11,7 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from fastapi import FastAPI
@@ -30,7 +31,7 @@ from gate.decisions.decision_log import DecisionLog
 from gate.decisions.service import GateService
 from gate.delivery.channel import load_channels
 from gate.delivery.jobs import Jobs
-from gate.delivery.scheduler import Scheduler
+from gate.delivery.scheduler import WEBHOOK_JOB, Scheduler
 from gate.delivery.webhooks import WebhookSender, subscriptions
 from gate.identity.auth import TokenBook
 from gate.inputs.bodies import JsonLimits
@@ -133,6 +134,8 @@ def build_state(settings: Settings, clock: Callable[[], datetime] = utcnow) -> A
         webhooks=sender.pump if sender is not None else None,
     )
     service.kick_outbox = scheduler.kick
+    if sender is not None:
+        service.kick_webhooks = partial(scheduler.kick, WEBHOOK_JOB)
     jobs.kick, jobs.running = scheduler.kick, lambda: scheduler.running
     service.pump = jobs
     return AppState(

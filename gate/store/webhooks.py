@@ -36,6 +36,8 @@ LEASE = timedelta(seconds=60)
 BATCH = 20
 #: in `Session.info` (set by `Database.write`): webhook name -> the events it wants
 SUBSCRIPTIONS = "gate_webhooks"
+#: in `Session.info`: the transaction owes webhook messages (its pump can run once it commits)
+_OWED = "gate_owes_webhooks"
 #: the longest wait between two attempts
 MAX_BACKOFF = timedelta(hours=1)
 
@@ -118,6 +120,12 @@ def owe(
             "created_at": now,
         }
         batch.write(session, _INSERT, values)
+        session.info[_OWED] = True
+
+
+def owes_messages(session: Session) -> bool:
+    """True when `session`'s transaction owed webhook messages."""
+    return bool(session.info.get(_OWED))
 
 
 _NOW = sa.bindparam("now", type_=UTCDateTime())

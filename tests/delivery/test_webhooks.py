@@ -212,3 +212,15 @@ def test_two_replicas_send_each_message_once(
     # both pumps took part: each claimed some of the messages, none claimed one twice
     delivered = [gate.state.webhooks.delivered for gate in replicas if gate.state.webhooks]
     assert sum(delivered) == 40 and min(delivered) > 0, delivered
+
+
+def test_a_change_sends_its_message_at_once_not_at_the_next_tick(
+    make_gate: GateFactory, sqlite_url: str, receiver: FakeReceiver
+) -> None:
+    settings = with_hooks(sqlite_url, hook(receiver, events=["created"]))
+    settings.server.outbox_interval_seconds = 30.0  # the pump's tick never comes in this test
+    gate = make_gate(settings=settings)
+    started = time.monotonic()
+    gate.submit(**PAYMENT)
+    wait_until(lambda: len(receiver.taken) == 1, timeout=5)
+    assert receiver.taken[0].at - started < 5
