@@ -258,6 +258,17 @@ def recent(db: Database, *, limit: int = 100, status: str | None = None) -> list
         return [WebhookRow(*row) for row in conn.execute(statement)]
 
 
+def backlog(db: Database) -> list[tuple[str, str, int]]:
+    """(status, webhook, how many) of the messages not sent: pending and dead."""
+    statement = (
+        sa.select(WEBHOOK.c.status, WEBHOOK.c.webhook, sa.func.count())
+        .where(WEBHOOK.c.status != DeliveryStatus.sent.value)
+        .group_by(WEBHOOK.c.status, WEBHOOK.c.webhook)
+    )
+    with db.read_conn() as conn:
+        return [(str(status), str(hook), int(n)) for status, hook, n in conn.execute(statement)]
+
+
 def counts(db: Database) -> dict[str, int]:
     """Messages by status."""
     statement = sa.select(WEBHOOK.c.status, sa.func.count()).group_by(WEBHOOK.c.status)

@@ -148,6 +148,11 @@ def test_failures_back_off_then_die_and_the_console_resends(
     assert dead["attempts"] == 3 and dead["last_error"].startswith("HTTP 500")
     time.sleep(1.0)
     assert len(receiver.attempts) == 3  # a dead message is not tried again by itself
+    with gate.client() as c:  # an alert can watch for it
+        assert (
+            'gate_webhook_messages{status="dead",webhook="audit-feed"} 1.0'
+            in c.get("/metrics").text
+        )
 
     with sign_in(gate, "alice") as c:
         page = c.get("/webhooks")
