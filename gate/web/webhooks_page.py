@@ -7,6 +7,8 @@ Reading and resending go through `gate.store.webhooks`; a resent message keeps i
 
 from __future__ import annotations
 
+import logging
+
 import anyio
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -16,6 +18,8 @@ from gate.config.settings import ApproverSettings
 from gate.store import webhooks
 from gate.web.console import Console, Posted
 from gate.web.session import WebSession
+
+log = logging.getLogger("gate.webhooks")
 
 #: how many messages the page lists, newest first
 SHOWN = 100
@@ -79,6 +83,7 @@ class WebhooksPage:
             return await anyio.to_thread.run_sync(
                 lambda: self.page(request, session, me, status=409, error=error)
             )
+        log.info("webhook %s message %s resent by %s", row.webhook, row.msg_id, me.name)
         notice = (
             f"Resending {row.event} message {row.msg_id} to {row.webhook} "
             f"(asked by {me.name}): it is due now, with fresh attempts."
