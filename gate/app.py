@@ -11,6 +11,7 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from fastapi import FastAPI
@@ -30,7 +31,8 @@ from gate.decisions.decision_log import DecisionLog
 from gate.decisions.service import GateService
 from gate.delivery.channel import load_channels
 from gate.delivery.jobs import Jobs
-from gate.delivery.scheduler import Scheduler
+from gate.delivery.scheduler import WEBHOOK_JOB, Scheduler
+from gate.delivery.webhooks import WebhookSender, subscriptions
 from gate.identity.auth import TokenBook
 from gate.inputs.bodies import JsonLimits
 from gate.policy import shadow
@@ -108,6 +110,7 @@ def build_state(settings: Settings, clock: Callable[[], datetime] = utcnow) -> A
     db = Database(
         server.database_url, pool_size=server.db_pool_size, pool_overflow=server.db_pool_overflow
     )
+    db.webhooks = subscriptions(settings.webhooks)  # owed with each audit event that wants one
     notifier = build_notifier(settings, db)
     service = GateService(settings=settings, db=db, policy=policy, notifier=notifier, clock=clock)
     if settings.decision_log.enabled:
@@ -118,6 +121,7 @@ def build_state(settings: Settings, clock: Callable[[], datetime] = utcnow) -> A
     service.configured_channels = configured
     channels = load_channels(configured, ChannelGate(service), source=settings.source)
     jobs = Jobs(service, channels, clock)
+    sender = WebhookSender(db, settings.webhooks, clock) if settings.webhooks else None
     scheduler = Scheduler(
         sweep=jobs.sweep,
         pump=jobs.scheduled_pump,
@@ -127,8 +131,11 @@ def build_state(settings: Settings, clock: Callable[[], datetime] = utcnow) -> A
         remind_interval=server.followup_interval_seconds,
         prune=jobs.prune_decisions if service.decision_log is not None else None,
         prune_interval=settings.decision_log.prune_interval_seconds,
+        webhooks=sender.pump if sender is not None else None,
     )
     service.kick_outbox = scheduler.kick
+    if sender is not None:
+        service.kick_webhooks = partial(scheduler.kick, WEBHOOK_JOB)
     jobs.kick, jobs.running = scheduler.kick, lambda: scheduler.running
     service.pump = jobs
     return AppState(
@@ -143,6 +150,7 @@ def build_state(settings: Settings, clock: Callable[[], datetime] = utcnow) -> A
         channels=channels,
         decision_log=service.decision_log,
         clock=clock,
+        webhooks=sender,
     )
 
 
@@ -176,6 +184,8 @@ def _lifespan(state: AppState) -> Callable[[FastAPI], AbstractAsyncContextManage
             await state.notifier.stop()
             for channel in state.channels.values():
                 await channel.aclose()
+            if state.webhooks is not None:
+                await state.webhooks.aclose()
             if state.tracing is not None:
                 state.tracing.stop()
             state.db.dispose()

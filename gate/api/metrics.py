@@ -43,6 +43,7 @@ from gate.api.fatigue_metrics import FatigueCollector
 from gate.base.statuses import DeliveryStatus
 from gate.policy.shadow import ShadowOutcome
 from gate.server.state import AppState
+from gate.store import webhooks
 from gate.store.tables import ConfirmationRequest, Delivery
 
 log = logging.getLogger(__name__)
@@ -168,6 +169,20 @@ class _DatabaseCollector(Collector):
                 outbox.add_metric([str(status), str(channel)], float(n))
         yield requests
         yield outbox
+        if self.state.settings.webhooks:
+            yield _webhook_backlog(self.state)
+
+
+def _webhook_backlog(state: AppState) -> Metric:
+    """`[[webhooks]]` messages not sent, by status and webhook (alert on dead > 0)."""
+    gauge = GaugeMetricFamily(
+        "gate_webhook_messages",
+        "Webhook messages by status and webhook: pending is the backlog, dead gave up (global)",
+        labels=["status", "webhook"],
+    )
+    for status, hook, n in webhooks.backlog(state.db):
+        gauge.add_metric([status, hook], float(n))
+    return gauge
 
 
 def _chunks(items: list[str], size: int) -> Iterator[list[str]]:

@@ -53,6 +53,7 @@ from gate.config.oidc import OidcSettings, StepUpSettings
 # re-exported: the rest of gate imports every settings model from here
 from gate.config.people import ApproverSettings as ApproverSettings
 from gate.config.people import TokenSettings as TokenSettings
+from gate.config.webhooks import WebhookSettings as WebhookSettings
 
 DEFAULT_CONFIG_NAME = "gate.toml"
 
@@ -268,6 +269,8 @@ class Settings(BaseSettings):
     #: console sign-in through an OpenID Connect provider (off when absent)
     oidc: OidcSettings | None = None
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
+    #: receivers told of requests' events, each message signed (`gate.delivery.webhooks`)
+    webhooks: list[WebhookSettings] = Field(default_factory=list)
     #: where the settings came from, for messages (not read from the file)
     source: str | None = Field(default=None, exclude=True)
 
@@ -301,6 +304,9 @@ class Settings(BaseSettings):
                     f"token {token.name!r} names approver {token.approver!r}, "
                     "which is not in [[approvers]]"
                 )
+        hooks = [w.name for w in self.webhooks]
+        if len(set(hooks)) != len(hooks):
+            raise ValueError("webhook names must be unique")
         rule_names = [r.name for r in self.rules]
         if len(set(rule_names)) != len(rule_names):
             raise ValueError("rule names must be unique")

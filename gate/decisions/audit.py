@@ -3,7 +3,8 @@
 Every event carries `prev_hash` (the previous event's `chain_hash` for the same request) and
 its own `chain_hash` = sha256 over its content and `prev_hash`, so changing or deleting any
 event breaks the chain from there on (`gate audit verify`, the web page's chain check).
-Events are written in the caller's transaction, beside the change they record.
+Events are written in the caller's transaction, beside the change they record, and so are
+the `[[webhooks]]` messages they owe (`gate.decisions.webhook_events`).
 
 Most events record a change; `revealed` records that a person saw a masked value of the call
 (`gate.web.reveal`): who, when, and which value by its JSON pointer, never the value itself.
@@ -21,6 +22,7 @@ from sqlmodel import Session
 
 from gate.asking.binding import canonical_json
 from gate.base.statuses import RequestStatus
+from gate.decisions import webhook_events
 from gate.store import decisions as store
 from gate.store import trail as trail_reads
 from gate.store.db import Database
@@ -59,6 +61,17 @@ def append(
     values = {"request_id": request_id, "at": now, "kind": kind, "actor": actor, "via": via}
     values |= {"detail": kept, "prev_hash": prev, "chain_hash": chain}
     store.append_event(session, values)
+    webhook_events.owe(
+        session,
+        request_id=request_id,
+        kind=kind,
+        actor=actor,
+        via=via,
+        at=now,
+        detail=kept,
+        chain_hash=chain,
+        prev_hash=prev,
+    )
     return chain
 
 

@@ -34,7 +34,7 @@ from gate.policy import offers
 from gate.policy import stages as chains
 from gate.policy.rules import CallFacts, Decision, Policy, Rule
 from gate.policy.shadow import ShadowOutcome
-from gate.store import batch, listing, outbox, reads, records, trail
+from gate.store import batch, listing, outbox, reads, records, trail, webhooks
 from gate.store import decisions as store
 from gate.store.db import Database
 from gate.store.records import RequestRow
@@ -78,6 +78,7 @@ class GateService:
         self.notifier = notifier
         self.clock = clock
         self.kick_outbox = kick_outbox
+        self.kick_webhooks: Callable[[], None] = lambda: None  # set with `[[webhooks]]`
         #: when set and running, the delivery rows a change writes are claimed in its own
         #: transaction and handed to this pump after the commit (`changing`)
         self.pump: CardPump | None = None
@@ -432,6 +433,8 @@ class GateService:
             pump.hand_over([(claim, change.shown.get(claim.request_id)) for claim in handed])
         elif outbox.owes_cards(session):  # no pump run for a change no card shows
             self.kick_outbox()
+        if webhooks.owes_messages(session):  # sent now, not at the pump's next tick
+            self.kick_webhooks()
         requestlog.decided(*change.decided)
         for after in change.after_commit:
             after()

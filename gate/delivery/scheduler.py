@@ -1,4 +1,4 @@
-"""When the background jobs run: expiry sweep, outbox pump, reminders.
+"""When the background jobs run: expiry sweep, outbox pump, reminders, webhooks.
 
 Thin wiring only: the jobs themselves are in gate.delivery.jobs, idempotent and safe to run on every
 replica at once (compare-and-set transitions, leased outbox claims).
@@ -22,6 +22,7 @@ SWEEP_JOB = "expiry-sweep"
 OUTBOX_JOB = "outbox-pump"
 REMIND_JOB = "reminders"
 PRUNE_JOB = "decision-log-prune"
+WEBHOOK_JOB = "webhook-pump"
 #: reminders and escalations are minutes-scale promises; checking every 5 s keeps them
 #: punctual without scanning pending requests every second
 REMIND_INTERVAL = 5.0
@@ -41,6 +42,7 @@ class Scheduler:
         remind_interval: float = REMIND_INTERVAL,
         prune: Callable[[], Awaitable[Any]] | None = None,
         prune_interval: float = 300.0,
+        webhooks: Callable[[], Awaitable[Any]] | None = None,
     ) -> None:
         self._scheduler = AsyncIOScheduler(timezone=UTC)
         self._inflight: set[asyncio.Task[Any]] = set()
@@ -73,6 +75,13 @@ class Scheduler:
             self._runs[PRUNE_JOB] = prune
             self._scheduler.add_job(
                 prune, "interval", seconds=prune_interval, id=PRUNE_JOB, **common
+            )
+
+        if webhooks is not None:  # `[[webhooks]]` messages, on the card pump's interval
+            webhooks = self._tracked(WEBHOOK_JOB, webhooks)
+            self._runs[WEBHOOK_JOB] = webhooks
+            self._scheduler.add_job(
+                webhooks, "interval", seconds=pump_interval, id=WEBHOOK_JOB, **common
             )
 
     @property

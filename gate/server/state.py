@@ -24,6 +24,7 @@ from gate.decisions.service import GateService
 from gate.delivery.channel import Channel
 from gate.delivery.jobs import Jobs
 from gate.delivery.scheduler import Scheduler
+from gate.delivery.webhooks import WebhookSender
 from gate.identity.auth import TokenBook
 from gate.policy.rules import Policy
 from gate.server.telemetry import Tracing
@@ -48,6 +49,8 @@ class AppState:
     clock: Callable[[], datetime] = utcnow
     #: tracing as this app started it (`gate.server.telemetry`); None when it is off
     tracing: Tracing | None = None
+    #: sends `[[webhooks]]` messages; None when none is configured
+    webhooks: WebhookSender | None = None
 
 
 class ChannelGate:

@@ -8,6 +8,7 @@ What it owns, module by module:
 * `records`: the typed rows those verbs take and return (`RequestRow`, `VoteRow`);
 * `reads`: the use cases' reads (a request by key, with its votes, the sweep's due work);
 * `outbox` and `marks`: card deliveries owed, claimed with a lease, and marked;
+  `webhooks`: the same for `[[webhooks]]` messages;
 * `grants`, `nudges`: grants' and reminders' statements;
 * `rows`: the hot paths' statements, built once; `batch`: a change's trailing writes sent as
   one statement (PostgreSQL); `direct`: a fixed statement run on the driver's cursor, and

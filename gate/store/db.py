@@ -75,6 +75,9 @@ class Database:
             kwargs["connect_args"] = postgres.connect_args()
         kwargs["json_deserializer"] = stored_json
         self.engine: Engine = sa.create_engine(self.url, **kwargs)
+        #: webhook name -> the events it wants (`[[webhooks]]`, set by the app): each write
+        #: session carries them, so an audit event owes its messages in its own transaction
+        self.webhooks: dict[str, frozenset[str]] = {}
         self._pinned: Pinned | None = None
         self._spare: _Spare | None = None
         if self.sqlite:
@@ -105,6 +108,8 @@ class Database:
             self.write_conn() as conn,
             Session(conn, expire_on_commit=False, join_transaction_mode="rollback_only") as session,
         ):
+            if self.webhooks:
+                session.info["gate_webhooks"] = self.webhooks  # gate.store.webhooks.SUBSCRIPTIONS
             yield session
             session.flush()
 
@@ -282,7 +287,7 @@ def _mend(value: Any) -> Any:
 #: the newest migration's revision (tests/store/test_schema.py checks it against migrations/): a
 #: database already there is not handed to Alembic at all, whose import and reading of every
 #: migration script cost a replica's start about a quarter of a second of CPU
-HEAD_REVISION = "0015"
+HEAD_REVISION = "0016"
 
 
 def alembic_config(url: str) -> AlembicConfig:

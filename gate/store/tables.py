@@ -362,3 +362,40 @@ class AgentTrip(SQLModel, table=True):
     tripped_at: datetime = Field(sa_column=Column(UTCDateTime, nullable=False))
     reset_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime, nullable=True))
     reset_by: str | None = Field(default=None, max_length=200)
+
+
+class WebhookDelivery(SQLModel, table=True):
+    """Outbox row: one signed message owed to one `[[webhooks]]` receiver.
+
+    Written in the transaction of the change it reports (`gate.store.webhooks.owe`); its
+    `payload` is fixed then, so every attempt and a resend carry the same `msg_id` and bytes.
+    """
+
+    __tablename__ = "webhook_delivery"
+    __table_args__ = (
+        sa.Index("ix_webhook_delivery_due", "status", "next_attempt_at"),
+        sa.Index("ix_webhook_delivery_request", "request_id"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    #: the Standard Webhooks `webhook-id`: the same on every attempt, so receivers dedupe
+    msg_id: str = Field(max_length=40, unique=True)
+    webhook: str = Field(max_length=100)
+    event: str = Field(max_length=16)
+    request_id: str = Field(max_length=26)
+    payload: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
+    status: str = Field(default=DeliveryStatus.pending, sa_column=_status_column("pending"))
+    attempts: int = Field(default=0)
+    next_attempt_at: datetime = Field(
+        default_factory=utcnow, sa_column=Column(UTCDateTime, nullable=False)
+    )
+    claimed_until: datetime | None = Field(
+        default=None, sa_column=Column(UTCDateTime, nullable=True)
+    )
+    #: what the last failed attempt got (an HTTP status and the start of the body, or the
+    #: network error)
+    last_error: str | None = Field(default=None, max_length=500)
+    created_at: datetime = Field(
+        default_factory=utcnow, sa_column=Column(UTCDateTime, nullable=False)
+    )
+    sent_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime, nullable=True))

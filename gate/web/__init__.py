@@ -3,8 +3,8 @@
 `console` holds what every page shares (sign-in state, rendering, redirects); the pages live
 by what they do: `pages` (queue, live events, history, stats), `request_page` (a request
 and its decide and extend forms), `batch` (deciding several from the queue), `reveal` (a
-masked value shown to an approver), `grants`,
-`agents` (tripped agents and their reset), `login`. Below them: `forms` (form parsing),
+masked value shown to an approver), `grants`, `agents` (tripped agents and their reset),
+`webhooks_page` (webhook messages and their resend), `login`. Below them: `forms` (form parsing),
 `queries` (read-only queries), `charts` (SVG), `session` (the cookie, security headers),
 `signin` (rate limits, revocable sign-ins).
 
@@ -31,6 +31,7 @@ from gate.web.pages import Pages
 from gate.web.request_page import RequestPage
 from gate.web.reveal import RevealRoute
 from gate.web.sso import SsoPages
+from gate.web.webhooks_page import WebhooksPage
 
 log = logging.getLogger("gate.web")
 
@@ -49,5 +50,7 @@ def install(app: FastAPI, state: AppState) -> None:
         app.include_router(page.router())
     if sso is not None:
         app.include_router(sso.router())
+    if state.settings.webhooks:
+        app.include_router(WebhooksPage(console).router())
     if state.settings.server.session_secret is None:
         log.info("web sessions are signed with a per-process key; set server.session_secret")

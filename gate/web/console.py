@@ -217,6 +217,7 @@ class Console:
             shadow=shadow.notices(self.state.policy.shadows, self.state.clock()),
             tripped=len(self.service.trips.tripped),
             sso_label=self.settings.oidc.label if self.settings.oidc else None,
+            webhooks_on=bool(self.settings.webhooks),
             **context,
         )
         response = HTMLResponse(html, status_code=status, headers={"Cache-Control": "no-store"})

@@ -175,3 +175,16 @@ def test_each_claimed_update_carries_its_own_cards_post(service: GateService) ->
     assert sorted((c.request_id, c.post_ref) for c in updates) == [
         (rid, f"msg-{rid}") for rid in sorted(rids)
     ]
+
+
+def test_a_webhook_message_rides_in_the_change_it_reports(service: GateService) -> None:
+    # `[[webhooks]]` wanting both events (what create_app sets from gate.toml): each change
+    # writes one more row, in its own transaction; on PostgreSQL inside its one batch
+    service.db.webhooks = {"feed": frozenset({"created", "decided"})}
+    with counting(service.db.engine) as tally:
+        rid = ask(service, tool_name="refund", tool_args={"amount": 1})
+    check(tally, statements=writes(service, sqlite=5, postgres=2), transactions=1)
+    with counting(service.db.engine) as tally:
+        result = deciding.decide(service, rid, approver(service, "alice"), Verdict.approve)
+    assert result.changed
+    check(tally, statements=writes(service, sqlite=6, postgres=2), transactions=1)
