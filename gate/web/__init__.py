@@ -3,7 +3,8 @@
 `console` holds what every page shares (sign-in state, rendering, redirects); the pages live
 by what they do: `pages` (queue, live events, history, stats), `request_page` (a request
 and its decide and extend forms), `reveal` (a masked value shown to an approver), `grants`,
-`agents` (tripped agents and their reset), `login`. Below them: `forms` (form parsing),
+`agents` (tripped agents and their reset), `login`, `sso` (single sign-on), `passkeys`
+(an approver's WebAuthn credentials) and `passkey_approval` (an approval a passkey signs). Below them: `forms` (form parsing),
 `queries` (read-only queries), `charts` (SVG), `session` (the cookie, security headers),
 `signin` (rate limits, revocable sign-ins).
 
@@ -26,6 +27,7 @@ from gate.web.decisions_page import DecisionsPage
 from gate.web.grants import GrantsPage
 from gate.web.login import LoginPage
 from gate.web.pages import Pages
+from gate.web.passkeys import PasskeysPage
 from gate.web.request_page import RequestPage
 from gate.web.reveal import RevealRoute
 from gate.web.sso import SsoPages
@@ -46,5 +48,7 @@ def install(app: FastAPI, state: AppState) -> None:
         app.include_router(page.router())
     if sso is not None:
         app.include_router(sso.router())
+    if console.passkeys_on:
+        app.include_router(PasskeysPage(console).router())
     if state.settings.server.session_secret is None:
         log.info("web sessions are signed with a per-process key; set server.session_secret")
