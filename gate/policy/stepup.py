@@ -6,9 +6,10 @@ provider no longer than `max_age` before they approve, with one of the rule's `a
 when it names any. A password, the proxy header, an API token or a chat click cannot prove
 that, so each is refused with the way to do it: the request page, signed in again through
 the provider. With `webauthn`, the approval must also carry a passkey's assertion over the
-request and its arguments, which only the request page makes (`gate.web.passkeys`): any
-other surface is refused. Rejecting needs no step-up: it stops the call, which is where gate
-fails anyway. The answer is the decision pipeline's (`gate.decisions.deciding`), so every surface gets it.
+request and its arguments, which only the request page makes (`gate.web.passkey_approval`):
+any other surface is refused. Rejecting needs no step-up: it stops the call, which is where
+gate fails anyway. The answer is the decision pipeline's (`gate.decisions.deciding`), so every
+surface gets it.
 """
 
 from __future__ import annotations

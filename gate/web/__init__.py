@@ -4,9 +4,9 @@
 by what they do: `pages` (queue, live events, history, stats), `request_page` (a request
 and its decide and extend forms), `reveal` (a masked value shown to an approver), `grants`,
 `agents` (tripped agents and their reset), `login`, `sso` (single sign-on), `passkeys`
-(an approver's WebAuthn credentials) and `passkey_approval` (an approval a passkey signs). Below them: `forms` (form parsing),
-`queries` (read-only queries), `charts` (SVG), `session` (the cookie, security headers),
-`signin` (rate limits, revocable sign-ins).
+(an approver's WebAuthn credentials) and `passkey_approval` (an approval a passkey signs).
+Below them: `forms` (form parsing), `queries` (read-only queries), `charts` (SVG), `session`
+(the cookie, security headers), `signin` (rate limits, revocable sign-ins).
 
 May import: gate.api, gate.base, gate.config, gate.decisions, gate.identity, gate.inputs,
 gate.insights, gate.policy, gate.rendering, gate.server, gate.store, gate.text.

@@ -20,13 +20,13 @@ from __future__ import annotations
 import logging
 import secrets
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 import anyio
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 
-from gate.asking.binding import call_hash
 from gate.base.errors import Conflict, Forbidden, GateError, InvalidInput, NotFound
 from gate.decisions.readmodel import RequestView
 from gate.identity import passkeys as webauthn
@@ -50,12 +50,6 @@ Unmask = Callable[[str, dict[str, Any] | None], dict[str, Any] | None]
 def needs_passkey(view: RequestView | None) -> bool:
     """Whether approving `view` needs a passkey's assertion."""
     return view is not None and view.offers.step_up is not None and view.offers.step_up.webauthn
-
-
-def approved_hash(view: RequestView, edited: dict[str, Any] | None) -> str:
-    """The hash of the call an approval with `edited` arguments (None: as asked) lets run."""
-    args = edited if edited is not None else view.tool_args
-    return call_hash(view.tool_name, args, view.idempotency_key)
 
 
 class PasskeyApproval:
@@ -101,7 +95,7 @@ class PasskeyApproval:
                 code="no_passkey",
             )
         now = self.console.state.clock()
-        args_hash = approved_hash(view, edited)
+        args_hash = view.binding_for(edited)
         nonce = secrets.token_urlsafe(32)
         row = ChallengeRow(
             nonce=nonce,
@@ -135,21 +129,9 @@ class PasskeyApproval:
                 "button, which asks your passkey (it needs JavaScript)",
             )
         me = signed.approver.name
-        issued = store.challenge(self.db, nonce[:64])
         now = self.console.state.clock()
-        if issued is None or issued.expires_at < now:
-            raise PasskeyRefused(
-                "challenge_used",
-                "this passkey answer was used already, or its challenge expired (they last "
-                "two minutes): approve again",
-            )
-        if issued.purpose != "approve" or issued.request_id != view.id or issued.approver != me:
-            raise PasskeyRefused(
-                "wrong_request",
-                "this passkey answer was made for another request (or another person): "
-                "approve again from this request's page",
-            )
-        args_hash = approved_hash(view, edited)
+        issued = self._issued(nonce, view, me, now)
+        args_hash = view.binding_for(edited)
         if issued.args_hash != args_hash:
             raise PasskeyRefused(
                 "wrong_arguments",
@@ -172,11 +154,34 @@ class PasskeyApproval:
             public_key=key.public_key,
             sign_count=key.sign_count,
         )
+        self._spend(issued.nonce, credential_id, key.sign_count, count, now)
+        log.info("passkey approval", extra={"request_id": view.id, "approver": me})
+        return signed.auth.with_passkey(credential_id)
+
+    def _issued(self, nonce: str, view: RequestView, me: str, now: datetime) -> ChallengeRow:
+        """The challenge gate issued `me` for approving `view` under `nonce`, unused, in time."""
+        issued = store.challenge(self.db, nonce[:64])
+        if issued is None or issued.expires_at < now:
+            raise PasskeyRefused(
+                "challenge_used",
+                "this passkey answer was used already, or its challenge expired (they last "
+                "two minutes): approve again",
+            )
+        if issued.purpose != "approve" or issued.request_id != view.id or issued.approver != me:
+            raise PasskeyRefused(
+                "wrong_request",
+                "this passkey answer was made for another request (or another person): "
+                "approve again from this request's page",
+            )
+        return issued
+
+    def _spend(self, nonce: str, credential_id: str, seen: int, count: int, now: datetime) -> None:
+        """Use the challenge up and move the passkey's counter, or PasskeyRefused."""
         spent = store.spend(
             self.db,
-            nonce=issued.nonce,
+            nonce=nonce,
             credential_id=credential_id,
-            seen_count=key.sign_count,
+            seen_count=seen,
             new_count=count,
             now=now,
         )
@@ -190,5 +195,3 @@ class PasskeyApproval:
                 "another approval with this passkey was checked at the same moment (its "
                 "counter moved): approve again",
             )
-        log.info("passkey approval", extra={"request_id": view.id, "approver": me})
-        return signed.auth.with_passkey(credential_id)
