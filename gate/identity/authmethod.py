@@ -33,6 +33,8 @@ AuthKind = Literal["password", "proxy", "oidc", "chat", "token", "local", "webau
 BoundBy = Literal["configured_id", "email"]
 KINDS: tuple[str, ...] = get_args(AuthKind)
 _BOUND: tuple[str, ...] = get_args(BoundBy)
+#: the console sign-ins a passkey's approval can be made in (`signed_in_by`)
+_CONSOLE = ("password", "proxy", "oidc", "local")
 
 
 @dataclass(frozen=True)
@@ -94,7 +96,7 @@ class AuthMethod:
             kind=data["kind"],
             auth_time=_instant(data.get("auth_time")),
             bound_by=bound if bound in _BOUND else None,
-            signed_in_by=under if under in KINDS and under != "webauthn" else None,
+            signed_in_by=under if under in _CONSOLE else None,
             **text,
         )
 

@@ -9,6 +9,7 @@ attestation, assertions built byte by byte); gate runs for real over HTTP on eac
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -313,3 +314,34 @@ def test_settings_for_passkey_rules() -> None:
     data["rules"][0]["step_up"] = {"webauthn": True, "max_age": "5m"}
     with pytest.raises(ValueError, match=r"\[oidc\] is not"):
         Settings(**data)
+
+
+def test_malformed_answers_are_refused_with_a_reason(pk_gate: Gate) -> None:
+    device = authenticator(pk_gate)
+    rid = ask(pk_gate)
+    with sign_in(pk_gate, "alice") as client:
+        register(client, device)
+        answer = challenge(client, rid)
+        good = json.loads(device.get(answer["publicKey"]))
+        short = {**good, "response": {**good["response"], "authenticatorData": b64url(b"\0" * 5)}}
+        bad_sig = {**good, "response": {**good["response"], "signature": b64url(b"\x30\x01")}}
+        no_sig = {
+            **good,
+            "response": {k: v for k, v in good["response"].items() if k != "signature"},
+        }
+        for sent in (
+            "[]",
+            "{}",
+            json.dumps({"rawId": "!!not base64!!"}),
+            json.dumps({**good, "response": "nope"}),
+            json.dumps({**good, "response": {**good["response"], "clientDataJSON": "e30"}}),
+            json.dumps(short),
+            json.dumps(bad_sig),
+            json.dumps(no_sig),
+        ):
+            r = approve(client, rid, answer["nonce"], sent)
+            assert r.status_code == 403, (sent, r.text)
+            assert flash_error(r.text)
+        # none of them used the challenge up: the real answer still counts
+        r = approve(client, rid, answer["nonce"], json.dumps(good))
+        assert r.status_code == 303, r.text
