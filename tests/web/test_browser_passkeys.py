@@ -48,6 +48,8 @@ def test_a_virtual_authenticator_adds_a_passkey_and_signs_an_approval(
     base = gate.settings.server.base_url
     answer = gate.submit(tool_name="wire_out", tool_args={"amount": 5, "to": "acme"})
     rid = answer["request"]["id"]
+    second = gate.submit(tool_name="wire_out", tool_args={"amount": 7, "to": "acme"})
+    edited = second["request"]["id"]
     context = chromium.new_context()
     try:
         page = context.new_page()
@@ -85,6 +87,15 @@ def test_a_virtual_authenticator_adds_a_passkey_and_signs_an_approval(
         page.locator("#approve-form button[type=submit]").click()
         expect(page).to_have_url(re.compile(rf"/requests/{rid}$"))
         expect(page.locator(".flash.ok")).to_be_visible()
+
+        # approve with edits: the review step first (app.js), then the passkey signs the
+        # edited call
+        page.goto(f"{base}/requests/{edited}")
+        page.fill("#edited-args", '{"amount": 3, "to": "acme"}')
+        page.click("#edit-review")
+        expect(page.locator("#edit-confirm")).to_be_visible()
+        page.click("#edit-send")
+        expect(page.locator(".flash.ok")).to_contain_text("edited arguments")
         assert errors == []
     finally:
         context.close()
@@ -92,3 +103,6 @@ def test_a_virtual_authenticator_adds_a_passkey_and_signs_an_approval(
     assert view["status"] == "approved"
     auth = view["votes"][0]["auth"]
     assert auth["kind"] == "webauthn" and auth["signed_in_by"] == "password"
+    view = api_view(gate, edited)
+    assert view["status"] == "approved" and view["approved_args"] == {"amount": 3, "to": "acme"}
+    assert view["votes"][0]["auth"]["kind"] == "webauthn"
