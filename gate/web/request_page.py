@@ -29,7 +29,7 @@ from gate.text import untrusted
 from gate.web import calls, forms, queries
 from gate.web.console import Console, Posted, sentence
 from gate.web.forms import EXTEND_CHOICES, MAX_COMMENT, DecideForm, FormError, field_of
-from gate.web.passkey_approval import PasskeyApproval, needs_passkey
+from gate.web.passkey_approval import NONCE_FIELD, PasskeyApproval, needs_passkey
 from gate.web.session import SignedIn, WebSession
 
 #: how much of a call's arguments this page shows (`Actor.args_chars`): all of it, masked; so
@@ -178,6 +178,10 @@ class RequestPage:
         """How an approval posted on this page was authenticated: the sign-in, plus the
         passkey's assertion when the rule asks for one (checked here, before the pipeline:
         `gate.web.passkey_approval`; PasskeyRefused when it does not count)."""
+        if not field_of(form, NONCE_FIELD):
+            # no read on the plain form's way: should the rule want a passkey, the pipeline
+            # refuses a sign-in alone (`gate.policy.stepup`)
+            return signed.auth
         view = self.service.view(request_id)
         if view is None or not needs_passkey(view) or view.is_final:
             return signed.auth  # the pipeline answers for a missing or decided request
