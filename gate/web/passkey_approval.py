@@ -32,6 +32,7 @@ from gate.decisions.readmodel import RequestView
 from gate.identity import passkeys as webauthn
 from gate.identity.authmethod import AuthMethod
 from gate.identity.passkeys import PasskeyRefused, RelyingParty
+from gate.policy import stepup
 from gate.store import passkeys as store
 from gate.store.records import ChallengeRow
 from gate.web import forms
@@ -82,6 +83,10 @@ class PasskeyApproval:
         refusal = self.console.refusal(view, posted.me, posted.signed.groups)
         if refusal is not None or view.is_final:
             raise Forbidden(refusal or "this request is decided already")
+        now = self.console.state.clock()
+        stale = stepup.sign_in_refusal(view.offers.step_up, posted.signed.auth, now)
+        if stale is not None:  # the rule wants a fresh single sign-on too: that first
+            raise Forbidden(stale, code="step_up_required")
         try:
             parsed = forms.parse_decide(posted.form)
         except FormError as exc:
@@ -94,7 +99,6 @@ class PasskeyApproval:
                 "Passkeys page (/passkeys), then approve",
                 code="no_passkey",
             )
-        now = self.console.state.clock()
         args_hash = view.binding_for(edited)
         nonce = secrets.token_urlsafe(32)
         row = ChallengeRow(

@@ -22,8 +22,9 @@ from gate.identity.passkeys import approval_challenge
 from tests.conftest import Gate
 from tests.support import config as cfg
 from tests.support.fake_authenticator import Authenticator, b64url
+from tests.support.fake_oidc import FakeOidc
 from tests.web.conftest import PASSWORDS, api_view, csrf_of, flash_error, sign_in
-from tests.web.sso import PASSWORD_HASHES, serving, spare_port
+from tests.web.sso import PASSWORD_HASHES, serving, spare_port, sso_data, sso_signed_in
 
 PASSKEY_RULES: list[dict[str, Any]] = [
     {
@@ -345,3 +346,37 @@ def test_malformed_answers_are_refused_with_a_reason(pk_gate: Gate) -> None:
         # none of them used the challenge up: the real answer still counts
         r = approve(client, rid, answer["nonce"], json.dumps(good))
         assert r.status_code == 303, r.text
+
+
+@pytest.fixture
+def idp() -> Iterator[FakeOidc]:
+    """The loopback identity provider, running."""
+    fake = FakeOidc().start()
+    yield fake
+    fake.stop()
+
+
+def test_a_rule_can_ask_for_both_a_fresh_sign_on_and_a_passkey(db_url: str, idp: FakeOidc) -> None:
+    port = spare_port()
+    data = sso_data(db_url, idp, port)
+    both = {**PASSKEY_RULES[0], "name": "both", "tools": ["vault_open"]}
+    data["rules"].insert(0, {**both, "step_up": {"webauthn": True, "max_age": "5m"}})
+    with serving(Settings(**data), port) as gate:
+        device = authenticator(gate)
+        rid = ask(gate, "vault_open", vault="prod")
+        with sign_in(gate, "alice") as client:  # a password: a passkey alone is not enough
+            register(client, device)
+            token = csrf_of(client.get(f"/requests/{rid}").text)
+            r = client.post(
+                f"/requests/{rid}/passkey", data={"csrf_token": token, "verdict": "approve"}
+            )
+            assert r.status_code == 403 and r.json()["error"]["code"] == "step_up_required"
+        with sso_signed_in(gate, idp) as client:  # alice, through the provider, just now
+            page = client.get(f"/requests/{rid}").text
+            assert 'id="step-up-sign-in"' not in page and 'id="passkey-needed"' in page
+            answer = challenge(client, rid)
+            r = approve(client, rid, answer["nonce"], device.get(answer["publicKey"]))
+            assert r.status_code == 303, r.text
+        auth = api_view(gate, rid)["votes"][0]["auth"]
+        assert auth["kind"] == "webauthn" and auth["signed_in_by"] == "oidc"
+        assert auth["credential_id"] == device.id and auth["issuer"] == idp.issuer
