@@ -8,7 +8,8 @@ What it owns, module by module:
 * `records`: the typed rows those verbs take and return (`RequestRow`, `VoteRow`);
 * `reads`: the use cases' reads (a request by key, with its votes, the sweep's due work);
 * `outbox` and `marks`: card deliveries owed, claimed with a lease, and marked;
-* `grants`, `nudges`: grants' and reminders' statements;
+* `grants`, `nudges`: grants' and reminders' statements; `passkeys`: approvers' WebAuthn
+  credentials and the single-use challenges issued for them;
 * `rows`: the hot paths' statements, built once; `batch`: a change's trailing writes sent as
   one statement (PostgreSQL); `direct`: a fixed statement run on the driver's cursor, and
   `direct.listen`, the hook tracing uses to see every statement;
