@@ -148,7 +148,8 @@ class RequestPage:
                     self.passkey_auth, signed, request_id, posted.form, edited
                 )
             except PasskeyRefused as exc:
-                return await self.again(request, posted, request_id, 403, sentence(exc.reason))
+                error = sentence(exc.reason)
+                return await self.again(request, posted, request_id, 403, error, parsed)
         result = await anyio.to_thread.run_sync(
             lambda: deciding.decide(
                 self.service,
