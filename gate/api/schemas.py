@@ -20,7 +20,7 @@ class AuthPublic(BaseModel):
 
     model_config = ConfigDict(from_attributes=True)
 
-    kind: Literal["password", "proxy", "oidc", "chat", "token", "local"]
+    kind: Literal["password", "proxy", "oidc", "chat", "token", "local", "webauthn"]
     issuer: str | None = Field(default=None, description="oidc: the ID token's issuer")
     subject: str | None = Field(default=None, description="oidc: the ID token's subject")
     auth_time: datetime | None = Field(
@@ -33,6 +33,12 @@ class AuthPublic(BaseModel):
         default=None, description="chat: how that id maps to the approver"
     )
     token: str | None = Field(default=None, description="token: the [[tokens]] entry's name")
+    credential_id: str | None = Field(
+        default=None, description="webauthn: the passkey's credential id (base64url)"
+    )
+    signed_in_by: Literal["password", "proxy", "oidc", "local"] | None = Field(
+        default=None, description="webauthn: the console sign-in the passkey signed in"
+    )
 
 
 class VotePublic(BaseModel):

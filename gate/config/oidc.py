@@ -85,24 +85,29 @@ class OidcSettings(BaseModel):
 
 
 class StepUpSettings(BaseModel):
-    """A rule's `step_up`: an approval counts only from a fresh single sign-on (RFC 9470).
+    """A rule's `step_up`: an approval counts only when it is strong (RFC 9470's idea).
 
-    Chat cards then link to the console instead of offering buttons, and the console makes
-    the approver sign in again at the provider when their last authentication there is older
-    than `max_age` (or its `acr` is not one of `acr`)."""
+    Two demands, each on its own or both: a fresh single sign-on (`max_age`, with `acr`), and
+    a WebAuthn assertion (`webauthn = true`: a passkey or security key signs a challenge bound
+    to the request and its arguments, `gate.identity.passkeys`). Chat cards then link to the
+    console instead of offering buttons. Without `webauthn`, `max_age` defaults to five
+    minutes; with it, a fresh sign-on is asked for only when `max_age` is written."""
 
     model_config = ConfigDict(extra="forbid")
 
-    #: the longest time since the approver last authenticated at the provider (`auth_time`)
-    max_age: timedelta = timedelta(minutes=5)
+    #: the longest time since the approver last authenticated at the provider (`auth_time`);
+    #: None (only with `webauthn`): no single sign-on demanded
+    max_age: timedelta | None = None
     #: authentication context classes accepted (e.g. a phishing-resistant MFA); empty: any
     acr: list[str] = Field(default_factory=list)
+    #: the approval must carry a WebAuthn assertion over this request and its arguments
+    webauthn: bool = False
 
     @field_validator("max_age")
     @classmethod
-    def _positive(cls, value: timedelta) -> timedelta:
+    def _positive(cls, value: timedelta | None) -> timedelta | None:
         # "5m" is read by `RuleSettings` (gate.config.settings's parse_duration) before this
-        if value <= timedelta(0):
+        if value is not None and value <= timedelta(0):
             raise ValueError("max_age must be positive")
         return value
 
@@ -110,3 +115,16 @@ class StepUpSettings(BaseModel):
     @classmethod
     def _acr_list(cls, value: object) -> object:
         return [value] if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _some_demand(self) -> StepUpSettings:
+        if self.max_age is None and not self.webauthn:
+            self.max_age = timedelta(minutes=5)  # `step_up = {}`: a fresh sign-on, as before
+        if self.acr and self.max_age is None:
+            raise ValueError("acr is a single sign-on demand: give max_age with it")
+        return self
+
+    @property
+    def needs_sign_on(self) -> bool:
+        """Whether an approval needs a fresh single sign-on (and so `[oidc]`)."""
+        return self.max_age is not None

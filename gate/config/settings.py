@@ -311,10 +311,15 @@ class Settings(BaseSettings):
         if len(set(rule_names)) != len(rule_names):
             raise ValueError("rule names must be unique")
         for rule in self.rules:
-            if rule.step_up is not None and self.oidc is None:
+            if rule.step_up is not None and rule.step_up.needs_sign_on and self.oidc is None:
                 raise ValueError(
                     f"rule {rule.name!r}: step_up needs single sign-on, and [oidc] is not "
                     "configured: no approval of this rule could ever count"
+                )
+            if rule.step_up is not None and rule.step_up.webauthn and not self.server.public_url:
+                raise ValueError(
+                    f"rule {rule.name!r}: step_up.webauthn needs [server].public_url (the "
+                    "address people open gate at: passkeys are bound to its host name)"
                 )
             for entry in [*rule.approvers, *rule.escalate_approvers]:
                 if entry.startswith("group:"):

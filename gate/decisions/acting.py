@@ -89,8 +89,8 @@ class Refusal(enum.Enum):
                 "request without one; reject it, or let it expire"
             ),
             Refusal.step_up_required: (
-                "this rule needs an approval made with a fresh single sign-on; approve on "
-                "the request page in gate"
+                "this rule needs an approval made with a fresh single sign-on or a passkey; "
+                "approve on the request page in gate"
             ),
         }[self]
 

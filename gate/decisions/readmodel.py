@@ -184,11 +184,17 @@ class RequestView:
     def is_final(self) -> bool:
         return RequestStatus(self.status).is_final
 
+    def binding_for(self, edited: dict[str, Any] | None) -> str:
+        """The hash an approval with `edited` arguments (None: as asked) would be bound to:
+        what a passkey signs (`gate.web.passkey_approval`)."""
+        args = edited if edited is not None else self.tool_args
+        return call_hash(self.tool_name, args, self.idempotency_key)
+
     @property
     def approvable_in_chat(self) -> bool:
         """Whether a chat card may offer to approve this request at all: not when its rule
         demands a step-up (`gate.policy.stepup`), which only the console's fresh single sign-on
-        proves. Every channel asks this through `channels.decisions`."""
+        (or passkey) proves. Every channel asks this through `channels.decisions`."""
         return self.offers.step_up is None
 
     @property

@@ -16,19 +16,25 @@ Kinds:
   was bound to the approver (`configured_id`: a key in `[[approvers]]`; `email`: the
   approver's email address);
 * `token`: an API bearer token (`[[tokens]]`), by name;
-* `local`: token-less local mode on loopback (the person at this machine).
+* `local`: token-less local mode on loopback (the person at this machine);
+* `webauthn`: a console approval signed by a passkey or security key over this request and
+  its arguments (`gate.identity.passkeys`), with the credential's id; `signed_in_by` is the
+  console sign-in it was made in (and, for `oidc`, that sign-in's issuer, subject,
+  `auth_time` and `acr` stay on it, for a rule that demands both).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Literal, get_args
 
-AuthKind = Literal["password", "proxy", "oidc", "chat", "token", "local"]
+AuthKind = Literal["password", "proxy", "oidc", "chat", "token", "local", "webauthn"]
 BoundBy = Literal["configured_id", "email"]
 KINDS: tuple[str, ...] = get_args(AuthKind)
 _BOUND: tuple[str, ...] = get_args(BoundBy)
+#: the console sign-ins a passkey's approval can be made in (`signed_in_by`)
+_CONSOLE = ("password", "proxy", "oidc", "local")
 
 
 @dataclass(frozen=True)
@@ -50,11 +56,16 @@ class AuthMethod:
     bound_by: BoundBy | None = None
     #: token: the `[[tokens]]` entry's name
     token: str | None = None
+    #: webauthn: the credential's id (base64url, as the authenticator gave it)
+    credential_id: str | None = None
+    #: webauthn: the kind of the console sign-in the assertion was made in
+    signed_in_by: AuthKind | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The JSON stored on a vote and in the audit trail (unset fields left out)."""
         data: dict[str, Any] = {"kind": self.kind}
-        for name in ("issuer", "subject", "acr", "platform", "user_id", "bound_by", "token"):
+        names = ("issuer", "subject", "acr", "platform", "user_id", "bound_by", "token")
+        for name in (*names, "credential_id", "signed_in_by"):
             value = getattr(self, name)
             if value is not None:
                 data[name] = value
@@ -70,15 +81,39 @@ class AuthMethod:
             return None
         text = {
             name: data[name] if isinstance(data.get(name), str) else None
-            for name in ("issuer", "subject", "acr", "platform", "user_id", "token")
+            for name in (
+                "issuer",
+                "subject",
+                "acr",
+                "platform",
+                "user_id",
+                "token",
+                "credential_id",
+            )
         }
-        bound = data.get("bound_by")
+        bound, under = data.get("bound_by"), data.get("signed_in_by")
         return cls(
             kind=data["kind"],
             auth_time=_instant(data.get("auth_time")),
             bound_by=bound if bound in _BOUND else None,
+            signed_in_by=under if under in _CONSOLE else None,
             **text,
         )
+
+    def with_passkey(self, credential_id: str) -> AuthMethod:
+        """This sign-in's method, plus a WebAuthn assertion by `credential_id` (what the request
+        page records on an approval a passkey signed)."""
+        return replace(self, kind="webauthn", credential_id=credential_id, signed_in_by=self.kind)
+
+    @property
+    def sign_in(self) -> AuthMethod | None:
+        """The console sign-in under a WebAuthn approval (itself for every other kind); None
+        when it was not recorded."""
+        if self.kind != "webauthn":
+            return self
+        if self.signed_in_by is None or self.signed_in_by == "webauthn":
+            return None
+        return replace(self, kind=self.signed_in_by, credential_id=None, signed_in_by=None)
 
     def describe(self) -> str:
         """In words, for the request page: "OIDC (https://idp.example, subject 1234, ...)"."""
@@ -91,6 +126,10 @@ class AuthMethod:
                 return "local mode (no sign-in)"
             case "token":
                 return f"API token {self.token}" if self.token else "API token"
+            case "webauthn":
+                under = self.sign_in
+                signed = under.describe() if under is not None else "an unrecorded sign-in"
+                return f"passkey or security key (credential {self.credential_id}), in a {signed}"
             case "chat":
                 how = {"configured_id": "configured id", "email": "email match"}
                 bound = how.get(self.bound_by or "", "unknown binding")

@@ -26,27 +26,42 @@ DEFAULT_MAX_GRANT = timedelta(hours=1)
 @dataclass(frozen=True)
 class StepUp:
     """A rule's demand for a strong approval (RFC 9470): a single sign-on whose `auth_time`
-    is at most `max_age` old when the vote is cast, with one of `acr` when any are named."""
+    is at most `max_age` old when the vote is cast, with one of `acr` when any are named
+    (`max_age` None: none demanded), and with `webauthn`, a passkey's assertion over the
+    request and its arguments (`gate.identity.passkeys`)."""
 
-    max_age: timedelta
+    max_age: timedelta | None
     acr: tuple[str, ...] = ()
+    webauthn: bool = False
 
     @classmethod
     def from_json(cls, value: Any) -> StepUp | None:
         """From the request's options. A value that is there but unreadable still demands a
-        step-up, at its strictest (no age is fresh enough): never none (fail closed)."""
+        step-up, at its strictest (no age is fresh enough, and a passkey): never none (fail
+        closed)."""
         if value is None:
             return None
+        strictest = cls(timedelta(0), webauthn=True)
         if not isinstance(value, Mapping):
-            return cls(timedelta(0))
+            return strictest
         seconds, acr = value.get("max_age_seconds"), value.get("acr") or []
-        if not isinstance(seconds, int | float) or not isinstance(acr, list):
-            return cls(timedelta(0))
-        return cls(timedelta(seconds=float(seconds)), tuple(str(a) for a in acr))
+        webauthn = value.get("webauthn", False)
+        if not isinstance(acr, list) or not isinstance(webauthn, bool):
+            return strictest
+        if seconds is None and webauthn:
+            return cls(None, (), webauthn=True)
+        if not isinstance(seconds, int | float) or isinstance(seconds, bool):
+            return strictest
+        return cls(timedelta(seconds=float(seconds)), tuple(str(a) for a in acr), webauthn)
 
     def to_json(self) -> dict[str, Any]:
-        """The JSON frozen on a request made under the rule."""
-        return {"max_age_seconds": self.max_age.total_seconds(), "acr": list(self.acr)}
+        """The JSON frozen on a request made under the rule (`webauthn` only when demanded,
+        so requests from before it read the same)."""
+        seconds = None if self.max_age is None else self.max_age.total_seconds()
+        data: dict[str, Any] = {"max_age_seconds": seconds, "acr": list(self.acr)}
+        if self.webauthn:
+            data["webauthn"] = True
+        return data
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
 
 from gate.base.errors import ConfigError
+from gate.config.oidc import StepUpSettings
 from gate.config.settings import RuleSettings, Settings
 from gate.policy import cel_engine, cel_shape, conditions, shadow, toolnames
 from gate.policy import chains as policy_chains
@@ -390,8 +391,15 @@ def _offers(rule: RuleSettings, watched: tuple[str, ...] = ()) -> Offers:
         escalate_approvers=tuple(rule.escalate_approvers),
         watched_args=watched,
         approver_groups=tuple(a[6:] for a in rule.approvers if a.startswith("group:")),
-        step_up=StepUp(rule.step_up.max_age, tuple(rule.step_up.acr)) if rule.step_up else None,
+        step_up=_step_up(rule.step_up),
     )
+
+
+def _step_up(settings: StepUpSettings | None) -> StepUp | None:
+    """A rule's `step_up`, as frozen onto each request it holds."""
+    if settings is None:
+        return None
+    return StepUp(settings.max_age, tuple(settings.acr), settings.webauthn)
 
 
 def _name_matches(

@@ -5,8 +5,11 @@ A rule with `step_up` (`gate.config.oidc.StepUpSettings`, frozen on each request
 provider no longer than `max_age` before they approve, with one of the rule's `acr` values
 when it names any. A password, the proxy header, an API token or a chat click cannot prove
 that, so each is refused with the way to do it: the request page, signed in again through
-the provider. Rejecting needs no step-up: it stops the call, which is where gate fails
-anyway. The answer is the decision pipeline's (`gate.decisions.deciding`), so every surface gets it.
+the provider. With `webauthn`, the approval must also carry a passkey's assertion over the
+request and its arguments, which only the request page makes (`gate.web.passkey_approval`):
+any other surface is refused. Rejecting needs no step-up: it stops the call, which is where
+gate fails anyway. The answer is the decision pipeline's (`gate.decisions.deciding`), so every
+surface gets it.
 """
 
 from __future__ import annotations
@@ -18,8 +21,8 @@ from gate.policy.offers import StepUp
 
 #: what a card says instead of offering the decision buttons (every channel, `channels.decisions`)
 CARD_NOTE = (
-    "This rule needs a fresh single sign-on to approve: open the request in gate, where you "
-    "will be asked to sign in again if needed."
+    "This rule needs a fresh single sign-on or a passkey to approve: open the request in "
+    "gate, where you will be asked for what it needs."
 )
 
 
@@ -27,6 +30,21 @@ def refusal(step_up: StepUp | None, auth: AuthMethod | None, now: datetime) -> s
     """Why an approval authenticated by `auth` does not meet `step_up` at `now`, in words
     for the person; None when it does (or the rule demands none)."""
     if step_up is None:
+        return None
+    if step_up.webauthn and (auth is None or auth.kind != "webauthn"):
+        how = auth.describe() if auth is not None else "an unrecorded sign-in"
+        return (
+            "this rule needs an approval signed with a passkey or security key over this very "
+            f"call, and this one came by {how}: approve on the request page in gate, which "
+            "asks your passkey"
+        )
+    return sign_in_refusal(step_up, auth.sign_in if auth is not None else None, now)
+
+
+def sign_in_refusal(step_up: StepUp | None, auth: AuthMethod | None, now: datetime) -> str | None:
+    """The single sign-on part of `refusal`: why the console sign-in `auth` is not fresh
+    enough for `step_up` (the request page offers to sign in again); None when it is."""
+    if step_up is None or step_up.max_age is None:
         return None
     limit = _span(step_up.max_age.total_seconds())
     if auth is None or auth.kind != "oidc":

@@ -9,7 +9,8 @@ What it owns, module by module:
 * `reads`: the use cases' reads (a request by key, with its votes, the sweep's due work);
 * `outbox` and `marks`: card deliveries owed, claimed with a lease, and marked;
   `webhooks`: the same for `[[webhooks]]` messages;
-* `grants`, `nudges`: grants' and reminders' statements;
+* `grants`, `nudges`: grants' and reminders' statements; `passkeys`: approvers' WebAuthn
+  credentials and the single-use challenges issued for them;
 * `rows`: the hot paths' statements, built once; `batch`: a change's trailing writes sent as
   one statement (PostgreSQL); `direct`: a fixed statement run on the driver's cursor, and
   `direct.listen`, the hook tracing uses to see every statement;

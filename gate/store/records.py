@@ -247,3 +247,35 @@ class DecidedCall:
     edited: bool
     #: (approver, verdict) of each vote, oldest first
     votes: tuple[tuple[str, str], ...]
+
+
+# -- passkeys (gate.store.passkeys) -----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PasskeyRow:
+    """An approver's registered WebAuthn credential."""
+
+    id: str
+    credential_id: str
+    approver: str
+    label: str
+    public_key: bytes
+    sign_count: int
+    transports: tuple[str, ...]
+    created_at: datetime
+    last_used_at: datetime | None = None
+    removed_at: datetime | None = None
+    removed_by: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChallengeRow:
+    """A WebAuthn challenge gate issued (`gate.store.tables.PasskeyChallenge`)."""
+
+    nonce: str
+    approver: str
+    purpose: str
+    request_id: str | None
+    args_hash: str | None
+    expires_at: datetime

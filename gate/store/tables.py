@@ -399,3 +399,49 @@ class WebhookDelivery(SQLModel, table=True):
         default_factory=utcnow, sa_column=Column(UTCDateTime, nullable=False)
     )
     sent_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime, nullable=True))
+
+
+class Passkey(SQLModel, table=True):
+    """An approver's WebAuthn credential (a passkey or security key), registered from the
+    console (`gate.web.passkeys`). Kept after removal, as the record of who added and removed
+    it and when: a vote names the credential it was signed with."""
+
+    __tablename__ = "passkey"
+    __table_args__ = (sa.Index("ix_passkey_approver", "approver", "removed_at"),)
+
+    id: str = Field(default_factory=new_id, primary_key=True, max_length=26)
+    #: the authenticator's credential id, base64url without padding (at most 1023 bytes)
+    credential_id: str = Field(max_length=1400, unique=True)
+    approver: str = Field(max_length=200)
+    #: the approver's name for it ("work laptop", "YubiKey")
+    label: str = Field(max_length=100)
+    #: the COSE public key the authenticator gave at registration
+    public_key: bytes = Field(sa_column=Column(sa.LargeBinary, nullable=False))
+    #: the authenticator's signature counter last seen (0: it keeps none)
+    sign_count: int = Field(default=0, sa_column=Column(sa.BigInteger, nullable=False))
+    transports: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    created_at: datetime = Field(sa_column=Column(UTCDateTime, nullable=False))
+    #: how the approver who added it was signed in (`AuthMethod.to_json`)
+    created_auth: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
+    last_used_at: datetime | None = Field(
+        default=None, sa_column=Column(UTCDateTime, nullable=True)
+    )
+    removed_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime, nullable=True))
+    removed_by: str | None = Field(default=None, max_length=200)
+
+
+class PasskeyChallenge(SQLModel, table=True):
+    """A WebAuthn challenge gate issued and has not yet seen answered: single-use (taken by a
+    DELETE that must find it) and short-lived (`expires_at`). An approval's also names the
+    request and the hash of the arguments its signature is to cover."""
+
+    __tablename__ = "passkey_challenge"
+
+    #: the server nonce (random, base64url)
+    nonce: str = Field(primary_key=True, max_length=64)
+    approver: str = Field(max_length=200)
+    #: "register" or "approve"
+    purpose: str = Field(max_length=16)
+    request_id: str | None = Field(default=None, max_length=26)
+    args_hash: str | None = Field(default=None, max_length=64)
+    expires_at: datetime = Field(sa_column=Column(UTCDateTime, nullable=False, index=True))

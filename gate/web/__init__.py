@@ -4,9 +4,10 @@
 by what they do: `pages` (queue, live events, history, stats), `request_page` (a request
 and its decide and extend forms), `batch` (deciding several from the queue), `reveal` (a
 masked value shown to an approver), `grants`, `agents` (tripped agents and their reset),
-`webhooks_page` (webhook messages and their resend), `login`. Below them: `forms` (form parsing),
-`queries` (read-only queries), `charts` (SVG), `session` (the cookie, security headers),
-`signin` (rate limits, revocable sign-ins).
+`webhooks_page` (webhook messages and their resend), `login`, `sso` (single sign-on),
+`passkeys` (an approver's WebAuthn credentials) and `passkey_approval` (an approval a passkey
+signs). Below them: `forms` (form parsing), `queries` (read-only queries), `charts` (SVG),
+`session` (the cookie, security headers), `signin` (rate limits, revocable sign-ins).
 
 May import: gate.api, gate.base, gate.config, gate.decisions, gate.identity, gate.inputs,
 gate.insights, gate.policy, gate.rendering, gate.server, gate.store, gate.text.
@@ -28,6 +29,7 @@ from gate.web.decisions_page import DecisionsPage
 from gate.web.grants import GrantsPage
 from gate.web.login import LoginPage
 from gate.web.pages import Pages
+from gate.web.passkeys import PasskeysPage
 from gate.web.request_page import RequestPage
 from gate.web.reveal import RevealRoute
 from gate.web.sso import SsoPages
@@ -52,5 +54,7 @@ def install(app: FastAPI, state: AppState) -> None:
         app.include_router(sso.router())
     if state.settings.webhooks:
         app.include_router(WebhooksPage(console).router())
+    if console.passkeys_on:
+        app.include_router(PasskeysPage(console).router())
     if state.settings.server.session_secret is None:
         log.info("web sessions are signed with a per-process key; set server.session_secret")

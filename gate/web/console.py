@@ -137,6 +137,10 @@ class Console:
         self.service = state.service
         self.codec = SessionCodec(state.settings)
         self.env = environment(state.clock)
+        #: a rule asks for passkeys (`step_up.webauthn`): the Passkeys page is on
+        self.passkeys_on = any(
+            r.step_up is not None and r.step_up.webauthn for r in self.settings.rules
+        )
         self.sign_ins = SignIns(
             state.db,
             max_age_seconds=state.settings.server.session_max_age_seconds,
@@ -218,6 +222,7 @@ class Console:
             tripped=len(self.service.trips.tripped),
             sso_label=self.settings.oidc.label if self.settings.oidc else None,
             webhooks_on=bool(self.settings.webhooks),
+            passkeys_on=self.passkeys_on,
             **context,
         )
         response = HTMLResponse(html, status_code=status, headers={"Cache-Control": "no-store"})

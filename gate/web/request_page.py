@@ -21,12 +21,15 @@ from gate.base.statuses import Verdict
 from gate.decisions import audit, deciding, machine
 from gate.decisions.acting import Actor, Refusal, Result
 from gate.decisions.readmodel import RequestView
+from gate.identity.authmethod import AuthMethod
+from gate.identity.passkeys import PasskeyRefused
 from gate.policy import stepup
 from gate.store import listing
 from gate.text import untrusted
 from gate.web import calls, forms, queries
 from gate.web.console import Console, Posted, sentence
 from gate.web.forms import EXTEND_CHOICES, MAX_COMMENT, DecideForm, FormError, field_of
+from gate.web.passkey_approval import NONCE_FIELD, PasskeyApproval, needs_passkey
 from gate.web.session import SignedIn, WebSession
 
 #: how much of a call's arguments this page shows (`Actor.args_chars`): all of it, masked; so
@@ -40,6 +43,7 @@ class RequestPage:
     def __init__(self, console: Console) -> None:
         self.console = console
         self.service = console.service
+        self.passkeys = PasskeyApproval(console, self.unmasked)
 
     def detail(
         self,
@@ -68,8 +72,9 @@ class RequestPage:
         my_vote = next((v for v in view.votes if v.approver == me.name), None)
         refusal = None if view.is_final else self.console.refusal(view, me, signed.groups)
         step_up = None
-        if not view.is_final:
-            step_up = stepup.refusal(view.offers.step_up, signed.auth, self.console.state.clock())
+        if not view.is_final:  # the sign-in part: a passkey is asked for when approving
+            now = self.console.state.clock()
+            step_up = stepup.sign_in_refusal(view.offers.step_up, signed.auth, now)
         can_decide = not view.is_final and refusal is None and my_vote is None
         return self.console.render(
             request,
@@ -81,6 +86,7 @@ class RequestPage:
             can_decide=can_decide,
             refusal=refusal,
             step_up=step_up,
+            needs_passkey=needs_passkey(view),
             my_vote=my_vote,
             notice=notice,
             error=error,
@@ -135,11 +141,20 @@ class RequestPage:
                 request, posted, request_id, exc.status, sentence(exc.message), parsed
             )
         signed = posted.signed
+        auth = signed.auth
+        if parsed.verdict == Verdict.approve.value:
+            try:
+                auth = await anyio.to_thread.run_sync(
+                    self.passkey_auth, signed, request_id, posted.form, edited
+                )
+            except PasskeyRefused as exc:
+                error = sentence(exc.reason)
+                return await self.again(request, posted, request_id, 403, error, parsed)
         result = await anyio.to_thread.run_sync(
             lambda: deciding.decide(
                 self.service,
                 request_id,
-                self.actor(signed, request_id, Verdict(parsed.verdict)),
+                self.actor(signed, request_id, Verdict(parsed.verdict), auth),
                 Verdict(parsed.verdict),
                 parsed.comment or None,
                 edited_args=edited,
@@ -158,10 +173,29 @@ class RequestPage:
             message += " The call runs with your edited arguments."
         return self.console.redirect(request, posted.session, f"/requests/{request_id}", message)
 
-    def actor(self, signed: SignedIn, request_id: str, verdict: Verdict) -> Actor:
+    def passkey_auth(
+        self, signed: SignedIn, request_id: str, form: Any, edited: dict[str, Any] | None
+    ) -> AuthMethod:
+        """How an approval posted on this page was authenticated: the sign-in, plus the
+        passkey's assertion when the rule asks for one (checked here, before the pipeline:
+        `gate.web.passkey_approval`; PasskeyRefused when it does not count)."""
+        if not field_of(form, NONCE_FIELD):
+            # no read on the plain form's way: should the rule want a passkey, the pipeline
+            # refuses a sign-in alone (`gate.policy.stepup`)
+            return signed.auth
+        view = self.service.view(request_id)
+        if view is None or not needs_passkey(view) or view.is_final:
+            return signed.auth  # the pipeline answers for a missing or decided request
+        return self.passkeys.check(signed, view, form, edited)
+
+    def actor(
+        self, signed: SignedIn, request_id: str, verdict: Verdict, auth: AuthMethod | None = None
+    ) -> Actor:
         """The signed-in approver deciding on this page, which shows the call whole but masked:
-        an approval counts for the masked values they revealed (one read, approvals only)."""
-        me, auth, groups = signed.approver, signed.auth, signed.groups
+        an approval counts for the masked values they revealed (one read, approvals only);
+        `auth` is how they were authenticated, when more than their sign-in (a passkey)."""
+        me, groups = signed.approver, signed.groups
+        auth = auth or signed.auth
         revealed = None
         if verdict is Verdict.approve:
             revealed = audit.revealed(self.console.state.db, request_id, me.name)
@@ -207,6 +241,10 @@ class RequestPage:
         @r.post("/requests/{request_id}/decide")
         async def decide(request_id: str, request: Request) -> Response:
             return await self.decide(request, request_id)
+
+        @r.post("/requests/{request_id}/passkey")
+        async def passkey(request_id: str, request: Request) -> Response:
+            return await self.passkeys.challenge(request, request_id)
 
         @r.post("/requests/{request_id}/extend")
         async def extend(request_id: str, request: Request) -> Response:

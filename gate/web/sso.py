@@ -100,7 +100,7 @@ class SsoPages:
             return None
         view = await anyio.to_thread.run_sync(self.console.service.view, request_id)
         step_up = view.offers.step_up if view is not None else None
-        if step_up is None:
+        if step_up is None or step_up.max_age is None:  # a passkey alone: no sign-in asked
             return None
         return int(step_up.max_age.total_seconds()), step_up.acr
 

@@ -1,7 +1,7 @@
 """outgoing webhooks' outbox: one row per signed message owed to a receiver
 
-Revision ID: 0017
-Revises: 0014
+Revision ID: 0016
+Revises: 0015
 Create Date: 2026-11-27
 
 `webhook_delivery` rows are written in the transaction of the change they report and sent

@@ -32,6 +32,14 @@ OIDC = AuthMethod(
         AuthMethod("password"),
         AuthMethod("proxy"),
         AuthMethod("local"),
+        AuthMethod("webauthn", credential_id="cred-1", signed_in_by="password"),
+        AuthMethod(
+            "webauthn",
+            issuer="https://idp.example",
+            subject="sub-1",
+            credential_id="cred-2",
+            signed_in_by="oidc",
+        ),
     ],
 )
 def test_an_auth_method_reads_back_as_written(auth: AuthMethod) -> None:
@@ -40,7 +48,7 @@ def test_an_auth_method_reads_back_as_written(auth: AuthMethod) -> None:
 
 
 @pytest.mark.parametrize(
-    "stored", [None, "oidc", [], {}, {"kind": "webauthn"}, {"kind": 3}, {"no": "kind"}]
+    "stored", [None, "oidc", [], {}, {"kind": "fingerprint"}, {"kind": 3}, {"no": "kind"}]
 )
 def test_an_unreadable_record_is_no_record(stored: object) -> None:
     assert AuthMethod.from_json(stored) is None
@@ -91,3 +99,13 @@ def test_what_a_step_up_accepts_and_its_acr() -> None:
     assert "urn:mfa" in (stepup.refusal(strong, OIDC, NOW) or "")
     with_mfa = AuthMethod("oidc", issuer="i", subject="s", auth_time=NOW, acr="urn:mfa")
     assert stepup.refusal(strong, with_mfa, NOW) is None
+
+
+def test_a_passkey_approval_keeps_the_sign_in_it_was_made_in() -> None:
+    signed = AuthMethod("oidc", issuer="https://idp.example", subject="sub-1", acr="mfa")
+    signed_with_key = signed.with_passkey("cred-9")
+    assert signed_with_key.kind == "webauthn" and signed_with_key.credential_id == "cred-9"
+    assert signed_with_key.sign_in == signed
+    assert "credential cred-9" in signed_with_key.describe()
+    assert "single sign-on (issuer https://idp.example" in signed_with_key.describe()
+    assert AuthMethod("webauthn", credential_id="x").sign_in is None  # not recorded: never guessed

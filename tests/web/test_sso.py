@@ -92,6 +92,7 @@ def test_passwords_keep_working_beside_single_sign_on(sso_gate: Gate) -> None:
         "kind": "password",
         **dict.fromkeys(
             ("issuer", "subject", "auth_time", "acr", "platform", "user_id", "bound_by", "token")
+            + ("credential_id", "signed_in_by")
         ),
     }
 
