@@ -17,6 +17,7 @@ from gate.store.db import Database, upgrade
 from gate.store.notify_pg import libpq_url
 from gate.store.postgres import Cursor, Description
 from gate.store.postgres import connect_args as pg_connect_args
+from gate.store.records import VOTE_FIELDS
 from tests.conftest import GateFactory
 from tests.core.conftest import Clock, approver, ask, service_of
 from tests.support import config as cfg
@@ -52,7 +53,7 @@ def test_a_statement_run_before_builds_no_columns(pg_service: GateService) -> No
             found = result.all()
         assert isinstance(description, Description)
         assert len(description) == len(rows.REQUEST_COLUMNS) + len(rows.VOTE_FIELDS)
-        assert len(description) == len(rows.REQUEST_COLUMNS) + 10  # a vote has 10 columns
+        assert len(description) == len(rows.REQUEST_COLUMNS) + len(VOTE_FIELDS)
         assert description._columns is None  # nobody needed psycopg's Column objects
     # ...and the rows are what they were: the request, its one vote
     assert len(found) == 1 and found[0].id == rid and found[0].vote_approver == "alice"
