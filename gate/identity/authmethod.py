@@ -13,8 +13,9 @@ Kinds:
 * `oidc`: a console sign-in through the identity provider (`[oidc]`), with the ID token's
   issuer, subject, `auth_time` and `acr`;
 * `chat`: a click on a chat card, with the platform, the platform's user id and how that id
-  was bound to the approver (`configured_id`: a key in `[[approvers]]`; `email`: the
-  approver's email address);
+  was bound to the approver (`configured_id`: a key in `[[approvers]]`; `idp_claim`: a claim
+  of the identity provider at the approver's single sign-on; `link`: a one-time code from
+  the console sent from the platform; `email`: the approver's email address);
 * `token`: an API bearer token (`[[tokens]]`), by name;
 * `local`: token-less local mode on loopback (the person at this machine).
 """
@@ -26,7 +27,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal, get_args
 
 AuthKind = Literal["password", "proxy", "oidc", "chat", "token", "local"]
-BoundBy = Literal["configured_id", "email"]
+BoundBy = Literal["configured_id", "idp_claim", "link", "email"]
 KINDS: tuple[str, ...] = get_args(AuthKind)
 _BOUND: tuple[str, ...] = get_args(BoundBy)
 
@@ -92,7 +93,12 @@ class AuthMethod:
             case "token":
                 return f"API token {self.token}" if self.token else "API token"
             case "chat":
-                how = {"configured_id": "configured id", "email": "email match"}
+                how = {
+                    "configured_id": "configured id",
+                    "idp_claim": "identity provider claim",
+                    "link": "linked from the console",
+                    "email": "email match",
+                }
                 bound = how.get(self.bound_by or "", "unknown binding")
                 return f"{self.platform} user {self.user_id} ({bound})"
         parts = [f"issuer {self.issuer}", f"subject {self.subject}"]

@@ -371,6 +371,7 @@ def _offers(rule: RuleSettings, watched: tuple[str, ...] = ()) -> Offers:
         watched_args=watched,
         approver_groups=tuple(a[6:] for a in rule.approvers if a.startswith("group:")),
         step_up=StepUp(rule.step_up.max_age, tuple(rule.step_up.acr)) if rule.step_up else None,
+        refuse_email_bound=rule.refuse_email_bound,
     )
 
 

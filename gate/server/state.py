@@ -15,10 +15,11 @@ from gate.base import threads
 from gate.base.notify import Notifier
 from gate.base.statuses import utcnow
 from gate.config.settings import Settings
-from gate.decisions import deciding
+from gate.decisions import deciding, identities
 from gate.decisions.acting import Result
 from gate.decisions.clicks import Click
 from gate.decisions.decision_log import DecisionLog
+from gate.decisions.identities import LinkAnswer
 from gate.decisions.readmodel import RequestView
 from gate.decisions.service import GateService
 from gate.delivery.channel import Channel
@@ -68,3 +69,12 @@ class ChannelGate:
     async def view(self, request_id: str) -> RequestView | None:
         """The current state of a request."""
         return await threads.run_sync(lambda: self._service.view(request_id))
+
+    async def link(self, channel: str, user_id: str, code: str) -> LinkAnswer:
+        """Bind a platform id to the approver who was given `code` (in a worker thread)."""
+        service = self._service
+        return await threads.run_sync(
+            lambda: identities.complete_link(
+                service.settings, service.db, channel, user_id, code, service.clock()
+            )
+        )

@@ -356,3 +356,52 @@ class AgentTrip(SQLModel, table=True):
     tripped_at: datetime = Field(sa_column=Column(UTCDateTime, nullable=False))
     reset_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime, nullable=True))
     reset_by: str | None = Field(default=None, max_length=200)
+
+
+class ChatIdentity(SQLModel, table=True):
+    """An approver's id on a chat platform, bound from outside gate.toml: by a claim of the
+    identity provider at their single sign-on (`idp_claim`) or by a one-time link code they
+    sent from the platform (`link`). Kept after it ends (`unbound_at`), as the record of who
+    bound and unbound what, when."""
+
+    __tablename__ = "chat_identity"
+    __table_args__ = (
+        # one person per platform id at a time: a click maps to one approver
+        sa.Index(
+            "uq_chat_identity_active",
+            "platform",
+            "user_id",
+            unique=True,
+            sqlite_where=sa.text("unbound_at IS NULL"),
+            postgresql_where=sa.text("unbound_at IS NULL"),
+        ),
+        sa.Index("ix_chat_identity_approver", "approver", "id"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    approver: str = Field(max_length=200)
+    #: the channel's name (`slack`, `teams`...)
+    platform: str = Field(max_length=50)
+    user_id: str = Field(max_length=200)
+    #: "idp_claim" or "link" (`gate.identity.authmethod.BoundBy`)
+    bound_by: str = Field(max_length=16)
+    #: idp_claim: the claim's name; link: "console"
+    source: str | None = Field(default=None, max_length=200)
+    bound_at: datetime = Field(sa_column=Column(UTCDateTime, nullable=False))
+    unbound_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime, nullable=True))
+    #: who ended it: the approver's name, or "idp" when a newer claim replaced it
+    unbound_by: str | None = Field(default=None, max_length=200)
+
+
+class IdentityLinkCode(SQLModel, table=True):
+    """A one-time code the console gave a signed-in approver to send from a chat platform
+    (`gate.decisions.identities`). Only its SHA-256 is kept; used once, before `expires_at`."""
+
+    __tablename__ = "identity_link_code"
+
+    code_hash: str = Field(primary_key=True, max_length=64)
+    approver: str = Field(max_length=200)
+    platform: str = Field(max_length=50)
+    created_at: datetime = Field(sa_column=Column(UTCDateTime, nullable=False))
+    expires_at: datetime = Field(sa_column=Column(UTCDateTime, nullable=False, index=True))
+    used_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime, nullable=True))

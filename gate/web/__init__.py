@@ -3,7 +3,8 @@
 `console` holds what every page shares (sign-in state, rendering, redirects); the pages live
 by what they do: `pages` (queue, live events, history, stats), `request_page` (a request
 and its decide and extend forms), `reveal` (a masked value shown to an approver), `grants`,
-`agents` (tripped agents and their reset), `login`. Below them: `forms` (form parsing),
+`agents` (tripped agents and their reset), `identities` (chat identities bound to the
+signed-in approver), `login`. Below them: `forms` (form parsing),
 `queries` (read-only queries), `charts` (SVG), `session` (the cookie, security headers),
 `signin` (rate limits, revocable sign-ins).
 
@@ -24,6 +25,7 @@ from gate.web.agents import AgentsPage
 from gate.web.console import Console
 from gate.web.decisions_page import DecisionsPage
 from gate.web.grants import GrantsPage
+from gate.web.identities import IdentitiesPage
 from gate.web.login import LoginPage
 from gate.web.pages import Pages
 from gate.web.request_page import RequestPage
@@ -42,7 +44,13 @@ def install(app: FastAPI, state: AppState) -> None:
     pages = (Pages(console), RequestPage(console), RevealRoute(console), GrantsPage(console))
     sso = SsoPages(console) if state.settings.oidc is not None else None
     login = LoginPage(console, sso.logout_url if sso else None)
-    for page in (*pages, DecisionsPage(console), AgentsPage(console), login):
+    for page in (
+        *pages,
+        DecisionsPage(console),
+        AgentsPage(console),
+        IdentitiesPage(console),
+        login,
+    ):
         app.include_router(page.router())
     if sso is not None:
         app.include_router(sso.router())
