@@ -367,7 +367,10 @@ def test_a_rule_refuses_clicks_bound_only_by_email(clicks: Driver, gate: Gate) -
     if clicks.name != "email":
         assert answer.status == 200
         auth = state(gate, request_id)["votes"][0]["auth"]
-        assert (auth["bound_by"], state(gate, request_id)["status"]) == ("configured_id", "approved")
+        assert (auth["bound_by"], state(gate, request_id)["status"]) == (
+            "configured_id",
+            "approved",
+        )
         return
     refused(clicks, answer, "alice", "only by email address")
     untouched(gate, request_id)
