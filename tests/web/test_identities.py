@@ -11,18 +11,16 @@ from __future__ import annotations
 import copy
 import re
 from collections.abc import Iterator
-from typing import Any
-from urllib.parse import urlencode
 
 import httpx
 import pytest
 
 from gate.config.settings import Settings
 from tests.conftest import Gate, GateFactory
-from tests.slack.conftest import SIGNING_SECRET, block_actions, card_for, interact, sign
+from tests.slack.conftest import block_actions, card_for, interact
 from tests.support import config as cfg
 from tests.support.fake_oidc import FakeOidc
-from tests.support.fake_slack import CHANNEL, TOKEN, FakeSlack
+from tests.support.fake_slack import FakeSlack
 from tests.support.http import TLS
 from tests.web.conftest import (
     _HASHES,
@@ -34,9 +32,9 @@ from tests.web.conftest import (
     sign_in,
     submit_refund,
 )
+from tests.web.identities import code_on, rows, slash, with_slack
 from tests.web.sso import serving, spare_port, sso_data, sso_signed_in
 
-COMMANDS = "/channels/slack/commands"
 #: bob's Slack id in these tests: gate.toml does not name it, so only a binding makes it his
 BOB_SLACK = "U9BOBNEW"
 
@@ -64,20 +62,6 @@ def idp() -> Iterator[FakeOidc]:
     fake.stop()
 
 
-def with_slack(data: dict[str, Any], fake: FakeSlack) -> dict[str, Any]:
-    """`data` with `[channels.slack]` pointed at the fake, and bob without a Slack key."""
-    data["channels"]["slack"] = {
-        "bot_token": TOKEN,
-        "signing_secret": SIGNING_SECRET,
-        "default_target": CHANNEL,
-        "api_url": fake.api_url,
-    }
-    for approver in data["approvers"]:
-        if approver["name"] == "bob":
-            approver.pop("slack")
-    return data
-
-
 @pytest.fixture
 def link_gate(make_gate: GateFactory, db_url: str, fake_slack: FakeSlack) -> Gate:
     """Password sign-in, the web rules and Slack, on each database."""
@@ -88,32 +72,10 @@ def link_gate(make_gate: GateFactory, db_url: str, fake_slack: FakeSlack) -> Gat
     return make_gate(settings=Settings(**with_slack(data, fake_slack)))
 
 
-def slash(gate: Gate, user_id: str, text: str, *, secret: str = SIGNING_SECRET) -> httpx.Response:
-    """Slack's POST of `/gate <text>` typed by `user_id`, signed with `secret`."""
-    body = urlencode(
-        {"command": "/gate", "text": text, "user_id": user_id, "team_id": "T0"}
-    ).encode()
-    headers = {"Content-Type": "application/x-www-form-urlencoded", **sign(body, secret=secret)}
-    with httpx.Client(base_url=gate.url, timeout=10, verify=TLS) as client:
-        return client.post(COMMANDS, content=body, headers=headers)
-
-
-def code_on(page: str) -> str:
-    """The one-time code the Identities page shows."""
-    found = re.search(r'data-code="([A-Z0-9-]+)"', page)
-    assert found is not None, page
-    return found.group(1)
-
-
 def slack_click(gate: Gate, fake: FakeSlack, request_id: str, user: str) -> None:
     """Click Approve on the request's Slack card as `user`."""
     card = card_for(fake, request_id)
     assert interact(gate, block_actions(request_id, user, message=card)).status_code == 200
-
-
-def rows(page: str) -> list[tuple[str, str]]:
-    """(platform, bound_by) of each identity the page lists."""
-    return re.findall(r'<tr data-platform="([^"]+)" data-bound-by="([^"]+)">', page)
 
 
 def test_a_code_sent_through_slack_binds_the_senders_id(
