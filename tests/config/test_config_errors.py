@@ -394,3 +394,14 @@ def test_a_channel_table_gate_refuses_is_named_with_its_line(tmp_path: Path) -> 
     r, path = _gate(tmp_path, toml, "serve")
     said = _config_error(r, path, "channels.slack.signing_secret", "is required", line=4)
     assert "xoxb-1" not in said
+
+
+def test_an_identity_claim_for_no_chat_platform_stops_serve(tmp_path: Path) -> None:
+    # `[oidc] identity_claims` binds ids on chat platforms; a name that is none (a typo of
+    # "slack", or "email", which gate.toml binds) would bind nothing, silently
+    toml = (
+        '[oidc]\nissuer = "https://idp.example"\nclient_id = "gate"\nclient_secret = "s"\n'
+        'identity_claims = { slak = "slack_id" }\n'
+    )
+    r, path = _gate(tmp_path, toml, "serve")
+    _config_error(r, path, "oidc", "identity_claims: slak is not a chat platform", "slack")
