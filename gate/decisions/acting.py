@@ -286,6 +286,9 @@ def email_bound(actor: Actor) -> bool:
 def asked_it(settings: Settings, view: RequestView, actor: Actor) -> bool:
     """Whether `actor` asked for the call, under any of their names (see `refusal_for`)."""
     mine = actor.approver.identities() if actor.approver else {actor.name}
+    if actor.auth is not None and actor.auth.kind == "chat" and actor.auth.user_id:
+        # the id the click came from, however it was bound (a link, a provider's claim)
+        mine = mine | {actor.auth.user_id}
     if actor.token:
         mine = mine | {f"token:{actor.token}"}
     return bool(_folded(mine) & _folded(requester_identities(settings, view)))

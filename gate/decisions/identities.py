@@ -26,6 +26,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
+from sqlmodel import Session
 
 from gate.config.people import ApproverSettings
 from gate.config.settings import Settings
@@ -148,44 +149,61 @@ def bind_claims(
     if not wanted:
         return []
     problems: list[str] = []
-    with db.write() as session:
-        mine = [r for r in store.of_approver(session, approver.name) if r.bound_by == "idp_claim"]
-        for platform, claim in sorted(wanted.items()):
-            value = _claim_text(claims.get(claim))
-            for old in mine:
-                if old.platform == platform and old.user_id != value:
-                    store.unbind(session, old.id, approver=approver.name, by="idp", now=now)
-                    log.info(
-                        "unbound %s %s from %s (claim %s changed)",
-                        platform,
-                        old.user_id,
-                        approver.name,
-                        claim,
-                    )
-            if value is None or any(o.platform == platform and o.user_id == value for o in mine):
-                continue
-            problem = _taken(settings, session, approver, platform, value)
-            if problem is not None:
-                problems.append(problem)
-                log.warning("did not bind %s %s to %s: %s", platform, value, approver.name, problem)
-                continue
-            store.bind(
-                session,
-                approver=approver.name,
-                platform=platform,
-                user_id=value,
-                bound_by="idp_claim",
-                source=claim,
-                now=now,
-            )
-            log.info(
-                "bound %s %s to %s by the identity provider's claim %s",
-                platform,
-                value,
-                approver.name,
-                claim,
-            )
+    try:
+        with db.write() as session:
+            _bind_claims(session, settings, approver, wanted, claims, now, problems)
+    except sa.exc.IntegrityError:  # another sign-in bound one of these ids in the same moment
+        problems.append("an id was bound by someone else meanwhile; sign in again")
+        log.warning("did not bind %s's chat ids: one was bound meanwhile", approver.name)
     return problems
+
+
+def _bind_claims(
+    session: Session,
+    settings: Settings,
+    approver: ApproverSettings,
+    wanted: Mapping[str, str],
+    claims: Mapping[str, Any],
+    now: datetime,
+    problems: list[str],
+) -> None:
+    """`bind_claims`' writes, in its transaction."""
+    mine = [r for r in store.of_approver(session, approver.name) if r.bound_by == "idp_claim"]
+    for platform, claim in sorted(wanted.items()):
+        value = _claim_text(claims.get(claim))
+        for old in mine:
+            if old.platform == platform and old.user_id != value:
+                store.unbind(session, old.id, approver=approver.name, by="idp", now=now)
+                log.info(
+                    "unbound %s %s from %s (claim %s changed)",
+                    platform,
+                    old.user_id,
+                    approver.name,
+                    claim,
+                )
+        if value is None or any(o.platform == platform and o.user_id == value for o in mine):
+            continue
+        problem = _taken(settings, session, approver, platform, value)
+        if problem is not None:
+            problems.append(problem)
+            log.warning("did not bind %s %s to %s: %s", platform, value, approver.name, problem)
+            continue
+        store.bind(
+            session,
+            approver=approver.name,
+            platform=platform,
+            user_id=value,
+            bound_by="idp_claim",
+            source=claim,
+            now=now,
+        )
+        log.info(
+            "bound %s %s to %s by the identity provider's claim %s",
+            platform,
+            value,
+            approver.name,
+            claim,
+        )
 
 
 def _claim_text(value: Any) -> str | None:
@@ -197,7 +215,7 @@ def _claim_text(value: Any) -> str | None:
 
 
 def _taken(
-    settings: Settings, session: Any, approver: ApproverSettings, platform: str, user_id: str
+    settings: Settings, session: Session, approver: ApproverSettings, platform: str, user_id: str
 ) -> str | None:
     """Why `user_id` on `platform` cannot be bound to `approver`, or None when it can."""
     owner = configured(settings, platform, user_id)

@@ -114,6 +114,10 @@ def test_a_code_sent_through_slack_binds_the_senders_id(
         vote = api_view(gate, before)["votes"][0]
         assert vote["approver"] == "bob" and vote["auth"]["bound_by"] == "link"
         assert vote["auth"]["user_id"] == BOB_SLACK
+        # a call asked for under that Slack id is bob's own: he cannot approve it from there
+        own = submit_refund(gate, user_id=BOB_SLACK)
+        slack_click(gate, fake_slack, own, BOB_SLACK)
+        assert api_view(gate, own)["status"] == "pending"
         # unbind: the id is nobody's again, and the ended binding stays on record
         found = re.search(r'action="/identities/(\d+)/unbind"', listed)
         assert found is not None
