@@ -358,11 +358,14 @@ def test_a_step_up_rule_is_approved_only_in_gate(clicks: Driver, gate: Gate) -> 
 
 def test_a_rule_refuses_clicks_bound_only_by_email(clicks: Driver, gate: Gate) -> None:
     # `refuse_email_bound`: a click whose person gate knows only by their email address (the
-    # email channel's) is refused to the clicker alone, in gate's words, and the refusal is
-    # in the request's audit trail with how the clicker was bound; an id bound by gate.toml
+    # email channel's) is refused to the clicker alone, in gate's words (its mail offers no
+    # decision links and says why; a crafted link is what is refused), and the refusal is in
+    # the request's audit trail with how the clicker was bound; an id bound by gate.toml
     # decides as ever.
     request_id = ask(gate, "bound_transfer", {"amount": 5, "to": "acme"})
-    clicks.card(request_id)
+    card = clicks.card(request_id)
+    if clicks.name == "email":  # its card says so instead of offering links
+        assert not {"approve", "reject"} & card.offers and "email links" in card.text, card
     answer = clicks.click(gate.url, request_id, "alice", "approve")
     if clicks.name != "email":
         assert answer.status == 200
