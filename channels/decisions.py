@@ -270,9 +270,11 @@ class Showing:
         """The current state of a request."""
         return await self._ctx.view(request_id)
 
-    async def link(self, channel: str, user_id: str, code: str) -> LinkAnswer:
+    async def link(
+        self, channel: str, user_id: str, code: str, *, exposed: bool = False
+    ) -> LinkAnswer:
         """Bind the sender's platform id with a console's one-time code."""
-        return await self._ctx.link(channel, user_id, code)
+        return await self._ctx.link(channel, user_id, code, exposed=exposed)
 
 
 # -- who may act ------------------------------------------------------------------------------

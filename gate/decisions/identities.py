@@ -55,6 +55,13 @@ CODE_LENGTH = 10
 CODE_LIFETIME = timedelta(minutes=10)
 
 
+#: the answer to a code sent where others read it
+EXPOSED = (
+    "Not linked: that code was sent where others can read it, so it no longer works. Get a "
+    "new one on the Identities page in gate and send it in a private chat with the bot."
+)
+
+
 @dataclass(frozen=True)
 class Bound:
     """Who a platform user id is, and how gate knows."""
@@ -257,10 +264,19 @@ def start_link(db: Database, approver: ApproverSettings, platform: str, now: dat
 
 
 def complete_link(
-    settings: Settings, db: Database, platform: str, user_id: str, code: str, now: datetime
+    settings: Settings,
+    db: Database,
+    platform: str,
+    user_id: str,
+    code: str,
+    now: datetime,
+    *,
+    exposed: bool = False,
 ) -> LinkAnswer:
     """Bind `user_id` on `platform` (the platform signed who sent it) to the approver whose
-    console gave out `code`; the code works once, on its platform, within its lifetime."""
+    console gave out `code`; the code works once, on its platform, within its lifetime.
+    `exposed`: the code was sent where others read it (a group chat); it is used up and
+    binds nothing, since whoever read it could send it first."""
     name = label(platform)
     try:
         with db.write() as session:
@@ -278,6 +294,9 @@ def complete_link(
                     f"That code was for {label(used.platform)}, not "
                     f"{name}. Get a new one for {name} in gate.",
                 )
+            if exposed:
+                log.warning("a code of %s's was sent where others read it: used up", used.approver)
+                return LinkAnswer(False, EXPOSED)
             problem = _taken(settings, session, approver, platform, user_id)
             if problem is not None:
                 return LinkAnswer(False, f"Not linked: {problem}.")

@@ -65,10 +65,13 @@ class ChannelContext(Protocol):
         """The current state of a request, or None if unknown."""
         ...
 
-    async def link(self, channel: str, user_id: str, code: str) -> LinkAnswer:
+    async def link(
+        self, channel: str, user_id: str, code: str, *, exposed: bool = False
+    ) -> LinkAnswer:
         """Bind `user_id` (whom the platform's signed callback names) on `channel` to the
         approver whose console handed out the one-time `code`; the answer says, in words,
-        whether it did (show it to the sender, privately)."""
+        whether it did (show it to the sender, privately). `exposed`: the code was sent where
+        others read it (a group chat): it is used up and binds nothing."""
         ...
 
 

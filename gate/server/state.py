@@ -70,11 +70,14 @@ class ChannelGate:
         """The current state of a request."""
         return await threads.run_sync(lambda: self._service.view(request_id))
 
-    async def link(self, channel: str, user_id: str, code: str) -> LinkAnswer:
+    async def link(
+        self, channel: str, user_id: str, code: str, *, exposed: bool = False
+    ) -> LinkAnswer:
         """Bind a platform id to the approver who was given `code` (in a worker thread)."""
         service = self._service
+        now = service.clock()
         return await threads.run_sync(
             lambda: identities.complete_link(
-                service.settings, service.db, channel, user_id, code, service.clock()
+                service.settings, service.db, channel, user_id, code, now, exposed=exposed
             )
         )
