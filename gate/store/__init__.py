@@ -9,6 +9,7 @@ What it owns, module by module:
 * `reads`: the use cases' reads (a request by key, with its votes, the sweep's due work);
 * `outbox` and `marks`: card deliveries owed, claimed with a lease, and marked;
 * `grants`, `nudges`: grants' and reminders' statements;
+* `identities`: chat identities bound outside gate.toml and their one-time link codes;
 * `rows`: the hot paths' statements, built once; `batch`: a change's trailing writes sent as
   one statement (PostgreSQL); `direct`: a fixed statement run on the driver's cursor, and
   `direct.listen`, the hook tracing uses to see every statement;
