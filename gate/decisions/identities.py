@@ -30,6 +30,7 @@ from sqlmodel import Session
 
 from gate.config.people import ApproverSettings
 from gate.config.settings import Settings
+from gate.decisions.clicks import LinkAnswer
 from gate.identity.authmethod import BoundBy
 from gate.store import identities as store
 from gate.store.db import Database
@@ -82,14 +83,6 @@ class Binding:
     bound_at: datetime | None = None
     #: set on the rows the approver may unbind (those in the database)
     id: int | None = None
-
-
-@dataclass(frozen=True)
-class LinkAnswer:
-    """What a channel tells the person who sent a link code."""
-
-    linked: bool
-    message: str
 
 
 def label(platform: str) -> str:

@@ -24,7 +24,7 @@ from gate.base.errors import ConfigError
 from gate.base.surfaces import available
 from gate.decisions.clicks import Action as Action
 from gate.decisions.clicks import Click as Click
-from gate.decisions.identities import LinkAnswer as LinkAnswer
+from gate.decisions.clicks import LinkAnswer as LinkAnswer
 
 if TYPE_CHECKING:
     from fastapi import APIRouter

@@ -17,9 +17,8 @@ from gate.base.statuses import utcnow
 from gate.config.settings import Settings
 from gate.decisions import deciding, identities
 from gate.decisions.acting import Result
-from gate.decisions.clicks import Click
+from gate.decisions.clicks import Click, LinkAnswer
 from gate.decisions.decision_log import DecisionLog
-from gate.decisions.identities import LinkAnswer
 from gate.decisions.readmodel import RequestView
 from gate.decisions.service import GateService
 from gate.delivery.channel import Channel
