@@ -19,7 +19,7 @@ from gate.config.settings import Settings
 from gate.decisions.acting import Result
 from gate.decisions.outcomes import Extended
 from gate.decisions.readmodel import RequestView
-from gate.delivery.channel import ChannelContext, Click
+from gate.delivery.channel import ChannelContext, Click, LinkAnswer
 from gate.policy.stepup import CARD_NOTE as STEP_UP_NOTE
 from gate.rendering import CallRendering, as_text, render_call, shown_chars
 from gate.text.untrusted import clean, masks_only_credentials
@@ -271,6 +271,12 @@ class Showing:
     async def view(self, request_id: str) -> RequestView | None:
         """The current state of a request."""
         return await self._ctx.view(request_id)
+
+    async def link(
+        self, channel: str, user_id: str, code: str, *, exposed: bool = False
+    ) -> LinkAnswer:
+        """Bind the sender's platform id with a console's one-time code."""
+        return await self._ctx.link(channel, user_id, code, exposed=exposed)
 
 
 # -- who may act ------------------------------------------------------------------------------

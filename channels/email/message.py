@@ -71,6 +71,8 @@ def may_act(settings: Settings, view: RequestView, recipient: Recipient) -> bool
     click; this only keeps links out of mail that could not use them)."""
     if view.status != "pending" or recipient.approver is None:
         return False
+    if view.offers.refuse_email_bound:  # a mailbox is all a link's clicker proves (EMAIL_REFUSED)
+        return False
     if view.approvers and recipient.approver not in view.approvers:
         return False
     if settings.approver(recipient.approver) is None:
@@ -82,6 +84,13 @@ def may_act(settings: Settings, view: RequestView, recipient: Recipient) -> bool
     ):
         return False
     return all(v.approver != recipient.approver for v in view.votes)
+
+
+#: what a mail says instead of decision links when its rule refuses email-bound clicks
+EMAIL_REFUSED = (
+    "This rule does not take decisions from email links: whoever reads this mailbox could "
+    "click them. Decide on the request page in gate, or from a chat app linked to you."
+)
 
 
 def offered(view: RequestView) -> list[str]:
@@ -138,6 +147,7 @@ def compose(
         "links": links,
         "web_url": view.url,
         "final": view.is_final,
+        "email_refused": EMAIL_REFUSED if view.offers.refuse_email_bound else None,
         "address": recipient.address,
     }
     domain = sender.rpartition("@")[2].strip(" >") or "gate.invalid"

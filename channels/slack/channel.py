@@ -16,6 +16,7 @@ from typing import Any
 import aiohttp
 import anyio
 from fastapi import APIRouter, BackgroundTasks, Request, Response
+from fastapi.responses import JSONResponse
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
@@ -24,6 +25,7 @@ from channels import decisions
 from channels.slack.callback import form_payload, parse_interaction, verify_signature
 from channels.slack.card import card_message
 from channels.slack.clicks import Clicks
+from channels.slack.commands import USAGE, parse_command
 from channels.slack.mrkdwn import ARGS_CHARS
 from channels.slack.settings import SlackSettings
 from gate.base.errors import BadRequest, ConfigError
@@ -46,6 +48,8 @@ class SlackChannel:
     name = "slack"
     display_name = "Slack"
     settings_model = SlackSettings
+    #: how an approver sends the console's link code here (`gate.web.identities`)
+    link_hint = "In Slack, type /gate link {code} (in any conversation; only you see the answer)."
 
     def __init__(
         self,
@@ -128,6 +132,9 @@ class SlackChannel:
             methods=["POST"],
             include_in_schema=False,
         )
+        router.add_api_route(
+            "/channels/slack/commands", self.commands, methods=["POST"], include_in_schema=False
+        )
         return router
 
     async def aclose(self) -> None:
@@ -150,6 +157,20 @@ class SlackChannel:
             raise BadRequest(f"not a Slack interaction: {exc}", code="bad_slack_payload") from None
         retry = request.headers.get("x-slack-retry-num") is not None
         return await self._clicks.handle(interaction, background, retry=retry)
+
+    async def commands(self, request: Request) -> Response:
+        """`/gate link <code>`, the slash command's Request URL: verify, then bind the
+        typer's Slack id with the console's code; the answer is private to them."""
+        body = await request.body()
+        self.verify(body, request.headers)  # before anything reads the body
+        try:
+            command = parse_command(body)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise BadRequest(f"not a Slack command: {exc}", code="bad_slack_payload") from None
+        text = USAGE
+        if command.code is not None:
+            text = (await self.gate.link(self.name, command.user_id, command.code)).message
+        return JSONResponse({"response_type": "ephemeral", "text": text})
 
 
 def delivery_error(method: str, exc: SlackApiError) -> DeliveryError:

@@ -28,7 +28,7 @@ from channels.telegram.api import TelegramApi
 from channels.telegram.card import ARGS_CHARS, editable, render
 from channels.telegram.settings import TelegramSettings
 from channels.telegram.tokens import Button, NotOurs, Sealer
-from channels.telegram.updates import Press, Typed, read_update, update_id
+from channels.telegram.updates import Press, Typed, link_code, read_update, update_id
 from gate.base.errors import BadRequest, Unauthenticated
 from gate.base.statuses import utcnow
 from gate.decisions.acting import Result
@@ -54,6 +54,8 @@ class TelegramChannel:
     name = "telegram"
     display_name = "Telegram"
     settings_model = TelegramSettings
+    #: how an approver sends the console's link code here (`gate.web.identities`)
+    link_hint = "In a private chat with gate's bot on Telegram, send /link {code}."
 
     def __init__(
         self,
@@ -272,6 +274,10 @@ class TelegramChannel:
     # -- typed messages -----------------------------------------------------------------------
 
     async def _typed(self, typed: Typed) -> None:
+        code = link_code(typed.text, self.settings.bot_username)
+        if code is not None:
+            await self._answer.reply(typed, await self._link(typed, code))
+            return
         click = await replies.click_from_message(
             self.name, typed, self.gate, self.sealer, self.settings.bot_username
         )
@@ -282,6 +288,16 @@ class TelegramChannel:
             return
         text, _ = await self._decide(click, lambda late: self._answer.reply(typed, late))
         await self._answer.reply(typed, text)
+
+    async def _link(self, typed: Typed, code: str) -> str:
+        """`/link <code>`: bind the sender's Telegram id (Telegram names who sent it; a
+        forwarded message never gets here) with the console's one-time code."""
+        if not code:
+            return replies.LINK_USAGE
+        # a private chat's id is the person's id; anywhere else others read the code, which
+        # is then used up (whoever read it could send it first from their own account)
+        exposed = str(typed.chat_id) != typed.user_id
+        return (await self.gate.link(self.name, typed.user_id, code, exposed=exposed)).message
 
 
 def _told(click: Click, result: Result) -> tuple[str, bool]:

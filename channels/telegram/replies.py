@@ -50,6 +50,8 @@ PROMPT_VALUES_CHARS = 3000
 NEED_A_REASON = "Not recorded: write the reason (the agent is told why)."
 #: the most of an edit's error shown (its words name where in the typed value it is)
 WHY_CHARS = 300
+#: `/link` without a code
+LINK_USAGE = "Send /link followed by the code from the Identities page in gate."
 BAD_CODE = "Not recorded: that is not a code from a card (26 letters and digits)."
 PROMPT_TEXT = {
     "reject": "Reply to this message with your reason for rejecting; the agent is told why.",

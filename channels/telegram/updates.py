@@ -166,6 +166,20 @@ def command(text: str, bot_username: str | None) -> Command | str | None:
     return Command("approve" if verb == "approve" else "reject", code, rest)
 
 
+def link_code(text: str, bot_username: str | None) -> str | None:
+    """The code of `/link <code>` (the console's one-time code that binds the sender's
+    Telegram id; empty when none was given); None for any other text."""
+    if not text.startswith("/"):
+        return None
+    parts = text.split(None, 1)
+    verb, _, addressee = parts[0][1:].partition("@")
+    if verb != "link":
+        return None
+    if addressee and bot_username and addressee.lower() != bot_username.lower():
+        return None  # /link@another_bot: meant for someone else
+    return parts[1].strip()[:40] if len(parts) > 1 else ""
+
+
 def prompt_line(kind: Literal["reject", "edit"], request_code: str) -> str:
     """The first line of a forced-reply prompt, which a reply is read back by."""
     return f"{PROMPTS[kind]} {request_code}"

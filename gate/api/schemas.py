@@ -29,7 +29,7 @@ class AuthPublic(BaseModel):
     acr: str | None = Field(default=None, description="oidc: the authentication context class")
     platform: str | None = Field(default=None, description="chat: the channel clicked in")
     user_id: str | None = Field(default=None, description="chat: the person's id there")
-    bound_by: Literal["configured_id", "email"] | None = Field(
+    bound_by: Literal["configured_id", "idp_claim", "link", "email"] | None = Field(
         default=None, description="chat: how that id maps to the approver"
     )
     token: str | None = Field(default=None, description="token: the [[tokens]] entry's name")

@@ -13,6 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, m
 
 #: ID token signature algorithms gate accepts (asymmetric only: never `none`, never an HMAC
 #: keyed with the client secret, which anyone holding the secret could forge)
+#: the chat platforms (channel names) whose ids the provider's claims may bind
+CHAT_PLATFORMS = ("slack", "teams", "telegram", "discord", "wecom", "feishu")
 SIGNING_ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384")
 
 
@@ -39,6 +41,9 @@ class OidcSettings(BaseModel):
     groups_claim: str | None = None
     #: provider group -> gate approver groups it confers (`"okta-finance" = ["finance"]`)
     group_map: dict[str, list[str]] = Field(default_factory=dict)
+    #: platform -> the ID token claim holding the person's id there (`slack = "slack_id"`):
+    #: stored as the approver's chat identity when they sign in (`gate.decisions.identities`)
+    identity_claims: dict[str, str] = Field(default_factory=dict)
     scopes: list[str] = Field(default_factory=lambda: ["openid", "email", "profile"])
     #: the sign-in button's words
     label: str = "Sign in with single sign-on"
@@ -73,6 +78,12 @@ class OidcSettings(BaseModel):
             self.client_secret = SecretStr(value)
         if "openid" not in self.scopes:
             raise ValueError("scopes must include 'openid'")
+        unknown = sorted(set(self.identity_claims) - set(CHAT_PLATFORMS))
+        if unknown:
+            raise ValueError(
+                f"identity_claims: {', '.join(unknown)} is not a chat platform gate binds ids "
+                f"on (one of {', '.join(CHAT_PLATFORMS)})"
+            )
         if self.group_map and not self.groups_claim:
             raise ValueError("group_map needs groups_claim (the claim listing the groups)")
         return self

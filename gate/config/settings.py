@@ -218,6 +218,9 @@ class RuleSettings(Strict):
     self_approval: SelfApprovalSettings | None = None
     #: an approval counts only from a fresh single sign-on (`[oidc]` required)
     step_up: StepUpSettings | None = None
+    #: refuse chat clicks by a person whose chat identity gate knows only by their email
+    #: address (not a configured id, an identity provider's claim or a console link)
+    refuse_email_bound: bool = False
 
     _parse_timeout = field_validator(
         "timeout", "remind_after", "escalate_after", "max_grant", mode="before"

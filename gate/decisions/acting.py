@@ -53,6 +53,8 @@ class Refusal(enum.Enum):
     unreviewable = "unreviewable"
     #: an approval of a step-up rule's call without a fresh single sign-on (`gate.policy.stepup`)
     step_up_required = "step_up_required"
+    #: a chat click by a person bound only by email, on a rule with `refuse_email_bound`
+    email_bound = "email_bound_identity"
 
     @property
     def status(self) -> int:
@@ -91,6 +93,11 @@ class Refusal(enum.Enum):
             Refusal.step_up_required: (
                 "this rule needs an approval made with a fresh single sign-on or a passkey; "
                 "approve on the request page in gate"
+            ),
+            Refusal.email_bound: (
+                "this rule does not accept a click from an identity gate knows only by email "
+                "address; link your account on the Identities page in gate, or decide on the "
+                "request page"
             ),
         }[self]
 
@@ -260,6 +267,8 @@ def refusal_for(settings: Settings, view: RequestView, actor: Actor) -> Refusal 
     """
     if asked_it(settings, view, actor) and not may_self_approve(view, actor):
         return Refusal.self_approval
+    if view.offers.refuse_email_bound and email_bound(actor):
+        return Refusal.email_bound
     allowed = view.approvers
     if allowed and not actor.bypass_approver_list and actor.name not in allowed:
         # ...or in a group the rule names, as their identity provider says (`group_map`)
@@ -269,9 +278,17 @@ def refusal_for(settings: Settings, view: RequestView, actor: Actor) -> Refusal 
     return _stage_refusal(view, actor)
 
 
+def email_bound(actor: Actor) -> bool:
+    """Whether `actor` is a chat click whose person gate knows only by email address."""
+    return actor.auth is not None and actor.auth.kind == "chat" and actor.auth.bound_by == "email"
+
+
 def asked_it(settings: Settings, view: RequestView, actor: Actor) -> bool:
     """Whether `actor` asked for the call, under any of their names (see `refusal_for`)."""
     mine = actor.approver.identities() if actor.approver else {actor.name}
+    if actor.auth is not None and actor.auth.kind == "chat" and actor.auth.user_id:
+        # the id the click came from, however it was bound (a link, a provider's claim)
+        mine = mine | {actor.auth.user_id}
     if actor.token:
         mine = mine | {f"token:{actor.token}"}
     return bool(_folded(mine) & _folded(requester_identities(settings, view)))

@@ -31,6 +31,8 @@ from gate.store.tables import AuditEvent
 
 #: the kind of event that records a masked value shown to an approver
 REVEALED = "revealed"
+#: the kind of event that records a click a rule refused (an email-bound chat identity)
+REFUSED = "click_refused"
 
 
 def append(
@@ -167,6 +169,32 @@ def record_reveal(
         prev=req.audit_head,
     )
     return True
+
+
+def record_refusal(
+    session: Session,
+    request_id: str,
+    *,
+    actor: str,
+    via: str,
+    now: datetime,
+    detail: dict[str, object],
+) -> None:
+    """Record, under the request's lock, a click a rule refused (`REFUSED`, with the refusal's
+    code, words and the clicker's authentication); nothing when the request is gone."""
+    req = store.load(session, request_id, lock=True)
+    if req is None:
+        return
+    record(
+        session,
+        request_id=request_id,
+        kind=REFUSED,
+        actor=actor,
+        via=via,
+        now=now,
+        detail=detail,
+        prev=req.audit_head,
+    )
 
 
 def revealed(db: Database, request_id: str, actor: str) -> frozenset[str]:

@@ -37,3 +37,13 @@ class Click:
     extend_by: str | None = None
     extend_from: datetime | None = None
     args_chars: int | None = None
+
+
+@dataclass(frozen=True)
+class LinkAnswer:
+    """What a channel tells the person who sent a one-time link code (`ChannelContext.link`,
+    answered by `gate.decisions.identities.complete_link`): whether it bound their id, and
+    the words to show them."""
+
+    linked: bool
+    message: str

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from gate.base.errors import InvalidInput
 from gate.base.statuses import RequestStatus, Verdict
-from gate.config.settings import ApproverSettings, parse_duration
-from gate.decisions import denials, grants, machine
+from gate.config.settings import parse_duration
+from gate.decisions import audit, denials, grants, identities, machine
 from gate.decisions.acting import (
     Actor,
     Refusal,
@@ -28,7 +28,7 @@ from gate.decisions.acting import (
     settled,
 )
 from gate.decisions.readmodel import RequestView, build_view
-from gate.identity.authmethod import AuthMethod
+from gate.identity.authmethod import AuthMethod, BoundBy
 from gate.policy import offers, stepup
 from gate.store.decisions import CHANGED_MEANWHILE
 
@@ -225,16 +225,27 @@ def extend(
 
 
 def act(service: GateService, click: Click) -> Result:
-    """A click on a chat card: the platform user must be one of the `[[approvers]]`."""
-    approver = service.settings.approver_by_identity(click.channel, click.user_id)
-    if approver is None:
+    """A click on a chat card: the platform user must be one of the `[[approvers]]`, bound by
+    gate.toml, the identity provider, a console link or their email (`identities.lookup`)."""
+    bound = identities.lookup(service.settings, service.db, click.channel, click.user_id)
+    if bound is None:
         view = service.view(click.request_id)
         return settled(view, click.request_id) or Result(None, view, Refusal.not_an_approver)
     # A chat card shows the arguments up to its platform's length: `click.args_chars` says
     # how far (none when the channel does not say, so nothing it sends can approve).
     actor = Actor.of_approver(
-        approver, click.channel, args_chars=click.args_chars or 0, auth=chat_auth(approver, click)
+        bound.approver,
+        click.channel,
+        args_chars=click.args_chars or 0,
+        auth=chat_auth(click, bound.bound_by),
     )
+    result = _act(service, click, actor)
+    if result.refusal is Refusal.email_bound:
+        _record_refusal(service, click, actor, result.refusal)
+    return result
+
+
+def _act(service: GateService, click: Click, actor: Actor) -> Result:
     if click.action == "check":
         view = service.view(click.request_id)
         done = settled(view, click.request_id)
@@ -256,16 +267,30 @@ def act(service: GateService, click: Click) -> Result:
     )
 
 
-def chat_auth(approver: ApproverSettings, click: Click) -> AuthMethod:
+def _record_refusal(service: GateService, click: Click, actor: Actor, refusal: Refusal) -> None:
+    """Put a refused click in the request's audit trail (who, from where, why, and how they
+    were authenticated), so the security team sees attempts a rule turned away."""
+    detail: dict[str, object] = {
+        "action": click.action,
+        "refusal": refusal.value,
+        "reason": refusal.sentence(),
+        "auth": actor.auth.to_json() if actor.auth is not None else None,
+    }
+    with service.changing() as change:
+        audit.record_refusal(
+            change.session,
+            click.request_id,
+            actor=actor.name,
+            via=click.channel,
+            now=service.clock(),
+            detail=detail,
+        )
+
+
+def chat_auth(click: Click, bound_by: BoundBy) -> AuthMethod:
     """How a chat click's person was authenticated: the platform said who clicked, and gate
-    bound that id to `approver` by a configured id (`slack = "U01..."`) or by their email."""
-    configured = click.channel in (approver.model_extra or {})
-    return AuthMethod(
-        "chat",
-        platform=click.channel,
-        user_id=click.user_id,
-        bound_by="configured_id" if configured else "email",
-    )
+    bound that id to the approver as `bound_by` says (`gate.decisions.identities`)."""
+    return AuthMethod("chat", platform=click.channel, user_id=click.user_id, bound_by=bound_by)
 
 
 def for_api(principal: Principal) -> Actor:

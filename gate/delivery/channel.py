@@ -24,6 +24,7 @@ from gate.base.errors import ConfigError
 from gate.base.surfaces import available
 from gate.decisions.clicks import Action as Action
 from gate.decisions.clicks import Click as Click
+from gate.decisions.clicks import LinkAnswer as LinkAnswer
 
 if TYPE_CHECKING:
     from fastapi import APIRouter
@@ -62,6 +63,15 @@ class ChannelContext(Protocol):
 
     async def view(self, request_id: str) -> RequestView | None:
         """The current state of a request, or None if unknown."""
+        ...
+
+    async def link(
+        self, channel: str, user_id: str, code: str, *, exposed: bool = False
+    ) -> LinkAnswer:
+        """Bind `user_id` (whom the platform's signed callback names) on `channel` to the
+        approver whose console handed out the one-time `code`; the answer says, in words,
+        whether it did (show it to the sender, privately). `exposed`: the code was sent where
+        others read it (a group chat): it is used up and binds nothing."""
         ...
 
 

@@ -13,8 +13,9 @@ Kinds:
 * `oidc`: a console sign-in through the identity provider (`[oidc]`), with the ID token's
   issuer, subject, `auth_time` and `acr`;
 * `chat`: a click on a chat card, with the platform, the platform's user id and how that id
-  was bound to the approver (`configured_id`: a key in `[[approvers]]`; `email`: the
-  approver's email address);
+  was bound to the approver (`configured_id`: a key in `[[approvers]]`; `idp_claim`: a claim
+  of the identity provider at the approver's single sign-on; `link`: a one-time code from
+  the console sent from the platform; `email`: the approver's email address);
 * `token`: an API bearer token (`[[tokens]]`), by name;
 * `local`: token-less local mode on loopback (the person at this machine);
 * `webauthn`: a console approval signed by a passkey or security key over this request and
@@ -30,7 +31,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal, get_args
 
 AuthKind = Literal["password", "proxy", "oidc", "chat", "token", "local", "webauthn"]
-BoundBy = Literal["configured_id", "email"]
+BoundBy = Literal["configured_id", "idp_claim", "link", "email"]
 KINDS: tuple[str, ...] = get_args(AuthKind)
 _BOUND: tuple[str, ...] = get_args(BoundBy)
 #: the console sign-ins a passkey's approval can be made in (`signed_in_by`)
@@ -131,7 +132,12 @@ class AuthMethod:
                 signed = under.describe() if under is not None else "an unrecorded sign-in"
                 return f"passkey or security key (credential {self.credential_id}), in a {signed}"
             case "chat":
-                how = {"configured_id": "configured id", "email": "email match"}
+                how = {
+                    "configured_id": "configured id",
+                    "idp_claim": "identity provider claim",
+                    "link": "linked from the console",
+                    "email": "email match",
+                }
                 bound = how.get(self.bound_by or "", "unknown binding")
                 return f"{self.platform} user {self.user_id} ({bound})"
         parts = [f"issuer {self.issuer}", f"subject {self.subject}"]

@@ -122,6 +122,8 @@ class Offers:
     approver_groups: tuple[str, ...] = ()
     #: an approval counts only from a fresh single sign-on (`gate.policy.stepup`); None: any
     step_up: StepUp | None = None
+    #: chat clicks by a person bound only by their email address are refused
+    refuse_email_bound: bool = False
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> Offers:
@@ -158,6 +160,7 @@ class Offers:
             self_approvers=tuple(selves) if selves is not None else None,
             approver_groups=tuple(options.get("approver_groups") or ()),
             step_up=StepUp.from_json(options.get("step_up")),
+            refuse_email_bound=bool(options.get("refuse_email_bound")),
         )
 
     def next_nudge(
@@ -199,6 +202,8 @@ class Offers:
             added["grant_pin"] = list(self.grant_pin)
         if self.max_grant_uses is not None:
             added["max_grant_uses"] = self.max_grant_uses
+        if self.refuse_email_bound:
+            added["refuse_email_bound"] = True
         return added | {
             "allow_edits": self.allow_edits,
             "editable": list(self.editable) if self.editable is not None else None,

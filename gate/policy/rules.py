@@ -392,6 +392,7 @@ def _offers(rule: RuleSettings, watched: tuple[str, ...] = ()) -> Offers:
         watched_args=watched,
         approver_groups=tuple(a[6:] for a in rule.approvers if a.startswith("group:")),
         step_up=_step_up(rule.step_up),
+        refuse_email_bound=rule.refuse_email_bound,
     )
 
 

@@ -15,9 +15,9 @@ from gate.base import threads
 from gate.base.notify import Notifier
 from gate.base.statuses import utcnow
 from gate.config.settings import Settings
-from gate.decisions import deciding
+from gate.decisions import deciding, identities
 from gate.decisions.acting import Result
-from gate.decisions.clicks import Click
+from gate.decisions.clicks import Click, LinkAnswer
 from gate.decisions.decision_log import DecisionLog
 from gate.decisions.readmodel import RequestView
 from gate.decisions.service import GateService
@@ -71,3 +71,15 @@ class ChannelGate:
     async def view(self, request_id: str) -> RequestView | None:
         """The current state of a request."""
         return await threads.run_sync(lambda: self._service.view(request_id))
+
+    async def link(
+        self, channel: str, user_id: str, code: str, *, exposed: bool = False
+    ) -> LinkAnswer:
+        """Bind a platform id to the approver who was given `code` (in a worker thread)."""
+        service = self._service
+        now = service.clock()
+        return await threads.run_sync(
+            lambda: identities.complete_link(
+                service.settings, service.db, channel, user_id, code, now, exposed=exposed
+            )
+        )

@@ -11,10 +11,12 @@ What it owns, module by module:
   `webhooks`: the same for `[[webhooks]]` messages;
 * `grants`, `nudges`: grants' and reminders' statements; `passkeys`: approvers' WebAuthn
   credentials and the single-use challenges issued for them;
+* `identities`: chat identities bound outside gate.toml and their one-time link codes;
 * `rows`: the hot paths' statements, built once; `batch`: a change's trailing writes sent as
   one statement (PostgreSQL); `direct`: a fixed statement run on the driver's cursor, and
   `direct.listen`, the hook tracing uses to see every statement;
-* `tables`: the SQLModel tables (the schema Alembic's migrations build);
+* `tables`: the SQLModel tables (the schema Alembic's migrations build), with
+  `approver_tables` (sign-ins, passkeys, chat identities) and `columns` (shared column types);
 * `notify_pg`: wake-ups across replicas, NOTIFY in the deciding transaction and LISTEN;
 * `db`: the engine, sessions and migrations' glue; `sqlite` and `postgres`: each
   database's connection specifics.

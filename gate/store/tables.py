@@ -1,10 +1,10 @@
-"""SQLModel tables and enums. No logic: status changes live in gate.decisions.machine."""
+"""SQLModel tables, all of them importable from here (what approvers own beside requests is
+defined in `approver_tables`). No logic: status changes live in gate.decisions.machine."""
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.types import TypeDecorator
 from sqlmodel import JSON, Column, Field, SQLModel
 
 from gate.base.statuses import (
@@ -14,35 +14,15 @@ from gate.base.statuses import (
     new_id,
     utcnow,
 )
-
-
-class UTCDateTime(TypeDecorator[datetime]):
-    """A timezone-aware UTC datetime on every database.
-
-    SQLite keeps no offset, so values read back are re-attached to UTC; values written are
-    converted to UTC first, so an aware datetime in any zone is stored correctly.
-    """
-
-    impl = sa.DateTime(timezone=True)
-    cache_ok = True
-
-    def process_bind_param(self, value: datetime | None, dialect: sa.Dialect) -> datetime | None:
-        if value is None:
-            return None
-        if value.tzinfo is None:
-            raise ValueError("naive datetimes are not stored; pass an aware UTC datetime")
-        return value.astimezone(UTC)
-
-    def process_result_value(self, value: datetime | None, dialect: sa.Dialect) -> datetime | None:
-        if value is None:
-            return None
-        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-
-
-def _status_column(default: str) -> Any:
-    # Plain strings in the database (no native ENUM type): migrations stay simple and a new
-    # state is a code change, not an ALTER TYPE.
-    return Column(sa.String(16), nullable=False, default=default)
+from gate.store.approver_tables import (
+    ChatIdentity,
+    IdentityLinkCode,
+    Passkey,
+    PasskeyChallenge,
+    SignInBucket,
+    WebSignIn,
+)
+from gate.store.columns import UTCDateTime, status_column
 
 
 class ConfirmationRequest(SQLModel, table=True):
@@ -73,7 +53,7 @@ class ConfirmationRequest(SQLModel, table=True):
     summary: str | None = Field(default=None, max_length=1000)
     context: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
     rule: str | None = Field(default=None, max_length=200)
-    status: str = Field(default=RequestStatus.pending, sa_column=_status_column("pending"))
+    status: str = Field(default=RequestStatus.pending, sa_column=status_column("pending"))
     #: who may decide, as resolved from the rule when the request was made
     approvers: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
     approvals_required: int = Field(default=1)
@@ -161,7 +141,7 @@ class Delivery(SQLModel, table=True):
     channel: str = Field(max_length=50)
     target: str = Field(max_length=200)
     kind: str = Field(max_length=16)
-    status: str = Field(default=DeliveryStatus.pending, sa_column=_status_column("pending"))
+    status: str = Field(default=DeliveryStatus.pending, sa_column=status_column("pending"))
     attempts: int = Field(default=0)
     next_attempt_at: datetime = Field(
         default_factory=utcnow, sa_column=Column(UTCDateTime, nullable=False)
@@ -233,7 +213,7 @@ class Grant(SQLModel, table=True):
         default_factory=utcnow, sa_column=Column(UTCDateTime, nullable=False)
     )
     expires_at: datetime = Field(sa_column=Column(UTCDateTime, nullable=False))
-    status: str = Field(default=GrantStatus.active, sa_column=_status_column("active"))
+    status: str = Field(default=GrantStatus.active, sa_column=status_column("active"))
     ended_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime, nullable=True))
     ended_by: str | None = Field(default=None, max_length=200)
     uses: int = Field(default=0)
@@ -241,43 +221,6 @@ class Grant(SQLModel, table=True):
     pinned: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
     #: how many calls the grant may let through; None: any number until it expires
     max_uses: int | None = Field(default=None)
-
-
-class WebSignIn(SQLModel, table=True):
-    """A web-console sign-in: the session cookie names it, sign-out revokes it for good.
-
-    The id is the SHA-256 of the random session id the signed cookie carries, so the table
-    alone (a backup, a read replica) holds nothing a browser could present.
-    """
-
-    __tablename__ = "web_sign_in"
-
-    id: str = Field(primary_key=True, max_length=64)
-    approver: str = Field(max_length=200, index=True)
-    created_at: datetime = Field(
-        default_factory=utcnow, sa_column=Column(UTCDateTime, nullable=False)
-    )
-    expires_at: datetime = Field(sa_column=Column(UTCDateTime, nullable=False, index=True))
-    revoked_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime, nullable=True))
-    #: how the person signed in (`gate.identity.authmethod.AuthMethod.to_json`)
-    auth: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
-    #: single sign-on: SHA-256 of the nonce this sign-in consumed; unique, so an ID token
-    #: replayed with a used nonce signs nobody in
-    nonce: str | None = Field(default=None, max_length=64, unique=True, index=True)
-
-
-class SignInBucket(SQLModel, table=True):
-    """A sign-in rate limit's token bucket (per client address, per user name), shared by
-    every replica on the database so that N replicas do not give a guesser N times the rate.
-
-    `tokens` as of `at`; one more accrues every refill interval up to the burst
-    (`gate.web.signin`). A bucket idle long enough to be full again is deleted."""
-
-    __tablename__ = "sign_in_bucket"
-
-    key: str = Field(primary_key=True, max_length=300)
-    tokens: float
-    at: datetime = Field(sa_column=Column(UTCDateTime, nullable=False, index=True))
 
 
 class DecisionLogEntry(SQLModel, table=True):
@@ -384,7 +327,7 @@ class WebhookDelivery(SQLModel, table=True):
     event: str = Field(max_length=16)
     request_id: str = Field(max_length=26)
     payload: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
-    status: str = Field(default=DeliveryStatus.pending, sa_column=_status_column("pending"))
+    status: str = Field(default=DeliveryStatus.pending, sa_column=status_column("pending"))
     attempts: int = Field(default=0)
     next_attempt_at: datetime = Field(
         default_factory=utcnow, sa_column=Column(UTCDateTime, nullable=False)
@@ -401,47 +344,20 @@ class WebhookDelivery(SQLModel, table=True):
     sent_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime, nullable=True))
 
 
-class Passkey(SQLModel, table=True):
-    """An approver's WebAuthn credential (a passkey or security key), registered from the
-    console (`gate.web.passkeys`). Kept after removal, as the record of who added and removed
-    it and when: a vote names the credential it was signed with."""
-
-    __tablename__ = "passkey"
-    __table_args__ = (sa.Index("ix_passkey_approver", "approver", "removed_at"),)
-
-    id: str = Field(default_factory=new_id, primary_key=True, max_length=26)
-    #: the authenticator's credential id, base64url without padding (at most 1023 bytes)
-    credential_id: str = Field(max_length=1400, unique=True)
-    approver: str = Field(max_length=200)
-    #: the approver's name for it ("work laptop", "YubiKey")
-    label: str = Field(max_length=100)
-    #: the COSE public key the authenticator gave at registration
-    public_key: bytes = Field(sa_column=Column(sa.LargeBinary, nullable=False))
-    #: the authenticator's signature counter last seen (0: it keeps none)
-    sign_count: int = Field(default=0, sa_column=Column(sa.BigInteger, nullable=False))
-    transports: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
-    created_at: datetime = Field(sa_column=Column(UTCDateTime, nullable=False))
-    #: how the approver who added it was signed in (`AuthMethod.to_json`)
-    created_auth: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
-    last_used_at: datetime | None = Field(
-        default=None, sa_column=Column(UTCDateTime, nullable=True)
-    )
-    removed_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime, nullable=True))
-    removed_by: str | None = Field(default=None, max_length=200)
-
-
-class PasskeyChallenge(SQLModel, table=True):
-    """A WebAuthn challenge gate issued and has not yet seen answered: single-use (taken by a
-    DELETE that must find it) and short-lived (`expires_at`). An approval's also names the
-    request and the hash of the arguments its signature is to cover."""
-
-    __tablename__ = "passkey_challenge"
-
-    #: the server nonce (random, base64url)
-    nonce: str = Field(primary_key=True, max_length=64)
-    approver: str = Field(max_length=200)
-    #: "register" or "approve"
-    purpose: str = Field(max_length=16)
-    request_id: str | None = Field(default=None, max_length=26)
-    args_hash: str | None = Field(default=None, max_length=64)
-    expires_at: datetime = Field(sa_column=Column(UTCDateTime, nullable=False, index=True))
+__all__ = [
+    "AgentTrip",
+    "AuditEvent",
+    "ChatIdentity",
+    "ConfirmationRequest",
+    "DecisionLogEntry",
+    "Delivery",
+    "Grant",
+    "IdentityLinkCode",
+    "Passkey",
+    "PasskeyChallenge",
+    "SignInBucket",
+    "UTCDateTime",
+    "Vote",
+    "WebSignIn",
+    "WebhookDelivery",
+]

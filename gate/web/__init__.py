@@ -4,10 +4,11 @@
 by what they do: `pages` (queue, live events, history, stats), `request_page` (a request
 and its decide and extend forms), `batch` (deciding several from the queue), `reveal` (a
 masked value shown to an approver), `grants`, `agents` (tripped agents and their reset),
-`webhooks_page` (webhook messages and their resend), `login`, `sso` (single sign-on),
-`passkeys` (an approver's WebAuthn credentials) and `passkey_approval` (an approval a passkey
-signs). Below them: `forms` (form parsing), `queries` (read-only queries), `charts` (SVG),
-`session` (the cookie, security headers), `signin` (rate limits, revocable sign-ins).
+`webhooks_page` (webhook messages and their resend), `identities` (chat identities bound to
+the signed-in approver), `login`, `sso` (single sign-on), `passkeys` (an approver's WebAuthn
+credentials) and `passkey_approval` (an approval a passkey signs). Below them: `forms` (form
+parsing), `queries` (read-only queries), `charts` (SVG), `session` (the cookie, security
+headers), `signin` (rate limits, revocable sign-ins).
 
 May import: gate.api, gate.base, gate.config, gate.decisions, gate.identity, gate.inputs,
 gate.insights, gate.policy, gate.rendering, gate.server, gate.store, gate.text.
@@ -27,6 +28,7 @@ from gate.web.batch import BatchDecisions
 from gate.web.console import Console
 from gate.web.decisions_page import DecisionsPage
 from gate.web.grants import GrantsPage
+from gate.web.identities import IdentitiesPage
 from gate.web.login import LoginPage
 from gate.web.pages import Pages
 from gate.web.passkeys import PasskeysPage
@@ -48,7 +50,13 @@ def install(app: FastAPI, state: AppState) -> None:
     pages = (Pages(console), batch, RequestPage(console), RevealRoute(console), GrantsPage(console))
     sso = SsoPages(console) if state.settings.oidc is not None else None
     login = LoginPage(console, sso.logout_url if sso else None)
-    for page in (*pages, DecisionsPage(console), AgentsPage(console), login):
+    for page in (
+        *pages,
+        DecisionsPage(console),
+        AgentsPage(console),
+        IdentitiesPage(console),
+        login,
+    ):
         app.include_router(page.router())
     if sso is not None:
         app.include_router(sso.router())

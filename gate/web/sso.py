@@ -29,6 +29,7 @@ from fastapi.responses import RedirectResponse, Response
 from sqlalchemy.exc import IntegrityError
 
 from gate.config.settings import ApproverSettings
+from gate.decisions import identities
 from gate.identity.auth import new_csrf_token
 from gate.identity.oidc import (
     PENDING_FOR,
@@ -144,11 +145,18 @@ class SsoPages:
     ) -> Response:
         sign_ins, previous = self.console.sign_ins, session.sign_in
         groups = mapped_groups(self.oidc, verified.claims)
+        service = self.console.service
 
         def start() -> str:
             if previous:
                 sign_ins.revoke(previous)
-            return sign_ins.start(approver.name, verified.auth, groups=groups, nonce=asked.nonce)
+            started = sign_ins.start(approver.name, verified.auth, groups=groups, nonce=asked.nonce)
+            # the chat ids the provider vouches for (`[oidc] identity_claims`), once the
+            # token has proved itself (a replayed one got no further than `start`)
+            identities.bind_claims(
+                service.settings, service.db, approver, verified.claims, service.clock()
+            )
+            return started
 
         try:
             sign_in = await anyio.to_thread.run_sync(start)

@@ -49,6 +49,8 @@ CONTRACT_RULES: list[dict[str, object]] = [
     },
     # approvals only from a fresh single sign-on in the console (`gate.policy.stepup`)
     {"name": "step-up", "tools": ["risky_*"], "timeout": "10m", "step_up": {"max_age": "5m"}},
+    # clicks by a person gate knows only by email address are refused
+    {"name": "bound-only", "tools": ["bound_*"], "timeout": "10m", "refuse_email_bound": True},
 ]
 #: single sign-on, for the step-up rule (nothing is fetched from the issuer until a sign-in)
 CONTRACT_OIDC = {"issuer": "https://idp.example", "client_id": "gate", "client_secret": "s3cret"}

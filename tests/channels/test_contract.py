@@ -16,7 +16,9 @@ from typing import Any
 
 import pytest
 
+from gate.base.statuses import utcnow
 from gate.base.surfaces import available
+from gate.decisions import identities
 from gate.decisions.acting import Refusal
 from gate.rendering import shown_chars
 from gate.text import untrusted
@@ -351,6 +353,77 @@ def test_a_step_up_rule_is_approved_only_in_gate(clicks: Driver, gate: Gate) -> 
     untouched(gate, request_id)
     answer = clicks.click(gate.url, request_id, "alice", "edit", edits={"amount": 1})
     refused(clicks, answer, "alice", "sign-on")
+    untouched(gate, request_id)
+
+
+def test_a_rule_refuses_clicks_bound_only_by_email(clicks: Driver, gate: Gate) -> None:
+    # `refuse_email_bound`: a click whose person gate knows only by their email address (the
+    # email channel's) is refused to the clicker alone, in gate's words (its mail offers no
+    # decision links and says why; a crafted link is what is refused), and the refusal is in
+    # the request's audit trail with how the clicker was bound; an id bound by gate.toml
+    # decides as ever.
+    request_id = ask(gate, "bound_transfer", {"amount": 5, "to": "acme"})
+    card = clicks.card(request_id)
+    if clicks.name == "email":  # its card says so instead of offering links
+        assert not {"approve", "reject"} & card.offers and "email links" in card.text, card
+    answer = clicks.click(gate.url, request_id, "alice", "approve")
+    if clicks.name != "email":
+        assert answer.status == 200
+        auth = state(gate, request_id)["votes"][0]["auth"]
+        assert (auth["bound_by"], state(gate, request_id)["status"]) == (
+            "configured_id",
+            "approved",
+        )
+        return
+    refused(clicks, answer, "alice", "only by email address")
+    untouched(gate, request_id)
+    view = gate.state.service.view(request_id, full=True)
+    assert view is not None
+    [event] = [e for e in view.audit if e.kind == "click_refused"]
+    assert (event.actor, event.via) == ("alice", "email")
+    assert event.detail["refusal"] == Refusal.email_bound.value
+    assert "only by email address" in event.detail["reason"]
+    assert event.detail["auth"]["bound_by"] == "email"
+
+
+def test_an_identity_linked_from_the_console_acts_as_its_approver(
+    clicks: Driver, gate: Gate
+) -> None:
+    # A platform id gate.toml does not know, bound to carol with the console's one-time code
+    # (`gate.decisions.identities`), sent through the platform where the channel takes codes:
+    # its clicks are carol's, recorded as bound by a link, also on a rule that refuses
+    # email-bound clicks; the code works once; unbound, the id is nobody's again.
+    if clicks.name not in identities.PLATFORMS:
+        pytest.skip(f"{clicks.name} ids are not bound outside gate.toml")
+    db, carol = gate.state.db, gate.settings.approver("carol")
+    assert carol is not None
+    code = identities.start_link(db, carol, clicks.name, utcnow())
+    user_id = clicks.user_id("stranger")
+    sent = clicks.send_link(gate.url, "stranger", code)
+    if sent is None:  # no way to send one on this platform: gate's side of it, directly
+        linked = identities.complete_link(gate.settings, db, clicks.name, user_id, code, utcnow())
+        assert linked.linked, linked.message
+    else:
+        assert sent.status == 200
+        told = sent.private()
+        assert told.to == user_id and "Linked" in told.text and "carol" in told.text, told
+        again = clicks.send_link(gate.url, "mallory", code)
+        assert again is not None and "not valid" in again.private().text
+    try:
+        request_id = ask(gate, "bound_transfer", {"amount": 5, "to": "acme"})
+        clicks.card(request_id)
+        assert clicks.click(gate.url, request_id, "stranger", "approve").status == 200
+        now = state(gate, request_id)
+        assert (now["status"], now["decided_by"]) == ("approved", "carol"), now
+        auth = now["votes"][0]["auth"]
+        assert (auth["bound_by"], auth["user_id"]) == ("link", user_id)
+    finally:
+        [bound] = [b for b in identities.bindings(gate.settings, db, carol) if b.id is not None]
+        assert bound.id is not None and identities.unbind(db, carol, bound.id, utcnow())
+    request_id = ask(gate, "bound_transfer", {"amount": 5, "to": "acme"})
+    clicks.card(request_id)
+    answer = clicks.click(gate.url, request_id, "stranger", "approve")
+    refused(clicks, answer, "stranger", Refusal.not_an_approver.sentence())
     untouched(gate, request_id)
 
 

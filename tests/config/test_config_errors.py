@@ -414,3 +414,14 @@ def test_a_pattern_grant_must_pin_something(tmp_path: Path, toml: str, words: st
     said = r.stderr.strip().splitlines()[-1]
     assert said.startswith(f'gate: policy error: {path}:3: rule "r": '), said
     assert words in said, said
+
+
+def test_an_identity_claim_for_no_chat_platform_stops_serve(tmp_path: Path) -> None:
+    # `[oidc] identity_claims` binds ids on chat platforms; a name that is none (a typo of
+    # "slack", or "email", which gate.toml binds) would bind nothing, silently
+    toml = (
+        '[oidc]\nissuer = "https://idp.example"\nclient_id = "gate"\nclient_secret = "s"\n'
+        'identity_claims = { slak = "slack_id" }\n'
+    )
+    r, path = _gate(tmp_path, toml, "serve")
+    _config_error(r, path, "oidc", "identity_claims: slak is not a chat platform", "slack")

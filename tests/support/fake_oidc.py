@@ -51,6 +51,8 @@ class User:
     email_verified: bool = True
     groups: list[str] = field(default_factory=list)
     acr: str | None = None
+    #: more claims for the ID token (chat ids: `{"slack_id": "U0..."}`)
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -205,6 +207,7 @@ class FakeOidc(LoopbackFake):
         }
         if user.acr is not None:
             claims["acr"] = user.acr
+        claims.update(user.extra)
         claims.update(self.tamper)
         claims = {k: v for k, v in claims.items() if v is not None}
         return jwt.encode({"alg": "RS256", "kid": self.key.kid}, claims, self.key)

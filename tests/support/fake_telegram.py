@@ -339,7 +339,8 @@ class FakeTelegram(LoopbackFake):
             message = Message(chat_id, message_id, user(person), [text], [None], reply_to=reply_to)
             self.messages[(chat_id, message_id)] = message
             seen = self.as_seen(message)
-            seen["chat"]["type"] = "supergroup"
+            # a person's private chat with the bot has the person's id
+            seen["chat"]["type"] = "private" if chat_id == person else "supergroup"
             if text.startswith("/"):
                 verb = text.split(None, 1)[0]
                 seen["entities"] = [{"type": "bot_command", "offset": 0, "length": len(verb)}]

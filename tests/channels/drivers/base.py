@@ -155,6 +155,12 @@ class Driver:
         captured body replayed)."""
         raise NotImplementedError
 
+    def send_link(self, gate_url: str, person: str, code: str) -> Answer | None:
+        """`person` sends the console's one-time link `code` to gate through the platform,
+        the way its channel takes one (`ChannelContext.link`); None when the channel takes
+        no codes (its ids come from gate.toml or the identity provider)."""
+        return None
+
     def outage(self) -> contextlib.AbstractContextManager[None]:
         """Inside the block the platform answers every post and update with a server error."""
         raise NotImplementedError

@@ -97,6 +97,18 @@ class SlackDriver(Driver):
 
     # -- clicks --
 
+    def send_link(self, gate_url: str, person: str, code: str) -> Answer | None:
+        """`/gate link <code>` typed in Slack: a signed slash command; the answer is ephemeral
+        (in the command's response, for the typer alone)."""
+        fields = {"command": "/gate", "text": f"link {code}", "user_id": self.user_id(person)}
+        body = "&".join(f"{k}={quote(v)}" for k, v in fields.items()).encode()
+        with httpx.Client(base_url=gate_url, timeout=15, verify=TLS) as client:
+            r = client.post("/channels/slack/commands", content=body, headers=self._signed(body))
+        said = r.json() if r.status_code == 200 else {}
+        assert said.get("response_type", "ephemeral") == "ephemeral", said
+        who = self.user_id(person)
+        return Answer(r.status_code, lambda: Private(str(said.get("text", "")), who))
+
     def _signed(
         self, body: bytes, secret: str | None = None, at: float | None = None
     ) -> dict[str, str]:

@@ -172,6 +172,21 @@ class TelegramDriver(Driver):
         r = self._push(gate_url, said)
         return self._replied(said["message"]["message_id"], self.user_id(person), r.status_code)
 
+    def send_link(self, gate_url: str, person: str, code: str) -> Answer | None:
+        """`/link <code>` sent in the person's private chat with the bot (whose id is the
+        person's); the bot's reply there is the answer."""
+        uid = int(self.user_id(person))
+        self.fake.chats.add(uid)  # the bot may write to a person who wrote to it
+        said = self.fake.say(uid, uid, f"/link {code}")
+        r = self._push(gate_url, said)
+        message_id = said["message"]["message_id"]
+
+        def reply() -> Private:
+            found = wait_until(lambda: self.fake.replies_to(uid, message_id))
+            return Private(found[-1].shown()[0], str(uid))
+
+        return Answer(r.status_code, reply)
+
     def _prompts(self) -> list[Message]:
         return [m for m in self.fake.bot_messages() if (m.markup or {}).get("force_reply")]
 
