@@ -1,7 +1,7 @@
 """What a chat card offers beyond yes/no, for every chat channel: the call it shows (gate's
 rendering, never the agent's summary, which is shown apart as the agent's claim) and whether
 it may offer to approve it, the fields an approver may edit, the grants a rule
-offers, its preset reject reasons, the countdown, and who may act.
+offers (`channels.grant_offers`), its preset reject reasons, the countdown, and who may act.
 
 Pure functions over a `RequestView`; each channel renders them in its own card language and
 reads them back from its own callback shape.
@@ -15,6 +15,13 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, NamedTuple
 
+from channels.grant_offers import (  # re-exported: every channel reads them from here
+    GRANT_DEFAULT_SECONDS as GRANT_DEFAULT_SECONDS,
+)
+from channels.grant_offers import SCOPE_WORDS as SCOPE_WORDS
+from channels.grant_offers import GrantChoice as GrantChoice
+from channels.grant_offers import grant_choices as grant_choices
+from channels.grant_offers import parse_grant as parse_grant
 from gate.config.settings import Settings
 from gate.decisions.acting import Result
 from gate.decisions.outcomes import Extended
@@ -36,15 +43,6 @@ TITLES = {
     "rejected": "Rejected",
     "expired": "Expired",
     "cancelled": "Cancelled",
-}
-#: the grant length offered first ("approve, and allow the same for 30 minutes")
-GRANT_DEFAULT_SECONDS = 1800
-SCOPE_WORDS = {
-    "call": "this exact call",
-    #: completed by the pinned argument names (`grant_choices`)
-    "pattern": "calls with the same",
-    "session": "this tool in this session",
-    "agent": "this tool for this agent",
 }
 
 
@@ -337,65 +335,6 @@ def countdown(deadline: datetime, now: datetime) -> str:
         return f"expires in {hours} h {minutes} min" if minutes else f"expires in {hours} h"
     days, hours = divmod(hours, 24)
     return f"expires in {days} d {hours} h" if hours else f"expires in {days} d"
-
-
-# -- grants -----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class GrantChoice:
-    """One "approve, and allow the same for a while" choice the rule offers."""
-
-    scope: str
-    duration: str
-    label: str
-
-
-def _human(seconds: int) -> str:
-    if seconds % 3600 == 0:
-        return f"{seconds // 3600} h"
-    if seconds % 60 == 0:
-        return f"{seconds // 60} min"
-    return f"{seconds} s"
-
-
-def grant_choices(view: RequestView) -> list[GrantChoice]:
-    """The grants offered for this request: each scope the rule allows, for 30 min and for the
-    rule's longest (max_grant)."""
-    if view.status != "pending":
-        return []
-    cap = int(view.offers.max_grant.total_seconds())
-    lengths = sorted({min(GRANT_DEFAULT_SECONDS, cap), cap})
-    choices = []
-    for scope in view.offers.grant_scopes:
-        if scope not in SCOPE_WORDS:
-            continue
-        if (scope == "session" and not view.session_id) or (scope == "agent" and not view.agent_id):
-            continue  # nothing to tie the grant to
-        pinned = view.offers.grant_pin
-        if scope == "pattern" and not all(name in view.tool_args for name in pinned):
-            continue  # an argument the rule pins is missing: nothing to pin it to
-        words = SCOPE_WORDS[scope] + (f" {', '.join(pinned)}" if scope == "pattern" else "")
-        for seconds in lengths:
-            label = f"Approve + allow {words} for {_human(seconds)}{_counted(view)}"
-            choices.append(GrantChoice(scope, f"{seconds}s", label))
-    return choices
-
-
-def _counted(view: RequestView) -> str:
-    # a chat choice takes the rule's most uses (`max_grant_uses`); the console picks fewer
-    uses = view.offers.max_grant_uses
-    if uses is None:
-        return ""
-    return ", once" if uses == 1 else f", {uses} uses"
-
-
-def parse_grant(value: str) -> tuple[str, str]:
-    """A grant choice's `scope:duration` value; ValueError when it is not one."""
-    scope, _, duration = value.partition(":")
-    if scope not in SCOPE_WORDS or not duration:
-        raise ValueError(f"not a grant choice: {value[:40]!r}")
-    return scope, duration
 
 
 # -- preset reject reasons --------------------------------------------------------------------
