@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from gate.base.errors import ConfigError
 from gate.config.settings import RuleSettings, Settings
-from gate.policy import cel_engine, cel_shape, conditions, shadow, toolnames
+from gate.policy import cel_engine, cel_shape, conditions, history, shadow, toolnames
 from gate.policy import chains as policy_chains
 from gate.policy import check as policy_check
 from gate.policy import revision as policy_revision
@@ -94,6 +94,8 @@ class Rule:
     log: bool = True
     #: set for a shadow rule only: when its trial ends (gate.policy.shadow)
     until: datetime | None = None
+    #: the `history.*(...)` terms its `when` reads (gate.policy.history), read before it runs
+    history: tuple[history.Term, ...] = ()
 
     def tool_matches(self, tool_name: str, canonical: str | None = None) -> toolnames.Match | None:
         """How `tool_name` matches the rule's globs: "exact", "variant" (a case, width or
@@ -118,6 +120,8 @@ class Decision:
     #: set when the call is asked because its agent tripped (`gate.decisions.denials`): the words
     #: why
     tripped: str | None = None
+    #: the history terms read for this call, as written, with their values (explain shows them)
+    history: tuple[tuple[str, history.Number], ...] = ()
 
     @property
     def matched(self) -> bool:
@@ -154,25 +158,37 @@ class Policy:
         toolnames.load()
         self._forced: Rule | None = None
         self._failures = conditions.ConditionFailures(clock)
+        #: every history term of every rule: the calls of their tools are recorded
+        self.history_terms = tuple(dict.fromkeys(t for r in rules for t in r.history))
 
-    def evaluate(self, facts: CallFacts) -> Decision:
+    def counts(self, tool_name: str) -> bool:
+        """Whether a call of `tool_name` is one some history term counts (so it is recorded)."""
+        return any(term.matches(tool_name) for term in self.history_terms)
+
+    def evaluate(self, facts: CallFacts, reader: history.Reader | None = None) -> Decision:
         """Find the first rule that matches `facts`; fall back to `requires_confirmation`.
-        Shadow rules that could have changed the answer are tried too (`Decision.shadow`)."""
-        decision = self._first_match(facts)
-        if not self.shadows:
-            return decision
-        live_at = self._live_at.get(decision.rule.name if decision.rule else "", len(self.rules))
-        would = partial(self._would, facts=facts)
-        found = shadow.beside(decision.action, live_at, self.shadows, self.wall(), would)
-        return replace(decision, shadow=found) if found else decision
+        Shadow rules that could have changed the answer are tried too (`Decision.shadow`).
+        `reader` reads the history terms of a rule reached (none: such a rule fails closed)."""
+        reading = history.Reading(reader)
+        decision = self._first_match(facts, reading)
+        if self.shadows:
+            live_at = self._live_at.get(
+                decision.rule.name if decision.rule else "", len(self.rules)
+            )
+            would = partial(self._would, facts=facts, reading=reading)
+            found = shadow.beside(decision.action, live_at, self.shadows, self.wall(), would)
+            decision = replace(decision, shadow=found) if found else decision
+        if reading.values:
+            decision = replace(decision, history=tuple(history.shown(reading.values).items()))
+        return decision
 
-    def _would(self, rule: Rule, facts: CallFacts) -> Action | None:
+    def _would(self, rule: Rule, facts: CallFacts, reading: history.Reading) -> Action | None:
         """`rule`'s action when it alone matches `facts` (a failing `when` as live rules)."""
         if not _name_matches(rule, rule.tool_matches(facts.tool_name), facts.tool_name, []):
             return None
         if rule.program is None:
             return rule.action
-        result, failure = conditions.run(rule.program, facts.activation())
+        result, failure = _run(rule, facts.activation(), reading)
         if failure is not None:
             self._failures.report(
                 rule.name, rule.action, rule.until is not None, failure, facts.tool_name
@@ -180,7 +196,7 @@ class Policy:
             return None if rule.action == "allow" else rule.action
         return rule.action if result is True else None
 
-    def _first_match(self, facts: CallFacts) -> Decision:
+    def _first_match(self, facts: CallFacts, reading: history.Reading) -> Decision:
         trail: list[str] = []
         activation: dict[str, Any] | None = None
         canonical = toolnames.canonical(facts.tool_name)
@@ -190,7 +206,8 @@ class Policy:
                 continue
             if rule.program is not None:
                 activation = activation or facts.activation()
-                result, failure = conditions.run(rule.program, activation)
+                result, failure = _run(rule, activation, reading)
+                trail.extend(f"{rule.name}: {said}" for said in reading.said(rule.history))
                 if failure is not None:
                     self._failures.report(
                         rule.name, rule.action, rule.until is not None, failure, facts.tool_name
@@ -287,6 +304,7 @@ def compile_rules(
 def _compile(rule: RuleSettings, settings: Settings, source: str | None) -> tuple[Rule, str | None]:
     program = None
     checked = policy_check.Checked((), ())
+    terms: tuple[history.Term, ...] = ()
     if rule.when is not None:
         key = f"rules.{rule.name}.when"
         try:
@@ -305,6 +323,9 @@ def _compile(rule: RuleSettings, settings: Settings, source: str | None) -> tupl
                 source=source,
                 key=key,
             )
+        terms = history.terms_of(
+            rule.when, cap=settings.server.history_max_window, source=source, key=key
+        )
         checked = policy_check.check(rule.when)
         if checked.problems:
             found = "\n  ".join(checked.problems)
@@ -341,6 +362,7 @@ def _compile(rule: RuleSettings, settings: Settings, source: str | None) -> tupl
         offers=offers,
         folded=tuple(toolnames.canonical(pattern) for pattern in rule.tools),
         log=rule.log,
+        history=terms,
     ), checked.unchecked
 
 
@@ -372,6 +394,13 @@ def _offers(rule: RuleSettings, watched: tuple[str, ...] = ()) -> Offers:
         approver_groups=tuple(a[6:] for a in rule.approvers if a.startswith("group:")),
         step_up=StepUp(rule.step_up.max_age, tuple(rule.step_up.acr)) if rule.step_up else None,
     )
+
+
+def _run(rule: Rule, activation: dict[str, Any], reading: history.Reading) -> tuple[object, str | None]:
+    """`rule`'s `when` on one call: its history read first when it has any."""
+    if not rule.history:
+        return conditions.run(rule.program, activation)
+    return reading.run(rule.history, rule.program, activation)
 
 
 def _name_matches(
