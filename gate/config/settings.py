@@ -121,9 +121,7 @@ class ServerSettings(ConnectionSettings):
 
     _parse_durations = field_validator(
         "default_timeout", "max_timeout", "history_max_window", mode="before"
-    )(
-        lambda v: parse_duration(v)
-    )
+    )(lambda v: parse_duration(v))
     _check_database_url = field_validator("database_url")(lambda v: check_database_url(v))
 
     @property

@@ -89,9 +89,7 @@ def mentions(expr: str) -> bool:
     return f"{NAMESPACE}." in expr
 
 
-def terms_of(
-    expr: str, *, cap: timedelta, source: str | None, key: str
-) -> tuple[Term, ...]:
+def terms_of(expr: str, *, cap: timedelta, source: str | None, key: str) -> tuple[Term, ...]:
     """The history terms of a `when`, each checked; raises ConfigError (file:line) for a
     missing or too long window, an argument that is not a string literal, or a wrong name."""
     if not mentions(expr):
@@ -125,7 +123,7 @@ def _term(node: ast.Call, cap: timedelta, source: str | None, key: str) -> Term:
         known = ", ".join(f"{NAMESPACE}.{name}" for name in FUNCTIONS)
         raise refuse(f"is not a history function; gate has {known}")
     kind, scope, arity = FUNCTIONS[node.name]
-    shape = '(tools, window)' if kind == "count" else '(tools, argument, window)'
+    shape = "(tools, window)" if kind == "count" else "(tools, argument, window)"
     texts: list[str] = []
     for arg in node.args:
         if not (isinstance(arg, ast.Lit) and arg.kind == "string" and isinstance(arg.value, str)):
@@ -137,7 +135,7 @@ def _term(node: ast.Call, cap: timedelta, source: str | None, key: str) -> Term:
         texts.append(arg.value)
     if len(texts) != arity:
         why = "a window is mandatory" if len(texts) == arity - 1 else f"takes {arity} arguments"
-        raise refuse(f"{why}: write it {shape}, the window like \"1h\" or \"24h\"")
+        raise refuse(f'{why}: write it {shape}, the window like "1h" or "24h"')
     window_text = texts[-1]
     try:
         window = parse_duration(window_text)
@@ -149,7 +147,7 @@ def _term(node: ast.Call, cap: timedelta, source: str | None, key: str) -> Term:
             f"({_said(cap)}); shorten it or raise that setting"
         )
     if not texts[0]:
-        raise refuse("needs a tool glob (\"*\" for every tool)")
+        raise refuse('needs a tool glob ("*" for every tool)')
     return Term(
         kind=kind,
         scope=scope,
@@ -210,8 +208,12 @@ class Reading:
                 self.values.update(self._reader(missing))
             except (KeyboardInterrupt, SystemExit):
                 raise
-            except Exception as exc:  # a database error or outage: the call does not run
+            except ValueError as exc:  # gate's own words (a session term, no session_id)
                 return None, f"could not read the call history ({conditions.short(exc)})"
+            except Exception as exc:  # a database error or outage: the call does not run
+                # its kind only: a driver's message names hosts and ports, and this is shown
+                # on the card to approvers
+                return None, f"could not read the call history ({type(exc).__name__})"
         values = {term: self.values[term] for term in terms}
         context = cel_engine.context(activation, functions(values))
         return conditions.run(program, context)

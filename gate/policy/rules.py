@@ -165,6 +165,15 @@ class Policy:
         """Whether a call of `tool_name` is one some history term counts (so it is recorded)."""
         return any(term.matches(tool_name) for term in self.history_terms)
 
+    def uses_history(self, tool_name: str) -> bool:
+        """Whether judging a call of `tool_name` may read history (a rule with history terms,
+        live or shadow, could be tried on it) or write it (`counts`)."""
+        canonical = toolnames.canonical(tool_name)
+        tried = (*self.rules, *(placed.rule for placed in self.shadows))
+        return self.counts(tool_name) or any(
+            r.history and r.tool_matches(tool_name, canonical) for r in tried
+        )
+
     def evaluate(self, facts: CallFacts, reader: history.Reader | None = None) -> Decision:
         """Find the first rule that matches `facts`; fall back to `requires_confirmation`.
         Shadow rules that could have changed the answer are tried too (`Decision.shadow`).
@@ -396,7 +405,9 @@ def _offers(rule: RuleSettings, watched: tuple[str, ...] = ()) -> Offers:
     )
 
 
-def _run(rule: Rule, activation: dict[str, Any], reading: history.Reading) -> tuple[object, str | None]:
+def _run(
+    rule: Rule, activation: dict[str, Any], reading: history.Reading
+) -> tuple[object, str | None]:
     """`rule`'s `when` on one call: its history read first when it has any."""
     if not rule.history:
         return conditions.run(rule.program, activation)

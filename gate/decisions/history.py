@@ -1,0 +1,126 @@
+"""History-aware conditions at run time: whose calls count, which calls count, and when they
+are read and written (the terms are `gate.policy.history`, the SQL `gate.store.counted`).
+
+Whose calls: the caller is the **token** that sent the call (`Principal.name`), never the
+`agent_id` in the body. `agent_id` is the agent's own claim: a history keyed on it would reset
+each time the agent named itself anew, so a count or a budget could be dodged by varying it.
+Agents that must be counted apart get a token each; several agents sharing one token share
+one count (the stricter reading). The session variants key on the token and the call's
+`session_id`, so one token cannot spend or fill another token's session.
+
+Which calls: a call let through at once (an allow rule, or no rule), and an asked call from
+the moment it is asked (in flight: a pending request counts, so ten asks sent together
+cannot each see an empty budget) for as long as its request is pending or approved (by a
+person, a grant or `on_timeout = "approve"`), unless the agent reports it did not run it.
+A denied call, and an ask rejected, expired or cancelled, count nothing: no money was spent.
+The call being judged is not in its own history: add it (`+ args.amount`).
+
+When: only calls of tools some history term names are written (one INSERT: in the ask's own
+transaction, or alone for an allowed call), and only a call a rule with history is tried on
+reads (one SELECT per scope used). A policy without history sends nothing more than before
+(`tests/core/test_history.py` counts the statements).
+
+Two calls judged at the same instant do not see each other (the read is not a lock): a
+budget can be overshot by the calls in flight at that instant. See docs/history.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any
+
+from gate.inputs.bodies import GateCall
+from gate.policy import history
+from gate.policy.rules import Decision, Policy
+from gate.store import counted
+from gate.store.db import Database
+
+
+def caller_of(principal_name: str | None) -> str:
+    """Whose history a call reads and adds to: its token's name (see the module docstring)."""
+    return principal_name or ""
+
+
+def reader(
+    db: Database, clock: Callable[[], datetime], *, caller: str, session_id: str | None
+) -> history.Reader:
+    """Reads the values of terms for one call of `caller` (in `session_id`)."""
+
+    def read(terms: tuple[history.Term, ...]) -> Mapping[history.Term, history.Number]:
+        now = clock()
+        values: dict[history.Term, history.Number] = {}
+        for per_session in (False, True):
+            mine = [t for t in terms if (t.scope == "session") == per_session]
+            if not mine:
+                continue
+            if per_session and not session_id:
+                raise ValueError("the call names no session_id, so its session cannot be counted")
+            windows = [
+                counted.Window(now - t.window, t.arg if t.kind == "sum" else None) for t in mine
+            ]
+            with db.read_conn() as conn:
+                found = counted.tallies(
+                    conn,
+                    caller=caller,
+                    session_id=session_id,
+                    windows=windows,
+                    per_session=per_session,
+                )
+            for i, term in enumerate(mine):
+                total = sum(tally.values[i] for tally in found if term.matches(tally.tool_name))
+                values[term] = _whole(total)
+        return values
+
+    return read
+
+
+def _whole(total: history.Number) -> history.Number:
+    return int(total) if float(total).is_integer() else total
+
+
+def touches(policy: Policy, tool_name: str) -> bool:
+    """Whether judging a call of `tool_name` may read or write history (no I/O: when false,
+    policy runs on the event loop as before)."""
+    return bool(policy.history_terms) and policy.uses_history(tool_name)
+
+
+def counts(policy: Policy, decision: Decision, tool_name: str) -> bool:
+    """Whether a call policy let through at once (`decision`) is written to the history."""
+    return decision.action in ("allow", None) and policy.counts(tool_name)
+
+
+def record_allowed(db: Database, call: GateCall, principal_name: str | None, now: datetime) -> None:
+    """Write a call policy let through at once, in its own transaction."""
+    with db.write_conn() as conn:
+        record(
+            conn,
+            caller=caller_of(principal_name),
+            session_id=call.session_id,
+            tool_name=call.tool_name,
+            args=call.tool_args,
+            request_id=None,
+            now=now,
+        )
+
+
+def record(
+    conn: object,
+    *,
+    caller: str,
+    session_id: str | None,
+    tool_name: str,
+    args: Mapping[str, Any],
+    request_id: str | None,
+    now: datetime,
+) -> None:
+    """Write one counted call in the transaction `conn` (an ask's session, or its own)."""
+    counted.record(
+        conn,
+        caller=caller,
+        session_id=session_id,
+        tool_name=tool_name,
+        args=args,
+        request_id=request_id,
+        at=now,
+    )

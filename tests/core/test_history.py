@@ -1,0 +1,217 @@
+"""History-aware conditions (issue 32, item 8): `history.count` / `history.sum` and their session
+variants over the calls gate let through or is asking about, keyed on the token, on SQLite and
+PostgreSQL: which calls count, fail closed, the index each read runs on, and the statements a
+call sends (none more for a policy without history)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from gate.base.statuses import Verdict
+from gate.decisions import deciding
+from gate.decisions.service import GateService, Submitted
+from gate.identity.auth import Principal
+from gate.inputs.bodies import GateCall
+from gate.store import counted
+from gate.store.db import Database
+from tests.core.conftest import AGENT, OTHER_AGENT, Clock, approver, service_of
+from tests.support import config as cfg
+from tests.support.sql_counter import counting
+
+#: a budget: payments run on their own until the day's total would pass 1000, then a person
+#: is asked; a fourth deploy within an hour is denied; a session may export twice
+HISTORY_RULES: list[dict[str, Any]] = [
+    {
+        "name": "daily-budget",
+        "tools": ["pay_*"],
+        "when": 'history.sum("pay_*", "amount", "24h") + args.amount > 1000',
+        "approvers": ["group:finance"],
+        "timeout": "10m",
+    },
+    {"name": "small-payments", "tools": ["pay_*"], "action": "allow"},
+    {
+        "name": "deploy-rate",
+        "tools": ["deploy_*"],
+        "when": 'history.count("deploy_*", "1h") >= 3',
+        "action": "deny",
+    },
+    {"name": "deploys", "tools": ["deploy_*"], "action": "allow"},
+    {
+        "name": "session-exports",
+        "tools": ["export"],
+        "when": 'history.session_count("export", "1h") >= 2',
+        "approvers": ["group:finance"],
+        "timeout": "10m",
+    },
+    {"name": "exports", "tools": ["export"], "action": "allow"},
+]
+
+
+def _service(db_url: str, clock: Clock, rules: list[dict[str, Any]]) -> GateService:
+    data = cfg.settings_data(db_url)
+    data["rules"] = [*rules, *data["rules"]]
+    return service_of(data, clock)
+
+
+@pytest.fixture
+def counting_service(db_url: str, clock: Clock) -> Iterator[GateService]:
+    svc = _service(db_url, clock, HISTORY_RULES)
+    yield svc
+    svc.db.dispose()
+
+
+def call(svc: GateService, principal: Principal = AGENT, **body: Any) -> Submitted:
+    return svc.submit(GateCall(**body), principal)
+
+
+def pay(svc: GateService, amount: int, principal: Principal = AGENT, **body: Any) -> Submitted:
+    return call(svc, principal, tool_name="pay_card", tool_args={"amount": amount}, **body)
+
+
+def decide(svc: GateService, submitted: Submitted, verdict: Verdict) -> None:
+    assert submitted.view is not None
+    reason = "over budget" if verdict is Verdict.reject else None
+    decided = deciding.decide(svc, submitted.view.id, approver(svc, "alice"), verdict, reason)
+    assert decided.changed, decided
+
+
+def test_a_sum_counts_allowed_and_in_flight_calls_not_rejected_ones(
+    counting_service: GateService, clock: Clock
+) -> None:
+    svc = counting_service
+    assert pay(svc, 600).decision.action == "allow"
+    # 600 + 500 > 1000: asked, and pending it counts (in flight)
+    asked = pay(svc, 500)
+    assert (asked.decision.action, asked.decision.rule and asked.decision.rule.name) == (
+        "ask",
+        "daily-budget",
+    )
+    assert asked.decision.history == (('history.sum("pay_*", "amount", "24h")', 600),)
+    assert pay(svc, 1).decision.history == (('history.sum("pay_*", "amount", "24h")', 1100),)
+    # rejected: no money was spent, so it stops counting (the asked 1 is pending: 601 so far)
+    decide(svc, asked, Verdict.reject)
+    assert pay(svc, 300).decision.history == (('history.sum("pay_*", "amount", "24h")', 601),)
+    # approved: it counts
+    big = pay(svc, 5000)
+    decide(svc, big, Verdict.approve)
+    assert pay(svc, 1).decision.history[0][1] == 601 + 300 + 5000
+    # a variant of the name is the same tool; out of the window nothing counts
+    assert call(svc, tool_name="PAY_card", tool_args={"amount": 1}).decision.action == "ask"
+    clock.advance(hours=24, seconds=1)
+    fresh = pay(svc, 10)
+    assert (fresh.decision.action, fresh.decision.history[0][1]) == ("allow", 0)
+
+
+def test_the_count_keys_on_the_token_not_the_agent_id(counting_service: GateService) -> None:
+    svc = counting_service
+    for n in range(3):  # three deploys, each naming itself anew
+        assert call(svc, tool_name="deploy_web", agent_id=f"bot-{n}").decision.action == "allow"
+    fourth = call(svc, tool_name="deploy_api", agent_id="someone-else")
+    assert fourth.decision.action == "deny"
+    assert fourth.decision.history == (('history.count("deploy_*", "1h")', 3),)
+    # another token has its own count; a denied call adds nothing to it
+    assert call(svc, OTHER_AGENT, tool_name="deploy_web").decision.action == "allow"
+    assert call(svc, tool_name="deploy_web").decision.history[0][1] == 3
+
+
+def test_a_session_count_and_a_call_without_a_session(counting_service: GateService) -> None:
+    svc = counting_service
+    for _ in range(2):
+        assert call(svc, tool_name="export", session_id="s1").decision.action == "allow"
+    assert call(svc, tool_name="export", session_id="s1").decision.action == "ask"
+    assert call(svc, tool_name="export", session_id="s2").decision.action == "allow"
+    # the same session id from another token is another session
+    assert call(svc, OTHER_AGENT, tool_name="export", session_id="s1").decision.action == "allow"
+    # no session to count in: the ask rule matches (fail closed), saying why on the request
+    unnamed = call(svc, tool_name="export")
+    assert unnamed.decision.action == "ask" and unnamed.view is not None
+    error = unnamed.view.offers.condition_error or ""
+    assert "could not read the call history (the call names no session_id" in error
+
+
+def test_an_unreachable_database_fails_closed(tmp_path: Any, clock: Clock) -> None:
+    svc = _service(f"sqlite:///{tmp_path}/gate.db", clock, HISTORY_RULES)
+    try:
+        svc.db.dispose()
+        svc.db = Database("postgresql://gate@127.0.0.1:1/gate")  # nothing listens on port 1
+        judged = svc.judge(GateCall(tool_name="deploy_web"), AGENT)
+        assert judged.action == "deny"  # the deny rule matches: its fail-closed answer
+        assert judged.condition_error is not None
+        assert "could not read the call history (OperationalError)" in judged.condition_error
+        assert svc.judge(GateCall(tool_name="read_x"), AGENT).action == "allow"  # no history
+    finally:
+        svc.db.dispose()
+
+
+def test_rules_without_history_send_nothing_more(db_url: str, clock: Clock) -> None:
+    plain = _service(db_url, clock, [])
+    try:
+        with counting(plain.db.engine) as tally:
+            assert call(plain, tool_name="read_x").decision.action == "allow"
+            assert call(plain, tool_name="db_write", tool_args={"env": "prod"}).decision.action
+        assert tally.count == 0, tally
+    finally:
+        plain.db.dispose()
+
+
+def test_a_call_under_a_history_rule_sends_one_read_and_one_write(
+    counting_service: GateService,
+) -> None:
+    svc = counting_service
+    with counting(svc.db.engine) as tally:
+        assert call(svc, tool_name="read_x").decision.action == "allow"  # no history here
+    assert tally.count == 0, tally
+    with counting(svc.db.engine) as tally:
+        assert call(svc, tool_name="deploy_web").decision.action == "allow"
+    selects = [s for s in tally.statements if s.upper().startswith("SELECT")]
+    inserts = [s for s in tally.statements if "INSERT INTO counted_call" in s]
+    assert (len(selects), len(inserts), tally.count) == (1, 1, 2), tally
+
+
+def test_each_read_runs_on_its_index(counting_service: GateService, clock: Clock) -> None:
+    svc = counting_service
+    pay(svc, 1)
+    windows = [counted.Window(clock.now), counted.Window(clock.now, "amount")]
+    for per_session, index in (
+        (False, "ix_counted_call_caller_at"),
+        (True, "ix_counted_call_session_at"),
+    ):
+        with svc.db.read_conn() as conn:
+            plan = _plan(
+                conn,
+                caller="billing-agent",
+                session_id="s",
+                windows=windows,
+                per_session=per_session,
+            )
+        if per_session or conn.dialect.name == "sqlite":
+            assert index in plan, plan
+        else:  # PostgreSQL may take either index: both lead with the caller, then bound `at`
+            assert "Index Cond: (((caller)::text = 'billing-agent'::text)" in plan, plan
+        assert "Seq Scan on counted_call" not in plan and "SCAN counted_call" not in plan, plan
+
+
+def _plan(conn: sa.Connection, **query: Any) -> str:
+    """The database's plan for `counted.tallies(conn, **query)`: its statement, EXPLAINed."""
+    statements: list[tuple[str, Any]] = []
+
+    def keep(_conn: Any, _cursor: Any, statement: str, params: Any, *_: Any) -> None:
+        statements.append((statement, params))
+
+    sa.event.listen(conn, "before_cursor_execute", keep)
+    try:
+        counted.tallies(conn, **query)
+    finally:
+        sa.event.remove(conn, "before_cursor_execute", keep)
+    statement, params = statements[-1]
+    if conn.dialect.name == "sqlite":
+        rows = conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", params).all()
+        return "\n".join(str(row[-1]) for row in rows)
+    # a table of one row is read whole by choice: forbid that so the plan shows the index
+    conn.exec_driver_sql("SET enable_seqscan = off")
+    rows = conn.exec_driver_sql(f"EXPLAIN {statement}", params).all()
+    return "\n".join(str(row[0]) for row in rows)
