@@ -30,16 +30,32 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
+from gate.identity.auth import Principal
 from gate.inputs.bodies import GateCall
 from gate.policy import history
 from gate.policy.rules import Decision, Policy
 from gate.store import counted
 from gate.store.db import Database
+from gate.store.records import RequestRow
 
 
 def caller_of(principal_name: str | None) -> str:
     """Whose history a call reads and adds to: its token's name (see the module docstring)."""
     return principal_name or ""
+
+
+def reader_for(
+    policy: Policy,
+    db: Database,
+    clock: Callable[[], datetime],
+    call: GateCall,
+    principal: Principal | None,
+) -> history.Reader | None:
+    """The reader a call's evaluation uses (None when no rule has history terms)."""
+    if not policy.history_terms:
+        return None
+    caller = caller_of(principal.name if principal else None)
+    return reader(db, clock, caller=caller, session_id=call.session_id)
 
 
 def reader(
@@ -85,13 +101,18 @@ def touches(policy: Policy, tool_name: str) -> bool:
     return bool(policy.history_terms) and policy.uses_history(tool_name)
 
 
-def counts(policy: Policy, decision: Decision, tool_name: str) -> bool:
-    """Whether a call policy let through at once (`decision`) is written to the history."""
-    return decision.action in ("allow", None) and policy.counts(tool_name)
-
-
-def record_allowed(db: Database, call: GateCall, principal_name: str | None, now: datetime) -> None:
-    """Write a call policy let through at once, in its own transaction."""
+def note_allowed(
+    policy: Policy,
+    db: Database,
+    decision: Decision,
+    call: GateCall,
+    principal_name: str | None,
+    clock: Callable[[], datetime],
+) -> None:
+    """Write a call policy let through at once (`decision`), in its own transaction, when a
+    history term counts its tool; nothing otherwise."""
+    if decision.action not in ("allow", None) or not policy.counts(call.tool_name):
+        return
     with db.write_conn() as conn:
         record(
             conn,
@@ -100,6 +121,23 @@ def record_allowed(db: Database, call: GateCall, principal_name: str | None, now
             tool_name=call.tool_name,
             args=call.tool_args,
             request_id=None,
+            now=clock(),
+        )
+
+
+def record_asked(
+    session: object, policy: Policy, req: RequestRow, principal_name: str, now: datetime
+) -> None:
+    """Write an asked call (its request just inserted, or approved by a grant) in the ask's
+    transaction, when a history term counts its tool."""
+    if policy.counts(req.tool_name):
+        record(
+            session,
+            caller=caller_of(principal_name),
+            session_id=req.session_id,
+            tool_name=req.tool_name,
+            args=req.tool_args,
+            request_id=req.id,
             now=now,
         )
 

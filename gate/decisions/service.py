@@ -96,8 +96,7 @@ class GateService:
         """Apply policy; for `ask`, create the request (or find it again by idempotency key)."""
         decision = self.judge(call, principal)
         if decision.action != "ask":
-            if history.counts(self.policy, decision, call.tool_name):
-                history.record_allowed(self.db, call, principal.name, self.clock())
+            history.note_allowed(self.policy, self.db, decision, call, principal.name, self.clock)
             return Submitted(decision, None, False)
         return self.ask(call, principal, decision)
 
@@ -112,11 +111,7 @@ class GateService:
     def judge(self, call: GateCall, principal: Principal | None = None) -> Decision:
         """Policy's decision, asked if the agent tripped (`gate.decisions.denials`); no I/O
         unless a rule with history terms is tried (`history.touches`: then not on the loop)."""
-        reader = None
-        if self.policy.history_terms:
-            name = principal.name if principal else None
-            caller = history.caller_of(name)
-            reader = history.reader(self.db, self.clock, caller=caller, session_id=call.session_id)
+        reader = history.reader_for(self.policy, self.db, self.clock, call, principal)
         decision = self.policy.evaluate(CallFacts.of(call), reader)
         if decision.shadow:
             self.on_shadow(decision.shadow)
@@ -155,22 +150,6 @@ class GateService:
             allowed = Decision("allow", rule, view.reason, (*decision.trail, "granted"))
             return Submitted(allowed, view, True)
         return Submitted(decision, view, True)
-
-    def _count(
-        self, session: Session, req: RequestRow, principal: Principal, now: datetime
-    ) -> None:
-        """Write an asked call to the history when a history term counts its tool (it counts
-        while its request is pending or approved: `gate.store.counted`)."""
-        if self.policy.counts(req.tool_name):
-            history.record(
-                session,
-                caller=history.caller_of(principal.name),
-                session_id=req.session_id,
-                tool_name=req.tool_name,
-                args=req.tool_args,
-                request_id=req.id,
-                now=now,
-            )
 
     def _created_view(self, req: RequestRow) -> RequestView:
         """The row just written is the view: a new request has no votes, and a grant's
@@ -252,6 +231,7 @@ class GateService:
                 found = self._by_key(session, req)
                 if found is not None:
                     return found, False, None
+            history.record_asked(session, self.policy, req, principal.name, now)
             grant = grants.find(
                 session,
                 req=req,
@@ -264,11 +244,9 @@ class GateService:
             )
             if grant is not None:
                 machine.allow_by_grant(session, req=req, grant=grant, now=now)
-                self._count(session, req, principal, now)
                 change.events.append(Event("final", req.id))
                 return None, True, None
             store.insert_request(session, req)
-            self._count(session, req, principal, now)
             audit.record(
                 session,
                 request_id=req.id,

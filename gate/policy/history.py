@@ -200,6 +200,8 @@ class Reading:
     ) -> tuple[object, str | None]:
         """`program` run on `activation` with `terms` read first; a read that fails is the
         condition's failure (fail closed), as any CEL error is."""
+        if not terms:
+            return conditions.run(program, activation)
         missing = tuple(term for term in terms if term not in self.values)
         if missing:
             if self._reader is None:

@@ -197,7 +197,7 @@ class Policy:
             return None
         if rule.program is None:
             return rule.action
-        result, failure = _run(rule, facts.activation(), reading)
+        result, failure = reading.run(rule.history, rule.program, facts.activation())
         if failure is not None:
             self._failures.report(
                 rule.name, rule.action, rule.until is not None, failure, facts.tool_name
@@ -215,7 +215,7 @@ class Policy:
                 continue
             if rule.program is not None:
                 activation = activation or facts.activation()
-                result, failure = _run(rule, activation, reading)
+                result, failure = reading.run(rule.history, rule.program, activation)
                 trail.extend(f"{rule.name}: {said}" for said in reading.said(rule.history))
                 if failure is not None:
                     self._failures.report(
@@ -311,38 +311,7 @@ def compile_rules(
 
 
 def _compile(rule: RuleSettings, settings: Settings, source: str | None) -> tuple[Rule, str | None]:
-    program = None
-    checked = policy_check.Checked((), ())
-    terms: tuple[history.Term, ...] = ()
-    if rule.when is not None:
-        key = f"rules.{rule.name}.when"
-        try:
-            program = cel_engine.compile_expression(rule.when)
-        except ValueError as exc:
-            hint = policy_check.hint_for_syntax(rule.when)
-            raise ConfigError(
-                f"`when` is not valid CEL: {exc}" + (f"\n  hint: {hint}" if hint else ""),
-                source=source,
-                key=key,
-            ) from None
-        if cel_shape.shape(rule.when) == "other":
-            raise ConfigError(
-                f"`when` must be a condition that is true or false, but {rule.when!r} gives a "
-                "number, text, list or map; compare it, e.g. `args.amount > 50000`",
-                source=source,
-                key=key,
-            )
-        terms = history.terms_of(
-            rule.when, cap=settings.server.history_max_window, source=source, key=key
-        )
-        checked = policy_check.check(rule.when)
-        if checked.problems:
-            found = "\n  ".join(checked.problems)
-            raise ConfigError(
-                f"`when` {rule.when!r} fails on every call or never matches:\n  {found}",
-                source=source,
-                key=key,
-            )
+    program, checked, terms = _compile_when(rule, settings, source)
     timeout = rule.timeout or settings.server.default_timeout
     if timeout > settings.server.max_timeout:
         raise ConfigError(
@@ -375,6 +344,46 @@ def _compile(rule: RuleSettings, settings: Settings, source: str | None) -> tupl
     ), checked.unchecked
 
 
+def _compile_when(
+    rule: RuleSettings, settings: Settings, source: str | None
+) -> tuple[Any, policy_check.Checked, tuple[history.Term, ...]]:
+    """A rule's `when` compiled, checked, and its history terms read (ConfigError if not)."""
+    program = None
+    checked = policy_check.Checked((), ())
+    terms: tuple[history.Term, ...] = ()
+    if rule.when is None:
+        return program, checked, terms
+    key = f"rules.{rule.name}.when"
+    try:
+        program = cel_engine.compile_expression(rule.when)
+    except ValueError as exc:
+        hint = policy_check.hint_for_syntax(rule.when)
+        raise ConfigError(
+            f"`when` is not valid CEL: {exc}" + (f"\n  hint: {hint}" if hint else ""),
+            source=source,
+            key=key,
+        ) from None
+    if cel_shape.shape(rule.when) == "other":
+        raise ConfigError(
+            f"`when` must be a condition that is true or false, but {rule.when!r} gives a "
+            "number, text, list or map; compare it, e.g. `args.amount > 50000`",
+            source=source,
+            key=key,
+        )
+    terms = history.terms_of(
+        rule.when, cap=settings.server.history_max_window, source=source, key=key
+    )
+    checked = policy_check.check(rule.when)
+    if checked.problems:
+        found = "\n  ".join(checked.problems)
+        raise ConfigError(
+            f"`when` {rule.when!r} fails on every call or never matches:\n  {found}",
+            source=source,
+            key=key,
+        )
+    return program, checked, terms
+
+
 def _check_channels(rule: RuleSettings, source: str | None) -> None:
     for channel in [*(rule.channels or ()), *rule.escalate_to]:
         if ":" not in channel:
@@ -403,15 +412,6 @@ def _offers(rule: RuleSettings, watched: tuple[str, ...] = ()) -> Offers:
         approver_groups=tuple(a[6:] for a in rule.approvers if a.startswith("group:")),
         step_up=StepUp(rule.step_up.max_age, tuple(rule.step_up.acr)) if rule.step_up else None,
     )
-
-
-def _run(
-    rule: Rule, activation: dict[str, Any], reading: history.Reading
-) -> tuple[object, str | None]:
-    """`rule`'s `when` on one call: its history read first when it has any."""
-    if not rule.history:
-        return conditions.run(rule.program, activation)
-    return reading.run(rule.history, rule.program, activation)
 
 
 def _name_matches(
