@@ -395,7 +395,12 @@ def _policy_explain(ns: argparse.Namespace) -> int:
         user_id=body.get("user_id"),
         metadata=body.get("metadata") or {},
     )
-    decision = policy.evaluate(facts)
+    try:
+        reader = _explain_history(settings, policy, body)
+    except ConfigError as exc:
+        print(f"gate: payload error: {exc}", file=sys.stderr)  # noqa: T201
+        return 1
+    decision = policy.evaluate(facts, reader)
     result: dict[str, Any] = {
         "decision": decision.action or "allow",
         "rule": decision.rule.name if decision.rule else None,
@@ -403,11 +408,50 @@ def _policy_explain(ns: argparse.Namespace) -> int:
         "trail": list(decision.trail),
         # what each shadow rule that could have changed the answer would have said
         "shadow": [outcome.as_dict() for outcome in decision.shadow],
+        # each history term the rules tried read, as written, with its value
+        "history": dict(decision.history),
     }
+    if decision.condition_error:
+        result["condition_error"] = decision.condition_error
     if decision.action == "ask" and decision.rule is not None:
         result["decided_by"] = _chain_of(policy, decision.rule)
     print(json.dumps(result, indent=2))  # noqa: T201
     return 0
+
+
+def _explain_history(settings: Any, policy: Any, body: dict[str, Any]) -> Any:
+    """Where `gate policy explain` reads history terms: the payload's `history` (terms as
+    written -> values, as a case supplies them), else the database for the token named in
+    `caller` (the same read the server does), else nowhere (such a rule fails closed)."""
+    from datetime import UTC, datetime
+
+    from gate.base.errors import ConfigError
+    from gate.decisions import history
+    from gate.policy import cases
+    from gate.store.db import Database
+
+    if not policy.history_terms:
+        return None
+    supplied = body.get("history")
+    if supplied is not None:
+        if not isinstance(supplied, dict) or not all(
+            isinstance(v, int | float) and not isinstance(v, bool) for v in supplied.values()
+        ):
+            raise ConfigError("`history` must map terms to numbers", key="history")
+        return cases.fixture_reader(
+            [(cases.term_of(str(k), "payload", "history"), v) for k, v in supplied.items()]
+        )
+    caller = body.get("caller")
+    if not isinstance(caller, str) or not caller:
+        return None
+    db = Database(settings.server.database_url)
+    session_id = body.get("session_id")
+    return history.reader(
+        db,
+        lambda: datetime.now(UTC),
+        caller=caller,
+        session_id=session_id if isinstance(session_id, str) else None,
+    )
 
 
 def _chain_of(policy: Any, rule: Any) -> dict[str, Any]:
