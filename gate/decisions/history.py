@@ -30,6 +30,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
+from gate.config.settings import Settings
 from gate.identity.auth import Principal
 from gate.inputs.bodies import GateCall
 from gate.policy import history
@@ -162,3 +163,15 @@ def record(
         request_id=request_id,
         at=now,
     )
+
+
+def prune(db: Database, settings: Settings, now: datetime) -> int:
+    """Delete counted calls older than `server.history_max_window` (no term may look further
+    back), in batches each its own short transaction; how many."""
+    deleted = 0
+    while True:
+        with db.write_conn() as conn:
+            batch = counted.prune(conn, older_than=now - settings.server.history_max_window)
+        deleted += batch
+        if batch < counted.PRUNE_BATCH:
+            return deleted

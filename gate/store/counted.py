@@ -32,6 +32,8 @@ REQUESTS: sa.Table = ConfirmationRequest.__table__  # type: ignore[attr-defined]
 #: the most numeric arguments one row keeps (a call's arguments are few; this bounds a
 #: hostile call with thousands of numbers)
 MAX_NUMBERS = 32
+#: rows one prune statement deletes: a first prune of a big table runs in short transactions
+PRUNE_BATCH = 5000
 #: an asked call counts while its request is one of these (in flight, or let through)
 COUNTING = (RequestStatus.pending.value, RequestStatus.approved.value)
 Number = int | float
@@ -131,9 +133,9 @@ def tallies(
     return [ToolTally(row[0], tuple(_number(v) for v in row[1:])) for row in conn.execute(stmt)]
 
 
-def prune(conn: sa.Connection | Any, *, older_than: datetime, limit: int = 5000) -> int:
-    """Delete up to `limit` rows from before `older_than` (beyond every window); how many."""
-    doomed = sa.select(TABLE.c.id).where(TABLE.c.at < older_than).limit(limit)
+def prune(conn: sa.Connection | Any, *, older_than: datetime) -> int:
+    """Delete up to `PRUNE_BATCH` rows from before `older_than` (beyond every window)."""
+    doomed = sa.select(TABLE.c.id).where(TABLE.c.at < older_than).limit(PRUNE_BATCH)
     result = conn.execute(sa.delete(TABLE).where(TABLE.c.id.in_(doomed.scalar_subquery())))
     return int(result.rowcount)
 

@@ -12,7 +12,7 @@ import pytest
 import sqlalchemy as sa
 
 from gate.base.statuses import Verdict
-from gate.decisions import deciding
+from gate.decisions import deciding, history
 from gate.decisions.service import GateService, Submitted
 from gate.identity.auth import Principal
 from gate.inputs.bodies import GateCall
@@ -215,3 +215,13 @@ def _plan(conn: sa.Connection, **query: Any) -> str:
     conn.exec_driver_sql("SET enable_seqscan = off")
     rows = conn.exec_driver_sql(f"EXPLAIN {statement}", params).all()
     return "\n".join(str(row[0]) for row in rows)
+
+
+def test_rows_past_the_cap_are_pruned(counting_service: GateService, clock: Clock) -> None:
+    svc = counting_service
+    pay(svc, 5)
+    clock.advance(hours=23)
+    pay(svc, 7)
+    clock.advance(hours=2)  # the first is 25 h old: past server.history_max_window (24 h)
+    assert history.prune(svc.db, svc.settings, clock.now) == 1
+    assert pay(svc, 1).decision.history[0][1] == 7
