@@ -372,6 +372,7 @@ def _policy_explain(ns: argparse.Namespace) -> int:
     from pathlib import Path
 
     from gate.base.errors import ConfigError
+    from gate.decisions.history import explain_reader
     from gate.policy.rules import CallFacts, Policy
 
     settings = _load(ns)
@@ -396,7 +397,7 @@ def _policy_explain(ns: argparse.Namespace) -> int:
         metadata=body.get("metadata") or {},
     )
     try:
-        reader = _explain_history(settings, policy, body)
+        reader = explain_reader(settings, policy, body)
     except ConfigError as exc:
         print(f"gate: payload error: {exc}", file=sys.stderr)  # noqa: T201
         return 1
@@ -417,41 +418,6 @@ def _policy_explain(ns: argparse.Namespace) -> int:
         result["decided_by"] = _chain_of(policy, decision.rule)
     print(json.dumps(result, indent=2))  # noqa: T201
     return 0
-
-
-def _explain_history(settings: Any, policy: Any, body: dict[str, Any]) -> Any:
-    """Where `gate policy explain` reads history terms: the payload's `history` (terms as
-    written -> values, as a case supplies them), else the database for the token named in
-    `caller` (the same read the server does), else nowhere (such a rule fails closed)."""
-    from datetime import UTC, datetime
-
-    from gate.base.errors import ConfigError
-    from gate.decisions import history
-    from gate.policy import cases
-    from gate.store.db import Database
-
-    if not policy.history_terms:
-        return None
-    supplied = body.get("history")
-    if supplied is not None:
-        if not isinstance(supplied, dict) or not all(
-            isinstance(v, int | float) and not isinstance(v, bool) for v in supplied.values()
-        ):
-            raise ConfigError("`history` must map terms to numbers", key="history")
-        return cases.fixture_reader(
-            [(cases.term_of(str(k), "payload", "history"), v) for k, v in supplied.items()]
-        )
-    caller = body.get("caller")
-    if not isinstance(caller, str) or not caller:
-        return None
-    db = Database(settings.server.database_url)
-    session_id = body.get("session_id")
-    return history.reader(
-        db,
-        lambda: datetime.now(UTC),
-        caller=caller,
-        session_id=session_id if isinstance(session_id, str) else None,
-    )
 
 
 def _chain_of(policy: Any, rule: Any) -> dict[str, Any]:

@@ -27,13 +27,14 @@ budget can be overshot by the calls in flight at that instant. See docs/history.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
+from gate.base.errors import ConfigError
 from gate.config.settings import Settings
 from gate.identity.auth import Principal
 from gate.inputs.bodies import GateCall
-from gate.policy import history
+from gate.policy import cases, history
 from gate.policy.rules import Decision, Policy
 from gate.store import counted
 from gate.store.db import Database
@@ -175,3 +176,30 @@ def prune(db: Database, settings: Settings, now: datetime) -> int:
         deleted += batch
         if batch < counted.PRUNE_BATCH:
             return deleted
+
+
+def explain_reader(settings: Settings, policy: Policy, body: Mapping[str, Any]) -> Any:
+    """Where `gate policy explain` reads history terms: the payload's `history` (terms as
+    written -> values, as a case supplies them), else the database for the token named in
+    `caller` (the same read the server does), else nowhere (such a rule fails closed)."""
+    if not policy.history_terms:
+        return None
+    supplied = body.get("history")
+    if supplied is not None:
+        if not isinstance(supplied, dict) or not all(
+            isinstance(v, int | float) and not isinstance(v, bool) for v in supplied.values()
+        ):
+            raise ConfigError("`history` must map terms to numbers", key="history")
+        return cases.fixture_reader(
+            [(cases.term_of(str(k), "payload", "history"), v) for k, v in supplied.items()]
+        )
+    caller = body.get("caller")
+    if not isinstance(caller, str) or not caller:
+        return None
+    session_id = body.get("session_id")
+    return reader(
+        Database(settings.server.database_url),
+        lambda: datetime.now(UTC),
+        caller=caller,
+        session_id=session_id if isinstance(session_id, str) else None,
+    )
