@@ -238,7 +238,11 @@ class Policy:
                 trail.append(f"{rule.name}: tool matches and `when` {rule.when!r} is true")
             else:
                 trail.append(f"{rule.name}: tool matches (no `when`)")
-            return Decision(rule.action, rule, _rule_reason(rule), tuple(trail))
+            # the values a history rule matched on go with its reason: to the agent, the
+            # request and every card ("... (history.count("deploy_*", "1h") = 3)")
+            said = "; ".join(reading.said(rule.history))
+            reason = f"{_rule_reason(rule)} ({said})" if said else _rule_reason(rule)
+            return Decision(rule.action, rule, reason, tuple(trail))
         if facts.metadata.get("requires_confirmation") is True:
             trail.append("no rule matched; metadata.requires_confirmation is true")
             return Decision(
