@@ -94,8 +94,7 @@ def test_a_sum_counts_allowed_and_in_flight_calls_not_rejected_ones(
     # what it matched on is said with its reason: to the agent, on the request and its cards
     assert asked.view is not None
     assert asked.view.reason == (
-        "Rule 'daily-budget' needs a human decision "
-        '(history.sum("pay_*", "amount", "24h") = 600)'
+        'Rule \'daily-budget\' needs a human decision (history.sum("pay_*", "amount", "24h") = 600)'
     )
     assert pay(svc, 1).decision.history == (('history.sum("pay_*", "amount", "24h")', 1100),)
     # rejected: no money was spent, so it stops counting (the asked 1 is pending: 601 so far)
