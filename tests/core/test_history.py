@@ -230,3 +230,19 @@ def test_rows_past_the_cap_are_pruned(counting_service: GateService, clock: Cloc
     clock.advance(hours=2)  # the first is 25 h old: past server.history_max_window (24 h)
     assert history.prune(svc.db, svc.settings, clock.now) == 1
     assert pay(svc, 1).decision.history[0][1] == 7
+
+
+def test_an_ask_under_a_history_rule_adds_one_read_and_one_insert(
+    counting_service: GateService,
+) -> None:
+    svc = counting_service
+    pay(svc, 2000)  # over the budget from here on: every payment asks
+    with counting(svc.db.engine) as plain:
+        assert call(svc, tool_name="ask_x").decision.action == "ask"
+    with counting(svc.db.engine) as counted_ask:
+        assert pay(svc, 1).decision.action == "ask"
+    added = [s for s in counted_ask.statements if "counted_call" in s]
+    assert len(added) == 2 and added[0].upper().startswith("SELECT"), counted_ask
+    assert "INSERT INTO counted_call" in added[1]
+    assert counted_ask.count == plain.count + 2, (plain, counted_ask)
+    assert counted_ask.transactions <= plain.transactions + 1  # the read; the insert rides along
