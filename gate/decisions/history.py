@@ -16,19 +16,23 @@ A denied call, and an ask rejected, expired or cancelled, count nothing: no mone
 The call being judged is not in its own history: add it (`+ args.amount`).
 
 When: only calls of tools some history term names are written (one INSERT: in the ask's own
-transaction, or alone for an allowed call), and only a call a rule with history is tried on
-reads (one SELECT per scope used). A policy without history sends nothing more than before
+transaction, or in the judging one for an allowed call), and only a call a rule with history
+is tried on reads (one SELECT per scope used). A policy without history sends nothing more than before
 (`tests/core/test_history.py` counts the statements).
 
-Two calls judged at the same instant do not see each other (the read is not a lock): a
-budget can be overshot by the calls in flight at that instant. See docs/history.md.
+Two calls of one caller judged at the same instant take turns (`judged`: the read and the
+write in one transaction holding `counted.lock`), so a budget is not overshot by calls let
+through together. See docs/history.md.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy.exc import SQLAlchemyError
 
 from gate.base.errors import ConfigError
 from gate.config.settings import Settings
@@ -40,30 +44,25 @@ from gate.store import counted
 from gate.store.db import Database
 from gate.store.records import RequestRow
 
+if TYPE_CHECKING:
+    from gate.decisions.service import GateService
+
 
 def caller_of(principal_name: str | None) -> str:
     """Whose history a call reads and adds to: its token's name (see the module docstring)."""
     return principal_name or ""
 
 
-def reader_for(
-    policy: Policy,
+def reader(
     db: Database,
     clock: Callable[[], datetime],
-    call: GateCall,
-    principal: Principal | None,
-) -> history.Reader | None:
-    """The reader a call's evaluation uses (None when no rule has history terms)."""
-    if not policy.history_terms:
-        return None
-    caller = caller_of(principal.name if principal else None)
-    return reader(db, clock, caller=caller, session_id=call.session_id)
-
-
-def reader(
-    db: Database, clock: Callable[[], datetime], *, caller: str, session_id: str | None
+    *,
+    caller: str,
+    session_id: str | None,
+    conn: Any = None,
 ) -> history.Reader:
-    """Reads the values of terms for one call of `caller` (in `session_id`)."""
+    """Reads the values of terms for one call of `caller` (in `session_id`), on `conn` (a
+    transaction holding the caller's lock) or else on a connection of its own."""
 
     def read(terms: tuple[history.Term, ...]) -> Mapping[history.Term, history.Number]:
         now = clock()
@@ -77,14 +76,18 @@ def reader(
             windows = [
                 counted.Window(now - t.window, t.arg if t.kind == "sum" else None) for t in mine
             ]
-            with db.read_conn() as conn:
-                found = counted.tallies(
-                    conn,
-                    caller=caller,
-                    session_id=session_id,
-                    windows=windows,
-                    per_session=per_session,
-                )
+            query = partial(
+                counted.tallies,
+                caller=caller,
+                session_id=session_id,
+                windows=windows,
+                per_session=per_session,
+            )
+            if conn is not None:
+                found = query(conn)
+            else:
+                with db.read_conn() as own:
+                    found = query(own)
             for i, term in enumerate(mine):
                 total = sum(tally.values[i] for tally in found if term.matches(tally.tool_name))
                 values[term] = _whole(total)
@@ -103,28 +106,51 @@ def touches(policy: Policy, tool_name: str) -> bool:
     return bool(policy.history_terms) and policy.uses_history(tool_name)
 
 
-def note_allowed(
-    policy: Policy,
-    db: Database,
-    decision: Decision,
-    call: GateCall,
-    principal_name: str | None,
-    clock: Callable[[], datetime],
-) -> None:
-    """Write a call policy let through at once (`decision`), in its own transaction, when a
-    history term counts its tool; nothing otherwise."""
-    if decision.action not in ("allow", None) or not policy.counts(call.tool_name):
-        return
-    with db.write_conn() as conn:
-        record(
-            conn,
-            caller=caller_of(principal_name),
-            session_id=call.session_id,
-            tool_name=call.tool_name,
-            args=call.tool_args,
-            request_id=None,
-            now=clock(),
+def judged(service: GateService, call: GateCall, principal: Principal) -> Decision:
+    """`service.judge(call)`; for a call history touches, in one write transaction that holds
+    the caller's history (`counted.lock`), reads it, and writes the call when policy lets it
+    through at once: two calls of one caller judged together take turns, so a budget is not
+    overshot by calls allowed at the same instant."""
+    policy = service.policy
+    if not touches(policy, call.tool_name):
+        return service.judge(call, principal)
+    caller = caller_of(principal.name)
+    try:
+        return _judged_locked(service, call, principal, caller)
+    except SQLAlchemyError as exc:
+        # the database cannot be reached (or failed): the rules with history terms give their
+        # fail-closed answer, said on the request, as for any condition that fails
+        return service.judge(call, principal, _failing(exc))
+
+
+def _failing(exc: Exception) -> history.Reader:
+    def read(terms: tuple[history.Term, ...]) -> Mapping[history.Term, history.Number]:
+        raise exc
+
+    return read
+
+
+def _judged_locked(
+    service: GateService, call: GateCall, principal: Principal, caller: str
+) -> Decision:
+    policy = service.policy
+    with service.db.write_conn() as conn:
+        counted.lock(conn, caller)
+        read = reader(
+            service.db, service.clock, caller=caller, session_id=call.session_id, conn=conn
         )
+        decision = service.judge(call, principal, read)
+        if decision.action in ("allow", None) and policy.counts(call.tool_name):
+            record(
+                conn,
+                caller=caller,
+                session_id=call.session_id,
+                tool_name=call.tool_name,
+                args=call.tool_args,
+                request_id=None,
+                now=service.clock(),
+            )
+    return decision
 
 
 def record_asked(

@@ -32,6 +32,7 @@ from gate.identity.auth import Principal
 from gate.inputs.bodies import GateCall
 from gate.policy import offers
 from gate.policy import stages as chains
+from gate.policy.history import Reader
 from gate.policy.rules import CallFacts, Decision, Policy, Rule
 from gate.policy.shadow import ShadowOutcome
 from gate.store import batch, listing, outbox, reads, records, trail
@@ -94,9 +95,8 @@ class GateService:
 
     def submit(self, call: GateCall, principal: Principal) -> Submitted:
         """Apply policy; for `ask`, create the request (or find it again by idempotency key)."""
-        decision = self.judge(call, principal)
+        decision = history.judged(self, call, principal)  # self.judge, under history's lock
         if decision.action != "ask":
-            history.note_allowed(self.policy, self.db, decision, call, principal.name, self.clock)
             return Submitted(decision, None, False)
         return self.ask(call, principal, decision)
 
@@ -108,10 +108,10 @@ class GateService:
                 call, principal.name, submitted.decision, view.id if view is not None else None
             )
 
-    def judge(self, call: GateCall, principal: Principal | None = None) -> Decision:
-        """Policy's decision, asked if the agent tripped (`gate.decisions.denials`); no I/O
-        unless a rule with history terms is tried (`history.touches`: then not on the loop)."""
-        reader = history.reader_for(self.policy, self.db, self.clock, call, principal)
+    def judge(
+        self, call: GateCall, principal: Principal | None = None, reader: Reader | None = None
+    ) -> Decision:
+        """Policy's decision, asked if the agent tripped; I/O only through `reader` (history)."""
         decision = self.policy.evaluate(CallFacts.of(call), reader)
         if decision.shadow:
             self.on_shadow(decision.shadow)

@@ -16,6 +16,7 @@ groups are few. It runs on `ix_counted_call_caller_at` (per caller) or
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -131,6 +132,21 @@ def tallies(
         .group_by(c.tool_name)
     )
     return [ToolTally(row[0], tuple(_number(v) for v in row[1:])) for row in conn.execute(stmt)]
+
+
+def lock(conn: sa.Connection | Any, caller: str) -> None:
+    """Hold `caller`'s history until the transaction ends, so two of its calls judged at once
+    take turns: the second reads what the first wrote. PostgreSQL: a transaction-level
+    advisory lock on the caller's name; SQLite: nothing to do (a write transaction is
+    `BEGIN IMMEDIATE`, one writer at a time)."""
+    if conn.dialect.name != "postgresql":
+        return
+    # the lock's key: 63 bits of a hash of the name (a collision only makes two callers wait)
+    key = int.from_bytes(hashlib.blake2b(caller.encode(), digest_size=8).digest(), "big") >> 1
+    conn.execute(_LOCK, {"key": key})
+
+
+_LOCK = sa.text("SELECT pg_advisory_xact_lock(:key)")
 
 
 def prune(conn: sa.Connection | Any, *, older_than: datetime) -> int:

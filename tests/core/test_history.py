@@ -5,7 +5,9 @@ call sends (none more for a policy without history)."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -20,7 +22,7 @@ from gate.store import counted
 from gate.store.db import Database
 from tests.core.conftest import AGENT, OTHER_AGENT, Clock, approver, service_of
 from tests.support import config as cfg
-from tests.support.sql_counter import counting
+from tests.support.sql_counter import counting, per_database
 
 #: a budget: payments run on their own until the day's total would pass 1000, then a person
 #: is asked; a fourth deploy within an hour is denied; a session may export twice
@@ -143,11 +145,11 @@ def test_an_unreachable_database_fails_closed(tmp_path: Any, clock: Clock) -> No
     try:
         svc.db.dispose()
         svc.db = Database("postgresql://gate@127.0.0.1:1/gate")  # nothing listens on port 1
-        judged = svc.judge(GateCall(tool_name="deploy_web"), AGENT)
+        judged = call(svc, tool_name="deploy_web").decision
         assert judged.action == "deny"  # the deny rule matches: its fail-closed answer
         assert judged.condition_error is not None
         assert "could not read the call history (OperationalError)" in judged.condition_error
-        assert svc.judge(GateCall(tool_name="read_x"), AGENT).action == "allow"  # no history
+        assert call(svc, tool_name="read_x").decision.action == "allow"  # no history read
     finally:
         svc.db.dispose()
 
@@ -174,7 +176,11 @@ def test_a_call_under_a_history_rule_sends_one_read_and_one_write(
         assert call(svc, tool_name="deploy_web").decision.action == "allow"
     selects = [s for s in tally.statements if s.upper().startswith("SELECT")]
     inserts = [s for s in tally.statements if "INSERT INTO counted_call" in s]
-    assert (len(selects), len(inserts), tally.count) == (1, 1, 2), tally
+    # in one transaction: the caller's lock (PostgreSQL: an advisory lock; SQLite: the writer's
+    # BEGIN IMMEDIATE), the read and the write
+    lock = per_database(svc.db.engine, sqlite=0, postgres=1)
+    assert (len(selects), len(inserts), tally.count) == (1 + lock, 1, 2 + lock), tally
+    assert tally.transactions == 1, tally
 
 
 def test_each_read_runs_on_its_index(counting_service: GateService, clock: Clock) -> None:
@@ -244,5 +250,23 @@ def test_an_ask_under_a_history_rule_adds_one_read_and_one_insert(
     added = [s for s in counted_ask.statements if "counted_call" in s]
     assert len(added) == 2 and added[0].upper().startswith("SELECT"), counted_ask
     assert "INSERT INTO counted_call" in added[1]
-    assert counted_ask.count == plain.count + 2, (plain, counted_ask)
-    assert counted_ask.transactions <= plain.transactions + 1  # the read; the insert rides along
+    lock = per_database(svc.db.engine, sqlite=0, postgres=1)
+    assert counted_ask.count == plain.count + 2 + lock, (plain, counted_ask)
+    # the locked read is one transaction; the insert rides in the ask's
+    assert counted_ask.transactions == plain.transactions + 1, (plain, counted_ask)
+
+
+def test_calls_judged_together_take_turns(counting_service: GateService) -> None:
+    """Eight payments of 300 at once against a budget of 1000: the caller's lock makes them
+    take turns, so exactly three run at once and five are asked (never a fourth allowed)."""
+    svc = counting_service
+    start = threading.Barrier(8)
+
+    def one(_: int) -> str | None:
+        start.wait()
+        return pay(svc, 300).decision.action
+
+    with ThreadPoolExecutor(8) as pool:
+        answers = sorted(str(a) for a in pool.map(one, range(8)))
+    assert answers == ["allow"] * 3 + ["ask"] * 5
+    assert pay(svc, 1).decision.history[0][1] == 8 * 300  # the asked five are in flight
