@@ -17,8 +17,8 @@ The call being judged is not in its own history: add it (`+ args.amount`).
 
 When: only calls of tools some history term names are written (one INSERT: in the ask's own
 transaction, or in the judging one for an allowed call), and only a call a rule with history
-is tried on reads (one SELECT per scope used). A policy without history sends nothing more than before
-(`tests/core/test_history.py` counts the statements).
+is tried on reads (one SELECT per scope used). A policy without history sends nothing more
+than before (`tests/core/test_history.py` counts the statements).
 
 Two calls of one caller judged at the same instant take turns (`judged`: the read and the
 write in one transaction holding `counted.lock`), so a budget is not overshot by calls let
