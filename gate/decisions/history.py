@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -44,8 +44,20 @@ from gate.store import counted
 from gate.store.db import Database
 from gate.store.records import RequestRow
 
-if TYPE_CHECKING:
-    from gate.decisions.service import GateService
+
+class Judging(Protocol):
+    """What `judged` needs of the service (`GateService`; named apart: no import circle)."""
+
+    policy: Policy
+    db: Database
+    clock: Callable[[], datetime]
+
+    def judge(
+        self,
+        call: GateCall,
+        principal: Principal | None = None,
+        reader: history.Reader | None = None,
+    ) -> Decision: ...
 
 
 def caller_of(principal_name: str | None) -> str:
@@ -106,7 +118,7 @@ def touches(policy: Policy, tool_name: str) -> bool:
     return bool(policy.history_terms) and policy.uses_history(tool_name)
 
 
-def judged(service: GateService, call: GateCall, principal: Principal) -> Decision:
+def judged(service: Judging, call: GateCall, principal: Principal) -> Decision:
     """`service.judge(call)`; for a call history touches, in one write transaction that holds
     the caller's history (`counted.lock`), reads it, and writes the call when policy lets it
     through at once: two calls of one caller judged together take turns, so a budget is not
@@ -130,9 +142,7 @@ def _failing(exc: Exception) -> history.Reader:
     return read
 
 
-def _judged_locked(
-    service: GateService, call: GateCall, principal: Principal, caller: str
-) -> Decision:
+def _judged_locked(service: Judging, call: GateCall, principal: Principal, caller: str) -> Decision:
     policy = service.policy
     with service.db.write_conn() as conn:
         counted.lock(conn, caller)
