@@ -129,7 +129,8 @@ def build_state(settings: Settings, clock: Callable[[], datetime] = utcnow) -> A
         sweep_interval=server.sweep_interval_seconds,
         pump_interval=server.outbox_interval_seconds,
         remind_interval=server.followup_interval_seconds,
-        prune=jobs.prune_decisions if service.decision_log is not None else None,
+        # the decision log's retention, and history rows past every window
+        prune=jobs.prune if service.decision_log is not None or policy.history_terms else None,
         prune_interval=settings.decision_log.prune_interval_seconds,
         webhooks=sender.pump if sender is not None else None,
     )

@@ -375,6 +375,7 @@ def _policy_explain(ns: argparse.Namespace) -> int:
     from pathlib import Path
 
     from gate.base.errors import ConfigError
+    from gate.decisions.history import explain_reader
     from gate.policy.rules import CallFacts, Policy
 
     settings = _load(ns)
@@ -398,7 +399,12 @@ def _policy_explain(ns: argparse.Namespace) -> int:
         user_id=body.get("user_id"),
         metadata=body.get("metadata") or {},
     )
-    decision = policy.evaluate(facts)
+    try:
+        reader = explain_reader(settings, policy, body)
+    except ConfigError as exc:
+        print(f"gate: payload error: {exc}", file=sys.stderr)  # noqa: T201
+        return 1
+    decision = policy.evaluate(facts, reader)
     result: dict[str, Any] = {
         "decision": decision.action or "allow",
         "rule": decision.rule.name if decision.rule else None,
@@ -406,7 +412,11 @@ def _policy_explain(ns: argparse.Namespace) -> int:
         "trail": list(decision.trail),
         # what each shadow rule that could have changed the answer would have said
         "shadow": [outcome.as_dict() for outcome in decision.shadow],
+        # each history term the rules tried read, as written, with its value
+        "history": dict(decision.history),
     }
+    if decision.condition_error:
+        result["condition_error"] = decision.condition_error
     if decision.action == "ask" and decision.rule is not None:
         result["decided_by"] = _chain_of(policy, decision.rule)
     print(json.dumps(result, indent=2))  # noqa: T201

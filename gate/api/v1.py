@@ -12,7 +12,7 @@ from gate.api.deps import PrincipalDep, ServiceDep
 from gate.api.schemas import AuditPublic, GateAnswer, GrantPublic, RequestPage, RequestPublic
 from gate.base import threads
 from gate.base.statuses import RequestStatus, Verdict
-from gate.decisions import acting, deciding, grant_review, grants, reports
+from gate.decisions import acting, deciding, grant_review, grants, history, reports
 from gate.decisions.service import GateService, Submitted
 from gate.identity.auth import Principal
 from gate.inputs.bodies import CancelBody, DecisionBody, ExtendBody, GateCall, OutcomeBody
@@ -62,6 +62,11 @@ async def gate_call(call: GateCall, principal: PrincipalDep, service: ServiceDep
 async def gate_answer(service: GateService, call: GateCall, principal: Principal) -> bytes:
     """What `POST /v1/gate` answers for a validated call from an authenticated caller."""
     principal.require("agent", "admin")
+    if history.touches(service.policy, call.tool_name):
+        # a rule that counts past calls reads (and an allowed call is written): in a thread
+        submitted = await threads.run_sync(service.submit, call, principal)
+        service.answered(call, principal, submitted)
+        return encoded(_answer(submitted))
     # Policy runs here, on the event loop: it touches no database, and most calls end with
     # it. Only an `ask` goes to a worker thread, for its one write transaction.
     decision = service.judge(call, principal)

@@ -68,6 +68,9 @@ class ServerSettings(ConnectionSettings):
     port: int = Field(default=8000, ge=0, le=65535)  # 0: the OS picks a free one (tests do)
     default_timeout: timedelta = timedelta(minutes=15)
     max_timeout: timedelta = timedelta(days=7)
+    #: the longest window a `when` may count over (`history.count(..., "24h")`): each call
+    #: under such a rule reads that much of the agent's past, so it is bounded
+    history_max_window: timedelta = timedelta(hours=24)
     #: approvers for requests forced by `metadata.requires_confirmation` with no rule matched
     default_approvers: list[str] = Field(default_factory=list)
     #: channels (`name:target`) for those requests; empty means every configured channel
@@ -117,9 +120,9 @@ class ServerSettings(ConnectionSettings):
             )
         return self
 
-    _parse_durations = field_validator("default_timeout", "max_timeout", mode="before")(
-        lambda v: parse_duration(v)
-    )
+    _parse_durations = field_validator(
+        "default_timeout", "max_timeout", "history_max_window", mode="before"
+    )(lambda v: parse_duration(v))
     _check_database_url = field_validator("database_url")(lambda v: check_database_url(v))
 
     @property

@@ -23,7 +23,7 @@ from gate.base.errors import ApprovalSpent, KeyReused
 from gate.base.notify import Event, Notifier
 from gate.base.statuses import GrantStatus, RequestStatus, new_id, utcnow
 from gate.config.settings import Settings
-from gate.decisions import audit, denials, grants, machine, requestlog, spans
+from gate.decisions import audit, denials, grants, history, machine, requestlog, spans
 from gate.decisions.acting import Result, approved_own, raise_for
 from gate.decisions.changes import CardPump, Change
 from gate.decisions.decision_log import DecisionLog
@@ -33,6 +33,7 @@ from gate.identity.auth import Principal
 from gate.inputs.bodies import GateCall
 from gate.policy import offers
 from gate.policy import stages as chains
+from gate.policy.history import Reader
 from gate.policy.rules import CallFacts, Decision, Policy, Rule
 from gate.policy.shadow import ShadowOutcome
 from gate.store import batch, outbox, reads, records, webhooks
@@ -95,7 +96,7 @@ class GateService(RequestReads):
 
     def submit(self, call: GateCall, principal: Principal) -> Submitted:
         """Apply policy; for `ask`, create the request (or find it again by idempotency key)."""
-        decision = self.judge(call, principal)
+        decision = history.judged(self, call, principal)  # self.judge, under history's lock
         if decision.action != "ask":
             return Submitted(decision, None, False)
         return self.ask(call, principal, decision)
@@ -108,10 +109,11 @@ class GateService(RequestReads):
                 call, principal.name, submitted.decision, view.id if view is not None else None
             )
 
-    def judge(self, call: GateCall, principal: Principal | None = None) -> Decision:
-        """Policy's decision, asked if the agent tripped (`gate.decisions.denials`); no I/O at
-        all."""
-        decision = self.policy.evaluate(CallFacts.of(call))
+    def judge(
+        self, call: GateCall, principal: Principal | None = None, reader: Reader | None = None
+    ) -> Decision:
+        """Policy's decision, asked if the agent tripped; I/O only through `reader` (history)."""
+        decision = self.policy.evaluate(CallFacts.of(call), reader)
         if decision.shadow:
             self.on_shadow(decision.shadow)
         if self.trips.any:  # nobody tripped (nearly always): nothing more is read
@@ -230,6 +232,7 @@ class GateService(RequestReads):
                 found = self._by_key(session, req)
                 if found is not None:
                     return found, False, None
+            history.record_asked(session, self.policy, req, principal.name, now)
             covering = grants.find(
                 session,
                 req=req,

@@ -16,6 +16,7 @@ from datetime import datetime
 
 from gate.base import threads
 from gate.base.statuses import DeliveryKind, utcnow
+from gate.decisions import history
 from gate.decisions.readmodel import RequestView
 from gate.decisions.service import GateService
 from gate.delivery import reminders, sending
@@ -175,6 +176,13 @@ class Jobs:
         if left:
             sending.release(self.service.db, left)
         return len(left)
+
+    async def prune(self) -> tuple[int, int]:
+        """The prune job: the decision log's retention, then the history rows no window can
+        reach any more (`gate.decisions.history.prune`)."""
+        found = await self.prune_decisions()
+        await threads.run_sync(history.prune, self.service.db, self.service.settings, self.clock())
+        return found
 
     async def prune_decisions(self) -> tuple[int, int]:
         """Apply the decision log's retention (idempotent: any replica, any time)."""

@@ -18,7 +18,12 @@ as a `GateCall` (the route's body), turned into facts by `CallFacts.of` and eval
 `Policy.evaluate`; the approvers are the rule's, expanded by `Policy.expand_approvers`, and
 the grant scopes those `Decision.offers` freezes onto the request. Nothing is re-implemented
 here, so a case that passes is answered the same way live (before any grant: a grant an
-approver attached earlier turns a live `ask` into `allow`, and a test has no history).
+approver attached earlier turns a live `ask` into `allow`).
+
+A case has no past: every history term (`gate.policy.history`) reads 0 unless the case
+supplies it, `history = { 'history.count("deploy_*", "1h")' = 3 }`, each key a term as a rule
+writes it (spacing and the window's spelling aside: "60m" is "1h"). A key no rule uses is a
+miss, so a typo cannot make a case pass.
 
 A bad cases file raises `ConfigError` naming the file and the case; a case whose answer
 differs is an `Outcome` with its `misses`.
@@ -36,7 +41,9 @@ from xml.etree import ElementTree
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gate.base.errors import ConfigError
+from gate.config.settings import MAX_DURATION
 from gate.inputs.bodies import GateCall
+from gate.policy import history
 from gate.policy.rules import CallFacts, Policy
 
 #: a case's key -> the `POST /v1/gate` field it fills
@@ -82,6 +89,8 @@ class _CaseEntry(BaseModel):
     org: Any = None
     context: Any = None
     metadata: Any = None
+    #: a history term as written -> the value it reads for this case (others read 0)
+    history: dict[str, int | float] | None = None
     expect: Expect
 
 
@@ -93,6 +102,8 @@ class Case:
     number: int
     call: GateCall
     expect: Expect
+    #: the history the case supplies: each term with its value
+    history: tuple[tuple[history.Term, history.Number], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -183,7 +194,36 @@ def _case(entry: Any, number: int, source: str) -> Case:
     except ValidationError as exc:
         reasons = _reasons(exc, _CASE_KEY)
         raise ConfigError(f"not a call gate accepts: {reasons}", source=source, key=where) from None
-    return Case(parsed.name, number, call, parsed.expect)
+    fixtures = tuple(
+        (term_of(text, source, where), value) for text, value in (parsed.history or {}).items()
+    )
+    return Case(parsed.name, number, call, parsed.expect, fixtures)
+
+
+def term_of(text: str, source: str, where: str) -> history.Term:
+    """A case's (or an explained payload's) `history` key read as the one term it must be."""
+    if not history.mentions(text):
+        raise ConfigError(
+            f"history key {text!r} is not a term: write it as a rule does, e.g. "
+            '\'history.count("deploy_*", "1h")\'',
+            source=source,
+            key=where,
+        )
+    terms = history.terms_of(text, cap=MAX_DURATION, source=source, key=where)
+    if len(terms) != 1:
+        raise ConfigError(f"history key {text!r} must be one term", source=source, key=where)
+    return terms[0]
+
+
+def _same(term: history.Term) -> tuple[object, ...]:
+    """A term's identity apart from how its window is spelt ("60m" is "1h")."""
+    return (term.kind, term.scope, term.tools, term.arg, term.window)
+
+
+def fixture_reader(fixtures: Sequence[tuple[history.Term, history.Number]]) -> history.Reader:
+    """Reads a case's history: the values it supplies, 0 for every other term."""
+    supplied = {_same(term): value for term, value in fixtures}
+    return lambda terms: {term: supplied.get(_same(term), 0) for term in terms}
 
 
 def _reasons(exc: ValidationError, names: dict[str, str]) -> str:
@@ -198,10 +238,15 @@ def _reasons(exc: ValidationError, names: dict[str, str]) -> str:
     return "; ".join(parts)
 
 
-def answer(policy: Policy, call: GateCall) -> Answer:
+def answer(
+    policy: Policy,
+    call: GateCall,
+    fixtures: Sequence[tuple[history.Term, history.Number]] = (),
+) -> Answer:
     """What the server answers `call` (before any grant): the same facts, the same
-    evaluation, the same approvers and offers as `GateService.judge` and `.ask`."""
-    decision = policy.evaluate(CallFacts.of(call))
+    evaluation, the same approvers and offers as `GateService.judge` and `.ask`, with the
+    history `fixtures` supply."""
+    decision = policy.evaluate(CallFacts.of(call), fixture_reader(fixtures))
     rule = decision.rule
     shadow = tuple((outcome.rule, outcome.would) for outcome in decision.shadow)
     if decision.action is None or rule is None:
@@ -221,8 +266,9 @@ def run(policy: Policy, cases: list[Case]) -> list[Outcome]:
     """Every case decided and compared with what it expects."""
     outcomes = []
     for case in cases:
-        got = answer(policy, case.call)
-        outcomes.append(Outcome(case, got, tuple(_misses(policy, case.expect, got))))
+        got = answer(policy, case.call, case.history)
+        misses = [*_misses(policy, case.expect, got), *_unused(policy, case)]
+        outcomes.append(Outcome(case, got, tuple(misses)))
     return outcomes
 
 
@@ -253,6 +299,16 @@ def _misses(policy: Policy, expect: Expect, got: Answer) -> list[Miss]:
         if named != dict(expect.shadow):
             misses.append(Miss("shadow", _shadowed(expect.shadow), _shadowed(named)))
     return misses
+
+
+def _unused(policy: Policy, case: Case) -> list[Miss]:
+    """A history the case supplies that no rule reads: a typo would pass unseen otherwise."""
+    used = {_same(term) for term in policy.history_terms}
+    return [
+        Miss("history", f"{term.text} read by a rule", "no rule reads it")
+        for term, _ in case.history
+        if _same(term) not in used
+    ]
 
 
 def _shadowed(answers: Mapping[str, str]) -> str:

@@ -53,3 +53,9 @@ def compile_expression(text: str) -> Any:
     """`text` compiled to a CEL program (`program.execute(activation)` runs it); raises the
     engine's own error for text that is not CEL."""
     return _engine.compile(text)
+
+
+def context(variables: dict[str, Any], functions: dict[str, Any]) -> Any:
+    """What `program.execute` runs on when a condition calls functions gate supplies (the
+    history terms, `gate.policy.history`): `variables` and those Python functions."""
+    return _engine.Context(variables=variables, functions=functions)

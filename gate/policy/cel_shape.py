@@ -29,7 +29,7 @@ _OTHER_CALLS = frozenset(
         "map", "filter", "dyn", "getHours", "getMinutes", "getSeconds", "getFullYear",
         "getMonth", "getDate", "getDayOfMonth", "getDayOfWeek", "getDayOfYear",
         "getMilliseconds", "lowerAscii", "upperAscii", "replace", "split", "join",
-        "substring", "trim", "format",
+        "substring", "trim", "format", "count", "sum", "session_count", "session_sum",
     }
 )  # fmt: skip
 _RELATIONS = ("||", "&&", "==", "!=", "<=", ">=", "<", ">")

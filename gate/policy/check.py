@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from gate.policy import cel_ast as ast
-from gate.policy import cel_vocab
+from gate.policy import cel_vocab, history
 from gate.policy.cel_vocab import FUNCTIONS, METHODS, NUMBERS, TYPE_NAMES, VARIABLES
 from gate.policy.cel_vocab import hint_for_syntax as hint_for_syntax
 
@@ -183,6 +183,14 @@ class _Checker:
             else:
                 self.problems.append(f"unknown function `{name}`{cel_vocab.function_hint(name)}")
             return "dyn"
+        if (
+            isinstance(target, ast.Ident)
+            and target.name == history.NAMESPACE
+            and target.name not in bound
+            and node.name in history.FUNCTIONS
+        ):
+            # `history.count(...)`: its arguments are checked by `gate.policy.history.terms_of`
+            return "int" if history.FUNCTIONS[node.name][0] == "count" else "dyn"
         if isinstance(target, ast.Ident) and target.name not in bound | VARIABLES.keys():
             # `math.greatest(...)`: a namespaced function from a library gate does not load
             # (`command.contains(...)` is a known method on an unknown variable)

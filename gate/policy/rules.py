@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from gate.base.errors import ConfigError
 from gate.config.oidc import StepUpSettings
 from gate.config.settings import RuleSettings, Settings
-from gate.policy import cel_engine, cel_shape, conditions, shadow, toolnames
+from gate.policy import cel_engine, cel_shape, conditions, history, shadow, toolnames
 from gate.policy import chains as policy_chains
 from gate.policy import check as policy_check
 from gate.policy import revision as policy_revision
@@ -95,6 +95,8 @@ class Rule:
     log: bool = True
     #: set for a shadow rule only: when its trial ends (gate.policy.shadow)
     until: datetime | None = None
+    #: the `history.*(...)` terms its `when` reads (gate.policy.history), read before it runs
+    history: tuple[history.Term, ...] = ()
 
     def tool_matches(self, tool_name: str, canonical: str | None = None) -> toolnames.Match | None:
         """How `tool_name` matches the rule's globs: "exact", "variant" (a case, width or
@@ -119,6 +121,8 @@ class Decision:
     #: set when the call is asked because its agent tripped (`gate.decisions.denials`): the words
     #: why
     tripped: str | None = None
+    #: the history terms read for this call, as written, with their values (explain shows them)
+    history: tuple[tuple[str, history.Number], ...] = ()
 
     @property
     def matched(self) -> bool:
@@ -155,25 +159,46 @@ class Policy:
         toolnames.load()
         self._forced: Rule | None = None
         self._failures = conditions.ConditionFailures(clock)
+        #: every history term of every rule: the calls of their tools are recorded
+        self.history_terms = tuple(dict.fromkeys(t for r in rules for t in r.history))
 
-    def evaluate(self, facts: CallFacts) -> Decision:
+    def counts(self, tool_name: str) -> bool:
+        """Whether a call of `tool_name` is one some history term counts (so it is recorded)."""
+        return any(term.matches(tool_name) for term in self.history_terms)
+
+    def uses_history(self, tool_name: str) -> bool:
+        """Whether judging a call of `tool_name` may read history (a rule with history terms,
+        live or shadow, could be tried on it) or write it (`counts`)."""
+        canonical = toolnames.canonical(tool_name)
+        tried = (*self.rules, *(placed.rule for placed in self.shadows))
+        return self.counts(tool_name) or any(
+            r.history and r.tool_matches(tool_name, canonical) for r in tried
+        )
+
+    def evaluate(self, facts: CallFacts, reader: history.Reader | None = None) -> Decision:
         """Find the first rule that matches `facts`; fall back to `requires_confirmation`.
-        Shadow rules that could have changed the answer are tried too (`Decision.shadow`)."""
-        decision = self._first_match(facts)
-        if not self.shadows:
-            return decision
-        live_at = self._live_at.get(decision.rule.name if decision.rule else "", len(self.rules))
-        would = partial(self._would, facts=facts)
-        found = shadow.beside(decision.action, live_at, self.shadows, self.wall(), would)
-        return replace(decision, shadow=found) if found else decision
+        Shadow rules that could have changed the answer are tried too (`Decision.shadow`).
+        `reader` reads the history terms of a rule reached (none: such a rule fails closed)."""
+        reading = history.Reading(reader)
+        decision = self._first_match(facts, reading)
+        if self.shadows:
+            live_at = self._live_at.get(
+                decision.rule.name if decision.rule else "", len(self.rules)
+            )
+            would = partial(self._would, facts=facts, reading=reading)
+            found = shadow.beside(decision.action, live_at, self.shadows, self.wall(), would)
+            decision = replace(decision, shadow=found) if found else decision
+        if reading.values:
+            decision = replace(decision, history=tuple(history.shown(reading.values).items()))
+        return decision
 
-    def _would(self, rule: Rule, facts: CallFacts) -> Action | None:
+    def _would(self, rule: Rule, facts: CallFacts, reading: history.Reading) -> Action | None:
         """`rule`'s action when it alone matches `facts` (a failing `when` as live rules)."""
         if not _name_matches(rule, rule.tool_matches(facts.tool_name), facts.tool_name, []):
             return None
         if rule.program is None:
             return rule.action
-        result, failure = conditions.run(rule.program, facts.activation())
+        result, failure = reading.run(rule.history, rule.program, facts.activation())
         if failure is not None:
             self._failures.report(
                 rule.name, rule.action, rule.until is not None, failure, facts.tool_name
@@ -181,7 +206,7 @@ class Policy:
             return None if rule.action == "allow" else rule.action
         return rule.action if result is True else None
 
-    def _first_match(self, facts: CallFacts) -> Decision:
+    def _first_match(self, facts: CallFacts, reading: history.Reading) -> Decision:
         trail: list[str] = []
         activation: dict[str, Any] | None = None
         canonical = toolnames.canonical(facts.tool_name)
@@ -191,7 +216,8 @@ class Policy:
                 continue
             if rule.program is not None:
                 activation = activation or facts.activation()
-                result, failure = conditions.run(rule.program, activation)
+                result, failure = reading.run(rule.history, rule.program, activation)
+                trail.extend(f"{rule.name}: {said}" for said in reading.said(rule.history))
                 if failure is not None:
                     self._failures.report(
                         rule.name, rule.action, rule.until is not None, failure, facts.tool_name
@@ -213,7 +239,11 @@ class Policy:
                 trail.append(f"{rule.name}: tool matches and `when` {rule.when!r} is true")
             else:
                 trail.append(f"{rule.name}: tool matches (no `when`)")
-            return Decision(rule.action, rule, _rule_reason(rule), tuple(trail))
+            # the values a history rule matched on go with its reason: to the agent, the
+            # request and every card ("... (history.count("deploy_*", "1h") = 3)")
+            said = "; ".join(reading.said(rule.history))
+            reason = f"{_rule_reason(rule)} ({said})" if said else _rule_reason(rule)
+            return Decision(rule.action, rule, reason, tuple(trail))
         if facts.metadata.get("requires_confirmation") is True:
             trail.append("no rule matched; metadata.requires_confirmation is true")
             return Decision(
@@ -286,34 +316,7 @@ def compile_rules(
 
 
 def _compile(rule: RuleSettings, settings: Settings, source: str | None) -> tuple[Rule, str | None]:
-    program = None
-    checked = policy_check.Checked((), ())
-    if rule.when is not None:
-        key = f"rules.{rule.name}.when"
-        try:
-            program = cel_engine.compile_expression(rule.when)
-        except ValueError as exc:
-            hint = policy_check.hint_for_syntax(rule.when)
-            raise ConfigError(
-                f"`when` is not valid CEL: {exc}" + (f"\n  hint: {hint}" if hint else ""),
-                source=source,
-                key=key,
-            ) from None
-        if cel_shape.shape(rule.when) == "other":
-            raise ConfigError(
-                f"`when` must be a condition that is true or false, but {rule.when!r} gives a "
-                "number, text, list or map; compare it, e.g. `args.amount > 50000`",
-                source=source,
-                key=key,
-            )
-        checked = policy_check.check(rule.when)
-        if checked.problems:
-            found = "\n  ".join(checked.problems)
-            raise ConfigError(
-                f"`when` {rule.when!r} fails on every call or never matches:\n  {found}",
-                source=source,
-                key=key,
-            )
+    program, checked, terms = _compile_when(rule, settings, source)
     timeout = rule.timeout or settings.server.default_timeout
     if timeout > settings.server.max_timeout:
         raise ConfigError(
@@ -343,7 +346,48 @@ def _compile(rule: RuleSettings, settings: Settings, source: str | None) -> tupl
         offers=offers,
         folded=tuple(toolnames.canonical(pattern) for pattern in rule.tools),
         log=rule.log,
+        history=terms,
     ), checked.unchecked
+
+
+def _compile_when(
+    rule: RuleSettings, settings: Settings, source: str | None
+) -> tuple[Any, policy_check.Checked, tuple[history.Term, ...]]:
+    """A rule's `when` compiled, checked, and its history terms read (ConfigError if not)."""
+    program = None
+    checked = policy_check.Checked((), ())
+    terms: tuple[history.Term, ...] = ()
+    if rule.when is None:
+        return program, checked, terms
+    key = f"rules.{rule.name}.when"
+    try:
+        program = cel_engine.compile_expression(rule.when)
+    except ValueError as exc:
+        hint = policy_check.hint_for_syntax(rule.when)
+        raise ConfigError(
+            f"`when` is not valid CEL: {exc}" + (f"\n  hint: {hint}" if hint else ""),
+            source=source,
+            key=key,
+        ) from None
+    if cel_shape.shape(rule.when) == "other":
+        raise ConfigError(
+            f"`when` must be a condition that is true or false, but {rule.when!r} gives a "
+            "number, text, list or map; compare it, e.g. `args.amount > 50000`",
+            source=source,
+            key=key,
+        )
+    terms = history.terms_of(
+        rule.when, cap=settings.server.history_max_window, source=source, key=key
+    )
+    checked = policy_check.check(rule.when)
+    if checked.problems:
+        found = "\n  ".join(checked.problems)
+        raise ConfigError(
+            f"`when` {rule.when!r} fails on every call or never matches:\n  {found}",
+            source=source,
+            key=key,
+        )
+    return program, checked, terms
 
 
 def _check_channels(rule: RuleSettings, source: str | None) -> None:

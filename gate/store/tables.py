@@ -344,11 +344,36 @@ class WebhookDelivery(SQLModel, table=True):
     sent_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime, nullable=True))
 
 
+class CountedCall(SQLModel, table=True):
+    """A call a history term counts (`gate.policy.history`): let through at once by policy
+    (`request_id` unset) or asked (`request_id` set: it counts while its request is pending or
+    approved). Written only for tools some rule's history term names."""
+
+    __tablename__ = "counted_call"
+    __table_args__ = (
+        # `history.count`/`history.sum`: one caller's calls within a window
+        sa.Index("ix_counted_call_caller_at", "caller", "at"),
+        # `history.session_count`/`history.session_sum`: one caller's session within a window
+        sa.Index("ix_counted_call_session_at", "caller", "session_id", "at"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    #: who made the call: the name of the token that sent it (never the agent's own agent_id)
+    caller: str = Field(max_length=200)
+    session_id: str | None = Field(default=None, max_length=200)
+    tool_name: str = Field(max_length=200)
+    request_id: str | None = Field(default=None, max_length=26)
+    #: the call's top-level numeric arguments (`history.sum` adds them up)
+    numbers: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
+    at: datetime = Field(sa_column=Column(UTCDateTime, nullable=False))
+
+
 __all__ = [
     "AgentTrip",
     "AuditEvent",
     "ChatIdentity",
     "ConfirmationRequest",
+    "CountedCall",
     "DecisionLogEntry",
     "Delivery",
     "Grant",

@@ -410,7 +410,7 @@ def test_the_docs_cases_are_valid(tmp_path: Path) -> None:
     """Every cases file docs/policy-testing.md shows is one `gate policy test` accepts."""
     text = (ROOT / "docs" / "policy-testing.md").read_text()
     blocks = [b.split("```", 1)[0] for b in text.split("```toml\n")[1:]]
-    assert len(blocks) == 2
+    assert len(blocks) == 3  # the third: a case that supplies history
     for number, block in enumerate(blocks):
         path = tmp_path / f"docs-{number}.toml"
         path.write_text(block)
