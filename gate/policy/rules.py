@@ -29,13 +29,13 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
 
 from gate.base.errors import ConfigError
-from gate.config.oidc import StepUpSettings
 from gate.config.settings import RuleSettings, Settings
 from gate.policy import cel_engine, cel_shape, conditions, history, shadow, toolnames
 from gate.policy import chains as policy_chains
 from gate.policy import check as policy_check
 from gate.policy import revision as policy_revision
-from gate.policy.offers import DEFAULT_MAX_GRANT, Offers, StepUp
+from gate.policy.offers import Offers
+from gate.policy.rule_checks import check_channels, check_pattern, offers_of
 
 if TYPE_CHECKING:
     from gate.inputs.bodies import GateCall
@@ -277,7 +277,7 @@ class Policy:
             if server.default_channels is not None
             else None,
             reason="The caller marked this call as requiring confirmation",
-            offers=_offers(RuleSettings(name=FORCED_RULE)),
+            offers=offers_of(RuleSettings(name=FORCED_RULE)),
             folded=("*",),
         )
 
@@ -324,10 +324,10 @@ def _compile(rule: RuleSettings, settings: Settings, source: str | None) -> tupl
             source=source,
             key=f"rules.{rule.name}.timeout",
         )
-    _check_channels(rule, source)
-    _check_pattern(rule, source)
+    check_channels(rule, source)
+    check_pattern(rule, source)
     offers = replace(
-        _offers(rule, checked.watched), **policy_chains.compile_chain(rule, settings, timeout)
+        offers_of(rule, checked.watched), **policy_chains.compile_chain(rule, settings, timeout)
     )
     first = offers.stages[0] if offers.stages else None
     return Rule(
@@ -388,63 +388,6 @@ def _compile_when(
             key=key,
         )
     return program, checked, terms
-
-
-def _check_channels(rule: RuleSettings, source: str | None) -> None:
-    for channel in [*(rule.channels or ()), *rule.escalate_to]:
-        if ":" not in channel:
-            raise ConfigError(
-                f"channel {channel!r} must look like 'slack:C0123' (name:target)",
-                source=source,
-                key=f"rules.{rule.name}.channels",
-            )
-
-
-def _check_pattern(rule: RuleSettings, source: str | None) -> None:
-    # a "pattern" grant that pins nothing would cover every call of the tool under the rule
-    if "pattern" in rule.grant_scopes and not rule.grant_pin:
-        raise ConfigError(
-            'grant_scopes offers "pattern" but grant_pin names no argument: a pattern grant pins '
-            'at least one argument to its approved value, e.g. grant_pin = ["repo"]',
-            source=source,
-            key=f"rules.{rule.name}.grant_scopes",
-        )
-    if rule.grant_pin and "pattern" not in rule.grant_scopes:
-        raise ConfigError(
-            'grant_pin is set but grant_scopes does not offer "pattern": add it, or drop grant_pin',
-            source=source,
-            key=f"rules.{rule.name}.grant_pin",
-        )
-
-
-def _offers(rule: RuleSettings, watched: tuple[str, ...] = ()) -> Offers:
-    """What a request made under `rule` offers its approvers; frozen onto the request."""
-    return Offers(
-        # one person's edits are what every later approver would have to approve: only on a
-        # rule one approval decides (not a quorum, not a chain)
-        allow_edits=rule.allow_edits and rule.approvals_needed == 1 and not rule.stages,
-        editable=tuple(rule.editable) if rule.editable is not None else None,
-        grant_scopes=tuple(rule.grant_scopes),
-        max_grant=rule.max_grant or DEFAULT_MAX_GRANT,
-        grant_pin=tuple(rule.grant_pin),
-        max_grant_uses=rule.max_grant_uses,
-        reject_reasons=tuple(rule.reject_reasons),
-        remind_after=rule.remind_after,
-        escalate_after=rule.escalate_after,
-        escalate_to=tuple(rule.escalate_to),
-        escalate_approvers=tuple(rule.escalate_approvers),
-        watched_args=watched,
-        approver_groups=tuple(a[6:] for a in rule.approvers if a.startswith("group:")),
-        step_up=_step_up(rule.step_up),
-        refuse_email_bound=rule.refuse_email_bound,
-    )
-
-
-def _step_up(settings: StepUpSettings | None) -> StepUp | None:
-    """A rule's `step_up`, as frozen onto each request it holds."""
-    if settings is None:
-        return None
-    return StepUp(settings.max_age, tuple(settings.acr), settings.webauthn)
 
 
 def _name_matches(
