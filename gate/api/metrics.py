@@ -25,7 +25,6 @@ import threading
 from collections.abc import Iterable, Iterator
 
 import anyio
-import sqlalchemy as sa
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import Response
 from prometheus_client import (
@@ -37,14 +36,11 @@ from prometheus_client import (
 )
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
-from sqlmodel import col, select
 
 from gate.api.fatigue_metrics import FatigueCollector
-from gate.base.statuses import DeliveryStatus
 from gate.policy.shadow import ShadowOutcome
 from gate.server.state import AppState
-from gate.store import webhooks
-from gate.store.tables import ConfirmationRequest, Delivery
+from gate.store import gauges, webhooks
 
 log = logging.getLogger(__name__)
 
@@ -106,19 +102,10 @@ class GateMetrics:
             ids = []
             while self._finished:
                 ids.append(self._finished.popleft())
-            for chunk in _chunks(ids, 500):
-                with self.state.db.read() as session:
-                    rows = session.exec(
-                        select(
-                            ConfirmationRequest.status,
-                            ConfirmationRequest.created_at,
-                            ConfirmationRequest.decided_at,
-                        ).where(col(ConfirmationRequest.id).in_(chunk))
-                    ).all()
-                for status, created_at, decided_at in rows:
-                    if decided_at is not None:
-                        seconds = max(0.0, (decided_at - created_at).total_seconds())
-                        self.time_to_decision.labels(status=status).observe(seconds)
+            for status, created_at, decided_at in gauges.decision_times(self.state.db, ids):
+                if decided_at is not None:
+                    seconds = max(0.0, (decided_at - created_at).total_seconds())
+                    self.time_to_decision.labels(status=status).observe(seconds)
 
     def render(self) -> bytes:
         """The text exposition (reads the database; call from a worker thread)."""
@@ -154,19 +141,10 @@ class _DatabaseCollector(Collector):
             "Outbox rows by status and channel: pending is the backlog, dead gave up (global)",
             labels=["status", "channel"],
         )
-        with self.state.db.read() as session:
-            for status, rule, n in session.execute(
-                sa.select(
-                    col(ConfirmationRequest.status), col(ConfirmationRequest.rule), sa.func.count()
-                ).group_by(col(ConfirmationRequest.status), col(ConfirmationRequest.rule))
-            ).all():
-                requests.add_metric([str(status), rule or ""], float(n))
-            for status, channel, n in session.execute(
-                sa.select(col(Delivery.status), col(Delivery.channel), sa.func.count())
-                .where(col(Delivery.status) != DeliveryStatus.sent)
-                .group_by(col(Delivery.status), col(Delivery.channel))
-            ).all():
-                outbox.add_metric([str(status), str(channel)], float(n))
+        for status, rule, n in gauges.requests_by_status_and_rule(self.state.db):
+            requests.add_metric([status, rule], float(n))
+        for status, channel, n in gauges.deliveries_not_sent(self.state.db):
+            outbox.add_metric([status, channel], float(n))
         yield requests
         yield outbox
         if self.state.settings.webhooks:
@@ -183,11 +161,6 @@ def _webhook_backlog(state: AppState) -> Metric:
     for status, hook, n in webhooks.backlog(state.db):
         gauge.add_metric([status, hook], float(n))
     return gauge
-
-
-def _chunks(items: list[str], size: int) -> Iterator[list[str]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
 
 
 router = APIRouter(tags=["health"])
