@@ -7,7 +7,7 @@ What it owns, module by module:
   which statements they run and why that is correct (`_SQLite`, `_PostgreSQL`);
 * `records`: the typed rows those verbs take and return (`RequestRow`, `VoteRow`);
 * `reads`: the use cases' reads (a request by key, with its votes, the sweep's due work);
-  `gauges`: what `/metrics` reads at scrape time;
+  `gauges`: what `/metrics` reads at scrape time; `signins`: the console's sign-ins;
 * `outbox` and `marks`: card deliveries owed, claimed with a lease, and marked;
   `webhooks`: the same for `[[webhooks]]` messages;
 * `grants`, `nudges`: grants' and reminders' statements; `passkeys`: approvers' WebAuthn

@@ -28,12 +28,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import anyio
-import sqlalchemy as sa
 
 from gate.identity.authmethod import PASSWORD, AuthMethod
-from gate.store import rows
+from gate.store import rows, signins
 from gate.store.db import Database
-from gate.store.tables import WebSignIn
 from gate.web.session import SignInRecord
 
 #: a burst of ten tries per address, then one every six seconds (ten a minute)
@@ -208,26 +206,21 @@ class SignIns:
         session_id = secrets.token_urlsafe(32)
         now = self.clock()
         life = min(self.max_age, max_age) if max_age is not None else self.max_age
-        with self.db.write() as s:
-            # Rows past their age can never be used again: drop them while here.
-            s.execute(sa.delete(WebSignIn).where(WebSignIn.expires_at < now))  # type: ignore[arg-type]
-            s.add(
-                WebSignIn(
-                    id=_digest(session_id),
-                    approver=approver,
-                    created_at=now,
-                    expires_at=now + life,
-                    auth=auth.to_json() | {"groups": sorted(groups)},
-                    nonce=_digest(nonce) if nonce is not None else None,
-                )
-            )
+        signins.record(
+            self.db,
+            digest=_digest(session_id),
+            approver=approver,
+            now=now,
+            expires_at=now + life,
+            auth=auth.to_json() | {"groups": sorted(groups)},
+            nonce=_digest(nonce) if nonce is not None else None,
+        )
         return session_id
 
     def approver_of(self, session_id: str) -> SignInRecord | None:
         """Who a session id belongs to and how they signed in, unless it was revoked or is
         too old."""
-        with self.db.read() as s:
-            row = s.get(WebSignIn, _digest(session_id))
+        row = signins.find(self.db, _digest(session_id))
         if row is None or row.revoked_at is not None or row.expires_at <= self.clock():
             return None
         stored = row.auth or {}
@@ -240,10 +233,4 @@ class SignIns:
 
     def revoke(self, session_id: str) -> None:
         """End a sign-in for good (sign-out); a no-op for an unknown id."""
-        with self.db.write() as s:
-            s.execute(
-                sa.update(WebSignIn)
-                .where(WebSignIn.id == _digest(session_id))  # type: ignore[arg-type]
-                .where(WebSignIn.revoked_at.is_(None))  # type: ignore[union-attr]
-                .values(revoked_at=self.clock())
-            )
+        signins.revoke(self.db, _digest(session_id), self.clock())
