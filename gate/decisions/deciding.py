@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from gate.base.errors import InvalidInput
 from gate.base.statuses import RequestStatus, Verdict
 from gate.config.settings import ApproverSettings, parse_duration
-from gate.decisions import denials, grants, machine
+from gate.decisions import acknowledging, denials, grants, machine
 from gate.decisions.acting import (
     Actor,
     Refusal,
@@ -236,6 +236,8 @@ def act(service: GateService, click: Click) -> Result:
         if done is not None or view is None:
             return done or Result(machine.Missing(click.request_id), None)
         return Result(None, view, refusal_for(service.settings, view, actor))
+    if click.action == "acknowledge":
+        return acknowledging.acknowledge(service, click.request_id, actor)
     if click.action == "extend":
         by = click.extend_by or "15m"
         return extend(service, click.request_id, actor, by, seen=click.extend_from)
