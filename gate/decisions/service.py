@@ -32,6 +32,7 @@ from gate.identity.auth import Principal
 from gate.inputs.bodies import GateCall
 from gate.policy import offers
 from gate.policy import stages as chains
+from gate.policy.routes import Routing, routed_detail
 from gate.policy.rules import CallFacts, Decision, Policy, Rule
 from gate.policy.shadow import ShadowOutcome
 from gate.store import batch, listing, outbox, reads, records, trail
@@ -129,8 +130,14 @@ class GateService:
         offers.require_justification(rule.offers, rule.name, call.justification)
         now = self.clock()
         req = self._new_request(call, principal, decision, rule, args_hash, now)
+        router = self.policy.router
+        routing = (
+            router.route(rule.name, CallFacts.of(call).activation(), now)
+            if router.routes
+            else Routing(None)
+        )
         try:
-            found, granted, view = self._store(req, principal, decision, rule, now)
+            found, granted, view = self._store(req, principal, decision, rule, now, routing)
         except IntegrityError:
             # Two submits with the same idempotency key raced; the other one won.
             with self.db.read() as session:
@@ -216,6 +223,7 @@ class GateService:
         decision: Decision,
         rule: Rule,
         now: datetime,
+        routing: Routing,
     ) -> tuple[RequestView | None, bool, RequestView | None]:
         """One transaction: find the request made earlier under the same key, or let a grant
         approve `req` at once, or insert it with its audit and card rows.
@@ -253,14 +261,24 @@ class GateService:
                 now=now,
                 detail=audit.created_detail(
                     rule.name, decision.trail, req.justification, self.policy.revision
-                ),
+                )
+                | routed_detail(routing),
                 first=True,
             )
-            outbox.enqueue_posts(session, req.id, self._targets(rule.channels), now)
+            outbox.enqueue_posts(session, req.id, self._routed(rule, routing), now)
             change.events.append(Event("created", req.id))
             view = self._created_view(req)
             change.shows(view)
             return None, False, view
+
+    def _routed(self, rule: Rule, routing: Routing) -> list[tuple[str, str]]:
+        """Where a new request's cards go: its routes' targets (`gate.policy.routes`), with
+        the rule's own when a route keeps them or a route's `when` failed, else the rule's."""
+        if routing.targets is None:
+            return self._targets(rule.channels)
+        own = self._targets(rule.channels) if routing.with_rule_channels else []
+        routed = [(c, t) for c, t in routing.targets if c in self.configured_channels]
+        return list(dict.fromkeys([*routed, *own]))
 
     def _targets(self, rule_channels: tuple[str, ...] | None) -> list[tuple[str, str]]:
         """(channel, target) pairs for a rule: its own list, or every channel's default."""

@@ -30,9 +30,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from gate.base.errors import ConfigError
 from gate.config.settings import RuleSettings, Settings
-from gate.policy import cel_engine, cel_shape, conditions, shadow, toolnames
 from gate.policy import chains as policy_chains
 from gate.policy import check as policy_check
+from gate.policy import conditions, routes, shadow, toolnames
 from gate.policy import revision as policy_revision
 from gate.policy.offers import DEFAULT_MAX_GRANT, Offers, StepUp
 
@@ -154,6 +154,8 @@ class Policy:
         toolnames.load()
         self._forced: Rule | None = None
         self._failures = conditions.ConditionFailures(clock)
+        #: where cards go, apart from who decides (`gate.policy.routes`)
+        self.router = routes.Router(settings)
 
     def evaluate(self, facts: CallFacts) -> Decision:
         """Find the first rule that matches `facts`; fall back to `requires_confirmation`.
@@ -288,31 +290,9 @@ def _compile(rule: RuleSettings, settings: Settings, source: str | None) -> tupl
     program = None
     checked = policy_check.Checked((), ())
     if rule.when is not None:
-        key = f"rules.{rule.name}.when"
-        try:
-            program = cel_engine.compile_expression(rule.when)
-        except ValueError as exc:
-            hint = policy_check.hint_for_syntax(rule.when)
-            raise ConfigError(
-                f"`when` is not valid CEL: {exc}" + (f"\n  hint: {hint}" if hint else ""),
-                source=source,
-                key=key,
-            ) from None
-        if cel_shape.shape(rule.when) == "other":
-            raise ConfigError(
-                f"`when` must be a condition that is true or false, but {rule.when!r} gives a "
-                "number, text, list or map; compare it, e.g. `args.amount > 50000`",
-                source=source,
-                key=key,
-            )
-        checked = policy_check.check(rule.when)
-        if checked.problems:
-            found = "\n  ".join(checked.problems)
-            raise ConfigError(
-                f"`when` {rule.when!r} fails on every call or never matches:\n  {found}",
-                source=source,
-                key=key,
-            )
+        program, checked = conditions.compile_condition(
+            rule.when, source=source, key=f"rules.{rule.name}.when"
+        )
     timeout = rule.timeout or settings.server.default_timeout
     if timeout > settings.server.max_timeout:
         raise ConfigError(
