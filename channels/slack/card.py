@@ -133,8 +133,11 @@ def _deadline(view: RequestView, now: datetime) -> str:
 def _approvals(view: RequestView) -> str:
     names = ", ".join(escape(v.approver) for v in view.approvals)
     count = f"{len(view.approvals)} of {view.approvals_required}"
-    return cut(f"{count} approval{'s' if view.approvals_required > 1 else ''}", 100) + (
-        f" ({cut(names, 500)})" if names else ""
+    on_it = view.acknowledgement  # an approver said they are on it (gate.decisions.acknowledging)
+    return (
+        cut(f"{count} approval{'s' if view.approvals_required > 1 else ''}", 100)
+        + (f" ({cut(names, 500)})" if names else "")
+        + (f"\n{escape(clean(on_it, 300))}" if on_it else "")
     )
 
 

@@ -159,6 +159,8 @@ def render_card(view: RequestView, task: str, *, now: datetime | None = None) ->
         why = asked.words.partition("tripped: ")[2].partition(";")[0]
         tripped = clean(f"Agent tripped: {why}", TRIPPED_CHARS)
         title["desc"] = CONDITION_SHORT if asked.title == "Condition failed" else tripped
+    elif view.acknowledgement:  # an approver said they are on it (gate.decisions.acknowledging)
+        title["desc"] = clean(view.acknowledgement, TRIPPED_CHARS)
     card: dict[str, Any] = {
         "card_type": "button_interaction" if view.status == "pending" else "text_notice",
         "source": {"desc": "gate", "desc_color": 0},

@@ -41,6 +41,9 @@ class WeComDriver(Driver):
     args_chars = 160 - len("Call: ")
     #: a template card's key holds five characters
     claim_label = "Claim"
+    refresh_on_click = (
+        "WeCom replaces a template card only with the one-use code a click on it brings"
+    )
     TOKEN = "wecomContractToken01"
     AES_KEY = "abcdefghijklmnopqrstuvwxyz0123456789ABCDEFG"
     URL = "/channels/wecom/callback"
