@@ -606,6 +606,30 @@ def test_an_acknowledgement_shows_on_the_card(driver: Driver, gate: Gate) -> Non
         assert {"approve", "reject"} <= refreshed.offers
 
 
+def test_acknowledge_from_the_card_where_it_offers_it(clicks: Driver, gate: Gate) -> None:
+    request_id = ask(gate)
+    card = clicks.card(request_id)
+    if "acknowledge" not in card.offers:
+        pytest.skip(f'{clicks.name} cards offer no "I\'m on it" button yet (the API and web do)')
+    # only someone who may decide may say they are on it: the pipeline's one check
+    answer = clicks.click(gate.url, request_id, "mallory", "acknowledge")
+    refused(clicks, answer, "mallory", Refusal.not_an_approver.sentence())
+    assert state(gate, request_id)["acknowledged_by"] is None
+    answer = clicks.click(gate.url, request_id, "alice", "acknowledge")
+    assert "you are on it" in answer.private().text
+    refreshed = wait_until(
+        lambda: (
+            (c := clicks.card(request_id)).updates > card.updates
+            and "alice is on it" in c.text
+            and c
+        )
+    )
+    # the button is gone once someone is on it; deciding stays open
+    assert "acknowledge" not in refreshed.offers
+    assert {"approve", "reject"} <= refreshed.offers
+    assert state(gate, request_id)["acknowledged_by"] == "alice"
+
+
 # -- untrusted text ---------------------------------------------------------------------------
 
 

@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 import httpx
 
 #: the neutral actions a card can offer and a click can ask for
-ACTIONS = frozenset({"approve", "reject", "edit", "extend", "grant"})
+ACTIONS = frozenset({"approve", "reject", "edit", "extend", "grant", "acknowledge"})
 
 
 @dataclass(frozen=True)
