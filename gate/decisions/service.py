@@ -23,7 +23,7 @@ from gate.base.errors import ApprovalSpent, Forbidden, KeyReused, NotFound
 from gate.base.notify import Event, Notifier
 from gate.base.statuses import GrantStatus, RequestStatus, new_id, utcnow
 from gate.config.settings import Settings
-from gate.decisions import audit, denials, grants, machine, requestlog, spans
+from gate.decisions import audit, denials, destinations, grants, machine, requestlog, spans
 from gate.decisions.acting import Result, approved_own, raise_for
 from gate.decisions.changes import CardPump, Change
 from gate.decisions.decision_log import DecisionLog
@@ -265,36 +265,12 @@ class GateService:
                 | routed_detail(routing),
                 first=True,
             )
-            outbox.enqueue_posts(session, req.id, self._routed(rule, routing), now)
+            targets = destinations.of_request(self.configured_channels, rule.channels, routing)
+            outbox.enqueue_posts(session, req.id, targets, now)
             change.events.append(Event("created", req.id))
             view = self._created_view(req)
             change.shows(view)
             return None, False, view
-
-    def _routed(self, rule: Rule, routing: Routing) -> list[tuple[str, str]]:
-        """Where a new request's cards go: its routes' targets (`gate.policy.routes`), with
-        the rule's own when a route keeps them or a route's `when` failed, else the rule's."""
-        if routing.targets is None:
-            return self._targets(rule.channels)
-        own = self._targets(rule.channels) if routing.with_rule_channels else []
-        routed = [(c, t) for c, t in routing.targets if c in self.configured_channels]
-        return list(dict.fromkeys([*routed, *own]))
-
-    def _targets(self, rule_channels: tuple[str, ...] | None) -> list[tuple[str, str]]:
-        """(channel, target) pairs for a rule: its own list, or every channel's default."""
-        if rule_channels is not None:
-            pairs = [tuple(entry.split(":", 1)) for entry in rule_channels]
-            return [(c, t) for c, t in pairs if c in self.configured_channels]
-        targets = []
-        for name, channel_settings in self.configured_channels.items():
-            default = getattr(channel_settings, "default_target", None)
-            if default is None and isinstance(channel_settings, dict):
-                default = channel_settings.get("default_target")
-            if default is None and name == "log":
-                default = "log"
-            if default:
-                targets.append((name, str(default)))
-        return targets
 
     def _by_key(self, session: Session, req: RequestRow) -> RequestView | None:
         """The request made earlier by the same principal under `req`'s idempotency key;
