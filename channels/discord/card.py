@@ -224,6 +224,9 @@ def components(view: RequestView) -> list[dict[str, Any]]:
     if grants:
         options = [(cut(g.label, MAX_OPTION_TEXT), f"{g.scope}:{g.duration}") for g in grants]
         rows.append(_select("grant", view.id, "Approve for a while…", options, many=False))
+    if view.acknowledged_by is None:  # "I'm on it", in a row of its own (five buttons a row)
+        ack = ids.build("acknowledge", view.id)
+        rows.append(_row(_button(SECONDARY, decisions.ACKNOWLEDGE_LABEL, ack)))
     return rows
 
 
