@@ -256,13 +256,17 @@ def _facts(view: RequestView, now: datetime) -> list[dict[str, Any]]:
 
 
 def _buttons(view: RequestView, *, approvable: bool) -> list[dict[str, Any]]:
-    """Approve and Edit only when the card shows the whole call; Reject and Extend always."""
+    """Approve and Edit only when the card shows the whole call; Reject and Extend always;
+    "I'm on it" until someone is on it."""
     approve = {"type": 0, "text": "Approve", "style": 1, "key": "approve"}
     buttons: list[dict[str, Any]] = [approve] if approvable else []
     buttons.append({"type": 0, "text": "Reject…", "style": 3, "key": "reject"})
     if approvable and editable(view):
         buttons.append({"type": 0, "text": "Edit…", "style": 2, "key": "edit"})
     buttons.append({"type": 0, "text": "Extend 15m", "style": 2, "key": extend_key(view)})
+    if view.acknowledged_by is None:  # "I'm on it": reminders and escalation stop
+        ack = decisions.ACKNOWLEDGE_LABEL
+        buttons.append({"type": 0, "text": ack, "style": 2, "key": "acknowledge"})
     buttons.append({"type": 1, "text": "Open gate", "style": 2, "url": view.url})
     return buttons[:MAX_BUTTONS]
 

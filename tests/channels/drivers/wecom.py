@@ -85,7 +85,8 @@ class WeComDriver(Driver):
         offers = set()
         for button in card.get("button_list", []):
             verb = str(button.get("key", "")).partition("-")[0]
-            if button.get("type", 0) == 0 and verb in ("approve", "reject", "edit", "extend"):
+            verbs = ("approve", "reject", "edit", "extend", "acknowledge")
+            if button.get("type", 0) == 0 and verb in verbs:
                 offers.add(verb)
         if card.get("button_selection", {}).get("question_key") == "grant":
             offers.add("grant")
@@ -196,7 +197,7 @@ class WeComDriver(Driver):
         key = self._key(request_id, action)
         r, _ = self._press(gate_url, request_id, person, key, selected=selected)
         first = Answer(r.status_code, self._private(user, seen))
-        if action in ("approve", "extend") or r.status_code != 200:
+        if action in ("approve", "extend", "acknowledge") or r.status_code != 200:
             return first
         told = first.private().text
         if action == "reject" and reasons:
