@@ -154,8 +154,8 @@ class FeishuChannel:
         if action.verdict == "extend":
             return await self._extend(action)
         if action.verdict == "acknowledge":
-            click = Click(self.name, action.open_id, action.request_id, "acknowledge")
-            done = await self.gate.act(click)
+            ack = Click(self.name, action.open_id, action.request_id, "acknowledge")
+            done = await self.gate.act(ack)
             note = toast("success", done.message()) if done.changed else toast_for(done)
             return await answer(note, done.view, legacy=action.legacy)
         # The form names reasons and edit boxes by their place on the card: read them back

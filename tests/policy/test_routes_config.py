@@ -60,7 +60,7 @@ def _write(tmp_path: Path, route: str) -> Path:
         ('users = ["bob"]\n', 2, "'bob' has no id on any configured channel"),
         ('users = ["group:finance"]\n', 2, "'bob' has no id on any configured channel"),
         ('oncall = ["ops"]\n', 2, "no [[oncall]] schedule called 'ops'"),
-        ('stop = false\n', 0, "a route needs somewhere to send the card"),
+        ("stop = false\n", 0, "a route needs somewhere to send the card"),
     ],
 )
 def test_a_route_that_cannot_work_is_refused_at_load(
