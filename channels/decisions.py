@@ -36,6 +36,8 @@ log = logging.getLogger("gate.channels")
 #: what one "Extend" click adds to the deadline
 EXTEND_BY = "15m"
 EXTEND_LABEL = "Extend +15m"
+#: the button that says "I'm on it" without deciding (`gate.decisions.acknowledging`)
+ACKNOWLEDGE_LABEL = "I'm on it"
 #: a card's headline for each status, the same words on every platform
 TITLES = {
     "pending": "Approval needed",

@@ -334,6 +334,7 @@ def _policy_check(ns: argparse.Namespace) -> int:
     settings = _load(ns)
     # every rule is checked, so one run names every problem, not only the first
     rules, problems, warnings = compile_rules(settings)
+    problems += _route_problems(settings)
     for warning in warnings:
         print(f"gate: warning: {warning}", file=sys.stderr)  # noqa: T201
     if problems:
@@ -349,6 +350,10 @@ def _policy_check(ns: argparse.Namespace) -> int:
         when = f" when {rule.when}" if rule.when else ""
         trial = f" [SHADOW until {shadow.shown(rule.until)}]" if rule.until else ""
         print(f"  {rule.name}: {rule.action} {list(rule.tools)}{when}{trial}")  # noqa: T201
+    for route in settings.routes:
+        when = f" when {route.when}" if route.when else ""
+        of = f" of {route.rules}" if route.rules is not None else ""
+        print(f"  route {route.name}: requests{of}{when}")  # noqa: T201
     if any(rule.until for rule in rules):
         print(  # noqa: T201
             "gate: shadow rules are tried beside the live ones and never answer a call; past "
@@ -358,6 +363,18 @@ def _policy_check(ns: argparse.Namespace) -> int:
     for warning in _unsent_tools(settings):
         print(f"gate: warning: {warning}", file=sys.stderr)  # noqa: T201
     return 0
+
+
+def _route_problems(settings: Any) -> list[Any]:
+    """The `[[routes]]` problem, if any (`gate.policy.routes`, which stops at the first)."""
+    from gate.base.errors import ConfigError
+    from gate.policy.routes import Router
+
+    try:
+        Router(settings)
+    except ConfigError as exc:
+        return [exc]
+    return []
 
 
 def _unsent_tools(settings: Any) -> list[str]:

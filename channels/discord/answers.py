@@ -78,7 +78,7 @@ def late(it: Interaction) -> dict[str, Any]:
     verb = it.custom.verb if it.custom is not None else ""
     if verb in DECIDING and it.message_id is not None:
         return deferred_update()
-    if verb in DECIDING or verb == "extend":
+    if verb in DECIDING or verb in ("extend", "acknowledge"):
         return ephemeral(RECORDING)
     return ephemeral(BUSY)
 

@@ -156,7 +156,9 @@ def _deadline(view: RequestView, now: datetime) -> str:
 def _approvals(view: RequestView) -> str:
     count = f"{len(view.approvals)} of {view.approvals_required}"
     names = ", ".join(inline(v.approver, 60) for v in view.approvals[:10])
-    return f"{count} ({names})" if names else count
+    said = f"{count} ({names})" if names else count
+    on_it = view.acknowledgement  # an approver said they are on it (gate.decisions.acknowledging)
+    return f"{said}\n{escape(clean(on_it, 300))}" if on_it else said
 
 
 def _outcome(view: RequestView) -> list[dict[str, Any]]:
@@ -222,6 +224,9 @@ def components(view: RequestView) -> list[dict[str, Any]]:
     if grants:
         options = [(cut(g.label, MAX_OPTION_TEXT), f"{g.scope}:{g.duration}") for g in grants]
         rows.append(_select("grant", view.id, "Approve for a while…", options, many=False))
+    if view.acknowledged_by is None:  # "I'm on it", in a row of its own (five buttons a row)
+        ack = ids.build("acknowledge", view.id)
+        rows.append(_row(_button(SECONDARY, decisions.ACKNOWLEDGE_LABEL, ack)))
     return rows
 
 

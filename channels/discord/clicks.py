@@ -131,6 +131,7 @@ class Clicks:
             "reject": self._ask_reason,
             "edit": self._ask_edits,
             "extend": self._extend,
+            "acknowledge": self._acknowledge,
             "reasons": self._ask_reason,
             "grant": self._ask_grant,
             "rejectm": self._reject,
@@ -147,6 +148,11 @@ class Clicks:
 
     async def _approve(self, it: Interaction) -> Answer:
         return await answers.decided(it, await self.gate.act(self._click(it, "approve")))
+
+    async def _acknowledge(self, it: Interaction) -> Answer:
+        """ "I'm on it": told only to the clicker (a second one hears who was first)."""
+        result = await self.gate.act(self._click(it, "acknowledge"))
+        return answers.ephemeral(result.message())
 
     async def _extend(self, it: Interaction) -> Answer:
         """One click, one extension: a replayed body (same interaction id) shares the first's

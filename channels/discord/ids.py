@@ -9,7 +9,8 @@ what the rule offers.
 
 Shapes (`:`-separated, always starting with `gate`):
 
-* `gate:approve:<request>`, `gate:reject:<request>`, `gate:edit:<request>`: buttons;
+* `gate:approve:<request>`, `gate:reject:<request>`, `gate:edit:<request>`,
+  `gate:acknowledge:<request>`: buttons;
 * `gate:extend:<request>:<deadline in µs since the epoch>`: the deadline the card showed;
 * `gate:reasons:<request>`, `gate:grant:<request>`: string selects (values: `r<index>`,
   `<scope>:<duration>`);
@@ -26,7 +27,7 @@ from channels.discord.markdown import MAX_CUSTOM_ID
 from channels.inbound import deadline_from_micros
 
 PREFIX = "gate"
-BUTTONS = ("approve", "reject", "edit", "extend")
+BUTTONS = ("approve", "reject", "edit", "extend", "acknowledge")
 SELECTS = ("reasons", "grant")
 MODALS = ("rejectm", "editm", "grantm")
 #: request ids are ULIDs (26 characters); anything longer or of other characters is not ours

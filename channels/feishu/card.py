@@ -235,6 +235,8 @@ def _actions(
     extras = [_callback(view.id, "edit", "Edit & approve…", "default")] if fields else []
     shown = view.expires_at.isoformat()
     extras.append(_callback(view.id, "extend", decisions.EXTEND_LABEL, "default", shown=shown))
+    if view.acknowledged_by is None:  # "I'm on it": reminders and escalation stop
+        extras.append(_callback(view.id, "acknowledge", decisions.ACKNOWLEDGE_LABEL, "default"))
     return [_decision_form(view, tool, approvable=approvable), _row(extras)]
 
 

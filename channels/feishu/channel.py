@@ -153,6 +153,11 @@ class FeishuChannel:
             return await self._show(action)
         if action.verdict == "extend":
             return await self._extend(action)
+        if action.verdict == "acknowledge":
+            ack = Click(self.name, action.open_id, action.request_id, "acknowledge")
+            done = await self.gate.act(ack)
+            note = toast("success", done.message()) if done.changed else toast_for(done)
+            return await answer(note, done.view, legacy=action.legacy)
         # The form names reasons and edit boxes by their place on the card: read them back
         # against the request as it is (an Approve press names neither).
         view = None if action.verdict == "approve" else await self.gate.view(action.request_id)

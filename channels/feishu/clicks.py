@@ -22,8 +22,9 @@ from gate.base.errors import BadRequest
 from gate.decisions.readmodel import RequestView
 from gate.delivery.channel import Action, Click
 
-#: what a card button may ask for: decide, open or leave the edit form, extend the deadline
-VERDICTS = ("approve", "reject", "edit", "approve_edits", "view", "extend")
+#: what a card button may ask for: decide, open or leave the edit form, extend the deadline,
+#: say "I'm on it"
+VERDICTS = ("approve", "reject", "edit", "approve_edits", "view", "extend", "acknowledge")
 #: the longest reason kept from the reason box (the box itself allows as much)
 MAX_COMMENT = 500
 NEED_A_REASON = (

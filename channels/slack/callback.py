@@ -19,6 +19,7 @@ from urllib.parse import parse_qs
 from channels import decisions
 from channels.inbound import deadline_from_iso, load_json, same_secret
 from channels.slack.card import (
+    ACKNOWLEDGE_ACTION,
     APPROVE_ACTION,
     EDIT_ACTION,
     EXTEND_ACTION,
@@ -81,8 +82,11 @@ def form_payload(body: bytes) -> dict[str, Any]:
     return data
 
 
-Kind = Literal["approve", "ask_reason", "reject", "ask_edits", "edit", "extend", "ignore"]
+Kind = Literal[
+    "approve", "ask_reason", "reject", "ask_edits", "edit", "extend", "acknowledge", "ignore"
+]
 _BUTTONS: dict[str, Kind] = {
+    ACKNOWLEDGE_ACTION: "acknowledge",
     APPROVE_ACTION: "approve",
     REJECT_ACTION: "ask_reason",
     EDIT_ACTION: "ask_edits",

@@ -42,6 +42,7 @@ REJECT_ACTION = "gate_reject"
 GRANT_ACTION = "gate_grant"
 EDIT_ACTION = "gate_edit"
 EXTEND_ACTION = "gate_extend"
+ACKNOWLEDGE_ACTION = "gate_acknowledge"
 
 
 def card_message(req: RequestView) -> tuple[str, list[dict[str, Any]]]:
@@ -133,8 +134,11 @@ def _deadline(view: RequestView, now: datetime) -> str:
 def _approvals(view: RequestView) -> str:
     names = ", ".join(escape(v.approver) for v in view.approvals)
     count = f"{len(view.approvals)} of {view.approvals_required}"
-    return cut(f"{count} approval{'s' if view.approvals_required > 1 else ''}", 100) + (
-        f" ({cut(names, 500)})" if names else ""
+    on_it = view.acknowledgement  # an approver said they are on it (gate.decisions.acknowledging)
+    return (
+        cut(f"{count} approval{'s' if view.approvals_required > 1 else ''}", 100)
+        + (f" ({cut(names, 500)})" if names else "")
+        + (f"\n{escape(clean(on_it, 300))}" if on_it else "")
     )
 
 
@@ -177,7 +181,7 @@ def _confirm(title: str, text: str) -> dict[str, Any]:
 
 def _buttons(view: RequestView, iteration: str, *, approvable: bool) -> dict[str, Any]:
     """Approve (as asked, for a while, with edits) only when the card shows the whole call;
-    Reject and Extend always."""
+    Reject and Extend always; "I'm on it" until someone said so."""
     elements = []
     if approvable:
         approve = _button(APPROVE_ACTION, "Approve", view.id, "primary")
@@ -192,6 +196,8 @@ def _buttons(view: RequestView, iteration: str, *, approvable: bool) -> dict[str
     # the deadline rides along, so a click delivered twice extends once (on any replica)
     shown = f"{view.id}|{view.expires_at.isoformat()}"
     elements.append(_button(EXTEND_ACTION, decisions.EXTEND_LABEL, shown))
+    if view.acknowledged_by is None:  # "I'm on it": reminders and escalation stop
+        elements.append(_button(ACKNOWLEDGE_ACTION, decisions.ACKNOWLEDGE_LABEL, view.id))
     return {"type": "actions", "block_id": f"decide-{iteration}", "elements": elements}
 
 

@@ -85,6 +85,9 @@ class Clicks:
             await self._open_modal(it, background)
         elif it.kind == "extend":
             await self._extend(it, background)
+        elif it.kind == "acknowledge":  # idempotent: a second one is told who was first
+            result = await self.gate.act(Click(self.name, it.user_id, it.request_id, "acknowledge"))
+            self._tell(background, it, result.message())
         elif it.kind == "reject":
             return await self._reject(it, retry=retry)
         elif it.kind == "edit":

@@ -44,7 +44,7 @@ MAX_INPUT = 1000
 MAX_REASON = 500
 TOO_BIG_TO_EDIT = "The arguments are too long to edit in Teams: use Open in gate to edit them."
 #: the verbs our Action.Execute buttons carry (`refresh` asks for the person's own view)
-VERBS = ("approve", "reject", "approve_edits", "extend", "refresh")
+VERBS = ("approve", "reject", "approve_edits", "extend", "acknowledge", "refresh")
 
 # `<` before a letter, `/`, `!` or `?` could open a tag such as <at>: a look-alike defuses it
 _TAG_OPEN = untrusted.compile(r"<([A-Za-z/!?])")
@@ -328,7 +328,7 @@ def _grant_input(view: RequestView) -> list[dict[str, Any]]:
 
 def _decision_actions(view: RequestView, edits: bool, *, approvable: bool) -> list[dict[str, Any]]:
     """Approve and Edit & approve only when the card shows the whole call; Reject and Extend
-    always."""
+    always; "I'm on it" until someone is on it."""
     approve = _execute("approve", "Approve", view)
     approve["style"] = "positive"
     actions = [approve, _reject_card(view)] if approvable else [_reject_card(view)]
@@ -338,6 +338,8 @@ def _decision_actions(view: RequestView, edits: bool, *, approvable: bool) -> li
     shown = view.expires_at.isoformat()
     # The deadline the card showed: a click delivered twice, to any replica, extends once.
     actions.append(_execute("extend", decisions.EXTEND_LABEL, view, extend_from=shown))
+    if view.acknowledged_by is None:  # "I'm on it": reminders and escalation stop
+        actions.append(_execute("acknowledge", decisions.ACKNOWLEDGE_LABEL, view))
     return actions
 
 

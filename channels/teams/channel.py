@@ -237,6 +237,9 @@ class TeamsChannel:
                 return await self._extend(action, conversation)
             answer, _ = await self._extends.run(key, lambda: self._extend(action, conversation))
             return answer
+        if action.verb == "acknowledge":  # a second one is told who was first
+            ack = Click(self.name, action.object_id, action.request_id, "acknowledge")
+            return await self._decide(action, ack, conversation)
         if action.verb == "approve":
             click = approve_click(self.name, action)
         else:

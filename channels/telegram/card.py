@@ -242,8 +242,8 @@ def editable(view: RequestView) -> list[edits.EditField]:
 
 
 def keyboard(view: RequestView, sealer: Sealer, *, approvable: bool) -> list[list[dict[str, str]]]:
-    """The inline keyboard while pending: decide, presets, grants, edit and extend (approve,
-    grants and edit only on a card that shows the whole call: `approvable`)."""
+    """The inline keyboard while pending: decide, presets, grants, edit, extend and "I'm on
+    it" (approve, grants and edit only on a card that shows the whole call: `approvable`)."""
     if view.status != "pending":
         return []
 
@@ -261,5 +261,7 @@ def keyboard(view: RequestView, sealer: Sealer, *, approvable: bool) -> list[lis
         rows.append([button(choice.label, Button(view.id, "grant", grant=(choice.scope, seconds)))])
     last = [button(EDIT, Button(view.id, "edit"))] if approvable and editable(view) else []
     last.append(button(decisions.EXTEND_LABEL, Button(view.id, "extend", shown=view.expires_at)))
+    if view.acknowledged_by is None:  # "I'm on it": reminders and escalation stop
+        last.append(button(decisions.ACKNOWLEDGE_LABEL, Button(view.id, "acknowledge")))
     rows.append(last)
     return rows

@@ -164,6 +164,11 @@ class TelegramChannel:
         if button.kind == "extend":
             await self._extend(press, button)
             return
+        if button.kind == "acknowledge":  # a second press is told who was first
+            ack = Click(self.name, press.user_id, button.request_id, "acknowledge")
+            result = await self.gate.act(ack)
+            await self._answer.press(press, result.message(), alert=result.refusal is not None)
+            return
         click = await self._click_for(press, button)
         if isinstance(click, str):
             await self._answer.press(press, click, alert=True)

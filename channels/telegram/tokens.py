@@ -46,8 +46,9 @@ CODE_CHARS = 26
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 MICROSECOND = timedelta(microseconds=1)
 
-#: what a button asks for; `reject` and `edit` open a forced reply, `reason` is a preset
-Kind = Literal["approve", "grant", "reject", "reason", "edit", "extend"]
+#: what a button asks for; `reject` and `edit` open a forced reply, `reason` is a preset,
+#: `acknowledge` says "I'm on it" (`gate.decisions.acknowledging`)
+Kind = Literal["approve", "grant", "reject", "reason", "edit", "extend", "acknowledge"]
 _KIND_BYTE: dict[str, bytes] = {
     "approve": b"a",
     "grant": b"g",
@@ -55,6 +56,7 @@ _KIND_BYTE: dict[str, bytes] = {
     "reason": b"p",
     "edit": b"e",
     "extend": b"x",
+    "acknowledge": b"k",
 }
 _BYTE_KIND: dict[bytes, Kind] = {v: k for k, v in _KIND_BYTE.items()}  # type: ignore[misc]
 #: grant scopes by the byte that names them

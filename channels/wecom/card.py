@@ -159,6 +159,8 @@ def render_card(view: RequestView, task: str, *, now: datetime | None = None) ->
         why = asked.words.partition("tripped: ")[2].partition(";")[0]
         tripped = clean(f"Agent tripped: {why}", TRIPPED_CHARS)
         title["desc"] = CONDITION_SHORT if asked.title == "Condition failed" else tripped
+    elif view.acknowledgement:  # an approver said they are on it (gate.decisions.acknowledging)
+        title["desc"] = clean(view.acknowledgement, TRIPPED_CHARS)
     card: dict[str, Any] = {
         "card_type": "button_interaction" if view.status == "pending" else "text_notice",
         "source": {"desc": "gate", "desc_color": 0},
@@ -254,13 +256,17 @@ def _facts(view: RequestView, now: datetime) -> list[dict[str, Any]]:
 
 
 def _buttons(view: RequestView, *, approvable: bool) -> list[dict[str, Any]]:
-    """Approve and Edit only when the card shows the whole call; Reject and Extend always."""
+    """Approve and Edit only when the card shows the whole call; Reject and Extend always;
+    "I'm on it" until someone is on it."""
     approve = {"type": 0, "text": "Approve", "style": 1, "key": "approve"}
     buttons: list[dict[str, Any]] = [approve] if approvable else []
     buttons.append({"type": 0, "text": "Reject…", "style": 3, "key": "reject"})
     if approvable and editable(view):
         buttons.append({"type": 0, "text": "Edit…", "style": 2, "key": "edit"})
     buttons.append({"type": 0, "text": "Extend 15m", "style": 2, "key": extend_key(view)})
+    if view.acknowledged_by is None:  # "I'm on it": reminders and escalation stop
+        ack = decisions.ACKNOWLEDGE_LABEL
+        buttons.append({"type": 0, "text": ack, "style": 2, "key": "acknowledge"})
     buttons.append({"type": 1, "text": "Open gate", "style": 2, "url": view.url})
     return buttons[:MAX_BUTTONS]
 

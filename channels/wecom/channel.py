@@ -31,7 +31,7 @@ from channels.wecom.verify import TIMESTAMP_WINDOW_SECONDS, Message, Verifier
 from gate.base.errors import ConfigError
 from gate.base.statuses import utcnow
 from gate.decisions.acting import Result
-from gate.decisions.outcomes import Extended, Voted
+from gate.decisions.outcomes import Acknowledged, Extended, Voted
 from gate.decisions.readmodel import RequestView
 from gate.delivery.channel import ChannelContext, Click, DeliveryError
 from gate.text import untrusted
@@ -216,6 +216,8 @@ class WeComChannel:
                 self.name, user, pressed.request_id, "extend",
                 extend_by=decisions.EXTEND_BY, extend_from=pressed.extend_from,
             )  # fmt: skip
+        elif pressed.verb == "acknowledge":
+            click = Click(self.name, user, pressed.request_id, "acknowledge")
         else:
             await self._instruct(pressed)
             return
@@ -312,6 +314,8 @@ def _answer(result: Result, *, typed: bool) -> str | None:
     """What the clicker is told; None when the refreshed card says it all."""
     if isinstance(result.outcome, Extended):
         return decisions.extend_message(result, utcnow())
+    if isinstance(result.outcome, Acknowledged):  # the card says who; the clicker hears it too
+        return result.message()
     if result.changed and not isinstance(result.outcome, Voted) and not typed:
         return None  # the outbox refreshes the card, which is the answer everybody sees
     return result.message()

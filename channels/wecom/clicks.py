@@ -40,7 +40,7 @@ class CardClick:
 
     request_id: str
     user: str
-    #: approve, reject, edit or extend
+    #: approve, reject, edit, extend or acknowledge
     verb: str
     #: the reasons form's submit (preset reasons ticked), not the card's Reject…
     form: bool = False
@@ -72,7 +72,7 @@ def card_click(message: Message) -> CardClick | None:
             return None
         picked = message.selected.get(card.REASONS_QUESTION, ())
         return CardClick(request_id, message.from_user, "reject", form=True, reasons=picked)
-    if key in ("approve", "reject", "edit", "extend"):
+    if key in ("approve", "reject", "edit", "extend", "acknowledge"):
         grant = message.selected.get(card.GRANT_QUESTION, ())
         chosen = grant[0] if grant and grant[0] != card.JUST_THIS_CALL else None
         return CardClick(request_id, message.from_user, key, grant=chosen)

@@ -106,6 +106,11 @@ class RequestPublic(BaseModel):
     decided_stages: list[str] = Field(
         default_factory=list, description="who approved each stage before the waiting one"
     )
+    acknowledged_by: str | None = Field(
+        default=None,
+        description="the approver who said they are on it: reminders and escalation stopped",
+    )
+    acknowledged_at: datetime | None = Field(default=None, description="when they said so")
 
     @classmethod
     def of(cls, view: RequestView) -> RequestPublic:

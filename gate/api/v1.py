@@ -12,7 +12,7 @@ from gate.api.deps import PrincipalDep, ServiceDep
 from gate.api.schemas import AuditPublic, GateAnswer, GrantPublic, RequestPage, RequestPublic
 from gate.base import threads
 from gate.base.statuses import RequestStatus, Verdict
-from gate.decisions import acting, deciding, grant_review, grants, history, reports
+from gate.decisions import acknowledging, acting, deciding, grant_review, grants, history, reports
 from gate.decisions.service import GateService, Submitted
 from gate.identity.auth import Principal
 from gate.inputs.bodies import CancelBody, DecisionBody, ExtendBody, GateCall, OutcomeBody
@@ -207,6 +207,18 @@ def extend(
     """Give a pending request more time (approvers of the request only)."""
     actor = deciding.for_api(principal)
     result = deciding.extend(service, request_id, actor, body.by)
+    return RequestPublic.of(acting.raise_for(result))
+
+
+@router.post(
+    "/requests/{request_id}/acknowledge",
+    response_model=RequestPublic,
+    responses={**ERRORS, 409: {"description": "Already finished"}},
+)
+def acknowledge(request_id: str, principal: PrincipalDep, service: ServiceDep) -> RequestPublic:
+    """Say "I'm on it" without deciding: reminders and escalation stop, every card shows who
+    (only someone who may decide the request may; a second acknowledgement changes nothing)."""
+    result = acknowledging.acknowledge(service, request_id, deciding.for_api(principal))
     return RequestPublic.of(acting.raise_for(result))
 
 

@@ -33,7 +33,13 @@ _HEADER = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
 #: a `key =` line (not `==`, which only a multi-line string would hold)
 _KEY = re.compile(r"""^\s*([A-Za-z0-9_\-."' ]+?)\s*=(?!=)""")
 #: `[[rules]]` entries are named in messages by their `name` key, as are these
-_NAMED = {"rules": "rule", "approvers": "approver", "tokens": "token"}
+_NAMED = {
+    "rules": "rule",
+    "approvers": "approver",
+    "tokens": "token",
+    "routes": "route",
+    "oncall": "on-call schedule",
+}
 #: unknown keys are listed in full (no close match) only for tables this small
 _LISTED = 20
 
@@ -224,19 +230,21 @@ def located(error: ConfigError) -> ConfigError:
     lines = key_lines(text)
     key = error.key
     loc: Loc = tuple(error.key.split("."))
-    found = data.get("rules")
-    rules: list[Any] = found if isinstance(found, list) else []
+    # `[[rules]]`, `[[routes]]` and `[[oncall]]` entries are found by their names
+    array = key.partition(".")[0]
+    found = data.get(array) if array in ("rules", "routes", "oncall") else None
+    entries: list[Any] = found if isinstance(found, list) else []
     named = [
         (index, entry["name"])
-        for index, entry in enumerate(rules)
+        for index, entry in enumerate(entries)
         if isinstance(entry, dict) and isinstance(entry.get("name"), str)
     ]
     for index, name in sorted(named, key=lambda item: -len(item[1])):
-        if key == f"rules.{name}" or key.startswith(f"rules.{name}."):
-            field = key[len(f"rules.{name}.") :]
+        if key == f"{array}.{name}" or key.startswith(f"{array}.{name}."):
+            field = key[len(f"{array}.{name}.") :]
             # `stages.1.approvers`: a key inside a `[[rules.stages]]` entry
             parts = [int(p) if p.isdigit() else p for p in field.split(".")] if field else []
-            loc = ("rules", index, *parts)
-            key = f'rule "{name}"'
+            loc = (array, index, *parts)
+            key = f'{_NAMED[array]} "{name}"'
             break
     return ConfigError(error.reason, source=error.source, key=key, line=_line_of(lines, loc))

@@ -53,6 +53,8 @@ from gate.config.oidc import OidcSettings, StepUpSettings
 # re-exported: the rest of gate imports every settings model from here
 from gate.config.people import ApproverSettings as ApproverSettings
 from gate.config.people import TokenSettings as TokenSettings
+from gate.config.routing import OnCallSettings as OnCallSettings
+from gate.config.routing import RouteSettings as RouteSettings
 from gate.config.webhooks import WebhookSettings as WebhookSettings
 
 DEFAULT_CONFIG_NAME = "gate.toml"
@@ -269,6 +271,9 @@ class Settings(BaseSettings):
     tokens: list[TokenSettings] = Field(default_factory=list)
     channels: ChannelsSettings = Field(default_factory=ChannelsSettings)
     rules: list[RuleSettings] = Field(default_factory=list)
+    #: where cards go, apart from who decides (`gate.policy.routes`)
+    routes: list[RouteSettings] = Field(default_factory=list)
+    oncall: list[OnCallSettings] = Field(default_factory=list)
     decision_log: DecisionLogSettings = Field(default_factory=DecisionLogSettings)
     denials: DenialSettings = Field(default_factory=DenialSettings)
     stats: StatsSettings = Field(default_factory=StatsSettings)

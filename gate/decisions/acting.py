@@ -203,6 +203,8 @@ class Result:
     @property
     def changed(self) -> bool:
         """True when something was recorded (a decision, a vote or a new deadline)."""
+        if isinstance(self.outcome, outcomes.Acknowledged):
+            return not self.outcome.already
         return isinstance(self.outcome, outcomes.Changed | outcomes.Voted | outcomes.Extended)
 
     def message(self) -> str:
@@ -226,6 +228,10 @@ class Result:
             return f"Your approval is recorded ({out.approvals} of {out.required})."
         if isinstance(out, outcomes.Extended):
             return f"Deadline moved to {out.until:%Y-%m-%d %H:%M} UTC."
+        if isinstance(out, outcomes.Acknowledged) and out.already:
+            return f"{out.by} is already on it (acknowledged {out.at:%Y-%m-%d %H:%M} UTC)."
+        if isinstance(out, outcomes.Acknowledged):
+            return "Acknowledged: you are on it. Reminders and escalation stop; decide when ready."
         return self.view.outcome_sentence() + "."
 
 

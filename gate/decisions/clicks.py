@@ -7,8 +7,9 @@ from datetime import datetime
 from typing import Any, Literal
 
 #: what a click asks for; `check` asks only whether this person may act now (before a
-#: channel opens a form for a reason or edits)
-Action = Literal["approve", "reject", "extend", "check"]
+#: channel opens a form for a reason or edits); `acknowledge` says "I'm on it" without
+#: deciding (`gate.decisions.acknowledging`)
+Action = Literal["approve", "reject", "extend", "check", "acknowledge"]
 
 
 @dataclass(frozen=True)

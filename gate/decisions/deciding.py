@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from gate.base.errors import InvalidInput
 from gate.base.statuses import RequestStatus, Verdict
 from gate.config.settings import parse_duration
-from gate.decisions import audit, denials, grants, identities, machine
+from gate.decisions import acknowledging, audit, denials, grants, identities, machine
 from gate.decisions.acting import (
     Actor,
     Refusal,
@@ -252,6 +252,8 @@ def _act(service: GateService, click: Click, actor: Actor) -> Result:
         if done is not None or view is None:
             return done or Result(machine.Missing(click.request_id), None)
         return Result(None, view, refusal_for(service.settings, view, actor))
+    if click.action == "acknowledge":
+        return acknowledging.acknowledge(service, click.request_id, actor)
     if click.action == "extend":
         by = click.extend_by or "15m"
         return extend(service, click.request_id, actor, by, seen=click.extend_from)

@@ -168,6 +168,9 @@ def _advance(
     nxt = offers.stages[index]
     written: dict[str, Any] = {"stage": index, "stage_at": now, "approvers": list(nxt.approvers)}
     written |= {"approvals_required": nxt.approvals, "reminded_at": None, "escalated_at": None}
+    # an acknowledgement was one stage's approver saying they are on it: the next stage's
+    # approvers are reminded on their own clock until one of them says so
+    written |= {"acknowledged_by": None, "acknowledged_at": None}
     written["expires_at"] = now + nxt.timeout if nxt.timeout is not None else req.expires_at
     written["nudge_at"] = offers.next_nudge(now, reminded=False, escalated=False, stage=index)
     won = store.compare_and_set(session, req, written, before=now)

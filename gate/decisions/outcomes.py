@@ -69,10 +69,21 @@ class Extended:
 
 
 @dataclass(frozen=True)
+class Acknowledged:
+    """Someone said they are on the pending request (`by`, at `at`): reminders and
+    escalation stop; `already` when it was acknowledged before this (by `by`)."""
+
+    request_id: str
+    by: str
+    at: datetime
+    already: bool = False
+
+
+@dataclass(frozen=True)
 class Missing:
     """No request has that id."""
 
     request_id: str
 
 
-Outcome = Changed | Voted | AlreadyFinal | AlreadyVoted | Missing | Extended
+Outcome = Changed | Voted | AlreadyFinal | AlreadyVoted | Missing | Extended | Acknowledged

@@ -52,6 +52,8 @@ class RequestData(Protocol):
     stage: int
     stage_at: datetime | None
     justification: str | None
+    acknowledged_by: str | None
+    acknowledged_at: datetime | None
 
 
 class VoteData(Protocol):
@@ -152,6 +154,16 @@ class RequestView:
     stage_at: datetime | None = None
     #: why the agent says the call is needed: its claim, untrusted text
     justification: str | None = None
+    #: the approver who said they are on it (reminders and escalation stopped), and when
+    acknowledged_by: str | None = None
+    acknowledged_at: datetime | None = None
+
+    @property
+    def acknowledgement(self) -> str | None:
+        """ "alice is on it (acknowledged 10:02 UTC)" while the request waits, else None."""
+        if self.acknowledged_by is None or self.acknowledged_at is None or self.is_final:
+            return None
+        return f"{self.acknowledged_by} is on it (acknowledged {self.acknowledged_at:%H:%M} UTC)"
 
     @property
     def current_stage(self) -> Stage:
@@ -249,9 +261,10 @@ def _waiting_sentence(view: RequestView) -> str:
     if stage.rejections > 1:
         said += f"; {len(view.rejections)} of {stage.rejections} rejections"
     label = view.stage_label
+    on_it = [view.acknowledgement] if view.acknowledgement else []
     if label is None:
-        return f"Waiting for approval ({said})"
-    return "; ".join([f"Waiting for {label} ({said})", *view.decided_stages])
+        return "; ".join([f"Waiting for approval ({said})", *on_it])
+    return "; ".join([f"Waiting for {label} ({said})", *view.decided_stages, *on_it])
 
 
 def build_view(
@@ -303,6 +316,8 @@ def build_view(
         stage=req.stage,
         stage_at=req.stage_at,
         justification=req.justification,
+        acknowledged_by=req.acknowledged_by,
+        acknowledged_at=req.acknowledged_at,
     )
 
 

@@ -23,7 +23,7 @@ from gate.base.errors import ApprovalSpent, KeyReused
 from gate.base.notify import Event, Notifier
 from gate.base.statuses import GrantStatus, RequestStatus, new_id, utcnow
 from gate.config.settings import Settings
-from gate.decisions import audit, denials, grants, history, machine, requestlog, spans
+from gate.decisions import audit, denials, destinations, grants, history, machine, requestlog, spans
 from gate.decisions.acting import Result, approved_own, raise_for
 from gate.decisions.changes import CardPump, Change
 from gate.decisions.decision_log import DecisionLog
@@ -34,6 +34,7 @@ from gate.inputs.bodies import GateCall
 from gate.policy import offers
 from gate.policy import stages as chains
 from gate.policy.history import Reader
+from gate.policy.routes import Routing, routed_detail
 from gate.policy.rules import CallFacts, Decision, Policy, Rule
 from gate.policy.shadow import ShadowOutcome
 from gate.store import batch, outbox, reads, records, webhooks
@@ -132,8 +133,14 @@ class GateService(RequestReads):
         offers.require_justification(rule.offers, rule.name, call.justification)
         now = self.clock()
         req = self._new_request(call, principal, decision, rule, args_hash, now)
+        router = self.policy.router
+        routing = (
+            router.route(rule.name, CallFacts.of(call).activation(), now)
+            if router.routes
+            else Routing(None)
+        )
         try:
-            found, granted, view = self._store(req, principal, decision, rule, now)
+            found, granted, view = self._store(req, principal, decision, rule, now, routing)
         except IntegrityError:
             # Two submits with the same idempotency key raced; the other one won.
             with self.db.read() as session:
@@ -219,6 +226,7 @@ class GateService(RequestReads):
         decision: Decision,
         rule: Rule,
         now: datetime,
+        routing: Routing,
     ) -> tuple[RequestView | None, bool, RequestView | None]:
         """One transaction: find the request made earlier under the same key, or let a grant
         approve `req` at once, or insert it with its audit and card rows.
@@ -258,30 +266,16 @@ class GateService(RequestReads):
                 now=now,
                 detail=audit.created_detail(
                     rule.name, decision.trail, req.justification, self.policy.revision
-                ),
+                )
+                | routed_detail(routing),
                 first=True,
             )
-            outbox.enqueue_posts(session, req.id, self._targets(rule.channels), now)
+            targets = destinations.of_request(self.configured_channels, rule.channels, routing)
+            outbox.enqueue_posts(session, req.id, targets, now)
             change.events.append(Event("created", req.id))
             view = self._created_view(req)
             change.shows(view)
             return None, False, view
-
-    def _targets(self, rule_channels: tuple[str, ...] | None) -> list[tuple[str, str]]:
-        """(channel, target) pairs for a rule: its own list, or every channel's default."""
-        if rule_channels is not None:
-            pairs = [tuple(entry.split(":", 1)) for entry in rule_channels]
-            return [(c, t) for c, t in pairs if c in self.configured_channels]
-        targets = []
-        for name, channel_settings in self.configured_channels.items():
-            default = getattr(channel_settings, "default_target", None)
-            if default is None and isinstance(channel_settings, dict):
-                default = channel_settings.get("default_target")
-            if default is None and name == "log":
-                default = "log"
-            if default:
-                targets.append((name, str(default)))
-        return targets
 
     def _by_key(self, session: Session, req: RequestRow) -> RequestView | None:
         """The request made earlier by the same principal under `req`'s idempotency key;

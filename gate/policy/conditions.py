@@ -1,5 +1,5 @@
-"""A rule's `when` run on one call, and its failures told: the first at once, then at most once
-a minute per rule (fail closed, never silently)."""
+"""A rule's (or a route's) `when`: checked at load, run on one call, and its failures told
+(the first at once, then at most once a minute per rule: fail closed, never silently)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,10 @@ import threading
 import time
 from collections.abc import Callable
 from typing import Any
+
+from gate.base.errors import ConfigError
+from gate.policy import cel_engine, cel_shape
+from gate.policy import check as policy_check
 
 log = logging.getLogger("gate.policy")
 
@@ -27,8 +31,8 @@ class ConditionFailures:
         self._seen: dict[str, tuple[float, int]] = {}
 
     def report(self, rule: str, action: str, shadow: bool, failure: str, tool_name: str) -> None:
-        """Note one failure of the `when` of `rule` (an `action` rule; `shadow`: a shadow
-        rule's) on a call of `tool_name`."""
+        """Note one failure of the `when` of `rule` (an `action` rule, or a route when
+        `action` is "route"; `shadow`: a shadow rule's) on a call of `tool_name`."""
         now = self._clock()
         with self._lock:
             last, since = self._seen.get(rule, (None, 0))
@@ -36,17 +40,20 @@ class ConditionFailures:
                 self._seen[rule] = (last, since + 1)
                 return
             self._seen[rule] = (now, 0)
-        outcome = {"allow": "the allow rule was skipped", "ask": "gate asked a person"}.get(
-            action, "the call was denied"
-        )
+        outcome = {
+            "allow": "the allow rule was skipped",
+            "ask": "gate asked a person",
+            "route": "the route matched and the rule's own channels got the card too",
+        }.get(action, "the call was denied")
         if shadow:  # a shadow rule: only what it would have answered
             outcome = (
                 f"in shadow mode {outcome.replace('gate', 'gate would have')}; no answer changed"
             )
         more = f"; {since} more failure(s) since the last report" if since else ""
         log.warning(
-            "rule %r: `when` %s on a call of %r, so %s (fail closed)%s",
-            *(rule, failure, tool_name[:100], outcome, more),
+            "%s %r: `when` %s on a call of %r, so %s (fail closed)%s",
+            *("route" if action == "route" else "rule", rule, failure, tool_name[:100]),
+            *(outcome, more),
         )
 
 
@@ -74,3 +81,36 @@ def short(exc: BaseException) -> str:
     if isinstance(exc, KeyError):
         text = f"no such key {text}"
     return text[:200]
+
+
+def compile_condition(
+    when: str, *, source: str | None, key: str
+) -> tuple[Any, policy_check.Checked]:
+    """A `when` compiled and checked before it runs (a rule's or a route's): its program and
+    what the check found; ConfigError at `key` for text that is not CEL, that cannot be true
+    or false, or that fails on every call."""
+    try:
+        program = cel_engine.compile_expression(when)
+    except ValueError as exc:
+        hint = policy_check.hint_for_syntax(when)
+        raise ConfigError(
+            f"`when` is not valid CEL: {exc}" + (f"\n  hint: {hint}" if hint else ""),
+            source=source,
+            key=key,
+        ) from None
+    if cel_shape.shape(when) == "other":
+        raise ConfigError(
+            f"`when` must be a condition that is true or false, but {when!r} gives a "
+            "number, text, list or map; compare it, e.g. `args.amount > 50000`",
+            source=source,
+            key=key,
+        )
+    checked = policy_check.check(when)
+    if checked.problems:
+        found = "\n  ".join(checked.problems)
+        raise ConfigError(
+            f"`when` {when!r} fails on every call or never matches:\n  {found}",
+            source=source,
+            key=key,
+        )
+    return program, checked

@@ -30,9 +30,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from gate.base.errors import ConfigError
 from gate.config.settings import RuleSettings, Settings
-from gate.policy import cel_engine, cel_shape, conditions, history, shadow, toolnames
 from gate.policy import chains as policy_chains
 from gate.policy import check as policy_check
+from gate.policy import conditions, history, routes, shadow, toolnames
 from gate.policy import revision as policy_revision
 from gate.policy.offers import Offers
 from gate.policy.rule_checks import check_channels, check_pattern, offers_of
@@ -161,6 +161,8 @@ class Policy:
         self._failures = conditions.ConditionFailures(clock)
         #: every history term of every rule: the calls of their tools are recorded
         self.history_terms = tuple(dict.fromkeys(t for r in rules for t in r.history))
+        #: where cards go, apart from who decides (`gate.policy.routes`)
+        self.router = routes.Router(settings)
 
     def counts(self, tool_name: str) -> bool:
         """Whether a call of `tool_name` is one some history term counts (so it is recorded)."""
@@ -354,39 +356,13 @@ def _compile_when(
     rule: RuleSettings, settings: Settings, source: str | None
 ) -> tuple[Any, policy_check.Checked, tuple[history.Term, ...]]:
     """A rule's `when` compiled, checked, and its history terms read (ConfigError if not)."""
-    program = None
-    checked = policy_check.Checked((), ())
-    terms: tuple[history.Term, ...] = ()
     if rule.when is None:
-        return program, checked, terms
+        return None, policy_check.Checked((), ()), ()
     key = f"rules.{rule.name}.when"
-    try:
-        program = cel_engine.compile_expression(rule.when)
-    except ValueError as exc:
-        hint = policy_check.hint_for_syntax(rule.when)
-        raise ConfigError(
-            f"`when` is not valid CEL: {exc}" + (f"\n  hint: {hint}" if hint else ""),
-            source=source,
-            key=key,
-        ) from None
-    if cel_shape.shape(rule.when) == "other":
-        raise ConfigError(
-            f"`when` must be a condition that is true or false, but {rule.when!r} gives a "
-            "number, text, list or map; compare it, e.g. `args.amount > 50000`",
-            source=source,
-            key=key,
-        )
+    program, checked = conditions.compile_condition(rule.when, source=source, key=key)
     terms = history.terms_of(
         rule.when, cap=settings.server.history_max_window, source=source, key=key
     )
-    checked = policy_check.check(rule.when)
-    if checked.problems:
-        found = "\n  ".join(checked.problems)
-        raise ConfigError(
-            f"`when` {rule.when!r} fails on every call or never matches:\n  {found}",
-            source=source,
-            key=key,
-        )
     return program, checked, terms
 
 

@@ -26,6 +26,8 @@ _DUE = sa.select(
 ).where(
     REQUEST.c.status == RequestStatus.pending.value,
     REQUEST.c.nudge_at <= sa.bindparam("now"),
+    # an approver said they are on it: nobody is nudged (`acknowledge` also clears nudge_at)
+    REQUEST.c.acknowledged_at.is_(None),
 )
 
 
@@ -56,8 +58,9 @@ def mark(
 ) -> bool:
     """Set the marker `column` ("reminded_at" or "escalated_at") to `now` and the next
     nudge to `then`, only while the request is pending, still in chain stage `stage` and
-    the marker unset (compare-and-set: every replica runs the job, and a vote that passed
-    the request to its next stage meanwhile wins: that stage has its own clock); False
+    the marker unset and nobody acknowledged it (compare-and-set: every replica runs the
+    job, and a vote that passed the request to its next stage meanwhile wins: that stage
+    has its own clock; so does an acknowledgement committed meanwhile); False
     when another got there first. The UPDATE holds the row until the commit, so a vote
     waits for the escalation's approvers (PostgreSQL) or comes after them (SQLite)."""
     result = session.execute(
@@ -67,6 +70,7 @@ def mark(
             col(ConfirmationRequest.status) == RequestStatus.pending,
             col(ConfirmationRequest.stage) == stage,
             getattr(ConfirmationRequest, column).is_(None),
+            col(ConfirmationRequest.acknowledged_at).is_(None),
         )
         .values({column: now, "nudge_at": then})
     )
@@ -80,3 +84,23 @@ def set_approvers(session: Session, request_id: str, approvers: list[str]) -> No
         .where(col(ConfirmationRequest.id) == request_id)
         .values(approvers=approvers)
     )
+
+
+def acknowledge(session: Session, request_id: str, actor: str, now: datetime) -> bool:
+    """Record that `actor` is on the pending request and stop its nudges (`nudge_at` None),
+    unless someone acknowledged it already (compare-and-set); False when no row matched.
+
+    The UPDATE holds the row until the commit, like `mark`'s: an escalation running at the
+    same time either committed first (and this acknowledgement follows it) or finds the
+    request acknowledged and does nothing (`tests/delivery/test_acknowledge_race.py`)."""
+    result = session.execute(
+        sa.update(ConfirmationRequest)
+        .where(
+            col(ConfirmationRequest.id) == request_id,
+            col(ConfirmationRequest.status) == RequestStatus.pending,
+            col(ConfirmationRequest.acknowledged_at).is_(None),
+        )
+        .values(acknowledged_by=actor, acknowledged_at=now, nudge_at=None)
+        .execution_options(synchronize_session=False)
+    )
+    return bool(result.rowcount == 1)  # type: ignore[attr-defined]

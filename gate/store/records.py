@@ -78,6 +78,8 @@ class RequestRow:
     stage: int
     stage_at: datetime | None
     justification: str | None
+    acknowledged_by: str | None = None
+    acknowledged_at: datetime | None = None
     #: the request's audit chain head as of this transaction's lock (`UNREAD`: not read)
     audit_head: Head = UNREAD
     #: read under the row's lock (PostgreSQL): nothing else can change it before the commit

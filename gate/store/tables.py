@@ -95,6 +95,12 @@ class ConfirmationRequest(SQLModel, table=True):
     stage_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime, nullable=True))
     #: why the agent says the call is needed (its claim, untrusted text)
     justification: str | None = Field(default=None, max_length=4000)
+    #: who said they are on it (acknowledged, not decided) and when: reminders and escalation
+    #: stop (`gate.decisions.acknowledging`)
+    acknowledged_by: str | None = Field(default=None, max_length=200)
+    acknowledged_at: datetime | None = Field(
+        default=None, sa_column=Column(UTCDateTime, nullable=True)
+    )
 
 
 class Vote(SQLModel, table=True):

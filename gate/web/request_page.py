@@ -18,8 +18,9 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from gate.base.errors import GateError, InvalidInput
 from gate.base.statuses import Verdict
-from gate.decisions import audit, deciding, machine
+from gate.decisions import acknowledging, audit, deciding, machine
 from gate.decisions.acting import Actor, Refusal, Result
+from gate.decisions.outcomes import Acknowledged
 from gate.decisions.readmodel import RequestView
 from gate.identity.authmethod import AuthMethod
 from gate.identity.passkeys import PasskeyRefused
@@ -226,6 +227,24 @@ class RequestPage:
         status = result.refusal.status if result.refusal else 409
         return await self.again(request, posted, request_id, status, error)
 
+    async def acknowledge(self, request: Request, request_id: str) -> Response:
+        """The "I'm on it" button; done, it redirects to the request's page."""
+        posted = await self.console.posted(request)
+        if not isinstance(posted, Posted):
+            return posted
+        actor = Actor.of_approver(
+            posted.me, "web", auth=posted.signed.auth, groups=posted.signed.groups
+        )
+        result = await anyio.to_thread.run_sync(
+            lambda: acknowledging.acknowledge(self.service, request_id, actor)
+        )
+        if result.refusal is None and isinstance(result.outcome, Acknowledged):
+            path = f"/requests/{request_id}"
+            return self.console.redirect(request, posted.session, path, result.message())
+        error = sentence(result.message().removeprefix("Not recorded: "))
+        status = result.refusal.status if result.refusal else _result_status(result)
+        return await self.again(request, posted, request_id, status, error)
+
     def show(self, request_id: str, request: Request) -> Response:
         """GET /requests/{id}: the page, for a signed-in approver."""
         session, signed = self.console.signed(request)
@@ -250,8 +269,13 @@ class RequestPage:
         async def extend(request_id: str, request: Request) -> Response:
             return await self.extend(request, request_id)
 
+        @r.post("/requests/{request_id}/acknowledge")
+        async def acknowledge(request_id: str, request: Request) -> Response:
+            return await self.acknowledge(request, request_id)
+
         @r.get("/requests/{request_id}/decide")
         @r.get("/requests/{request_id}/extend")
+        @r.get("/requests/{request_id}/acknowledge")
         def form_address(request_id: str) -> Response:
             # A form's address, bookmarked or copied from an error page, leads to its page.
             return RedirectResponse(f"/requests/{quote(request_id, safe='')}", status_code=303)

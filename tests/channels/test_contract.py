@@ -674,6 +674,53 @@ def test_extend_as_the_server_allows(clicks: Driver, gate: Gate) -> None:
     assert state(gate, request_id)["status"] == "pending"
 
 
+def test_an_acknowledgement_shows_on_the_card(driver: Driver, gate: Gate) -> None:
+    request_id = ask(gate)
+    card = driver.card(request_id)
+    with gate.client(cfg.ALICE) as c:
+        r = c.post(f"/v1/requests/{request_id}/acknowledge")
+    assert r.status_code == 200, r.text
+    assert state(gate, request_id)["acknowledged_by"] == "alice"
+    if driver.refresh_on_click is not None:  # the card changes with the next click on it
+        assert driver.click(gate.url, request_id, "bob", "extend").status == 200
+    # the card is refreshed to say who is on it (every platform's own escaping aside), and
+    # stays open for a decision
+    refreshed = wait_until(
+        lambda: (
+            (c := driver.card(request_id)).updates > card.updates
+            and "alice is on it" in c.text
+            and "acknowledged" in c.text
+            and c
+        )
+    )
+    if driver.no_clicks is None:
+        assert {"approve", "reject"} <= refreshed.offers
+
+
+def test_acknowledge_from_the_card_where_it_offers_it(clicks: Driver, gate: Gate) -> None:
+    request_id = ask(gate)
+    card = clicks.card(request_id)
+    if "acknowledge" not in card.offers:
+        pytest.skip(f'{clicks.name} cards offer no "I\'m on it" button yet (the API and web do)')
+    # only someone who may decide may say they are on it: the pipeline's one check
+    answer = clicks.click(gate.url, request_id, "mallory", "acknowledge")
+    refused(clicks, answer, "mallory", Refusal.not_an_approver.sentence())
+    assert state(gate, request_id)["acknowledged_by"] is None
+    answer = clicks.click(gate.url, request_id, "alice", "acknowledge")
+    assert "you are on it" in answer.private().text
+    refreshed = wait_until(
+        lambda: (
+            (c := clicks.card(request_id)).updates > card.updates
+            and "alice is on it" in c.text
+            and c
+        )
+    )
+    # the button is gone once someone is on it; deciding stays open
+    assert "acknowledge" not in refreshed.offers
+    assert {"approve", "reject"} <= refreshed.offers
+    assert state(gate, request_id)["acknowledged_by"] == "alice"
+
+
 # -- untrusted text ---------------------------------------------------------------------------
 
 

@@ -78,7 +78,7 @@ def test_card_colour_and_buttons_follow_the_state(
     forms = [c for c in walk(card) if c.get("tag") == "form"]
     assert bool(forms) == has_form
     names = sorted(b.get("element_id", "") for b in buttons(card))
-    pending = ["approve", "edit", "extend", "open", "reject"]
+    pending = ["acknowledge", "approve", "edit", "extend", "open", "reject"]
     assert names == (pending if has_form else ["open"])
 
 
@@ -99,6 +99,7 @@ def test_pending_card_carries_what_is_asked() -> None:
             "verdict": "extend",
             "shown": view.expires_at.isoformat(),
         },
+        {"request_id": "01JD0000000000000000000000", "verdict": "acknowledge"},
     ]
     (link,) = [b for b in buttons(card) if b["element_id"] == "open"]
     assert link["behaviors"] == [
@@ -158,7 +159,8 @@ def test_injection_corpus_renders_inert(payload: str) -> None:
     dumped = json.dumps(card, ensure_ascii=False)
     assert check_card(dumped) == []
     # Exactly our buttons, with exactly our values.
-    ours = ["approve", "extend", "open", "reject"]  # no edits: two approvals are needed
+    # no edits: two approvals are needed
+    ours = ["acknowledge", "approve", "extend", "open", "reject"]
     assert sorted(b["element_id"] for b in buttons(card)) == ours
     for b in buttons(card):
         for behavior in b["behaviors"]:

@@ -158,7 +158,11 @@ def test_long_arguments_are_cut_with_a_link_to_the_web_page() -> None:
     check_blocks(render_card(view), max_blocks=50)
     # a card that cut the call offers no approval of any kind; rejecting and extending stay
     [buttons] = [b for b in render_card(view) if b["type"] == "actions"]
-    assert [e["action_id"] for e in buttons["elements"]] == ["gate_reject", "gate_extend"]
+    assert [e["action_id"] for e in buttons["elements"]] == [
+        "gate_reject",
+        "gate_extend",
+        "gate_acknowledge",
+    ]
 
 
 def test_whole_arguments_that_escape_long_span_sections_and_keep_approve() -> None:

@@ -66,6 +66,7 @@ def test_submit_posts_a_card(slack_gate: Gate, fake_slack: FakeSlack) -> None:
         "gate_edit",
         "gate_reject",
         "gate_extend",
+        "gate_acknowledge",
     ]
     # every button names the request; Extend also the deadline the card showed
     assert {b["value"].split("|")[0] for b in buttons} == {request_id}

@@ -21,6 +21,7 @@ from ulid import ULID
 LABEL = b"gate/telegram/button/v1"
 KINDS = {
     "approve": b"a", "grant": b"g", "reject": b"r", "reason": b"p", "edit": b"e", "extend": b"x",
+    "acknowledge": b"k",
 }  # fmt: skip
 SCOPES = ("call", "session", "agent", "pattern")  # as channels/telegram/tokens.py numbers them
 

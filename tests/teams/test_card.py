@@ -71,7 +71,7 @@ def test_every_state_and_view_validates(status: str, actionable: bool) -> None:
         assert "refresh" not in card  # the outcome is the same for everyone
     offered = verbs(card) - {"refresh"}
     if status == "pending" and actionable:
-        assert offered == {"approve", "reject", "approve_edits", "extend"}
+        assert offered == {"approve", "reject", "approve_edits", "extend", "acknowledge"}
     else:
         assert offered == set()
     # gate's page is one click away on every view

@@ -64,7 +64,7 @@ def test_a_pending_card_shows_the_question_and_who_asks() -> None:
 def test_the_buttons_are_sealed_for_this_request() -> None:
     message = as_message(make_view())
     kinds = [telegram_buttons.read(SECRET, b["callback_data"]) for b in message.buttons]
-    assert {kind for _, kind in kinds} == {"approve", "reject", "edit", "extend"}
+    assert {kind for _, kind in kinds} == {"approve", "reject", "edit", "extend", "acknowledge"}
     assert {request for request, _ in kinds} == {REQUEST}
     assert [b["text"] for b in message.buttons[:2]] == ["Approve", "Reject…"]
     assert live(message) == []

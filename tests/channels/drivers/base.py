@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 import httpx
 
 #: the neutral actions a card can offer and a click can ask for
-ACTIONS = frozenset({"approve", "reject", "edit", "extend", "grant"})
+ACTIONS = frozenset({"approve", "reject", "edit", "extend", "grant", "acknowledge"})
 
 
 @dataclass(frozen=True)
@@ -86,6 +86,9 @@ class Driver:
     #: why an edit form opens without asking gate (it is part of the card or page gate
     #: built); None: a click asks gate to open it
     form_in_card: ClassVar[str | None] = None
+    #: why a pending card is replaced only in answer to a click on it (a change made
+    #: elsewhere shows from the next click on); None: gate refreshes it at once
+    refresh_on_click: ClassVar[str | None] = None
 
     #: the gate under test, handed over by the suite once it runs (`attach`)
     gate_url: str | None = None

@@ -70,6 +70,7 @@ class DiscordDriver(Driver):
         "edit": "edit",
         "extend": "extend",
         "grant": "grant",
+        "acknowledge": "acknowledge",
     }
 
     def start(self) -> None:
@@ -174,7 +175,7 @@ class DiscordDriver(Driver):
         user = self.user_id(person)
         message = self.message(request_id)
         verb, values = (
-            {"edit": "edit", "extend": "extend", "reject": "reject"}.get(action, "approve"),
+            action if action in ("edit", "extend", "reject", "acknowledge") else "approve",
             None,
         )
         if action == "approve" and grant is not None:

@@ -173,8 +173,8 @@ class FeishuDriver(Driver):
         edits: dict[str, str] | None = None,
         grant: tuple[str, str] | None = None,
     ) -> Answer:
-        if action == "extend":
-            return self._deliver(gate_url, self._payload(request_id, person, "extend"))[0]
+        if action in ("extend", "acknowledge"):
+            return self._deliver(gate_url, self._payload(request_id, person, action))[0]
         if action == "edit":
             return self._edit(gate_url, request_id, person, reason, edits or {})
         form: dict[str, Any] = {"reason": reason or ""}

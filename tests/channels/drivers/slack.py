@@ -43,6 +43,7 @@ class SlackDriver(Driver):
         "gate_edit": "edit",
         "gate_extend": "extend",
         "gate_grant": "grant",
+        "gate_acknowledge": "acknowledge",
     }
 
     def start(self) -> None:

@@ -49,6 +49,7 @@ VERB_OFFERS = {
     "reject": "reject",
     "approve_edits": "edit",
     "extend": "extend",
+    "acknowledge": "acknowledge",
 }
 
 

@@ -41,6 +41,9 @@ class WeComDriver(Driver):
     args_chars = 160 - len("Call: ")
     #: a template card's key holds five characters
     claim_label = "Claim"
+    refresh_on_click = (
+        "WeCom replaces a template card only with the one-use code a click on it brings"
+    )
     TOKEN = "wecomContractToken01"
     AES_KEY = "abcdefghijklmnopqrstuvwxyz0123456789ABCDEFG"
     URL = "/channels/wecom/callback"
@@ -82,7 +85,8 @@ class WeComDriver(Driver):
         offers = set()
         for button in card.get("button_list", []):
             verb = str(button.get("key", "")).partition("-")[0]
-            if button.get("type", 0) == 0 and verb in ("approve", "reject", "edit", "extend"):
+            verbs = ("approve", "reject", "edit", "extend", "acknowledge")
+            if button.get("type", 0) == 0 and verb in verbs:
                 offers.add(verb)
         if card.get("button_selection", {}).get("question_key") == "grant":
             offers.add("grant")
@@ -193,7 +197,7 @@ class WeComDriver(Driver):
         key = self._key(request_id, action)
         r, _ = self._press(gate_url, request_id, person, key, selected=selected)
         first = Answer(r.status_code, self._private(user, seen))
-        if action in ("approve", "extend") or r.status_code != 200:
+        if action in ("approve", "extend", "acknowledge") or r.status_code != 200:
             return first
         told = first.private().text
         if action == "reject" and reasons:
