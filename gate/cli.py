@@ -435,28 +435,9 @@ def _policy_explain(ns: argparse.Namespace) -> int:
     if decision.condition_error:
         result["condition_error"] = decision.condition_error
     if decision.action == "ask" and decision.rule is not None:
-        result["decided_by"] = _chain_of(policy, decision.rule)
+        result["decided_by"] = policy.chain_of(decision.rule)
     print(json.dumps(result, indent=2))  # noqa: T201
     return 0
-
-
-def _chain_of(policy: Any, rule: Any) -> dict[str, Any]:
-    """The stages and thresholds of `rule` (a rule without stages has one), as explained."""
-    from dataclasses import replace
-
-    from gate.policy import stages as chains
-
-    offers = rule.offers
-    stages = offers.stages or (
-        replace(
-            offers.stage(0, rule.approvals_required),
-            approvers=tuple(policy.expand_approvers(rule.approvers)),
-            escalate_approvers=tuple(policy.expand_approvers(offers.escalate_approvers)),
-            escalate_after=offers.escalate_after,
-            timeout=rule.timeout,
-        ),
-    )
-    return chains.explain(stages, offers.justification, offers.self_approvers)
 
 
 if __name__ == "__main__":

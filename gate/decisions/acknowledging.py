@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gate.decisions import audit, machine
+from gate.decisions import audit, outcomes
 from gate.decisions.acting import Actor, Result, refusal_for, settled
 from gate.decisions.outcomes import Acknowledged
 from gate.store import nudges, outbox
@@ -32,7 +32,7 @@ def acknowledge(service: GateService, request_id: str, actor: Actor) -> Result:
     view = service.view(request_id)
     done = settled(view, request_id)
     if done is not None or view is None:
-        return done or Result(machine.Missing(request_id), None)
+        return done or Result(outcomes.Missing(request_id), None)
     refusal = refusal_for(service.settings, view, actor)
     if refusal is not None:
         return Result(None, view, refusal)
@@ -60,6 +60,6 @@ def acknowledge(service: GateService, request_id: str, actor: Actor) -> Result:
     # someone acknowledged or decided it between the read and the write
     done = settled(after, request_id)
     if done is not None or after is None:
-        return done or Result(machine.Missing(request_id), None)
+        return done or Result(outcomes.Missing(request_id), None)
     by, at = after.acknowledged_by or "someone", after.acknowledged_at or now
     return Result(Acknowledged(request_id, by, at, True), after)

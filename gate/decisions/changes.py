@@ -13,7 +13,7 @@ from typing import Protocol
 from sqlmodel import Session
 
 from gate.base.notify import Event
-from gate.decisions import machine
+from gate.decisions import outcomes
 from gate.decisions.readmodel import RequestView
 from gate.store import outbox
 
@@ -32,7 +32,7 @@ class Change:
     events: list[Event] = field(default_factory=list)
     finished: list[str] = field(default_factory=list)
     #: each request this transaction finished, as the state machine reported it (the log)
-    decided: list[machine.Changed] = field(default_factory=list)
+    decided: list[outcomes.Changed] = field(default_factory=list)
     #: each request as this transaction left it, built from what it wrote: the cards it owes
     #: are sent showing this, not a copy read back (`sending.mark_sent` owes one more
     #: refresh, read back, if another replica's newer card may have landed first)
@@ -40,13 +40,13 @@ class Change:
     #: run after the commit, in order (an agent's trip noted in this replica's memory)
     after_commit: list[Callable[[], None]] = field(default_factory=list)
 
-    def record(self, outcome: machine.Outcome) -> None:
+    def record(self, outcome: outcomes.Outcome) -> None:
         """Note what `outcome` changed (nothing for refusals and no-ops)."""
-        if isinstance(outcome, machine.Changed):
+        if isinstance(outcome, outcomes.Changed):
             self.events.append(Event("final", outcome.request_id))
             self.finished.append(outcome.request_id)
             self.decided.append(outcome)
-        elif isinstance(outcome, machine.Voted | machine.Extended):
+        elif isinstance(outcome, outcomes.Voted | outcomes.Extended):
             self.events.append(Event("changed", outcome.request_id))
 
     def touched(self, request_id: str) -> None:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from gate.base.errors import InvalidInput
 from gate.base.statuses import RequestStatus, Verdict
 from gate.config.settings import parse_duration
-from gate.decisions import acknowledging, audit, denials, grants, identities, machine
+from gate.decisions import acknowledging, audit, denials, grants, identities, machine, outcomes
 from gate.decisions.acting import (
     Actor,
     Refusal,
@@ -89,7 +89,7 @@ def _decide(
     with service.changing() as change:
         loaded = machine.lock(change.session, request_id, optimistic=optimistic)
         if loaded is None:
-            return Result(machine.Missing(request_id), None)
+            return Result(outcomes.Missing(request_id), None)
         req, votes = loaded
         view = build_view(req, votes, public_url=public_url)
         if edits is not None:
@@ -113,8 +113,10 @@ def _decide(
             own=own,
             auth=actor.auth,
         )
-        approved = isinstance(outcome, machine.Changed) and outcome.status is RequestStatus.approved
-        if isinstance(outcome, machine.Changed) and outcome.status is RequestStatus.rejected:
+        approved = (
+            isinstance(outcome, outcomes.Changed) and outcome.status is RequestStatus.approved
+        )
+        if isinstance(outcome, outcomes.Changed) and outcome.status is RequestStatus.rejected:
             denials.after_rejection(service, change, req, now)  # may trip the agent
         if approved and view.offers.grant_scopes:
             # every approving vote must have chosen a grant (a quorum's, not one voter's)
@@ -191,12 +193,12 @@ def extend(
     view = service.view(request_id)
     done = settled(view, request_id)
     if done is not None or view is None:
-        return done or Result(machine.Missing(request_id), None)
+        return done or Result(outcomes.Missing(request_id), None)
     refusal = refusal_for(service.settings, view, actor)
     if refusal is not None:
         return Result(None, view, refusal)
     if seen is not None and view.expires_at != seen:
-        return Result(machine.Extended(request_id, view.expires_at), view)
+        return Result(outcomes.Extended(request_id, view.expires_at), view)
     try:
         more = parse_duration(by)
     except ValueError as exc:
@@ -250,7 +252,7 @@ def _act(service: GateService, click: Click, actor: Actor) -> Result:
         view = service.view(click.request_id)
         done = settled(view, click.request_id)
         if done is not None or view is None:
-            return done or Result(machine.Missing(click.request_id), None)
+            return done or Result(outcomes.Missing(click.request_id), None)
         return Result(None, view, refusal_for(service.settings, view, actor))
     if click.action == "acknowledge":
         return acknowledging.acknowledge(service, click.request_id, actor)

@@ -26,8 +26,6 @@ from sqlmodel import Session
 from gate.asking.binding import argument_diff, canonical_json
 from gate.base.statuses import GrantStatus, RequestStatus, Verdict
 from gate.decisions import audit, reasons, voting
-
-# re-exported: callers write machine.Changed, machine.AlreadyFinal, ...
 from gate.decisions.outcomes import (
     AlreadyFinal,
     AlreadyVoted,
@@ -42,24 +40,6 @@ from gate.policy import stages as chains
 from gate.policy.offers import Offers
 from gate.store import decisions as store
 from gate.store.records import RequestRow, VoteRow
-
-__all__ = [
-    "AlreadyFinal",
-    "AlreadyVoted",
-    "Changed",
-    "Extended",
-    "Missing",
-    "Outcome",
-    "Voted",
-    "lock",
-    "record_vote",
-    "expire",
-    "cancel",
-    "extend",
-    "record_outcome",
-    "allow_by_grant",
-    "end_grant",
-]
 
 
 def lock(

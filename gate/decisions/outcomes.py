@@ -1,6 +1,6 @@
 """What a state-machine step did: the outcomes every use case and surface reports.
 
-`gate.decisions.machine` returns them (and re-exports them, so callers write `machine.Changed`);
+`gate.decisions.machine` returns them (callers write `outcomes.Changed`, ...);
 they carry only what was decided, never a session or a row.
 """
 

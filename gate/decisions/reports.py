@@ -10,7 +10,7 @@ from __future__ import annotations
 from gate.base import tracing
 from gate.base.errors import Conflict
 from gate.base.statuses import RequestStatus
-from gate.decisions import audit, machine, spans
+from gate.decisions import audit, machine, outcomes, spans
 from gate.decisions.readmodel import RequestView
 from gate.decisions.service import GateService
 from gate.identity.auth import Principal
@@ -63,7 +63,7 @@ def cancel_session(
         for request_id in ids
         if isinstance(
             service.withdraw(request_id, actor=principal.name, via="agent", why=why),
-            machine.Changed,
+            outcomes.Changed,
         )
     ]
 

@@ -23,7 +23,17 @@ from gate.base.errors import ApprovalSpent, KeyReused
 from gate.base.notify import Event, Notifier
 from gate.base.statuses import GrantStatus, RequestStatus, new_id, utcnow
 from gate.config.settings import Settings
-from gate.decisions import audit, denials, destinations, grants, history, machine, requestlog, spans
+from gate.decisions import (
+    audit,
+    denials,
+    destinations,
+    grants,
+    history,
+    machine,
+    outcomes,
+    requestlog,
+    spans,
+)
 from gate.decisions.acting import Result, approved_own, raise_for
 from gate.decisions.changes import CardPump, Change
 from gate.decisions.decision_log import DecisionLog
@@ -313,7 +323,7 @@ class GateService(RequestReads):
 
     def withdraw(
         self, request_id: str, *, actor: str, via: str, why: str | None
-    ) -> machine.Outcome:
+    ) -> outcomes.Outcome:
         """Cancel one pending request in its own transaction and wake whoever waits on it."""
         with self.changing() as change:
             outcome = machine.cancel(
@@ -339,7 +349,7 @@ class GateService(RequestReads):
             with self.changing() as change:
                 outcome = machine.expire(change.session, request_id=request_id, now=now)
                 change.record(outcome)
-            done += isinstance(outcome, machine.Changed)
+            done += isinstance(outcome, outcomes.Changed)
         ended = [work_id for kind, work_id in found if kind == reads.GRANT]
         if ended:
             with self.db.write() as session:

@@ -9,10 +9,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from gate.base.errors import ConfigError
-from gate.policy import cel_engine, cel_shape
-from gate.policy import check as policy_check
-
 log = logging.getLogger("gate.policy")
 
 
@@ -81,36 +77,3 @@ def short(exc: BaseException) -> str:
     if isinstance(exc, KeyError):
         text = f"no such key {text}"
     return text[:200]
-
-
-def compile_condition(
-    when: str, *, source: str | None, key: str
-) -> tuple[Any, policy_check.Checked]:
-    """A `when` compiled and checked before it runs (a rule's or a route's): its program and
-    what the check found; ConfigError at `key` for text that is not CEL, that cannot be true
-    or false, or that fails on every call."""
-    try:
-        program = cel_engine.compile_expression(when)
-    except ValueError as exc:
-        hint = policy_check.hint_for_syntax(when)
-        raise ConfigError(
-            f"`when` is not valid CEL: {exc}" + (f"\n  hint: {hint}" if hint else ""),
-            source=source,
-            key=key,
-        ) from None
-    if cel_shape.shape(when) == "other":
-        raise ConfigError(
-            f"`when` must be a condition that is true or false, but {when!r} gives a "
-            "number, text, list or map; compare it, e.g. `args.amount > 50000`",
-            source=source,
-            key=key,
-        )
-    checked = policy_check.check(when)
-    if checked.problems:
-        found = "\n  ".join(checked.problems)
-        raise ConfigError(
-            f"`when` {when!r} fails on every call or never matches:\n  {found}",
-            source=source,
-            key=key,
-        )
-    return program, checked

@@ -16,7 +16,7 @@ Failing closed, for routing, means the card goes wider, never nowhere: a `when` 
 on a call counts as a match, and the rule's own destinations get the card as well. The
 failure is logged (once a minute per route) and named in the request's audit trail. Most
 failures are refused when gate.toml is loaded instead, with the rules' checks
-(`conditions.compile_condition`); so is every route that cannot deliver: an unknown
+(`compiling.compile_condition`); so is every route that cannot deliver: an unknown
 channel, rule, person or schedule, or a person with no id on any configured channel.
 """
 
@@ -29,7 +29,7 @@ from typing import Any
 from gate.base.errors import ConfigError
 from gate.config.settings import OnCallSettings, RouteSettings, Settings
 from gate.policy import chains as policy_chains
-from gate.policy import conditions
+from gate.policy import compiling, conditions
 
 Target = tuple[str, str]
 
@@ -134,7 +134,7 @@ def _compile(entry: RouteSettings, settings: Settings) -> Route:
     key = f"routes.{entry.name}"
     program = None
     if entry.when is not None:
-        program, _ = conditions.compile_condition(entry.when, source=source, key=f"{key}.when")
+        program, _, _ = compiling.compile_condition(entry.when, source=source, key=f"{key}.when")
     if entry.rules is not None:
         known = {rule.name for rule in settings.rules}
         unknown = [name for name in entry.rules if name not in known]

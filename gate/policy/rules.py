@@ -32,8 +32,9 @@ from gate.base.errors import ConfigError
 from gate.config.settings import RuleSettings, Settings
 from gate.policy import chains as policy_chains
 from gate.policy import check as policy_check
-from gate.policy import conditions, history, routes, shadow, toolnames
+from gate.policy import compiling, conditions, history, routes, shadow, toolnames
 from gate.policy import revision as policy_revision
+from gate.policy import stages as policy_stages
 from gate.policy.offers import Offers
 from gate.policy.rule_checks import check_channels, check_pattern, offers_of
 
@@ -293,6 +294,21 @@ class Policy:
         """Turn `["group:finance", "bob"]` into approver names, in order, without repeats."""
         return policy_chains.expander(self.settings)(entries)
 
+    def chain_of(self, rule: Rule) -> dict[str, Any]:
+        """The stages and thresholds of `rule` as `gate policy explain` shows them (a rule
+        without stages has one)."""
+        offers = rule.offers
+        stages = offers.stages or (
+            replace(
+                offers.stage(0, rule.approvals_required),
+                approvers=tuple(self.expand_approvers(rule.approvers)),
+                escalate_approvers=tuple(self.expand_approvers(offers.escalate_approvers)),
+                escalate_after=offers.escalate_after,
+                timeout=rule.timeout,
+            ),
+        )
+        return policy_stages.explain(stages, offers.justification, offers.self_approvers)
+
 
 def compile_rules(
     settings: Settings, *, now: datetime | None = None
@@ -359,11 +375,9 @@ def _compile_when(
     if rule.when is None:
         return None, policy_check.Checked((), ()), ()
     key = f"rules.{rule.name}.when"
-    program, checked = conditions.compile_condition(rule.when, source=source, key=key)
-    terms = history.terms_of(
-        rule.when, cap=settings.server.history_max_window, source=source, key=key
+    return compiling.compile_condition(
+        rule.when, source=source, key=key, history_cap=settings.server.history_max_window
     )
-    return program, checked, terms
 
 
 def _name_matches(

@@ -21,7 +21,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
 
 from gate.base.statuses import Verdict
-from gate.decisions import audit, deciding, machine
+from gate.decisions import audit, deciding, outcomes
 from gate.decisions.acting import Actor, Result
 from gate.decisions.readmodel import RequestView
 from gate.identity.auth import Principal
@@ -150,7 +150,7 @@ def _recorded(result: Result) -> bool:
     if result.refusal is not None or result.view is None:
         return False
     return not isinstance(
-        result.outcome, machine.Missing | machine.AlreadyFinal | machine.AlreadyVoted
+        result.outcome, outcomes.Missing | outcomes.AlreadyFinal | outcomes.AlreadyVoted
     )
 
 

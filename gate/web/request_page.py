@@ -18,7 +18,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from gate.base.errors import GateError, InvalidInput
 from gate.base.statuses import Verdict
-from gate.decisions import acknowledging, audit, deciding, machine
+from gate.decisions import acknowledging, audit, deciding, outcomes
 from gate.decisions.acting import Actor, Refusal, Result
 from gate.decisions.outcomes import Acknowledged
 from gate.decisions.readmodel import RequestView
@@ -220,7 +220,7 @@ class RequestPage:
             lambda: deciding.extend(self.service, request_id, actor, by)
         )
         view = result.view
-        if isinstance(result.outcome, machine.Extended) and view is not None:
+        if isinstance(result.outcome, outcomes.Extended) and view is not None:
             notice = f"Deadline extended by {by}: now {view.expires_at:%Y-%m-%d %H:%M:%S} UTC."
             return self.console.redirect(request, posted.session, f"/requests/{request_id}", notice)
         error = sentence(result.message().removeprefix("Not recorded: "))
@@ -345,8 +345,8 @@ def editor_text(view: RequestView) -> str:
 def _result_status(result: Result) -> int:
     if result.refusal is not None:
         return result.refusal.status
-    if isinstance(result.outcome, machine.Missing):
+    if isinstance(result.outcome, outcomes.Missing):
         return 404
-    if isinstance(result.outcome, machine.AlreadyFinal | machine.AlreadyVoted):
+    if isinstance(result.outcome, outcomes.AlreadyFinal | outcomes.AlreadyVoted):
         return 409
     return 200

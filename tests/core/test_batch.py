@@ -21,7 +21,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
 
 from gate.base.statuses import GrantStatus, Verdict, new_id
-from gate.decisions import audit, deciding, grants, machine
+from gate.decisions import audit, deciding, grants, machine, outcomes
 from gate.decisions.service import GateService
 from gate.store import batch, outbox, rows
 from gate.store.notify_pg import CHANNEL, PostgresNotifier, libpq_url
@@ -189,7 +189,7 @@ def _event_under_lock(
             extended = machine.extend(
                 change.session, request_id=rid, until=until, actor="bob", via="web", now=clock.now
             )
-            assert isinstance(extended, machine.Extended)
+            assert isinstance(extended, outcomes.Extended)
         else:
             audit.record(
                 change.session, request_id=rid, kind="reminded", actor=None, via=None, now=clock.now
@@ -313,7 +313,7 @@ def _decision_raced_by(
             via="api",
             now=clock.now,
         )
-        assert isinstance(outcome, machine.Changed)  # as far as it knew
+        assert isinstance(outcome, outcomes.Changed)  # as far as it knew
 
 
 @pytest.mark.parametrize("handed", [False, True], ids=["owed", "handed-to-the-pump"])
@@ -369,7 +369,7 @@ def test_a_decision_made_between_anothers_unlocked_read_and_write_wins_alone(
     first = partial(deciding.decide, service, rid, approver(service, "alice"), Verdict.approve)
     _decision_raced_by(service, clock, rid, first, handed=handed, by=second, verdict=Verdict.reject)
     again = deciding.decide(service, rid, approver(service, second), Verdict.reject)
-    assert isinstance(again.outcome, machine.AlreadyFinal)
+    assert isinstance(again.outcome, outcomes.AlreadyFinal)
     view = service.view(rid)
     assert view is not None and view.status == "approved"
     assert [(v.approver, v.verdict) for v in view.votes] == [("alice", "approve")]
@@ -414,7 +414,7 @@ def test_an_event_written_while_a_cancel_or_expiry_waited_for_the_row_is_its_eve
             outcome = machine.expire(change.session, request_id=rid, now=view.expires_at)
     ended.set()
     holder.join(10)
-    assert isinstance(outcome, machine.Changed)
+    assert isinstance(outcome, outcomes.Changed)
     events = audit.trail(service.db, rid)
     assert [e.kind for e in events][:2] == ["created", kind]
     assert events[2].prev_hash == events[1].chain_hash

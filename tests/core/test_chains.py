@@ -16,7 +16,7 @@ import pytest
 
 from gate.base.errors import InvalidInput
 from gate.base.statuses import RequestStatus, Verdict
-from gate.decisions import audit, deciding, machine
+from gate.decisions import audit, deciding, outcomes
 from gate.decisions.acting import Refusal
 from gate.decisions.service import GateService
 from gate.delivery import reminders
@@ -92,7 +92,7 @@ def test_stages_are_decided_in_order_and_each_shows_who_decided_the_ones_before(
     assert early.refusal is Refusal.not_your_turn
     assert "earlier stage" in early.message()
     passed = decide(chained, rid, "carol", "approve")
-    assert isinstance(passed.outcome, machine.Voted)
+    assert isinstance(passed.outcome, outcomes.Voted)
     assert passed.outcome.next_stage == "stage 2 of 3 (finance)"
     assert passed.message() == "Your approval is recorded; stage 2 of 3 (finance) decides next."
     view = chained.view(rid)
@@ -102,12 +102,12 @@ def test_stages_are_decided_in_order_and_each_shows_who_decided_the_ones_before(
     )
     assert decide(chained, rid, "carol", "approve").refusal is Refusal.not_an_approver
     assert decide(chained, rid, "mallory", "approve").refusal is Refusal.not_your_turn
-    assert isinstance(decide(chained, rid, "alice", "approve").outcome, machine.Voted)
+    assert isinstance(decide(chained, rid, "alice", "approve").outcome, outcomes.Voted)
     assert decide(chained, rid, "bob", "approve").outcome.next_stage == "stage 3 of 3 (security)"
     unjustified = decide(chained, rid, "mallory", "approve")  # security must say why
     assert unjustified.refusal is Refusal.not_offered and unjustified.code == "comment_required"
     done = decide(chained, rid, "mallory", "approve", "checked the payee")
-    assert isinstance(done.outcome, machine.Changed)
+    assert isinstance(done.outcome, outcomes.Changed)
     assert done.outcome.status is RequestStatus.approved
     view = chained.view(rid, full=True)
     assert view is not None
@@ -129,7 +129,7 @@ def test_a_rejection_in_any_stage_rejects_and_a_stage_denies_by_itself(
     rid = ask(chained, tool_name="pay", tool_args={"amount": 5})
     decide(chained, rid, "carol", "approve")
     rejected = decide(chained, rid, "bob", "reject", "not this month")
-    assert isinstance(rejected.outcome, machine.Changed)
+    assert isinstance(rejected.outcome, outcomes.Changed)
     assert rejected.outcome.status is RequestStatus.rejected
     # the first stage waits 30 minutes, not the rule's hour
     slow = ask(chained, tool_name="pay", tool_args={"amount": 6})
@@ -156,7 +156,7 @@ def test_each_stage_has_its_own_clock_for_deadline_and_escalation(
     assert reminders.remind_and_escalate(chained, clock.now) == (0, 1)
     view = chained.view(rid)
     assert view is not None and "erin" in view.approvers
-    assert isinstance(decide(chained, rid, "erin", "approve").outcome, machine.Voted)
+    assert isinstance(decide(chained, rid, "erin", "approve").outcome, outcomes.Voted)
 
 
 def test_two_of_finance_approve_or_any_two_reject_and_a_changed_vote_is_audited(
@@ -165,13 +165,13 @@ def test_two_of_finance_approve_or_any_two_reject_and_a_changed_vote_is_audited(
     rid = ask(chained, tool_name="vote", tool_args={})
     assert decide(chained, rid, "carol", "approve").refusal is Refusal.vote_not_counted
     first = decide(chained, rid, "alice", "reject", "too much")
-    assert isinstance(first.outcome, machine.Voted) and first.outcome.verdict == "reject"
+    assert isinstance(first.outcome, outcomes.Voted) and first.outcome.verdict == "reject"
     assert first.message() == "Your rejection is recorded (1 of 2 needed to reject)."
     changed = decide(chained, rid, "alice", "approve")  # alice changes her mind
-    assert isinstance(changed.outcome, machine.Voted) and changed.outcome.approvals == 1
-    assert isinstance(decide(chained, rid, "bob", "reject", "no").outcome, machine.Voted)
+    assert isinstance(changed.outcome, outcomes.Voted) and changed.outcome.approvals == 1
+    assert isinstance(decide(chained, rid, "bob", "reject", "no").outcome, outcomes.Voted)
     final = decide(chained, rid, "dave", "reject", "no")
-    assert isinstance(final.outcome, machine.Changed)
+    assert isinstance(final.outcome, outcomes.Changed)
     assert final.outcome.status is RequestStatus.rejected
     view = chained.view(rid, full=True)
     assert view is not None
@@ -196,7 +196,7 @@ def test_fallback_approvers_decide_when_the_primary_ones_are_nobody_or_the_reque
     assert view.offers.stages[0].fallback and view.offers.stages[1].approvers == ("carol",)
     decide(chained, rid, "bob", "approve")
     done = decide(chained, rid, "carol", "approve")  # the empty auditors group: carol
-    assert isinstance(done.outcome, machine.Changed)
+    assert isinstance(done.outcome, outcomes.Changed)
 
 
 def test_a_rule_can_require_the_agents_justification(chained: GateService) -> None:
@@ -214,23 +214,23 @@ def test_a_rule_can_require_the_agents_justification(chained: GateService) -> No
 def test_a_request_without_justification_can_be_unreviewable(chained: GateService) -> None:
     rid = ask(chained, tool_name="reviewable", tool_args={})
     assert decide(chained, rid, "alice", "approve").refusal is Refusal.unreviewable
-    assert isinstance(decide(chained, rid, "alice", "reject", "why?").outcome, machine.Changed)
+    assert isinstance(decide(chained, rid, "alice", "reject", "why?").outcome, outcomes.Changed)
     rid = ask(chained, tool_name="reviewable", tool_args={}, justification="the user asked")
-    assert isinstance(decide(chained, rid, "alice", "approve").outcome, machine.Changed)
+    assert isinstance(decide(chained, rid, "alice", "approve").outcome, outcomes.Changed)
 
 
 def test_approvers_may_have_to_say_why_they_approve(chained: GateService) -> None:
     rid = ask(chained, tool_name="commented", tool_args={})
     refused = decide(chained, rid, "alice", "approve")
     assert refused.code == "comment_required"
-    assert isinstance(decide(chained, rid, "alice", "approve", "fine").outcome, machine.Changed)
+    assert isinstance(decide(chained, rid, "alice", "approve", "fine").outcome, outcomes.Changed)
 
 
 def test_self_approval_by_rule_needs_a_reason_and_is_audited(chained: GateService) -> None:
     rid = ask(chained, tool_name="own", tool_args={}, user_id="alice")
     assert decide(chained, rid, "alice", "approve").code == "reason_required"
     done = decide(chained, rid, "alice", "approve", "on call, nobody else awake")
-    assert isinstance(done.outcome, machine.Changed)
+    assert isinstance(done.outcome, outcomes.Changed)
     view = chained.view(rid, full=True)
     assert view is not None and view.audit[-1].detail["self_approval"] is True
     # carol is not in finance: her own call stays refused; so does any call elsewhere

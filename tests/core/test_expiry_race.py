@@ -14,7 +14,7 @@ import threading
 from datetime import timedelta
 
 from gate.base.statuses import RequestStatus
-from gate.decisions import audit, machine
+from gate.decisions import audit, machine, outcomes
 from gate.decisions.service import GateService
 from gate.store import rows
 from tests.core.conftest import Clock, ask
@@ -44,7 +44,7 @@ def test_an_extension_committed_while_the_sweep_expired_the_request_wins(
                 via="web",
                 now=due - timedelta(seconds=1),
             )
-            assert isinstance(moved, machine.Extended)
+            assert isinstance(moved, outcomes.Extended)
             extending.set()
             swept.wait(0.5)  # the sweep does not end while this holds the lock
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from gate.base.statuses import Verdict
-from gate.decisions import deciding, machine
+from gate.decisions import deciding, outcomes
 from gate.decisions.clicks import Click
 from gate.decisions.service import GateService
 from gate.delivery import sending
@@ -84,12 +84,12 @@ def test_a_vote_on_a_request_needing_two_reads_its_votes(service: GateService) -
     # (PostgreSQL: after a first read without the lock, which finds a quorum to count)
     with counting(service.db.engine) as tally:
         first = deciding.decide(service, rid, approver(service, "alice"), Verdict.approve)
-    assert isinstance(first.outcome, machine.Voted)
+    assert isinstance(first.outcome, outcomes.Voted)
     check(tally, statements=writes(service, sqlite=5, postgres=4), transactions=1)
     # the second approval also reads the first, and ends the request
     with counting(service.db.engine) as tally:
         second = deciding.decide(service, rid, approver(service, "bob"), Verdict.approve)
-    assert isinstance(second.outcome, machine.Changed)
+    assert isinstance(second.outcome, outcomes.Changed)
     check(tally, statements=writes(service, sqlite=6, postgres=4), transactions=1)
 
 

@@ -13,7 +13,7 @@ from datetime import timedelta
 from gate.base.notify import Notifier
 from gate.base.statuses import RequestStatus, Verdict
 from gate.config.settings import Settings
-from gate.decisions import deciding, machine
+from gate.decisions import deciding, machine, outcomes
 from gate.decisions.acting import Refusal
 from gate.decisions.clicks import Click
 from gate.decisions.service import GateService
@@ -36,13 +36,13 @@ def test_a_decision_is_one_transition_with_its_audit(service: GateService, clock
     rid = ask(service, tool_name="refund", tool_args={"amount": 10})
     clock.advance(seconds=30)
     result = deciding.decide(service, rid, approver(service, "alice"), Verdict.approve, "ok")
-    assert isinstance(result.outcome, machine.Changed)
+    assert isinstance(result.outcome, outcomes.Changed)
     assert result.outcome.status is RequestStatus.approved
     view = service.view(rid, full=True)
     assert view is not None and view.decided_at == clock.now and view.decided_by == "alice"
     assert [a.kind for a in view.audit] == ["created", "approved"]
     again = deciding.decide(service, rid, approver(service, "bob"), Verdict.reject, "late")
-    assert isinstance(again.outcome, machine.AlreadyFinal) and again.outcome.decided_by == "alice"
+    assert isinstance(again.outcome, outcomes.AlreadyFinal) and again.outcome.decided_by == "alice"
 
 
 def test_the_deadline_is_exact_and_applied_by_whoever_comes_first(
@@ -53,7 +53,7 @@ def test_the_deadline_is_exact_and_applied_by_whoever_comes_first(
     assert deciding.extend(service, rid, approver(service, "alice"), "1s").changed
     clock.advance(seconds=2)  # now exactly at the extended deadline: too late
     result = deciding.decide(service, rid, approver(service, "alice"), Verdict.approve)
-    assert isinstance(result.outcome, machine.AlreadyFinal)
+    assert isinstance(result.outcome, outcomes.AlreadyFinal)
     assert result.outcome.status is RequestStatus.expired
     assert service.expire_due() == 0  # the sweep finds nothing left to do
 
@@ -83,11 +83,11 @@ def test_refusals_are_an_enum_not_words(service: GateService) -> None:
 def test_a_quorum_counts_people_and_a_grant_needs_every_vote(service: GateService) -> None:
     rid = ask(service, tool_name="wire", tool_args={"amount": 1})
     first = deciding.decide(service, rid, approver(service, "alice"), Verdict.approve)
-    assert isinstance(first.outcome, machine.Voted) and first.outcome.approvals == 1
+    assert isinstance(first.outcome, outcomes.Voted) and first.outcome.approvals == 1
     twice = deciding.decide(service, rid, approver(service, "alice"), Verdict.approve)
-    assert isinstance(twice.outcome, machine.AlreadyVoted)
+    assert isinstance(twice.outcome, outcomes.AlreadyVoted)
     second = deciding.decide(service, rid, approver(service, "bob"), Verdict.approve)
-    assert isinstance(second.outcome, machine.Changed)
+    assert isinstance(second.outcome, outcomes.Changed)
 
 
 def test_grants_ride_only_with_the_principal_and_rule_that_earned_them(
@@ -199,9 +199,9 @@ def test_an_extension_from_a_deadline_already_moved_moves_nothing(
     shown = view.expires_at
     bob = approver(service, "bob")
     first = deciding.extend(service, rid, bob, "15m", seen=shown)
-    assert isinstance(first.outcome, machine.Extended)
+    assert isinstance(first.outcome, outcomes.Extended)
     again = deciding.extend(service, rid, bob, "15m", seen=shown)  # the same click, again
-    assert isinstance(again.outcome, machine.Extended)
+    assert isinstance(again.outcome, outcomes.Extended)
     assert again.outcome.until == first.outcome.until == shown + timedelta(minutes=15)
     trail = service.view(rid, full=True)
     assert trail is not None and [a.kind for a in trail.audit].count("extended") == 1
@@ -218,7 +218,7 @@ def test_an_expiry_finding_the_deadline_moved_since_the_sweep_read_it_leaves_the
     clock.advance(seconds=1)  # the old deadline, as the sweep found it
     with service.changing() as change:
         outcome = machine.expire(change.session, request_id=rid, now=clock.now)
-    assert isinstance(outcome, machine.Extended) and outcome.until > clock.now
+    assert isinstance(outcome, outcomes.Extended) and outcome.until > clock.now
     view = service.view(rid, full=True)
     assert view is not None and view.status == RequestStatus.pending
     assert [a.kind for a in view.audit] == ["created", "extended"]

@@ -13,7 +13,7 @@ from channels.feishu import parse_action, to_click, toast_for
 from channels.feishu.clicks import NEED_A_REASON, NOTHING_EDITABLE, CardAction
 from gate.base.errors import BadRequest
 from gate.base.statuses import RequestStatus, Verdict
-from gate.decisions import machine
+from gate.decisions import outcomes
 from gate.decisions.acting import Refusal, Result
 from gate.decisions.clicks import Action, Click
 from gate.policy.offers import Offers
@@ -194,16 +194,16 @@ def test_a_missing_or_finished_request_passes_through_for_gate_to_answer(
 
 def test_toast_types() -> None:
     view = make_view(status="approved", decided_by="alice", decided_via="feishu")
-    changed = Result(machine.Changed(view.id, RequestStatus.approved), view)
+    changed = Result(outcomes.Changed(view.id, RequestStatus.approved), view)
     assert toast_for(changed) == {"type": "success", "content": "Approved by alice in Feishu."}
     refused = Result(None, view, Refusal.not_an_approver)
     assert toast_for(refused)["type"] == "error"
     final = Result(
-        machine.AlreadyFinal(view.id, RequestStatus.approved, "alice", NOW, "feishu"), view
+        outcomes.AlreadyFinal(view.id, RequestStatus.approved, "alice", NOW, "feishu"), view
     )
     assert toast_for(final) == {
         "type": "info",
         "content": "Already approved by alice at 2026-11-21 10:00:00 UTC.",
     }
-    voted = Result(machine.AlreadyVoted(view.id, "alice", Verdict.approve), view)
+    voted = Result(outcomes.AlreadyVoted(view.id, "alice", Verdict.approve), view)
     assert toast_for(voted)["type"] == "info"
