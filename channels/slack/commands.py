@@ -8,14 +8,16 @@ and the person from the console: the two are bound (`gate.decisions.identities`)
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from urllib.parse import parse_qs
 
+from gate.text import untrusted
+
 #: what the answer says when the text is not a link command
 USAGE = "Usage: /gate link <code>, with the code from the Identities page in gate."
-_USER = re.compile(r"^[A-Z0-9]{1,32}$")
-_LINK = re.compile(r"^\s*link\s+([A-Za-z0-9][A-Za-z0-9 \-]{0,40})\s*$", re.IGNORECASE)
+# RE2 (linear whatever the text): a slash command's text is whatever the person typed
+_USER = untrusted.compile(r"^[A-Z0-9]{1,32}$")
+_LINK = untrusted.compile(r"(?i)^\s*link\s+([A-Za-z0-9][A-Za-z0-9 \-]{0,40})\s*$")
 
 
 @dataclass(frozen=True)
@@ -31,7 +33,8 @@ def parse_command(body: bytes) -> Command:
     no usable user id."""
     fields = parse_qs(body.decode("utf-8"), keep_blank_values=True)
     user_id = (fields.get("user_id") or [""])[0]
-    if not _USER.match(user_id):
+    if not _USER.fullmatch(user_id):
         raise ValueError("the command names no Slack user")
-    found = _LINK.match((fields.get("text") or [""])[0])
-    return Command(user_id, found.group(1).strip() if found else None)
+    found = _LINK.fullmatch((fields.get("text") or [""])[0])
+    code = found.group(1) if found else None  # the group always takes part in a match
+    return Command(user_id, code.strip() if code is not None else None)
