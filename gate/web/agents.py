@@ -61,15 +61,7 @@ class AgentsPage:
 
     def show(self, request: Request) -> Response:
         """GET /agents, with the notice a reset left for it."""
-        session, me = self.console.who(request)
-        if me is None:
-            return self.console.to_login(request)
-        flash = session.notice_for(request.url.path)
-        if flash is None:
-            return self.page(request, session, me)
-        if flash.ok:
-            return self.page(request, session, me, notice=flash.text)
-        return self.page(request, session, me, error=flash.text)
+        return self.console.show_with_notice(request, self.page)
 
     async def reset(self, request: Request) -> Response:
         """Reset the agent named in the form; done, it redirects back to the page."""

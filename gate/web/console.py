@@ -229,6 +229,19 @@ class Console:
         self.codec.save(request, response, session)
         return response
 
+    def show_with_notice(self, request: Request, page: Callable[..., Response]) -> Response:
+        """GET a signed-in page, with the notice a form's redirect left for it (`page` takes
+        the request, the session, the approver and `notice` or `error`)."""
+        session, me = self.who(request)
+        if me is None:
+            return self.to_login(request)
+        flash = session.notice_for(request.url.path)
+        if flash is None:
+            return page(request, session, me)
+        if flash.ok:
+            return page(request, session, me, notice=flash.text)
+        return page(request, session, me, error=flash.text)
+
     def to_login(self, request: Request) -> Response:
         """Send a signed-out visitor to the sign-in page, coming back here afterwards."""
         header = self.settings.server.trusted_user_header

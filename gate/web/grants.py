@@ -68,15 +68,7 @@ class GrantsPage:
 
     def show(self, request: Request) -> Response:
         """GET /grants, with the notice a revoke left for it."""
-        session, me = self.console.who(request)
-        if me is None:
-            return self.console.to_login(request)
-        flash = session.notice_for(request.url.path)
-        if flash is None:
-            return self.page(request, session, me)
-        if flash.ok:
-            return self.page(request, session, me, notice=flash.text)
-        return self.page(request, session, me, error=flash.text)
+        return self.console.show_with_notice(request, self.page)
 
     async def revoke(self, request: Request, grant_id: str) -> Response:
         """Revoke a grant from the Grants page; done, it redirects back there."""

@@ -76,15 +76,7 @@ class IdentitiesPage:
 
     def show(self, request: Request) -> Response:
         """GET /identities, with the notice an unbind left for it."""
-        session, me = self.console.who(request)
-        if me is None:
-            return self.console.to_login(request)
-        flash = session.notice_for(request.url.path)
-        if flash is None:
-            return self.page(request, session, me)
-        if flash.ok:
-            return self.page(request, session, me, notice=flash.text)
-        return self.page(request, session, me, error=flash.text)
+        return self.console.show_with_notice(request, self.page)
 
     async def link(self, request: Request) -> Response:
         """A one-time code for the platform asked, shown once on the page (never stored)."""

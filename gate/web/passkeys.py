@@ -72,15 +72,7 @@ class PasskeysPage:
 
     def show(self, request: Request) -> Response:
         """GET /passkeys, with the notice an add or remove left for it."""
-        session, me = self.console.who(request)
-        if me is None:
-            return self.console.to_login(request)
-        flash = session.notice_for(request.url.path)
-        if flash is None:
-            return self.page(request, session, me)
-        if flash.ok:
-            return self.page(request, session, me, notice=flash.text)
-        return self.page(request, session, me, error=flash.text)
+        return self.console.show_with_notice(request, self.page)
 
     async def options(self, request: Request) -> Response:
         """POST /passkeys/options: a registration challenge and its options (JSON)."""

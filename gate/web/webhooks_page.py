@@ -60,15 +60,7 @@ class WebhooksPage:
 
     def show(self, request: Request) -> Response:
         """GET /webhooks, with the notice a resend left for it."""
-        session, me = self.console.who(request)
-        if me is None:
-            return self.console.to_login(request)
-        flash = session.notice_for(request.url.path)
-        if flash is None:
-            return self.page(request, session, me)
-        if flash.ok:
-            return self.page(request, session, me, notice=flash.text)
-        return self.page(request, session, me, error=flash.text)
+        return self.console.show_with_notice(request, self.page)
 
     async def resend(self, request: Request, row_id: int) -> Response:
         """Make a dead message due again; done, it redirects back to the page."""
