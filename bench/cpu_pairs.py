@@ -33,7 +33,7 @@ def one(checkout: Path, kind: str, calls: int) -> dict[str, float]:
     try:
         with database(kind, migrate=False) as url, server(url, max_wait_seconds=60) as proc:
             assert proc.proc is not None
-            return measure_cpu(proc.url, proc.proc.pid, calls)
+            return measure_cpu(proc.url, proc.proc.pid, calls, chains=False)
     finally:
         os.chdir(started_in)
 
