@@ -228,43 +228,6 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     return 2 * (os.cpu_count() or 1)
 
 
-#: the test files that take longest, longest first (wall time per file in CI runs of
-#: 2026-11-27). `--dist loadfile` hands files to workers in collection order, so a long file
-#: collected last keeps one worker busy after the others have run dry: these go first.
-SLOW_FILES = (
-    "tests/e2e/test_claude_code_cli.py",
-    "tests/mcp/test_proxy.py",
-    "tests/policy/test_policy_replay.py",
-    "tests/api/test_schemathesis.py",
-    "tests/channels/test_contract.py",
-    "tests/chaos/test_chaos.py",
-    "tests/web/test_sso.py",
-    "tests/policy/test_policy_cases.py",
-    "tests/server/test_server_logs.py",
-    "tests/policy/test_suggest.py",
-    "tests/config/test_config_errors.py",
-    "tests/docs/test_site.py",
-    "tests/web/test_web_http.py",
-    "tests/web/test_browser_calls.py",
-    "tests/web/test_web_hostile.py",
-    "tests/server/test_deploy.py",
-    "tests/mcp/test_long_wait.py",
-    "tests/mcp/test_tasks.py",
-    "tests/web/test_signin.py",
-    "tests/web/test_browser.py",
-)
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The slowest files first (`SLOW_FILES`); every other file keeps its place after them."""
-    root = Path(__file__).resolve().parent.parent
-    gone = [path for path in SLOW_FILES if not (root / path).is_file()]
-    if gone:  # a renamed file would silently lose its place
-        raise pytest.UsageError(f"tests/conftest.py SLOW_FILES names missing files: {gone}")
-    rank = {path: n for n, path in enumerate(SLOW_FILES)}
-    items.sort(key=lambda item: rank.get(item.nodeid.partition("::")[0], len(rank)))
-
-
 # -- the end of a run -----------------------------------------------------------------------
 
 
