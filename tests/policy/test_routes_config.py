@@ -55,6 +55,13 @@ def _write(tmp_path: Path, route: str) -> Path:
         ('when = "args.amount >"\nchannels = ["log:x"]\n', 2, "`when` is not valid CEL"),
         ('when = "args.amount + 1"\nchannels = ["log:x"]\n', 2, "must be a condition"),
         ('when = "command == 1"\nchannels = ["log:x"]\n', 2, "fails on every call"),
+        # a route is chosen when the request is made, before anything is counted: a history
+        # term there would fail on every call and send every card wider
+        (
+            'when = \'history.count("pay_*", "1h") > 3\'\nchannels = ["log:x"]\n',
+            2,
+            "reads the call history, which only a rule's condition can",
+        ),
         ('rules = ["payment"]\nchannels = ["log:x"]\n', 2, "no rule called 'payment'"),
         ('users = ["dave"]\n', 2, "'dave' is not in [[approvers]]"),
         ('users = ["bob"]\n', 2, "'bob' has no id on any configured channel"),
