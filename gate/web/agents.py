@@ -16,7 +16,7 @@ from gate.decisions import denials
 from gate.inputs.bodies import text_problem
 from gate.store import trips
 from gate.store.records import TripRow
-from gate.web.console import Console, Posted
+from gate.web.console import ListPage, Posted
 from gate.web.forms import field_of
 from gate.web.session import WebSession
 
@@ -24,12 +24,8 @@ from gate.web.session import WebSession
 RECENT_TRIPS = 50
 
 
-class AgentsPage:
+class AgentsPage(ListPage):
     """The Agents page and its Reset buttons."""
-
-    def __init__(self, console: Console) -> None:
-        self.console = console
-        self.state = console.state
 
     def _recent(self) -> list[TripRow]:
         with self.state.db.read_conn() as conn:
@@ -58,10 +54,6 @@ class AgentsPage:
             notice=notice,
             error=error,
         )
-
-    def show(self, request: Request) -> Response:
-        """GET /agents, with the notice a reset left for it."""
-        return self.console.show_with_notice(request, self.page)
 
     async def reset(self, request: Request) -> Response:
         """Reset the agent named in the form; done, it redirects back to the page."""

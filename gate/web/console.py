@@ -283,3 +283,28 @@ class Console:
         return self.render(
             request, session, "error.html", me=me, status=status, title=title, message=msg
         )
+
+
+class ListPage:
+    """A signed-in console page listing something (grants, agents, identities, passkeys,
+    webhook messages) whose forms redirect back to it with a notice; `page` renders it."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.state = console.state
+
+    def page(
+        self,
+        request: Request,
+        session: WebSession,
+        me: ApproverSettings,
+        *,
+        notice: str | None = None,
+        error: str | None = None,
+    ) -> HTMLResponse:
+        """The page, with `notice` or `error` above it."""
+        raise NotImplementedError
+
+    def show(self, request: Request) -> Response:
+        """GET the page, with the notice a form's redirect left for it."""
+        return self.console.show_with_notice(request, self.page)

@@ -17,7 +17,7 @@ from gate.decisions import grant_review, grants
 from gate.identity.auth import Principal
 from gate.store.tables import Grant
 from gate.text import untrusted
-from gate.web.console import Console, Posted, sentence
+from gate.web.console import ListPage, Posted, sentence
 from gate.web.session import WebSession
 
 #: how many ended grants the Grants page shows under the active ones
@@ -29,12 +29,8 @@ def principal_of(me: ApproverSettings) -> Principal:
     return Principal(me.name, "approver", me)
 
 
-class GrantsPage:
+class GrantsPage(ListPage):
     """The Grants page and its Revoke buttons, sharing the console's plumbing."""
-
-    def __init__(self, console: Console) -> None:
-        self.console = console
-        self.state = console.state
 
     def page(
         self,
@@ -65,10 +61,6 @@ class GrantsPage:
             notice=notice,
             error=error,
         )
-
-    def show(self, request: Request) -> Response:
-        """GET /grants, with the notice a revoke left for it."""
-        return self.console.show_with_notice(request, self.page)
 
     async def revoke(self, request: Request, grant_id: str) -> Response:
         """Revoke a grant from the Grants page; done, it redirects back there."""

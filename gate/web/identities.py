@@ -14,7 +14,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from gate.config.settings import ApproverSettings
 from gate.decisions import identities
-from gate.web.console import Console, Posted
+from gate.web.console import ListPage, Posted
 from gate.web.forms import field_of
 from gate.web.session import WebSession
 
@@ -27,12 +27,8 @@ HOW = {
 }
 
 
-class IdentitiesPage:
+class IdentitiesPage(ListPage):
     """GET /identities, POST /identities/link and POST /identities/{id}/unbind."""
-
-    def __init__(self, console: Console) -> None:
-        self.console = console
-        self.state = console.state
 
     def linkable(self) -> dict[str, str]:
         """Platform -> how to send a link code there, for each configured channel that can."""
@@ -73,10 +69,6 @@ class IdentitiesPage:
             notice=notice,
             error=error,
         )
-
-    def show(self, request: Request) -> Response:
-        """GET /identities, with the notice an unbind left for it."""
-        return self.console.show_with_notice(request, self.page)
 
     async def link(self, request: Request) -> Response:
         """A one-time code for the platform asked, shown once on the page (never stored)."""

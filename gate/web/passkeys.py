@@ -26,7 +26,7 @@ from gate.identity import passkeys as webauthn
 from gate.identity.passkeys import PasskeyRefused, RelyingParty
 from gate.store import passkeys as store
 from gate.store.records import ChallengeRow, PasskeyRow
-from gate.web.console import Console, Posted, sentence
+from gate.web.console import Console, ListPage, Posted, sentence
 from gate.web.forms import field_of
 from gate.web.session import WebSession
 
@@ -38,7 +38,7 @@ MAX_LABEL = 100
 MAX_PASSKEYS = 20
 
 
-class PasskeysPage:
+class PasskeysPage(ListPage):
     """The Passkeys page and its Add and Remove forms."""
 
     def __init__(self, console: Console) -> None:
@@ -69,10 +69,6 @@ class PasskeysPage:
             notice=notice,
             error=error,
         )
-
-    def show(self, request: Request) -> Response:
-        """GET /passkeys, with the notice an add or remove left for it."""
-        return self.console.show_with_notice(request, self.page)
 
     async def options(self, request: Request) -> Response:
         """POST /passkeys/options: a registration challenge and its options (JSON)."""

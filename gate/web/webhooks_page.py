@@ -16,7 +16,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from gate.base.statuses import DeliveryStatus
 from gate.config.settings import ApproverSettings
 from gate.store import webhooks
-from gate.web.console import Console, Posted
+from gate.web.console import ListPage, Posted
 from gate.web.session import WebSession
 
 log = logging.getLogger("gate.webhooks")
@@ -25,12 +25,8 @@ log = logging.getLogger("gate.webhooks")
 SHOWN = 100
 
 
-class WebhooksPage:
+class WebhooksPage(ListPage):
     """The Webhooks page and its Resend buttons, sharing the console's plumbing."""
-
-    def __init__(self, console: Console) -> None:
-        self.console = console
-        self.state = console.state
 
     def page(
         self,
@@ -57,10 +53,6 @@ class WebhooksPage:
             notice=notice,
             error=error,
         )
-
-    def show(self, request: Request) -> Response:
-        """GET /webhooks, with the notice a resend left for it."""
-        return self.console.show_with_notice(request, self.page)
 
     async def resend(self, request: Request, row_id: int) -> Response:
         """Make a dead message due again; done, it redirects back to the page."""
