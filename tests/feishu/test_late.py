@@ -51,7 +51,7 @@ def _ask(gate: Gate, fake: FakeFeishu, user_id: str = "dave") -> tuple[str, Mess
 
 def _held_click(gate: Gate, payload: dict[str, Any], request_id: str) -> None:
     """A click whose decision waits behind another writer past the 2.5 s answer."""
-    with requests_locked(gate.settings.server.database_url, 3.5):
+    with requests_locked(gate.settings.server.database_url):
         r = send_callback(gate, payload)
         assert r.status_code == 200, r.text
         assert r.json() == {"toast": {"type": "info", "content": RECORDING}}

@@ -12,7 +12,6 @@ replaced.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -20,13 +19,21 @@ import sqlalchemy as sa
 
 from gate.store.db import is_sqlite, normalise_url
 
+# The most a lock is held if a test never leaves its block (a hung test must not hang the run).
+_LONGEST_HOLD = 60.0
+
 
 @contextmanager
-def requests_locked(database_url: str, seconds: float) -> Iterator[None]:
-    """Inside the block, a decision waits until `seconds` after it began (on PostgreSQL so
-    does every other read of a request); the block's end waits for the lock to be let go."""
+def requests_locked(database_url: str) -> Iterator[None]:
+    """Inside the block, a decision waits (on PostgreSQL so does every other read of a
+    request); leaving the block lets the lock go, so what waited goes on.
+
+    The lock is held until the block ends, not for a number of seconds: on a loaded machine a
+    fixed hold could end before the code under test even began waiting, and what the block
+    asserts about "while it waits" would then race the release.
+    """
     engine = sa.create_engine(normalise_url(database_url))
-    locked = threading.Event()
+    locked, release = threading.Event(), threading.Event()
 
     def hold() -> None:
         with engine.connect() as conn:
@@ -35,7 +42,7 @@ def requests_locked(database_url: str, seconds: float) -> Iterator[None]:
             else:
                 conn.exec_driver_sql("LOCK TABLE confirmation_request IN ACCESS EXCLUSIVE MODE")
             locked.set()
-            time.sleep(seconds)
+            release.wait(_LONGEST_HOLD)
             conn.rollback()
 
     holder = threading.Thread(target=hold, daemon=True)
@@ -44,5 +51,6 @@ def requests_locked(database_url: str, seconds: float) -> Iterator[None]:
         assert locked.wait(10), "the lock was not taken"
         yield
     finally:
-        holder.join(seconds + 10)
+        release.set()
+        holder.join(10)
         engine.dispose()

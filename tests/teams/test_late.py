@@ -69,7 +69,7 @@ def _held_press(gate: Gate, fake: FakeTeams, person: str, request_id: str, card:
         verb="approve", data={"request_id": request_id}, object_id=object_id(person),
         service_url=fake.url + "/", reply_to=card.activity_id,
     )  # fmt: skip
-    with requests_locked(gate.settings.server.database_url, 8.0):
+    with requests_locked(gate.settings.server.database_url):
         r = send(gate, fake, activity)
         assert r.status_code == 200, r.text
         assert r.json() == {"statusCode": 200, "type": MESSAGE_TYPE, "value": RECORDING}
@@ -181,7 +181,7 @@ def test_a_slow_press_from_another_conversation_acts_on_nothing_and_is_told_noth
         )  # fmt: skip
         for verb in ("approve", "reject")
     }
-    with requests_locked(gate.settings.server.database_url, 8.0):
+    with requests_locked(gate.settings.server.database_url):
         answers = {verb: send(gate, fake_teams, activity) for verb, activity in pressed.items()}
     for r in answers.values():
         assert r.status_code == 200, r.text

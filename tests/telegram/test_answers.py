@@ -80,7 +80,7 @@ def test_a_refusal_that_lands_after_recording_is_told_to_the_presser(
     update = fake.press(CHAT, card.message_id, data, IDS["alice"])
     # The decision waits behind another writer past the answer's 2.5 s: alice is told
     # "Recording...", and only then does gate refuse her.
-    with requests_locked(gate.settings.server.database_url, 3.5):
+    with requests_locked(gate.settings.server.database_url):
         assert push(gate, update).status_code == 200
         _, answer = fake.answer(update["callback_query"]["id"])
         assert answer is not None and answer["text"] == RECORDING
@@ -103,12 +103,12 @@ def test_a_press_that_lands_after_another_decision_is_told_so(
     card = card_of(fake, request_id)
     data = telegram_buttons.mint(CALLBACK_SECRET, request_id, "approve")
     first = fake.press(CHAT, card.message_id, data, IDS["alice"])
-    with requests_locked(tg_gate.settings.server.database_url, 3.5):
+    with requests_locked(tg_gate.settings.server.database_url):
         assert push(tg_gate, first).status_code == 200
     wait_until(lambda: state(tg_gate, request_id)["status"] == "approved")
     assert fake.replies_to(CHAT, card.message_id) == []  # alice's counted: the card says so
     second = fake.press(CHAT, card.message_id, data, IDS["bob"])
-    with requests_locked(tg_gate.settings.server.database_url, 3.5):
+    with requests_locked(tg_gate.settings.server.database_url):
         assert push(tg_gate, second).status_code == 200
     text, entities = _late_words(fake, card.message_id)
     assert text.startswith("bob: Already approved by alice at ")
@@ -141,7 +141,7 @@ def test_a_typed_command_refused_late_is_told_in_a_reply(tg_gate: Gate, fake: Fa
     code = telegram_buttons.code(CALLBACK_SECRET, request_id)
     update = fake.say(CHAT, IDS["alice"], f"/approve {code}")
     typed = update["message"]["message_id"]
-    with requests_locked(tg_gate.settings.server.database_url, 3.5):
+    with requests_locked(tg_gate.settings.server.database_url):
         assert push(tg_gate, update).status_code == 200
     replies = wait_until(
         lambda: (found := fake.replies_to(CHAT, typed)) and len(found) == 2 and found

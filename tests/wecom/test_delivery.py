@@ -314,7 +314,7 @@ def test_a_refusal_that_lands_after_recording_is_told_privately(
     # alice asked for the call, so she cannot approve it; her press waits behind another
     # writer past the 3 s budget: she hears "Recording...", then, privately, the refusal.
     request_id = ask(wecom_gate_db, user_id="alice")
-    with requests_locked(wecom_gate_db.settings.server.database_url, 4.0):
+    with requests_locked(wecom_gate_db.settings.server.database_url):
         assert press(wecom_gate_db, fake, request_id, "alice", "approve").status_code == 200
         assert fake.texts_to(user("alice")) == [RECORDING]
     refusal = "Not recorded: you asked for this call, so you cannot approve it yourself."
