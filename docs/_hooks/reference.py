@@ -15,7 +15,6 @@ import re
 import subprocess
 import sys
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -169,11 +168,13 @@ def _cell(text: str) -> str:
 # --- CLI --------------------------------------------------------------------------------------
 
 
-def _help(command: tuple[str, ...]) -> str:
+def _help_pages() -> dict[tuple[str, ...], str]:
+    """Every command's --help, from one child process that runs `gate.cli.main` for each (a
+    process per command cost about a second of CPU each, some 40 of them)."""
     env = {**os.environ, "COLUMNS": HELP_COLUMNS, "PYTHONPATH": str(ROOT)}
     env.pop("GATE_TOKEN", None)
     done = subprocess.run(
-        [sys.executable, "-m", "gate.cli", *command, "--help"],
+        [sys.executable, __file__, "--cli-help"],
         capture_output=True,
         text=True,
         timeout=120,
@@ -181,8 +182,34 @@ def _help(command: tuple[str, ...]) -> str:
         cwd=ROOT,
     )
     if done.returncode != 0:
-        raise RuntimeError(f"`gate {' '.join(command)} --help` failed: {done.stderr.strip()}")
-    return done.stdout
+        raise RuntimeError(f"gate's --help pages failed: {done.stderr.strip()}")
+    return {tuple(json.loads(key)): text for key, text in json.loads(done.stdout).items()}
+
+
+def _help_in_process(command: tuple[str, ...]) -> str:
+    """`gate COMMAND --help` as the command prints it, run in this process."""
+    import contextlib
+    import io
+
+    from gate.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):
+        main([*command, "--help"])
+    if not out.getvalue().startswith("usage: "):
+        raise RuntimeError(f"`gate {' '.join(command)} --help` printed no help")
+    return out.getvalue()
+
+
+def _walk_help() -> dict[tuple[str, ...], str]:
+    """Every command's help, top-level first (the child's side of `_help_pages`)."""
+    pages: dict[tuple[str, ...], str] = {(): _help_in_process(())}
+    level: list[tuple[str, ...]] = [()]
+    while level:
+        level = [(*c, s) for c in level for s in subcommands(pages[c])]
+        for command in level:
+            pages[command] = _help_in_process(command)
+    return pages
 
 
 def subcommands(help_text: str) -> list[str]:
@@ -205,19 +232,15 @@ def subcommands(help_text: str) -> list[str]:
 @cache
 def cli_reference() -> str:
     """Every command's --help, top-level first, each under a heading of its own."""
-    pages: dict[tuple[str, ...], str] = {(): _help(())}
-    level: list[tuple[str, ...]] = [()]
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        while level:
-            children: list[tuple[str, ...]] = [
-                (*c, s) for c in level for s in subcommands(pages[c])
-            ]
-            for command, text in zip(children, pool.map(_help, children), strict=True):
-                pages[command] = text
-            level = children
+    pages = _help_pages()
     out = []
     for command in sorted(pages):
         name = " ".join(("gate", *command))
         depth = 3 + len(command)
         out.append(f"{'#' * depth} `{name}`\n\n```text\n{pages[command].rstrip()}\n```\n")
     return "\n".join(out)
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["--cli-help"]:
+    sys.path.insert(0, str(ROOT))
+    sys.stdout.write(json.dumps({json.dumps(k): v for k, v in _walk_help().items()}))
