@@ -65,10 +65,13 @@ def _access(server: ServerProcess, request_id: str) -> dict[str, Any]:
 PROXY_SECRET = "proxy-secret-0123456789"
 
 
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[ServerProcess]:
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """One server for the module's tests: each finds its own lines by request id."""
     server = _serve(
-        tmp_path, trusted_user_header="X-Forwarded-User", trusted_proxy_secret=PROXY_SECRET
+        tmp_path_factory.mktemp("served"),
+        trusted_user_header="X-Forwarded-User",
+        trusted_proxy_secret=PROXY_SECRET,
     )
     try:
         yield server
@@ -174,7 +177,9 @@ def test_asked_and_decided_lines_carry_id_tool_rule_and_outcome(served: ServerPr
         assert decided.status_code == 200, decided.text
 
     def lines() -> list[dict[str, Any]]:
-        return [r for r in _records(served) if r["logger"] == "gate.requests"]
+        return [
+            r for r in _records(served) if r["logger"] == "gate.requests" and r["request"] == rid
+        ]
 
     wait_until(lambda: len(lines()) == 2)
     asked, ended = lines()
