@@ -85,8 +85,7 @@ def email_gate(smtp: FakeSMTP, make_gate: GateFactory, sqlite_url: str) -> Gate:
 
 def mails(fake: FakeSMTP, request_id: str, to: str | None = None) -> list[Received]:
     """The mails about a request (to one address), oldest first."""
-    found = [m for m in fake.received() if m.message["X-Gate-Request"] == request_id]
-    return [m for m in found if to is None or str(m.message["To"]) == to]
+    return fake.about(request_id, to)
 
 
 def wait_mail(fake: FakeSMTP, request_id: str, to: str, count: int = 1) -> Received:

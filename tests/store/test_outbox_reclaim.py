@@ -47,7 +47,7 @@ def _config(path: Path, database_url: str, smtp: FakeSMTP) -> Path:
 
 
 def _mails(smtp: FakeSMTP, request_id: str) -> list[Any]:
-    return [m for m in smtp.received() if m.message["X-Gate-Request"] == request_id]
+    return smtp.about(request_id)
 
 
 def test_a_killed_replicas_claimed_card_is_sent_by_another_within_seconds(
@@ -76,7 +76,7 @@ def test_a_killed_replicas_claimed_card_is_sent_by_another_within_seconds(
         print(f"\nreclaimed {reclaimed:.1f} s after the kill")  # noqa: T201
         assert reclaimed < RECLAIMED_WITHIN
         time.sleep(1)  # every recipient's mail, once each
-        recipients = [str(m.message["To"]) for m in _mails(smtp, request_id)]
+        recipients = [m.to for m in _mails(smtp, request_id)]
         assert recipients and len(recipients) == len(set(recipients)), recipients
     finally:
         second.stop()

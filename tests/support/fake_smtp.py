@@ -25,7 +25,7 @@ import ssl
 import tempfile
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from email import message_from_bytes, policy
 from email.message import EmailMessage
 from email.utils import getaddresses
@@ -47,6 +47,15 @@ class Received:
     recipients: list[str]
     raw: bytes
     message: EmailMessage
+    #: the `X-Gate-Request` and `To` headers, read once: the tests look mail up by them in
+    #: polling loops, and each header read parses it again (most of a contract test's CPU)
+    request_id: str | None = field(init=False)
+    to: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        request = self.message["X-Gate-Request"]
+        object.__setattr__(self, "request_id", None if request is None else str(request))
+        object.__setattr__(self, "to", str(self.message["To"]))
 
     def part(self, subtype: str) -> str:
         """The text of the `text/<subtype>` part, decoded."""
@@ -292,6 +301,12 @@ class FakeSMTP:
     def received(self) -> list[Received]:
         with self.lock:
             return list(self.messages)
+
+    def about(self, request_id: str, to: str | None = None) -> list[Received]:
+        """The mails about a request (to one address), oldest first."""
+        return [
+            m for m in self.received() if m.request_id == request_id and (to is None or m.to == to)
+        ]
 
 
 def _self_signed(folder: Path) -> ssl.SSLContext:

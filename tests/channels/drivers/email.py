@@ -136,12 +136,11 @@ class EmailDriver(Driver):
 
     def mails(self, request_id: str, to: str | None = None) -> list[fake_smtp.Received]:
         """Every mail about the request (to one address), oldest first."""
-        found = [m for m in self.fake.received() if m.message["X-Gate-Request"] == request_id]
-        return [m for m in found if to is None or str(m.message["To"]) == to]
+        return self.fake.about(request_id, to)
 
     def card(self, request_id: str) -> Card:
         first = wait_until(lambda: self.mails(request_id))[0]
-        mine = self.mails(request_id, str(first.message["To"]))
+        mine = self.mails(request_id, first.to)
         newest = mine[-1]
         html = newest.part("html")
         plain = newest.part("plain")
