@@ -25,6 +25,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import lru_cache
 from html.parser import HTMLParser
 from typing import Any
 
@@ -84,11 +85,12 @@ class _Parser(HTMLParser):
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
         self.text: list[str] = []
+        self.length = 0  # of the text so far: entities are placed by it
         self.stack: list[tuple[str, int, str | None]] = []
         self.entities: list[Entity] = []
 
     def _at(self) -> int:
-        return sum(len(t) for t in self.text)
+        return self.length
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if tag not in TAGS:
@@ -109,6 +111,7 @@ class _Parser(HTMLParser):
 
     def handle_data(self, data: str) -> None:
         self.text.append(data)
+        self.length += len(data)
 
 
 _TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9-]*(\s[^<>]*)?>")
@@ -130,13 +133,20 @@ def _check_escapes(text: str) -> None:
 def parse_html(text: str) -> tuple[str, list[Entity]]:
     """The text Telegram shows for an HTML-mode message, and its entities; ApiError if it
     would refuse it."""
+    shown, entities = _parsed(text)
+    return shown, list(entities)
+
+
+@lru_cache(maxsize=512)
+def _parsed(text: str) -> tuple[str, tuple[Entity, ...]]:
+    # the tests' polling reads the same card many times: each text is parsed once
     _check_escapes(text)
     parser = _Parser()
     parser.feed(text)
     parser.close()
     if parser.stack:
         raise ApiError(400, f"Bad Request: can't parse entities: unclosed {parser.stack[-1][0]}")
-    return "".join(parser.text), sorted(parser.entities, key=lambda e: e.offset)
+    return "".join(parser.text), tuple(sorted(parser.entities, key=lambda e: e.offset))
 
 
 def utf16_length(text: str) -> int:
