@@ -148,6 +148,8 @@ class ConfirmPages:
             return Click(self.name, link.address, link.request_id, action)
         if do == "approve":
             return base
+        if do == "acknowledge":  # "I'm on it": the pipeline says if they may, and if first
+            return Click(self.name, link.address, link.request_id, "acknowledge")
         if do == "grant":
             try:
                 grant = decisions.parse_grant(values.get("grant", ""))

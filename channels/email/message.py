@@ -31,13 +31,14 @@ CONFIRM_PATH = "/channels/email/confirm"
 #: the longest value the confirm page offers in an edit box (longer ones: the web page)
 EDIT_CHARS = 2000
 #: the links a pending card offers, in the order shown
-ACTIONS = ("approve", "reject", "edit", "grant", "extend")
+ACTIONS = ("approve", "reject", "edit", "grant", "extend", "acknowledge")
 LABELS = {
     "approve": "Approve",
     "reject": "Reject",
     "edit": "Edit and approve",
     "grant": "Approve and allow more for a while",
     "extend": decisions.EXTEND_LABEL,
+    "acknowledge": decisions.ACKNOWLEDGE_LABEL,
 }
 
 
@@ -95,15 +96,17 @@ EMAIL_REFUSED = (
 
 def offered(view: RequestView) -> list[str]:
     """The actions a pending card links to, as the rule offers them."""
+    # "I'm on it" until someone is: reminders and escalation stop (gate.decisions.acknowledging)
+    on_it = ["acknowledge"] if view.acknowledged_by is None else []
     if not decisions.approvable(view, ARGS_CHARS):
         # the mail and the confirm page cut the arguments: approving is done in gate
-        return ["reject", "extend"]
+        return ["reject", "extend", *on_it]
     actions = ["approve", "reject"]
     if edits.editable_fields(view, max_chars=EDIT_CHARS):
         actions.append("edit")
     if decisions.grant_choices(view):
         actions.append("grant")
-    return [*actions, "extend"]
+    return [*actions, "extend", *on_it]
 
 
 def confirm_url(base_url: str, token: str, action: str) -> str:

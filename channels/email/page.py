@@ -65,6 +65,7 @@ def build_form(
         notice = {
             "edit": "Nothing here can be edited by email; edit it in gate, or approve as asked.",
             "grant": "This rule offers no grants; you can approve this one call.",
+            "acknowledge": f"{view.acknowledgement or 'Someone is on it already'}.",
         }.get(do, "")
         do = "approve"
     # Relative: the page posts back to wherever it was opened from (a proxy's address too).

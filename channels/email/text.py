@@ -119,6 +119,8 @@ def facts(view: RequestView, now: datetime) -> list[Fact]:
         when = f"{view.expires_at:%Y-%m-%d %H:%M} UTC ({decisions.countdown(view.expires_at, now)})"
         rows.append(Fact("Deadline", when))
         rows.append(Fact("Approvals", f"{len(view.approvals)} of {view.approvals_required}"))
+        if view.acknowledgement:  # an approver said they are on it
+            rows.append(Fact("On it", inert(view.acknowledgement)))
     rows.append(Fact("Status", inert(view.outcome_sentence())))
     if view.reason and view.is_final:
         rows.append(Fact("Reason", inert(view.reason)))

@@ -37,6 +37,7 @@ def test_opening_a_link_decides_nothing(email_gate: Gate, smtp: FakeSMTP) -> Non
         assert httpx.head(local(url, email_gate), verify=TLS).status_code == 405
     now = state(email_gate, request_id)
     assert now["status"] == "pending" and now["votes"] == []
+    assert now["acknowledged_by"] is None  # the "I'm on it" link opens a page too
 
 
 def test_the_page_shows_the_request_with_gates_headers(email_gate: Gate, smtp: FakeSMTP) -> None:

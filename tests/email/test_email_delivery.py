@@ -65,7 +65,7 @@ def test_each_approver_gets_a_card_of_their_own_then_the_outcome(
     said = "Agent's summary (the agent's claim, not checked by gate):\nPay acme 60k"
     assert said in alice.part("plain") and "Pay acme 60k" in alice.part("html")
     assert alice.part("plain").index("The call:") < alice.part("plain").index(said)
-    assert set(links(alice)) == {"approve", "reject", "edit", "extend"}
+    assert set(links(alice)) == {"approve", "reject", "edit", "extend", "acknowledge"}
     url = links(alice)["approve"]
     assert url.startswith("http://127.0.0.1:8000/channels/email/confirm?t=")  # public_url
     assert url in alice.part("plain")
