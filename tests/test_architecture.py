@@ -12,6 +12,7 @@ import ast
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -29,6 +30,13 @@ class Edge:
     target: str
     line: int
     in_function: bool
+
+
+@cache
+def parsed(source: str, filename: str) -> ast.Module:
+    """The syntax tree of a module's source, parsed once for all the checks (read, never
+    changed): each check walks every module of gate and the channels."""
+    return ast.parse(source, filename=filename)
 
 
 def modules(root: Path = ROOT) -> dict[str, Path]:
@@ -102,7 +110,7 @@ def import_graph(root: Path = ROOT, *, type_only: bool = False) -> list[Edge]:
     known = set(found)
     edges: list[Edge] = []
     for name, path in found.items():
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        tree = parsed(path.read_text(encoding="utf-8"), str(path))
         is_package = path.name == "__init__.py"
         for node, in_function in _imports(tree, type_only):
             for target in _targets(node, name, is_package, known):
@@ -224,7 +232,7 @@ def sizes(root: Path = ROOT) -> tuple[list[str], list[str]]:
         lines = len(text.splitlines())
         if lines > MAX_MODULE_LINES:
             long_modules.append(f"{where}: {lines} lines")
-        for node in ast.walk(ast.parse(text)):
+        for node in ast.walk(parsed(text, str(path))):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
                 length = (node.end_lineno or node.lineno) - first + 1
@@ -274,7 +282,7 @@ def allowed_imports(root: Path = ROOT) -> dict[str, set[str]]:
     """Each gate package's "May import:" line, from its `__init__` docstring."""
     allowed: dict[str, set[str]] = {}
     for init in sorted((root / "gate").glob("*/__init__.py")):
-        doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
+        doc = ast.get_docstring(parsed(init.read_text(encoding="utf-8"), str(init))) or ""
         found = _MAY_IMPORT.search(doc)
         if found is not None:
             allowed[f"gate.{init.parent.name}"] = set(re.findall(r"gate\.\w+", found.group(1)))
