@@ -20,12 +20,13 @@ from gate.decisions.acting import Actor, Refusal
 from gate.hook import command as hook
 from tests.conftest import Gate
 from tests.support import config as cfg
-from tests.support.cli import run_gate
+from tests.support.cli import gate_in_process, run_gate
 from tests.support.http import TLS
 
 
 def _gate(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return run_gate(*args, env=env)
+    """`gate ARGS`, called in this process (the tests that need the real command say so)."""
+    return gate_in_process(*args, env=env)
 
 
 def _parsers() -> Iterator[tuple[str, argparse.ArgumentParser]]:
@@ -102,7 +103,7 @@ def test_requests_takes_url_and_token_before_or_after_the_task() -> None:
 
 
 def test_version_prints_the_installed_version() -> None:
-    done = _gate("--version")
+    done = run_gate("--version")  # the real command: argparse prints and exits
     assert done.returncode == 0, done.stderr
     assert re.fullmatch(
         r"gate (\d+\.\d+\.\d+\S*|unknown \(not installed as gate-approvals.*\))\n", done.stdout
@@ -173,7 +174,7 @@ def test_the_api_refuses_a_reject_without_a_reason(gate_sqlite: Gate) -> None:
 def test_requests_reject_needs_a_reason(gate_sqlite: Gate) -> None:
     rid = gate_sqlite.submit(tool_name="ask_x", tool_args={})["request"]["id"]
     where = ["--url", gate_sqlite.url, "--token", cfg.BOB]
-    bare = _gate("requests", "reject", rid, *where)
+    bare = run_gate("requests", "reject", rid, *where)  # the real command: exit 1, no traceback
     assert bare.returncode == 1 and "Traceback" not in bare.stderr
     assert bare.stderr == f"gate: 422 reason_required: {SAY_WHY[0].upper() + SAY_WHY[1:]}\n"
     done = _gate("requests", "reject", rid, "--reason", "use the staging account", *where)
