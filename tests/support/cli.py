@@ -16,6 +16,7 @@ import io
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import traceback
@@ -90,21 +91,30 @@ def serve_refused(
     It cannot start serving: `gate serve` builds the server's configuration
     (`gate.server.serve.server_config`, which also raises the process's open-file limit)
     just before it serves, and for this call that raises WouldServeError, which fails the
-    test naming the configuration that was accepted.
+    test naming the configuration that was accepted (the port it took is closed and the
+    app's database let go first, so nothing leaks into the tests after it).
     """
-    import gate.server.serve
+    import gate.server.serve as serving
 
     argv = ["serve", *map(str, args)]
-    original = gate.server.serve.server_config
+    real_listen, real_config = serving.listen, serving.server_config
+    taken: list[socket.socket] = []
+
+    def listen(host: str, port: int) -> socket.socket:
+        taken.append(real_listen(host, port))  # the real socket, kept to close it after
+        return taken[-1]
 
     def tripwire(app: Any, settings: Any, **_: Any) -> Any:
+        app.state.gate.db.dispose()
         raise WouldServeError(f"`gate {' '.join(argv)}` accepted its configuration and would serve")
 
-    gate.server.serve.server_config = tripwire  # type: ignore[assignment]
+    serving.listen, serving.server_config = listen, tripwire
     try:
         return _call(argv, env, cwd, None, unset)
     finally:
-        gate.server.serve.server_config = original
+        serving.listen, serving.server_config = real_listen, real_config
+        for sock in taken:
+            sock.close()  # closed by `gate serve` itself unless the tripwire fired
 
 
 def _call(
@@ -209,9 +219,9 @@ def _logging_kept() -> Iterator[None]:
             logger.propagate, logger.disabled = propagate, disabled
         # a logger first named during the call is left to inherit its level, as one named
         # after it would
-        for name, logger in list(logging.root.manager.loggerDict.items()):
-            if name not in loggers and isinstance(logger, logging.Logger):
-                logger.setLevel(logging.NOTSET)
+        for name, named in list(logging.root.manager.loggerDict.items()):
+            if name not in loggers and isinstance(named, logging.Logger):
+                named.setLevel(logging.NOTSET)
 
 
 #: the signals a command could take over (`gate hook` catches the stops)
