@@ -322,7 +322,8 @@ def test_policy_test_decides_as_the_running_server(
 
 
 def test_lint_finds_nothing_in_the_example(tmp_path: Path) -> None:
-    r = _gate("policy", "lint", "--config", EXAMPLE_POLICY, "--cases", EXAMPLE_CASES, cwd=tmp_path)
+    lint = ("policy", "lint", "--config", EXAMPLE_POLICY, "--cases", EXAMPLE_CASES)
+    r = _gate_process(*lint, cwd=tmp_path)  # the real command, once for lint
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.strip() == f"{EXAMPLE_POLICY}: 0 finding(s) in 4 rule(s), cases {EXAMPLE_CASES}"
 
