@@ -64,8 +64,8 @@ def gate_in_process(
     stdout and stderr are captured, stdin is `stdin` (else empty, as a pipe would be), `env`
     is added to os.environ (`unset` taken out) and `cwd` made current for the call only; an
     uncaught exception is printed as the interpreter would (a traceback, exit 1), SystemExit
-    gives the exit status.
-    Logging, signal handlers, os.environ and the current directory are as they were after.
+    gives the exit status. Logging, signal handlers, os.environ and the current directory
+    are as they were after.
     """
     argv = [str(arg) for arg in args]
     if argv[:1] and argv[0] in NOT_IN_PROCESS:
