@@ -5,9 +5,12 @@ the same way wherever it is made (the decide pipeline, `gate.policy.offers.with_
 from __future__ import annotations
 
 import argparse
+import logging
+import os
 import re
 import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -20,12 +23,14 @@ from gate.decisions.acting import Actor, Refusal
 from gate.hook import command as hook
 from tests.conftest import Gate
 from tests.support import config as cfg
-from tests.support.cli import run_gate
+from tests.support.cli import WouldServeError, gate_in_process, run_gate, serve_refused
+from tests.support.databases import migrated_sqlite
 from tests.support.http import TLS
 
 
 def _gate(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return run_gate(*args, env=env)
+    """`gate ARGS`, called in this process (the tests that need the real command say so)."""
+    return gate_in_process(*args, env=env)
 
 
 def _parsers() -> Iterator[tuple[str, argparse.ArgumentParser]]:
@@ -102,7 +107,7 @@ def test_requests_takes_url_and_token_before_or_after_the_task() -> None:
 
 
 def test_version_prints_the_installed_version() -> None:
-    done = _gate("--version")
+    done = run_gate("--version")  # the real command: argparse prints and exits
     assert done.returncode == 0, done.stderr
     assert re.fullmatch(
         r"gate (\d+\.\d+\.\d+\S*|unknown \(not installed as gate-approvals.*\))\n", done.stdout
@@ -173,7 +178,7 @@ def test_the_api_refuses_a_reject_without_a_reason(gate_sqlite: Gate) -> None:
 def test_requests_reject_needs_a_reason(gate_sqlite: Gate) -> None:
     rid = gate_sqlite.submit(tool_name="ask_x", tool_args={})["request"]["id"]
     where = ["--url", gate_sqlite.url, "--token", cfg.BOB]
-    bare = _gate("requests", "reject", rid, *where)
+    bare = run_gate("requests", "reject", rid, *where)  # the real command: exit 1, no traceback
     assert bare.returncode == 1 and "Traceback" not in bare.stderr
     assert bare.stderr == f"gate: 422 reason_required: {SAY_WHY[0].upper() + SAY_WHY[1:]}\n"
     done = _gate("requests", "reject", rid, "--reason", "use the staging account", *where)
@@ -184,3 +189,32 @@ def test_requests_reject_needs_a_reason(gate_sqlite: Gate) -> None:
     with httpx.Client(base_url=gate_sqlite.url, verify=TLS) as http:
         view = http.get(f"/v1/requests/{rid}", headers={"Authorization": f"Bearer {cfg.BOB}"})
     assert view.json()["status"] == "rejected"
+
+
+# -- the in-process runner the CLI tests use (tests/support/cli.py) ---------------------------
+
+
+def test_serve_in_process_cannot_start_serving(tmp_path: Path) -> None:
+    # a configuration gate accepts: `serve_refused` stops where the server would start
+    path = cfg.write_config(tmp_path / "gate.toml", migrated_sqlite(tmp_path / "gate.db"), port=0)
+    with pytest.raises(WouldServeError, match="accepted its configuration and would serve"):
+        serve_refused("--config", path)
+    with pytest.raises(ValueError, match="not run in-process"):
+        gate_in_process("serve", "--config", path)
+    for command in ("hook", "mcp"):  # each acts on the whole process (signals, re-exec)
+        with pytest.raises(ValueError, match="not run in-process"):
+            gate_in_process(command, "--help")
+
+
+def test_the_runner_leaves_the_process_as_it_found_it(tmp_path: Path) -> None:
+    root = logging.getLogger()
+    httpx_logger = logging.getLogger("httpx")
+    before = (list(root.handlers), root.level, httpx_logger.level, logging._srcfile)
+    environ, cwd = dict(os.environ), os.getcwd()
+    # `gate serve` configures logging before it finds the database unreachable
+    path = tmp_path / "gate.toml"
+    path.write_text('[server]\nport = 0\ndatabase_url = "postgresql://gate@127.0.0.1:1/gate"\n')
+    done = serve_refused("--config", path, cwd=tmp_path, env={"GATE_SERVER__LOG_LEVEL": "DEBUG"})
+    assert done.returncode == 2 and "cannot open the database" in done.stderr, done.stderr
+    assert (list(root.handlers), root.level, httpx_logger.level, logging._srcfile) == before
+    assert dict(os.environ) == environ and os.getcwd() == cwd

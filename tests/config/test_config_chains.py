@@ -1,15 +1,15 @@
-"""A chain that cannot work is refused when gate.toml is read, by the real `gate policy check`,
+"""A chain that cannot work is refused when gate.toml is read, by `gate policy check`,
 naming the file, the line and the rule; `gate policy explain` shows stages and thresholds."""
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.support.cli import gate_in_process
 
 APPROVERS = """
 [[approvers]]
@@ -36,17 +36,11 @@ tools = ["pay_*"]
 
 
 def _gate(tmp_path: Path, toml: str, *args: str) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """`gate ARGS --config <file with toml>` in `tmp_path`, called in this process (the real
+    `gate policy check` and `explain` processes are tested in tests/policy)."""
     path = tmp_path / "gate.toml"
     path.write_text(toml)
-    result = subprocess.run(
-        [sys.executable, "-m", "gate.cli", *args, "--config", str(path)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=tmp_path,
-        env=dict(os.environ),
-    )
-    return result, path
+    return gate_in_process(*args, "--config", path, cwd=tmp_path), path
 
 
 @pytest.mark.parametrize(

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from gate.config.settings import MAX_DURATION, parse_duration
+from tests.support.cli import gate_in_process, run_gate, serve_refused
 
 CONFIG_EXIT = 2
 
@@ -22,18 +23,23 @@ CONFIG_EXIT = 2
 def _gate(
     tmp_path: Path, toml: str, *args: str, env: dict[str, str] | None = None
 ) -> tuple[subprocess.CompletedProcess[str], Path]:
-    """Run `gate <args> --config <file with toml>` as a real process, in `tmp_path`."""
+    """`gate <args> --config <file with toml>`, in `tmp_path`, run in this process (`serve`
+    only up to where it would start serving: these configurations must stop it before)."""
     path = tmp_path / "gate.toml"
     path.write_text(toml)
-    result = subprocess.run(
-        [sys.executable, "-m", "gate.cli", *args, "--config", str(path)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=tmp_path,
-        env={**os.environ, **(env or {})},
-    )
-    return result, path
+    argv = [*args, "--config", str(path)]
+    if args[0] == "serve":
+        return serve_refused(*argv[1:], env=env, cwd=tmp_path), path
+    return gate_in_process(*argv, env=env, cwd=tmp_path), path
+
+
+def _gate_process(
+    tmp_path: Path, toml: str, *args: str, env: dict[str, str] | None = None
+) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """`_gate` as a real process: the console entry point, its exit status and its stderr."""
+    path = tmp_path / "gate.toml"
+    path.write_text(toml)
+    return run_gate(*args, "--config", path, env=env, cwd=tmp_path), path
 
 
 def _config_error(
@@ -158,13 +164,7 @@ def test_verifying_the_audit_of_a_database_gate_never_made_names_it(tmp_path: Pa
 
 def test_a_file_gate_cannot_read_is_named(tmp_path: Path) -> None:
     def run(config: Path, env: dict[str, str] | None = None) -> str:
-        r = subprocess.run(
-            [sys.executable, "-m", "gate.cli", "serve", "--config", str(config)],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env={**os.environ, **(env or {})},
-        )
+        r = serve_refused("--config", config, env=env)
         assert r.returncode == CONFIG_EXIT and "Traceback" not in r.stderr, r.stderr
         line = r.stderr.strip().splitlines()[-1]
         assert line.startswith(f"gate: configuration error: {config}: "), line
@@ -243,6 +243,7 @@ sys.meta_path.insert(0, _NoPsycopg())
 def test_a_postgresql_url_without_the_driver_names_the_extra(
     tmp_path: Path, command: list[str]
 ) -> None:
+    # A real process: the driver is missing from the interpreter gate starts in.
     url = "postgresql://gate:s3cret-pw@127.0.0.1:1/gate"
     shim = tmp_path / "shim"
     shim.mkdir()
@@ -254,7 +255,7 @@ def test_a_postgresql_url_without_the_driver_names_the_extra(
     )
     assert blocked.returncode == 1 and b"No module named 'psycopg'" in blocked.stderr
     toml = f'[server]\nport = 0\ndatabase_url = "{url}"\n'
-    r, path = _gate(tmp_path, toml, *command, env=env)
+    r, path = _gate_process(tmp_path, toml, *command, env=env)
     said = _config_error(
         r,
         path,
@@ -267,7 +268,7 @@ def test_a_postgresql_url_without_the_driver_names_the_extra(
     assert "s3cret-pw" not in said
     # set by the environment instead, the variable is named
     env["GATE_SERVER__DATABASE_URL"] = "postgres://gate@db.internal/gate"
-    r, path = _gate(tmp_path, "", *command, env=env)
+    r, path = _gate_process(tmp_path, "", *command, env=env)
     _config_error(
         r, path, "server.database_url", "pip install 'gate-approvals[postgres]'", "(set by GATE_"
     )

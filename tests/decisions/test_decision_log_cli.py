@@ -10,7 +10,7 @@ from gate.config.settings import Settings
 from gate.policy.revision import revision
 from tests.conftest import Gate
 from tests.support import config as cfg
-from tests.support.cli import run_gate
+from tests.support.cli import gate_in_process, run_gate
 from tests.support.servers import wait_until
 
 
@@ -21,6 +21,7 @@ def test_gate_log_lists_answers_over_the_api(gate_sqlite: Gate) -> None:
     assert log is not None
     wait_until(lambda: log.written >= 2)
     where = ["--url", gate_sqlite.url, "--token", cfg.ADMIN]
+    # the real command once: `gate log`'s entry point, exit status and stdio
     table = run_gate("log", *where)
     assert table.returncode == 0, table.stderr
     lines = table.stdout.splitlines()
@@ -37,15 +38,15 @@ def test_gate_log_lists_answers_over_the_api(gate_sqlite: Gate) -> None:
     ]
     assert "deny" in lines[2] and "db_write" in lines[2] and "deny-prod-writes" in lines[2]
     assert "allow" in lines[3] and gate_sqlite.state.policy.revision in lines[3]
-    denied = run_gate("log", "--answer", "deny", "--json", *where)
+    denied = gate_in_process("log", "--answer", "deny", "--json", *where)
     assert [r["tool_name"] for r in json.loads(denied.stdout)] == ["db_write"]
-    recent = run_gate("log", "--since", "1h", "--agent", "reader", "--json", *where)
+    recent = gate_in_process("log", "--since", "1h", "--agent", "reader", "--json", *where)
     assert [r["agent_id"] for r in json.loads(recent.stdout)] == ["reader"]
-    none = run_gate("log", "--until", "2000-01-01", *where)
+    none = gate_in_process("log", "--until", "2000-01-01", *where)
     assert none.stdout.startswith("no decisions match")
-    bad = run_gate("log", "--since", "soon", *where)
+    bad = gate_in_process("log", "--since", "soon", *where)
     assert bad.returncode == 1 and "neither a duration" in bad.stderr
-    agent = run_gate("log", "--url", gate_sqlite.url, "--token", cfg.AGENT)
+    agent = gate_in_process("log", "--url", gate_sqlite.url, "--token", cfg.AGENT)
     assert agent.returncode == 1 and "403 wrong_role" in agent.stderr
 
 
@@ -72,7 +73,7 @@ def test_policy_check_and_the_start_say_the_revision(tmp_path: Path) -> None:
     spaced.write_text(path.read_text().replace(" = ", "   =   "))
     expected = revision(Settings(**cfg.settings_data(f"sqlite:///{tmp_path}/gate.db")))
     for config in (path, spaced):
-        checked = run_gate("policy", "check", "--config", config)
+        checked = gate_in_process("policy", "check", "--config", config)
         assert checked.returncode == 0, checked.stderr
         assert f"policy revision {expected}" in checked.stdout.splitlines()[0]
 
@@ -81,7 +82,7 @@ def test_a_request_shows_its_revision_everywhere(gate_sqlite: Gate) -> None:
     asked = gate_sqlite.submit(tool_name="ask_x", tool_args={})["request"]
     expected = gate_sqlite.state.policy.revision
     assert asked["policy_revision"] == expected
-    shown = run_gate(
+    shown = gate_in_process(
         "requests", "show", asked["id"], "--url", gate_sqlite.url, "--token", cfg.ADMIN
     )
     assert any(

@@ -1,4 +1,4 @@
-"""`gate init claude-code | codex`: the real CLI in a temporary HOME and project, a real
+"""`gate init claude-code | codex`: the CLI in a temporary HOME and project, a real
 `gate serve` to check against, and the hook it wrote run the way the agent runs it (by shell,
 with no `gate` on PATH)."""
 
@@ -19,6 +19,7 @@ from gate.config.settings import Settings
 from tests.conftest import GateFactory
 from tests.hooks.conftest import Live, fixture
 from tests.support import config as cfg
+from tests.support.cli import gate_in_process, run_gate
 from tests.support.servers import free_port
 
 CLAUDE_EVENTS = ["PreToolUse", "PostToolUse", "SessionEnd"]
@@ -31,19 +32,14 @@ EXAMPLE_MATCHER = (
 
 
 def gate_init(
-    *args: str, home: Path, cwd: Path, env: dict[str, str] | None = None
+    *args: str, home: Path, cwd: Path, env: dict[str, str] | None = None, process: bool = False
 ) -> subprocess.CompletedProcess[str]:
-    """`gate init ARGS` as a user would run it, with HOME (and PATH) of the test's own."""
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("GATE_", "CODEX_"))}
-    base.update({"HOME": str(home), **(env or {})})
-    return subprocess.run(
-        [sys.executable, "-m", "gate.cli", "init", *args],
-        cwd=cwd,
-        env=base,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    """`gate init ARGS` with HOME of the test's own and no GATE_* or CODEX_* variable of the
+    test's environment: called in this process, or with `process` run as a user would (a real
+    `gate` process)."""
+    unset = [k for k in os.environ if k.startswith(("GATE_", "CODEX_"))]
+    run = run_gate if process else gate_in_process
+    return run("init", *args, cwd=cwd, env={"HOME": str(home), **(env or {})}, unset=unset)
 
 
 @pytest.fixture
@@ -85,8 +81,15 @@ def test_project_settings_hold_an_absolute_hook_that_works_without_gate_on_path(
 ) -> None:
     home, project = dirs
 
+    # the real command, as a user runs it
     done = gate_init(
-        "claude-code", "--url", live.url, home=home, cwd=project, env={"GATE_TOKEN": cfg.AGENT}
+        "claude-code",
+        "--url",
+        live.url,
+        home=home,
+        cwd=project,
+        env={"GATE_TOKEN": cfg.AGENT},
+        process=True,
     )
 
     path = project / ".claude" / "settings.json"

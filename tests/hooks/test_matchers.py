@@ -23,6 +23,7 @@ import pytest
 from gate.policy.matchers import derive, sends
 from tests.hooks.test_init import gate_init
 from tests.support import config as cfg
+from tests.support.cli import gate_in_process
 from tests.support.databases import migrated_sqlite
 from tests.support.servers import ServerProcess, wait_until
 
@@ -145,19 +146,14 @@ def test_a_rerun_widens_gates_own_matcher_but_not_a_shared_one(dirs: tuple[Path,
     assert "matcher now" not in again.stdout
 
 
-def check(*args: str, home: Path, cwd: Path, env: dict[str, str] | None = None) -> Any:
-    return subprocess.run(
-        [sys.executable, "-m", "gate.cli", "policy", "check", *args],
-        cwd=cwd,
-        env={
-            **{k: v for k, v in os.environ.items() if not k.startswith(("GATE_", "CODEX_"))},
-            "HOME": str(home),
-            **(env or {}),
-        },
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+def check(
+    *args: str, home: Path, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`gate policy check ARGS` (in this process) with HOME of the test's own and no GATE_* or
+    CODEX_* variable of the test's environment."""
+    unset = [k for k in os.environ if k.startswith(("GATE_", "CODEX_"))]
+    env = {"HOME": str(home), **(env or {})}
+    return gate_in_process("policy", "check", *args, cwd=cwd, env=env, unset=unset)
 
 
 def test_policy_check_names_the_rule_and_the_file_that_never_sends_its_tool(

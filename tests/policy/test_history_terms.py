@@ -5,9 +5,7 @@ values by `gate policy explain` (from the payload, or from the database for a ca
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +13,7 @@ import pytest
 from gate.base.statuses import utcnow
 from gate.store import counted
 from gate.store.db import Database, upgrade
+from tests.support.cli import gate_in_process, run_gate
 
 POLICY = """\
 [server]
@@ -50,19 +49,12 @@ GOOD_DEPLOY = """'history.count("deploy_*", "1h") >= 3'"""
 
 
 def _gate(
-    *args: str | Path, cwd: Path, stdin: str | None = None
+    *args: str | Path, cwd: Path, stdin: str | None = None, process: bool = False
 ) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "GATE_CONFIG"}
-    env["HOME"] = str(cwd)
-    result = subprocess.run(
-        [sys.executable, "-m", "gate.cli", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=cwd,
-        env=env,
-        input=stdin,
-    )
+    """`gate ARGS` in `cwd` (also its HOME) with no $GATE_CONFIG: called in this process, or
+    with `process` the real command."""
+    run = run_gate if process else gate_in_process
+    result = run(*args, cwd=cwd, env={"HOME": str(cwd)}, stdin=stdin, unset=["GATE_CONFIG"])
     assert "Traceback" not in result.stderr, result.stderr
     return result
 
@@ -147,8 +139,16 @@ def test_explain_shows_each_term_and_its_value(tmp_path: Path) -> None:
     policy = _policy(tmp_path)
     term = 'history.sum("pay_*", "amount", "24h")'
     body = {"tool_name": "pay_card", "tool_args": {"amount": 8000}, "history": {term: 95000}}
+    # the real command once: the payload read from its stdin
     shown = _gate(
-        "policy", "explain", "--config", policy, "-", cwd=tmp_path, stdin=json.dumps(body)
+        "policy",
+        "explain",
+        "--config",
+        policy,
+        "-",
+        cwd=tmp_path,
+        stdin=json.dumps(body),
+        process=True,
     )
     assert shown.returncode == 0, shown.stderr
     answer = json.loads(shown.stdout)

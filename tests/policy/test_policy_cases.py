@@ -1,4 +1,4 @@
-"""`gate policy test` and `gate policy lint`, run as the real CLI (exit codes and wording), and
+"""`gate policy test` and `gate policy lint`, run as the CLI (exit codes and wording), and
 the promise behind them: a case is decided exactly as the running server decides the call."""
 
 from __future__ import annotations
@@ -7,10 +7,8 @@ import copy
 import fnmatch
 import itertools
 import json
-import os
 import random
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
@@ -19,6 +17,7 @@ from gate.config.settings import Settings
 from gate.policy import globs
 from tests.conftest import GateFactory
 from tests.support import config as cfg
+from tests.support.cli import gate_in_process, run_gate
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE_POLICY = ROOT / "examples" / "gate.toml"
@@ -26,20 +25,22 @@ EXAMPLE_CASES = ROOT / "examples" / "gate.cases.toml"
 
 
 def _gate(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """The real CLI, run in `cwd` with an empty home (gate's agent hooks are looked for in
-    both: lint reports tools they never send)."""
-    env = {k: v for k, v in os.environ.items() if k not in ("CODEX_HOME", "GATE_CONFIG")}
-    env["HOME"] = str(cwd / "home")
-    result = subprocess.run(
-        [sys.executable, "-m", "gate.cli", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=cwd,
-        env=env,
-    )
+    """The CLI, called in this process, in `cwd` with an empty home (gate's agent hooks are
+    looked for in both: lint reports tools they never send)."""
+    result = gate_in_process(*args, cwd=cwd, env={"HOME": str(cwd / "home")}, unset=UNSET)
     assert "Traceback" not in result.stderr, result.stderr
     return result
+
+
+def _gate_process(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """`_gate` as the real command: its entry point, exit status and stdio."""
+    result = run_gate(*args, cwd=cwd, env={"HOME": str(cwd / "home")}, unset=UNSET)
+    assert "Traceback" not in result.stderr, result.stderr
+    return result
+
+
+#: where gate would look for a policy or Codex's hooks besides the test's own files
+UNSET = ("CODEX_HOME", "GATE_CONFIG")
 
 
 def _toml(value: Any) -> str:
@@ -74,7 +75,7 @@ def _policy(path: Path, *rules: dict[str, Any], **top: Any) -> Path:
 
 
 def test_the_example_cases_pass_against_the_example_policy(tmp_path: Path) -> None:
-    r = _gate("policy", "test", "--config", EXAMPLE_POLICY, EXAMPLE_CASES, cwd=tmp_path)
+    r = _gate_process("policy", "test", "--config", EXAMPLE_POLICY, EXAMPLE_CASES, cwd=tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.strip().endswith("12 case(s), 12 passed, 0 failed")
     assert "FAIL" not in r.stdout
@@ -321,7 +322,8 @@ def test_policy_test_decides_as_the_running_server(
 
 
 def test_lint_finds_nothing_in_the_example(tmp_path: Path) -> None:
-    r = _gate("policy", "lint", "--config", EXAMPLE_POLICY, "--cases", EXAMPLE_CASES, cwd=tmp_path)
+    lint = ("policy", "lint", "--config", EXAMPLE_POLICY, "--cases", EXAMPLE_CASES)
+    r = _gate_process(*lint, cwd=tmp_path)  # the real command, once for lint
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.strip() == f"{EXAMPLE_POLICY}: 0 finding(s) in 4 rule(s), cases {EXAMPLE_CASES}"
 

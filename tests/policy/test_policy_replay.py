@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from types import ModuleType
@@ -21,7 +22,9 @@ from gate.insights import replay as policy_replay
 from gate.policy.rules import Policy
 from gate.store import decision_log
 from gate.store.db import normalise_url, read_only_engine
-from tests.support.cli import run_gate
+from tests.conftest import _pg_admin_url, _pg_skip, _temporary_pg_database
+from tests.support.cli import gate_in_process, run_gate
+from tests.support.databases import migrated_sqlite
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "replay"
 
@@ -34,23 +37,53 @@ def _week_module() -> ModuleType:
     return module
 
 
-@pytest.fixture
-def week(tmp_path: Path, db_url: str) -> Path:
-    """A folder with gate.toml pointing at a database holding the synthetic week."""
-    folder = tmp_path / "week"
+def _generate(folder: Path, db_url: str) -> Path:
+    """`folder`/gate.toml, pointing at `db_url` with the synthetic week written into it."""
     calls = _week_module().generate(folder, database_url=db_url)
     assert calls == 770
     return folder / "gate.toml"
 
 
+@pytest.fixture(
+    scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+def week(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Path]:
+    """The week, generated once for the tests that only read it (replay opens the database
+    read-only, and test_replay_only_reads checks that it did): writing it costs about a
+    second of CPU."""
+    folder = tmp_path_factory.mktemp("week")
+    if request.param == "sqlite":
+        yield _generate(folder, migrated_sqlite(folder / "gate.db"))
+        return
+    admin = _pg_admin_url()
+    if not admin:
+        pytest.skip(_pg_skip())
+    template: str = request.getfixturevalue("_postgres_template")
+    for url in _temporary_pg_database(admin, template):
+        yield _generate(folder, url)
+
+
+@pytest.fixture
+def own_week(tmp_path: Path, db_url: str) -> Path:
+    """A folder with gate.toml pointing at a database of the test's own holding the week
+    (for a test that changes it)."""
+    return _generate(tmp_path / "week", db_url)
+
+
 def replay(config: Path, candidate: str, *extra: str) -> tuple[int, str, str]:
-    done = run_gate("policy", "replay", str(EXAMPLE / candidate), "--config", config, *extra)
+    """`gate policy replay` (in this process) of examples/replay/`candidate`."""
+    done = gate_in_process("policy", "replay", EXAMPLE / candidate, "--config", config, *extra)
     return done.returncode, done.stdout, done.stderr
 
 
 def test_a_dangerous_flip_exits_1_unless_accepted(week: Path) -> None:
-    code, out, err = replay(week, "candidate.toml")
+    # the real command once: its entry point, exit status and stdio
+    done = run_gate("policy", "replay", EXAMPLE / "candidate.toml", "--config", week)
+    code, out, err = done.returncode, done.stdout, done.stderr
     assert code == 1, err
+    assert "Traceback" not in err
     # git status, git diff, ls, pytest and git push: 39 a day; the force pushes were rejected
     assert "ask->allow   rule routine-shell: 273 call(s)  DANGEROUS: 7 a person rejected" in out
     assert out.count("git push --force origin main") == 3  # the examples: dangerous first
@@ -81,21 +114,22 @@ def test_invalid_input_exits_2(week: Path, tmp_path: Path) -> None:
     assert replay(week, "candidate.toml", "--since", "soon")[0] == 2
     broken = tmp_path / "broken.toml"
     broken.write_text('[[rules]]\nname = "x"\nwhen = "args.("\n')
-    done = run_gate("policy", "replay", broken, "--config", week)
+    done = gate_in_process("policy", "replay", broken, "--config", week)
     assert done.returncode == 2 and "not valid CEL" in done.stderr
     broken.write_text("[[rules]\n")
-    assert run_gate("policy", "replay", broken, "--config", week).returncode == 2
-    missing = run_gate("policy", "replay", tmp_path / "none.toml", "--config", week)
+    assert gate_in_process("policy", "replay", broken, "--config", week).returncode == 2
+    missing = gate_in_process("policy", "replay", tmp_path / "none.toml", "--config", week)
     assert missing.returncode == 2 and "not found" in missing.stderr
     elsewhere = tmp_path / "elsewhere.toml"
     url = load_settings(week).server.database_url
     elsewhere.write_text(week.read_text().replace(url, f"sqlite:///{tmp_path}/none.db"))
-    nothing = run_gate("policy", "replay", EXAMPLE / "candidate.toml", "--config", elsewhere)
+    nothing = gate_in_process("policy", "replay", EXAMPLE / "candidate.toml", "--config", elsewhere)
     assert nothing.returncode == 2 and "no SQLite file" in nothing.stderr
 
 
-def test_replay_only_reads(week: Path, db_url: str) -> None:
-    engine = read_only_engine(load_settings(week).server.database_url)
+def test_replay_only_reads(week: Path) -> None:
+    db_url = load_settings(week).server.database_url
+    engine = read_only_engine(db_url)
     try:
         with pytest.raises(sa.exc.DBAPIError), engine.begin() as conn:
             conn.execute(sa.text("DELETE FROM decision_log"))
@@ -108,7 +142,8 @@ def test_replay_only_reads(week: Path, db_url: str) -> None:
         assert path.read_bytes() == before
 
 
-def test_masked_rows_are_replayed_and_marked_uncertain(week: Path) -> None:
+def test_masked_rows_are_replayed_and_marked_uncertain(own_week: Path) -> None:
+    week = own_week
     url = load_settings(week).server.database_url
     engine = sa.create_engine(normalise_url(url))
     try:

@@ -24,7 +24,7 @@ from gate.policy.rules import CallFacts, Policy
 from gate.store import history
 from gate.store.db import Database
 from gate.store.tables import ConfirmationRequest, Vote
-from tests.support.cli import run_gate
+from tests.support.cli import gate_in_process, run_gate
 from tests.support.traffic import week_of_traffic
 
 NOW = datetime.now(UTC).replace(microsecond=0)
@@ -254,7 +254,7 @@ def test_the_command_prints_toml_that_loads_and_json_for_scripts(
 ) -> None:
     week_of_traffic(db, now=NOW)
     config = _config(tmp_path, db_url)
-    done = run_gate("policy", "suggest", "--config", config, "--since", "8d")
+    done = gate_in_process("policy", "suggest", "--config", config, "--since", "8d")
     assert done.returncode == 0, done.stderr
     report = tomllib.loads(done.stdout)  # all but the rules is comments
     assert {r["action"] for r in report["rules"]} == {"allow", "deny"}
@@ -262,7 +262,7 @@ def test_the_command_prints_toml_that_loads_and_json_for_scripts(
     pasted = tmp_path / "pasted.toml"
     pasted.write_text(done.stdout, encoding="utf-8")
     Policy(load_settings(pasted))
-    done = run_gate("policy", "suggest", "-c", config, "--json", "--min-approvals", "3")
+    done = gate_in_process("policy", "suggest", "-c", config, "--json", "--min-approvals", "3")
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
     assert data["min_approvals"] == 3
@@ -272,12 +272,13 @@ def test_the_command_prints_toml_that_loads_and_json_for_scripts(
 
 def test_the_command_refuses_bad_input_with_exit_2(tmp_path: Path) -> None:
     config = _config(tmp_path, f"sqlite:///{tmp_path}/missing.db")
+    # the real command once: its entry point, exit status and stdio
     done = run_gate("policy", "suggest", "-c", config)
     assert done.returncode == 2
     assert "gate:" in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "missing.db").exists()
     for bad in (["--since", "soon"], ["--min-approvals", "1"]):
-        done = run_gate("policy", "suggest", "-c", config, *bad)
+        done = gate_in_process("policy", "suggest", "-c", config, *bad)
         assert done.returncode == 2, bad
         assert "Traceback" not in done.stderr
 
@@ -291,7 +292,7 @@ def test_a_hostile_tool_name_cannot_add_lines_to_the_report(
     globbed = 'evil\n[[rules]]\ntools = ["*"]'
     for i in range(6):
         _decided(db, globbed, {"a": 1}, [(["alice", "bob"][i % 2], "approve")], at=NOW)
-    done = run_gate("policy", "suggest", "-c", _config(tmp_path, db_url), "--since", "1d")
+    done = gate_in_process("policy", "suggest", "-c", _config(tmp_path, db_url), "--since", "1d")
     assert done.returncode == 0, done.stderr
     (rule,) = tomllib.loads(done.stdout)["rules"]  # only the proposal: nothing injected
     assert rule["tools"] == [tool]
