@@ -120,7 +120,8 @@ def test_an_unsupported_database_url_is_named_without_its_password(
 
 @pytest.mark.parametrize("command", [["serve"], ["db", "upgrade"], ["audit", "verify"]])
 def test_a_sqlite_file_in_a_missing_folder_is_named(tmp_path: Path, command: list[str]) -> None:
-    toml = '[server]\ndatabase_url = "sqlite:///./no/such/folder/gate.db"\n'
+    # port 0: a serve that got as far as taking its port takes any free one, never 8000
+    toml = '[server]\nport = 0\ndatabase_url = "sqlite:///./no/such/folder/gate.db"\n'
     r, path = _gate(tmp_path, toml, *command)
     missing = tmp_path / "no" / "such" / "folder"
     _config_error(r, path, "server.database_url", f"the folder '{missing}'", "does not exist")
@@ -142,7 +143,10 @@ def test_an_unreachable_postgresql_is_named(
 ) -> None:
     # Port 1 on loopback: nothing listens there, the refusal is immediate.
     url = "postgresql://gate:s3cret-pw@127.0.0.1:1/gate"
-    r, path = _gate(tmp_path, f'[server]\n{server}database_url = "{url}"\n', *command)
+    # port 0: serve takes its port before it reaches the database; never 8000, which a
+    # parallel test (or anything on the machine) may hold
+    toml = f'[server]\nport = 0\n{server}database_url = "{url}"\n'
+    r, path = _gate(tmp_path, toml, *command)
     _config_error(r, path, "server.database_url", "cannot open the database", "refused")
     assert "s3cret-pw" not in r.stderr + r.stdout
 
