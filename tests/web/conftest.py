@@ -16,7 +16,7 @@ from argon2 import PasswordHasher
 from gate.config.settings import Settings
 from tests.conftest import Gate, GateFactory
 from tests.support import config as cfg
-from tests.support.browser import chromium  # noqa: F401 (the module-scoped browser fixture)
+from tests.support.browser import launched
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
@@ -219,6 +219,17 @@ def set_offers(gate: Gate, request_id: str, **offers: Any) -> None:
 
 # -- the browser (Playwright), for test_browser*.py ------------------------------------------
 
+
+@pytest.fixture(scope="package")
+def chromium() -> Iterator[Browser]:
+    """One headless Chromium for the run of tests/web tests in this process, not one per
+    module: a launch costs most of a second of CPU and some fifteen modules here use it.
+    Tests do not share state through it: each opens a fresh context (cookies, storage, cache
+    of its own) and closes it. Nothing in tests/web runs an event loop in the test thread
+    (see `launched`); a test that must, runs it in a thread of its own."""
+    yield from launched()
+
+
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 
 
@@ -246,7 +257,7 @@ def open_page(request: pytest.FixtureRequest) -> Iterator[OpenPage]:
     """`open_page(gate, "alice")`: a fresh browser context signed in through the form."""
     from playwright.sync_api import expect
 
-    chrome: Browser = request.getfixturevalue("chromium")  # one browser per module
+    chrome: Browser = request.getfixturevalue("chromium")  # one browser for tests/web
 
     contexts: list[Any] = []
 
