@@ -31,9 +31,14 @@ BROWSER_TESTS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def chromium() -> Iterator[Browser]:
-    """One headless Chromium for the module (Debian's; Playwright never downloads one)."""
+def launched() -> Iterator[Browser]:
+    """Start Playwright, launch headless Chromium, yield it; close both afterwards.
+
+    The body of a `chromium` fixture, at the scope its caller picks. Not session scope: while
+    Playwright's sync API is started it leaves its event loop marked running in the test
+    thread, between calls too, so a test that runs a loop of its own there (`asyncio.run`,
+    `anyio.run`, pytest-asyncio) fails with "cannot be called from a running event loop".
+    """
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
@@ -50,3 +55,9 @@ def chromium() -> Iterator[Browser]:
         )
         yield b
         b.close()
+
+
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[Browser]:
+    """One headless Chromium for the module (Debian's; Playwright never downloads one)."""
+    yield from launched()

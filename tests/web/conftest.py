@@ -16,7 +16,7 @@ from argon2 import PasswordHasher
 from gate.config.settings import Settings
 from tests.conftest import Gate, GateFactory
 from tests.support import config as cfg
-from tests.support.browser import chromium  # noqa: F401 (the module-scoped browser fixture)
+from tests.support.browser import launched
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
@@ -219,6 +219,17 @@ def set_offers(gate: Gate, request_id: str, **offers: Any) -> None:
 
 # -- the browser (Playwright), for test_browser*.py ------------------------------------------
 
+
+@pytest.fixture(scope="package")
+def chromium() -> Iterator[Browser]:
+    """One headless Chromium for the run of tests/web tests in this process, not one per
+    module: a launch costs most of a second of CPU and some fifteen modules here use it.
+    Tests do not share state through it: each opens a fresh context (cookies, storage, cache
+    of its own) and closes it. Nothing in tests/web runs an event loop in the test thread
+    (see `launched`); a test that must, runs it in a thread of its own."""
+    yield from launched()
+
+
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 
 
@@ -243,23 +254,45 @@ OpenPage = Callable[..., Watched]
 
 @pytest.fixture
 def open_page(request: pytest.FixtureRequest) -> Iterator[OpenPage]:
-    """`open_page(gate, "alice")`: a fresh browser context signed in through the form."""
+    """`open_page(gate, "alice")`: a fresh browser context, signed in, on the queue page
+    (`form=True`: signed in through the sign-in form)."""
     from playwright.sync_api import expect
 
-    chrome: Browser = request.getfixturevalue("chromium")  # one browser per module
+    chrome: Browser = request.getfixturevalue("chromium")  # one browser for tests/web
 
     contexts: list[Any] = []
 
-    def factory(gate: Gate, name: str, *, viewport: tuple[int, int] = (1280, 860)) -> Watched:
+    def factory(
+        gate: Gate, name: str, *, viewport: tuple[int, int] = (1280, 860), form: bool = False
+    ) -> Watched:
         context = chrome.new_context(viewport={"width": viewport[0], "height": viewport[1]})
         contexts.append(context)
         watched = Watched(context.new_page())
         page = watched.page
-        page.goto(gate.url + "/")
-        expect(page).to_have_url(re.compile(r"/login\?next=/$"))
-        page.fill("#username", name)
-        page.fill("#password", PASSWORDS[name])
-        page.get_by_role("button", name="Sign in").click()
+        if form:  # through the sign-in form, as a person does
+            page.goto(gate.url + "/")
+            expect(page).to_have_url(re.compile(r"/login\?next=/$"))
+            page.fill("#username", name)
+            page.fill("#password", PASSWORDS[name])
+            page.get_by_role("button", name="Sign in").click()
+        else:
+            # Signed in over HTTP, the session cookie handed to the browser: drawing the
+            # sign-in page in Chromium costs half a second of CPU, and most tests are about
+            # the pages behind it (test_browser.py signs in through the form).
+            with sign_in(gate, name) as client:
+                cookie = client.cookies["gate_session"]
+            context.add_cookies(
+                [
+                    {
+                        "name": "gate_session",
+                        "value": cookie,
+                        "url": gate.url,
+                        "httpOnly": True,
+                        "sameSite": "Lax",
+                    }
+                ]
+            )
+            page.goto(gate.url + "/")
         expect(page).to_have_url(gate.url + "/")
         expect(page.locator("#live")).to_have_attribute("data-state", "live")
         # going live refreshes the rows (catching up on what changed since the page was

@@ -43,7 +43,7 @@ def _pay(gate: Gate, summary: str, amount: int = 60000, **extra: Any) -> str:
 def test_live_queue_open_reject_and_the_waiter_hears_why(
     web_gate: Gate, open_page: OpenPage
 ) -> None:
-    watched = open_page(web_gate, "alice")
+    watched = open_page(web_gate, "alice", form=True)  # the one sign-in through the form
     page = watched.page
     page.evaluate("window.__sameDocument = true")
     web_gate.submit(

@@ -13,7 +13,6 @@ import pytest
 from gate.config.settings import Settings
 from tests.conftest import Gate
 from tests.support.browser import BROWSER_TESTS, ENABLED
-from tests.support.browser import chromium as chromium  # the module's browser fixture
 from tests.support.fake_oidc import FakeOidc
 from tests.support.fake_slack import FakeSlack
 from tests.web.conftest import shot

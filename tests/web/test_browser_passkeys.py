@@ -18,7 +18,6 @@ from gate.config.settings import Settings
 from tests.conftest import Gate
 from tests.support import config as cfg
 from tests.support.browser import BROWSER_TESTS, ENABLED
-from tests.support.browser import chromium as chromium  # the module's browser fixture
 from tests.web.conftest import PASSWORDS, api_view
 from tests.web.sso import PASSWORD_HASHES, serving, spare_port
 from tests.web.test_passkeys import PASSKEY_RULES

@@ -14,7 +14,6 @@ import pytest
 from gate.config.settings import Settings
 from tests.conftest import Gate
 from tests.support.browser import BROWSER_TESTS, ENABLED
-from tests.support.browser import chromium as chromium  # the module's browser fixture
 from tests.support.fake_oidc import FakeOidc
 from tests.web.conftest import api_view
 from tests.web.sso import serving, spare_port, sso_data

@@ -43,12 +43,17 @@ def _server(tmp_path: Path, read_timeout: float) -> ServerProcess:
     return ServerProcess(path)
 
 
-@pytest.fixture
-def serve(tmp_path: Path) -> Iterator[ServerProcess]:
-    """`gate serve` with a one-second read deadline (started by the test)."""
-    server = _server(tmp_path, READ_TIMEOUT)
+@pytest.fixture(scope="module")
+def serve(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """`gate serve` with a one-second read deadline, started once for the module's tests.
+
+    A start is a second and a half of CPU (a process importing gate). The tests share it: each
+    one's sockets are closed by its end (by the server, or in `finally`), and each checks the
+    server as it finds it, so what one test does cannot pass or fail another.
+    """
+    server = _server(tmp_path_factory.mktemp("serve"), READ_TIMEOUT)
     try:
-        yield server
+        yield server.start()
     finally:
         server.stop()
 
@@ -117,7 +122,6 @@ def agent_round_trip(url: str) -> None:
 def test_silent_and_half_sent_sockets_are_closed_and_lock_nobody_out(
     serve: ServerProcess,
 ) -> None:
-    serve.start()
     with (
         sockets(serve.port, SILENT) as silent,
         sockets(serve.port, HALF_SENT, HALF_REQUEST) as half,
@@ -137,7 +141,6 @@ def test_silent_and_half_sent_sockets_are_closed_and_lock_nobody_out(
 
 def test_a_slow_sender_does_not_restart_the_clock(serve: ServerProcess) -> None:
     """Slowloris: a byte every 0.2 s keeps the socket busy, but the deadline is per request."""
-    serve.start()
     request = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + b"a" * 200
     with socket.create_connection(("127.0.0.1", serve.port), timeout=5) as s:
         started = time.monotonic()
@@ -163,7 +166,6 @@ def test_a_slow_sender_does_not_restart_the_clock(serve: ServerProcess) -> None:
 
 
 def test_a_kept_alive_connection_stays_usable(serve: ServerProcess) -> None:
-    serve.start()
     with httpx.Client(base_url=serve.url, timeout=5, verify=TLS) as c:
         for _ in range(3):
             assert c.get("/healthz").status_code == 200
@@ -171,7 +173,6 @@ def test_a_kept_alive_connection_stays_usable(serve: ServerProcess) -> None:
 
 
 def test_huge_headers_are_refused(serve: ServerProcess) -> None:
-    serve.start()
     with socket.create_connection(("127.0.0.1", serve.port), timeout=5) as s:
         s.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
         try:

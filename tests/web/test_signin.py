@@ -177,7 +177,10 @@ def test_the_password_pool_has_two_threads_a_bounded_queue_and_spares_the_api() 
         assert len(running) == PASSWORD_THREADS + MAX_WAITING
 
     try:
-        anyio.run(scenario)
+        # In a thread of its own: the test thread may hold tests/web's browser, whose
+        # Playwright marks an event loop running there (tests/support/browser.py `launched`).
+        with ThreadPoolExecutor(max_workers=1) as own:
+            own.submit(anyio.run, scenario).result()
     finally:
         release.set()
 
