@@ -256,16 +256,24 @@ def free_port() -> int:
     return int(s.getsockname()[1])
 
 
-def wait_until(predicate: Callable[[], Any], timeout: float = 10, interval: float = 0.02) -> Any:
-    """Poll `predicate` until it returns something truthy; fail after `timeout` seconds."""
+def wait_until(predicate: Callable[[], Any], timeout: float = 10, interval: float = 0.1) -> Any:
+    """Poll `predicate` until it returns something truthy; fail after `timeout` seconds.
+
+    The first looks come quickly (10 ms apart) and the gaps then grow by half up to
+    `interval`: most conditions hold within a few looks, and a long wait does not spend the
+    machine's CPU asking (a look is often an HTTP round trip to a server in this process; at
+    a fixed 20 ms the suite's polling cost more CPU than some of its servers).
+    """
     deadline = time.monotonic() + timeout
+    gap = min(0.01, interval)
     while True:
         value = predicate()
         if value:
             return value
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {timeout} s")
-        time.sleep(interval)
+        time.sleep(gap)
+        gap = min(gap * 1.5, interval)
 
 
 __all__ = [
