@@ -27,6 +27,8 @@ from tests.support.servers import ServerProcess, waiters_in
 
 HERE = Path(__file__).parent
 UPSTREAM = [sys.executable, str(HERE / "upstream_server.py")]
+#: `gate mcp prompt` with fast progress for the tests
+PROMPT = ["prompt", "--progress-every", "0.2"]
 #: what a module's tests on one shared `gate mcp` session are marked with: they and its
 #: fixture run on the module's event loop, which the session's reader task lives on
 SHARED_LOOP = pytest.mark.asyncio(loop_scope="module")
@@ -164,6 +166,21 @@ async def shared_proxy(
     tmp = tmp_path_factory.mktemp("proxy")
     async with shared_session(proxy_args(), live.url, tmp, SHARED_SETTING="x") as shared:
         yield shared
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def shared_prompt(
+    live: Live, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[Shared]:
+    """One `gate mcp prompt` (`PROMPT`) per module, for its tests marked SHARED_LOOP."""
+    async with shared_session(PROMPT, live.url, tmp_path_factory.mktemp("prompt")) as shared:
+        yield shared
+
+
+@pytest.fixture
+def prompt(shared_prompt: Shared) -> Turn:
+    """This test's turn on the module's shared `gate mcp prompt` session."""
+    return shared_prompt.turn()
 
 
 @pytest.fixture
