@@ -147,9 +147,10 @@ def start_gate(tmp: Path) -> Live:
     return Live(ServerProcess(path).start())
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
-    """One `gate serve` per module; tests tell their requests apart by unique arguments."""
+    """One `gate serve` for the MCP tests (~2 s of CPU to start), stopped after the last of
+    them: tests tell their requests apart by unique arguments."""
     live = start_gate(tmp_path_factory.mktemp("gate"))
     try:
         yield live

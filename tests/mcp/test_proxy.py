@@ -8,12 +8,14 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import anyio
 import mcp.types as types
 import pytest
+import pytest_asyncio
 from mcp.shared.exceptions import MCPError
 
 from gate.mcp import _parser as mcp_parser
@@ -23,12 +25,14 @@ from tests.mcp.conftest import (
     SHARED_LOOP,
     UPSTREAM,
     Live,
+    Shared,
     Turn,
     gate_env,
     mcp_client,
     pid_of,
     proxy_args,
     ran,
+    shared_session,
     start_gate,
     unique,
     upstream_client,
@@ -153,12 +157,29 @@ async def test_policy_deny_is_an_error_result_and_the_upstream_is_not_called(
     assert proxy.ran() == []
 
 
-async def test_on_no_rule_deny_refuses_ungated_calls(live: Live, marker: Path) -> None:
-    args = proxy_args("--on-no-rule", "deny")
-    async with mcp_client(args, gate_env(live.url, UPSTREAM_MARKER=str(marker))) as s:
-        result = await s.call_tool("seen_env", {"names": []})
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def shared_strict_proxy(
+    live: Live, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[Shared]:
+    """A proxy with `--on-no-rule deny --timeout 1`, for two tests marked SHARED_LOOP: one
+    calls a tool no rule covers (only --on-no-rule matters), the other one a rule holds for a
+    person (only --timeout matters)."""
+    args = proxy_args("--on-no-rule", "deny", "--timeout", "1")
+    async with shared_session(args, live.url, tmp_path_factory.mktemp("strict")) as shared:
+        yield shared
+
+
+@pytest.fixture
+def strict_proxy(shared_strict_proxy: Shared) -> Turn:
+    """This test's turn on the module's `--on-no-rule deny --timeout 1` proxy."""
+    return shared_strict_proxy.turn()
+
+
+@SHARED_LOOP
+async def test_on_no_rule_deny_refuses_ungated_calls(strict_proxy: Turn) -> None:
+    result = await strict_proxy.session.call_tool("seen_env", {"names": []})
     assert result.is_error and "--on-no-rule deny" in text_of(result)
-    assert ran(marker) == []
+    assert strict_proxy.ran() == []
 
 
 # -- ask: approve, edit, reject; progress; outcome ---------------------------------------------
@@ -298,17 +319,16 @@ async def test_approver_token_cannot_ask(live: Live, marker: Path) -> None:
     assert ran(marker) == []
 
 
-async def test_own_deadline_withdraws_and_refuses(live: Live, marker: Path) -> None:
+@SHARED_LOOP
+async def test_own_deadline_withdraws_and_refuses(live: Live, strict_proxy: Turn) -> None:
     vendor = unique("slow")
-    args = proxy_args("--timeout", "1")
-    async with mcp_client(args, gate_env(live.url, UPSTREAM_MARKER=str(marker))) as s:
-        result = await s.call_tool("pay_vendor", {"vendor": vendor, "amount": 5})
+    result = await strict_proxy.session.call_tool("pay_vendor", {"vendor": vendor, "amount": 5})
     # The proxy withdraws at its deadline (or the server expires the request at the deadline
     # the proxy sent with it): either way nobody is left deciding, and nothing ran.
     assert result.is_error and "No human rejected it" in text_of(result)
     (request,) = await live.find(PAY, vendor=vendor)
     assert (await live.settled(request["id"]))["status"] in ("cancelled", "expired")
-    assert ran(marker) == []
+    assert strict_proxy.ran() == []
 
 
 @SHARED_LOOP
@@ -485,11 +505,10 @@ BAD_COMMAND_LINES = [
 ]
 
 
-@pytest.mark.parametrize("case", [0, 7], ids=["proxy-error", "bad-gate-url"])
-def test_a_bad_command_line_exits_2_from_the_gate_command(case: int) -> None:
-    """The real `gate` process: exit code 2 and the fix on stderr, for each kind of refusal
-    (the upstream's command line, the gate's URL); every case is checked in-process below."""
-    args, env, says = BAD_COMMAND_LINES[case]
+def test_a_bad_command_line_exits_2_from_the_gate_command() -> None:
+    """The real `gate` process: exit code 2 and the fix on stderr, no traceback; every case
+    is checked in-process below."""
+    args, env, says = BAD_COMMAND_LINES[0]
     base = {k: v for k, v in os.environ.items() if not k.startswith("GATE_")}
     proc = subprocess.run(
         [sys.executable, "-m", "gate.cli", "mcp", "proxy", *args],
