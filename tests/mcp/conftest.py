@@ -4,18 +4,20 @@ spawned over stdio by the official SDK's client, and an upstream MCP server buil
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import httpx
 import pytest
+import pytest_asyncio
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
 from tests.support import config as cfg
@@ -25,6 +27,13 @@ from tests.support.servers import ServerProcess, waiters_in
 
 HERE = Path(__file__).parent
 UPSTREAM = [sys.executable, str(HERE / "upstream_server.py")]
+#: `gate mcp prompt` with fast progress for the tests
+PROMPT = ["prompt", "--progress-every", "0.2"]
+#: what a module's tests on one shared `gate mcp` session are marked with: they and its
+#: fixture run on the module's event loop, which the session's reader task lives on
+SHARED_LOOP = pytest.mark.asyncio(loop_scope="module")
+
+T = TypeVar("T")
 
 #: rules in front of the standard ones; the proxy's tools are mcp__fixture__TOOL
 MCP_RULES: list[dict[str, Any]] = [
@@ -138,14 +147,47 @@ def start_gate(tmp: Path) -> Live:
     return Live(ServerProcess(path).start())
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
-    """One `gate serve` per module; tests tell their requests apart by unique arguments."""
+    """One `gate serve` for the MCP tests (~2 s of CPU to start), stopped after the last of
+    them: tests tell their requests apart by unique arguments."""
     live = start_gate(tmp_path_factory.mktemp("gate"))
     try:
         yield live
     finally:
         live.server.stop()
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def shared_proxy(
+    live: Live, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[Shared]:
+    """One `gate mcp proxy` (`proxy_args()`) per module, for its tests marked SHARED_LOOP;
+    its upstream also has SHARED_SETTING=x in its environment."""
+    tmp = tmp_path_factory.mktemp("proxy")
+    async with shared_session(proxy_args(), live.url, tmp, SHARED_SETTING="x") as shared:
+        yield shared
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def shared_prompt(
+    live: Live, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[Shared]:
+    """One `gate mcp prompt` (`PROMPT`) per module, for its tests marked SHARED_LOOP."""
+    async with shared_session(PROMPT, live.url, tmp_path_factory.mktemp("prompt")) as shared:
+        yield shared
+
+
+@pytest.fixture
+def prompt(shared_prompt: Shared) -> Turn:
+    """This test's turn on the module's shared `gate mcp prompt` session."""
+    return shared_prompt.turn()
+
+
+@pytest.fixture
+def proxy(shared_proxy: Shared) -> Turn:
+    """This test's turn on the module's shared `gate mcp proxy` session."""
+    return shared_proxy.turn()
 
 
 @pytest.fixture
@@ -156,9 +198,14 @@ def marker(tmp_path: Path) -> Path:
 
 def ran(marker: Path) -> list[dict[str, Any]]:
     """What the upstream ran, in order."""
-    if not marker.exists():
+    return json_lines(marker)
+
+
+def json_lines(path: Path) -> list[Any]:
+    """The JSON value on each line of `path` (none while it does not exist)."""
+    if not path.exists():
         return []
-    return [json.loads(line) for line in marker.read_text().splitlines() if line.strip()]
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def unique(prefix: str) -> str:
@@ -218,3 +265,96 @@ def pid_of(tag: str) -> int:
         if tag.encode() in cmdline and b"gate.cli" in cmdline:
             return int(entry.name)
     raise AssertionError(f"no process with {tag!r} in its command line")
+
+
+@asynccontextmanager
+async def held_open(cm: AbstractAsyncContextManager[T]) -> AsyncIterator[T]:
+    """`cm` entered and left by a task of its own, open while the block runs.
+
+    For a module-scoped fixture: pytest-asyncio runs its setup and its teardown as two
+    tasks, and the SDK's stdio client (anyio task groups inside) must be left by the task
+    that entered it.
+    """
+    box: list[T] = []
+    entered, leave = asyncio.Event(), asyncio.Event()
+
+    async def owner() -> None:
+        async with cm as value:
+            box.append(value)
+            entered.set()
+            await leave.wait()
+
+    task = asyncio.create_task(owner())
+    waiting = asyncio.create_task(entered.wait())
+    await asyncio.wait({task, waiting}, return_when=asyncio.FIRST_COMPLETED)
+    waiting.cancel()
+    if not box:
+        await task  # it failed before entering: raises why
+        raise AssertionError("the shared session ended before it started")
+    try:
+        yield box[0]
+    finally:
+        leave.set()
+        await task
+
+
+@dataclass
+class Shared:
+    """One `gate mcp` session (and its upstream) that a module's tests take turns on.
+
+    Only for tests that make calls and read results: a test that stops the proxy, its
+    upstream or gate starts its own. Each test's calls carry values no other test uses.
+    """
+
+    session: ClientSession
+    #: $UPSTREAM_MARKER and $UPSTREAM_HEARD of the upstream (see upstream_server.py)
+    marker: Path
+    heard: Path
+    #: every message the server sent the client outside an answer (notifications)
+    notes: list[Any]
+
+    def turn(self) -> Turn:
+        """A view of the session from now on, for one test."""
+        return Turn(self, len(ran(self.marker)), len(json_lines(self.heard)), len(self.notes))
+
+
+@dataclass
+class Turn:
+    """A test's turn on a `Shared` session: what happened since the test began."""
+
+    shared: Shared
+    ran_from: int
+    heard_from: int
+    notes_from: int
+
+    @property
+    def session(self) -> ClientSession:
+        return self.shared.session
+
+    def ran(self) -> list[dict[str, Any]]:
+        """What the upstream ran during this test, in order."""
+        return ran(self.shared.marker)[self.ran_from :]
+
+    def heard(self) -> list[str]:
+        """Every tool name the upstream was called with during this test."""
+        return json_lines(self.shared.heard)[self.heard_from :]
+
+    def notes(self) -> list[Any]:
+        """The server's notifications during this test."""
+        return self.shared.notes[self.notes_from :]
+
+
+@asynccontextmanager
+async def shared_session(
+    args: list[str], url: str, tmp: Path, **extra_env: str
+) -> AsyncIterator[Shared]:
+    """`gate mcp ARGS` against gate at `url`, held open for a module's tests (`held_open`)."""
+    marker, heard = tmp / "upstream-ran.jsonl", tmp / "upstream-heard.jsonl"
+    env = gate_env(url, UPSTREAM_MARKER=str(marker), UPSTREAM_HEARD=str(heard), **extra_env)
+    notes: list[Any] = []
+
+    async def on_message(message: Any) -> None:
+        notes.append(message)
+
+    async with held_open(mcp_client(args, env, message_handler=on_message)) as session:
+        yield Shared(session, marker, heard, notes)

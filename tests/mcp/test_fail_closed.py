@@ -9,18 +9,26 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
 import anyio
 import mcp.types as types
 import pytest
+import pytest_asyncio
 from mcp.shared.exceptions import MCPError
 
 from gate.asking.binding import call_hash
-from tests.mcp.conftest import gate_env, mcp_client, proxy_args, ran
+from tests.mcp.conftest import (
+    SHARED_LOOP,
+    Shared,
+    Turn,
+    gate_env,
+    mcp_client,
+    proxy_args,
+    shared_session,
+)
 
 SLOW_ID = "01SLOW00000000000000000000"
 #: how long the "slow" gate takes to answer an ask: longer than the test client's timeout
@@ -97,9 +105,10 @@ class _Handler(BaseHTTPRequestHandler):
         self._handle("POST")
 
 
-@pytest.fixture
-def fake_gate(request: pytest.FixtureRequest) -> Iterator[FakeGate]:
-    server = FakeGate(request.param)
+@pytest.fixture(scope="module")
+def fake_gate_server() -> Iterator[FakeGate]:
+    """One fake gate per module; each test sets its mode (`fake_gate`)."""
+    server = FakeGate("5xx")
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -109,31 +118,54 @@ def fake_gate(request: pytest.FixtureRequest) -> Iterator[FakeGate]:
         server.server_close()
 
 
+@pytest.fixture
+def fake_gate(fake_gate_server: FakeGate, request: pytest.FixtureRequest) -> FakeGate:
+    """The module's fake gate in the mode the test names, having seen nothing yet."""
+    fake_gate_server.mode = request.param
+    fake_gate_server.seen = []
+    return fake_gate_server
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def shared_fake_proxy(
+    fake_gate_server: FakeGate, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[Shared]:
+    """One `gate mcp proxy` in front of the fake gate, for the tests marked SHARED_LOOP: the
+    mode a test sets is what this proxy's next ask meets."""
+    tmp = tmp_path_factory.mktemp("proxy")
+    async with shared_session(proxy_args(), fake_gate_server.url, tmp) as shared:
+        yield shared
+
+
+@pytest.fixture
+def proxy(shared_fake_proxy: Shared, fake_gate: FakeGate) -> Turn:
+    """This test's turn on the proxy in front of the fake gate (once its mode is set)."""
+    return shared_fake_proxy.turn()
+
+
 def text_of(result: types.CallToolResult) -> str:
     return " ".join(c.text for c in result.content if isinstance(c, types.TextContent))
 
 
+@SHARED_LOOP
 @pytest.mark.parametrize("fake_gate", ["5xx"], indirect=True)
-async def test_a_failing_gate_refuses_the_call(fake_gate: FakeGate, marker: Path) -> None:
-    async with mcp_client(proxy_args(), gate_env(fake_gate.url, UPSTREAM_MARKER=str(marker))) as s:
-        result = await s.call_tool("write_marker", {"label": "x"})
+async def test_a_failing_gate_refuses_the_call(fake_gate: FakeGate, proxy: Turn) -> None:
+    result = await proxy.session.call_tool("write_marker", {"label": "x"})
     assert result.is_error
     # the hook's wording for a failing gate (whatever its exact sentence): who, and the error
     assert f"The approval server at {fake_gate.url}" in text_of(result)
     assert "HTTP 503 unavailable: database down" in text_of(result)
-    assert ran(marker) == []
+    assert proxy.ran() == []
     assert [(m, p) for m, p, _ in fake_gate.seen][0] == ("POST", "/v1/gate")
 
 
+@SHARED_LOOP
 @pytest.mark.parametrize("fake_gate", ["forged"], indirect=True)
-async def test_an_approval_for_other_arguments_is_refused(
-    fake_gate: FakeGate, marker: Path
-) -> None:
-    async with mcp_client(proxy_args(), gate_env(fake_gate.url, UPSTREAM_MARKER=str(marker))) as s:
-        result = await s.call_tool("pay_vendor", {"vendor": "ACME", "amount": 60000})
+async def test_an_approval_for_other_arguments_is_refused(fake_gate: FakeGate, proxy: Turn) -> None:
+    result = await proxy.session.call_tool("pay_vendor", {"vendor": "ACME", "amount": 60000})
     assert result.is_error
     assert "The approval does not match this mcp__fixture__pay_vendor call" in text_of(result)
-    assert ran(marker) == []
+    assert proxy.ran() == []
     (_, _, sent), *_ = fake_gate.seen
     assert sent["tool_name"] == "mcp__fixture__pay_vendor"
     assert sent["tool_args"] == {"vendor": "ACME", "amount": 60000}
@@ -149,24 +181,24 @@ async def test_the_prompt_tool_denies_an_approval_for_other_arguments(fake_gate:
     assert "The approval does not match this Bash call" in body["message"]
 
 
+@SHARED_LOOP
 @pytest.mark.parametrize("fake_gate", ["slow"], indirect=True)
 async def test_a_call_given_up_while_the_ask_is_in_flight_is_withdrawn(
-    fake_gate: FakeGate, marker: Path
+    fake_gate: FakeGate, proxy: Turn
 ) -> None:
     """The client gives up before gate has answered the ask: the request that ask made is
     found by its idempotency key and withdrawn, and the call never runs."""
-    env = gate_env(fake_gate.url, UPSTREAM_MARKER=str(marker))
-    async with mcp_client(proxy_args(), env) as s:
-        with pytest.raises(MCPError):
-            await s.call_tool("pay_vendor", {"vendor": "v", "amount": 1}, read_timeout_seconds=1)
-        with anyio.fail_after(SLOW_ASK + 10):
-            while ("POST", f"/v1/requests/{SLOW_ID}/cancel") not in [m[:2] for m in fake_gate.seen]:
-                await anyio.sleep(0.05)
+    s = proxy.session
+    with pytest.raises(MCPError):
+        await s.call_tool("pay_vendor", {"vendor": "v", "amount": 1}, read_timeout_seconds=1)
+    with anyio.fail_after(SLOW_ASK + 10):
+        while ("POST", f"/v1/requests/{SLOW_ID}/cancel") not in [m[:2] for m in fake_gate.seen]:
+            await anyio.sleep(0.05)
     lookups = [m for m in fake_gate.seen if m[0] == "GET"]
     assert lookups and "idempotency_key=mcp-" in lookups[0][1]
     (cancel,) = [m for m in fake_gate.seen if m[1].endswith("/cancel")]
     assert "the MCP client cancelled the call" in cancel[2]["reason"]
-    assert ran(marker) == []
+    assert proxy.ran() == []
 
 
 def test_without_the_sdk_gate_mcp_says_how_to_install_it() -> None:

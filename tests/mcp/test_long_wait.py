@@ -10,16 +10,30 @@ fixtures/long_approvals.json, with their sources.
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import anyio
 import mcp.types as types
 import pytest
+import pytest_asyncio
 from mcp import ClientSession
 from mcp.shared.exceptions import MCPError
 
-from tests.mcp.conftest import UPSTREAM, Live, gate_env, mcp_client, proxy_args, ran, unique
+from tests.mcp.conftest import (
+    SHARED_LOOP,
+    UPSTREAM,
+    Live,
+    Shared,
+    Turn,
+    gate_env,
+    mcp_client,
+    proxy_args,
+    ran,
+    shared_session,
+    unique,
+)
 from tests.support import config as cfg
 
 FACTS = json.loads((Path(__file__).parent / "fixtures" / "long_approvals.json").read_text())
@@ -29,6 +43,8 @@ CLIENT_TIMEOUT = 1.5
 #: how long the person takes in these tests: longer than the client's timeout
 PERSON_TAKES = CLIENT_TIMEOUT * 2.5
 #: the proxy with progress every 30 s: none comes within the client's timeout
+#: why gate records a call whose client gave up as withdrawn
+CANCELLED = "the MCP client cancelled the call"
 SLOW_PROXY = ["proxy", "--name", "fixture", "--progress-every", "30", "--", *UPSTREAM]
 
 
@@ -66,7 +82,9 @@ async def approve_late(live: Live, request_id: str) -> int:
     return r.status_code
 
 
-async def assert_never_runs(live: Live, marker: Path, request_id: str, reason: str) -> None:
+async def assert_never_runs(
+    live: Live, upstream_ran: Callable[[], list[dict[str, Any]]], request_id: str, reason: str
+) -> None:
     """The request was withdrawn with `reason`, a late approval is refused, nothing ran."""
     done = await live.settled(request_id)
     assert done["status"] == "cancelled", done
@@ -74,7 +92,23 @@ async def assert_never_runs(live: Live, marker: Path, request_id: str, reason: s
     assert await approve_late(live, request_id) == 409
     assert (await live.request(request_id))["status"] == "cancelled"
     await anyio.sleep(1)  # time enough for a call that was going to run anyway
-    assert ran(marker) == []
+    assert upstream_ran() == []
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def shared_slow_proxy(
+    live: Live, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[Shared]:
+    """One SLOW_PROXY for the module's tests marked SHARED_LOOP: each call it holds is given up
+    by its client, and the proxy serves on."""
+    async with shared_session(SLOW_PROXY, live.url, tmp_path_factory.mktemp("slow")) as shared:
+        yield shared
+
+
+@pytest.fixture
+def slow_proxy(shared_slow_proxy: Shared) -> Turn:
+    """This test's turn on the module's SLOW_PROXY session."""
+    return shared_slow_proxy.turn()
 
 
 def test_the_facts_name_their_sources() -> None:
@@ -85,40 +119,40 @@ def test_the_facts_name_their_sources() -> None:
 # -- the proxy ----------------------------------------------------------------------------------
 
 
+@SHARED_LOOP
 async def test_without_progress_the_sdk_read_timeout_fires_and_the_call_never_runs(
-    live: Live, marker: Path
+    live: Live, slow_proxy: Turn
 ) -> None:
     vendor = unique("sdk-timeout")
-    env = gate_env(live.url, UPSTREAM_MARKER=str(marker))
-    args = SLOW_PROXY
-    async with mcp_client(args, env) as s:
-        with pytest.raises(MCPError) as caught:
-            await s.call_tool(
-                "pay_vendor",
-                {"vendor": vendor, "amount": 5},
-                read_timeout_seconds=CLIENT_TIMEOUT,
-            )
-        assert caught.value.code == types.REQUEST_TIMEOUT
-        (request,) = await live.find(PAY, vendor=vendor)
-        # the SDK sent notifications/cancelled for the timed-out call: the proxy withdrew it
-        await assert_never_runs(live, marker, request["id"], "the MCP client cancelled the call")
-        assert not (await s.call_tool("seen_env", {"names": []})).is_error  # still serving
-    assert [r["tool"] for r in ran(marker)] == ["seen_env"]
+    s = slow_proxy.session
+    with pytest.raises(MCPError) as caught:
+        await s.call_tool(
+            "pay_vendor",
+            {"vendor": vendor, "amount": 5},
+            read_timeout_seconds=CLIENT_TIMEOUT,
+        )
+    assert caught.value.code == types.REQUEST_TIMEOUT
+    (request,) = await live.find(PAY, vendor=vendor)
+    # the SDK sent notifications/cancelled for the timed-out call: the proxy withdrew it
+    await assert_never_runs(live, slow_proxy.ran, request["id"], CANCELLED)
+    assert not (await s.call_tool("seen_env", {"names": []})).is_error  # still serving
+    assert [r["tool"] for r in slow_proxy.ran()] == ["seen_env"]
 
 
+@SHARED_LOOP
 async def test_without_progress_a_resetting_client_gives_up_and_the_call_never_runs(
-    live: Live, marker: Path
+    live: Live, slow_proxy: Turn
 ) -> None:
     vendor = unique("idle")
-    env = gate_env(live.url, UPSTREAM_MARKER=str(marker))
-    args = SLOW_PROXY
-    async with mcp_client(args, env) as s:
-        with pytest.raises(IdleTimeout):
-            await call_resetting_on_progress(
-                s, "pay_vendor", {"vendor": vendor, "amount": 5}, timeout=CLIENT_TIMEOUT
-            )
-        (request,) = await live.find(PAY, vendor=vendor)
-        await assert_never_runs(live, marker, request["id"], "the MCP client cancelled the call")
+    with pytest.raises(IdleTimeout):
+        await call_resetting_on_progress(
+            slow_proxy.session,
+            "pay_vendor",
+            {"vendor": vendor, "amount": 5},
+            timeout=CLIENT_TIMEOUT,
+        )
+    (request,) = await live.find(PAY, vendor=vendor)
+    await assert_never_runs(live, slow_proxy.ran, request["id"], CANCELLED)
 
 
 async def test_with_progress_a_resetting_client_gets_the_verdict_after_its_timeout(

@@ -10,13 +10,15 @@ from typing import Any
 import anyio
 import mcp.types as types
 
-from tests.mcp.conftest import Live, gate_env, mcp_client, unique
+from tests.mcp.conftest import PROMPT, SHARED_LOOP, Live, Turn, gate_env, mcp_client, unique
 from tests.support.servers import free_port
 
 #: what Claude Code sends and accepts (with its source): see fixtures/permission_prompt_tool.json
 SHAPE = json.loads((Path(__file__).parent / "fixtures" / "permission_prompt_tool.json").read_text())
 JSON_TYPES = {"string": str, "object": dict, "array": list, "boolean": bool}
-PROMPT = ["prompt", "--progress-every", "0.2"]
+
+# The tests that only make calls and read results take turns on one prompt session (the
+# `prompt` fixture, on the module's event loop: SHARED_LOOP); the others start their own.
 
 
 def decision(result: types.CallToolResult) -> dict[str, Any]:
@@ -42,10 +44,11 @@ async def approve_call(session: Any, arguments: dict[str, Any], **kw: Any) -> di
     return decision(await session.call_tool("approve", arguments, **kw))
 
 
-async def test_one_tool_named_approve_with_claude_codes_input(live: Live) -> None:
-    async with mcp_client(PROMPT, gate_env(live.url)) as s:
-        tools = (await s.list_tools()).tools
-        init = s.initialize_result
+@SHARED_LOOP
+async def test_one_tool_named_approve_with_claude_codes_input(prompt: Turn) -> None:
+    s = prompt.session
+    tools = (await s.list_tools()).tools
+    init = s.initialize_result
     assert init is not None and init.server_info.name == "gate"
     assert [t.name for t in tools] == ["approve"]
     schema = tools[0].input_schema
@@ -55,24 +58,27 @@ async def test_one_tool_named_approve_with_claude_codes_input(live: Live) -> Non
     )
 
 
-async def test_policy_allow_answers_allow_with_the_input_as_sent(live: Live) -> None:
+@SHARED_LOOP
+async def test_policy_allow_answers_allow_with_the_input_as_sent(prompt: Turn) -> None:
     tool_input = {"path": unique("/etc/app.conf")}
-    async with mcp_client(PROMPT, gate_env(live.url)) as s:
-        body = await approve_call(s, {"tool_name": "read_config", "input": tool_input})
+    s = prompt.session
+    body = await approve_call(s, {"tool_name": "read_config", "input": tool_input})
     assert body == {"behavior": "allow", "updatedInput": tool_input}
 
 
-async def test_policy_deny_answers_deny_with_the_hooks_wording(live: Live) -> None:
+@SHARED_LOOP
+async def test_policy_deny_answers_deny_with_the_hooks_wording(prompt: Turn) -> None:
     arguments = {"tool_name": "db_write", "input": {"env": "prod", "sql": unique("DELETE")}}
-    async with mcp_client(PROMPT, gate_env(live.url)) as s:
-        body = await approve_call(s, arguments)
+    s = prompt.session
+    body = await approve_call(s, arguments)
     assert set(body) == {"behavior", "message"}
     assert body["message"].startswith(
         "gate: Blocked by rule 'deny-prod-writes': No writes to prod from agents."
     )
 
 
-async def test_approval_with_edits_allows_the_edited_input(live: Live) -> None:
+@SHARED_LOOP
+async def test_approval_with_edits_allows_the_edited_input(live: Live, prompt: Turn) -> None:
     command = unique("rm -rf build")
     tool_use_id = unique("toolu_01")
     arguments = {**SHAPE["example_call"], "tool_use_id": tool_use_id}
@@ -83,19 +89,19 @@ async def test_approval_with_edits_allows_the_edited_input(live: Live) -> None:
         progress.append(message)
 
     edited = {"command": "rm -rf build/tmp", "description": "Clean the build"}
-    async with mcp_client(PROMPT, gate_env(live.url)) as s:
-        async with anyio.create_task_group() as tg:
-            box: list[dict[str, Any]] = []
+    s = prompt.session
+    async with anyio.create_task_group() as tg:
+        box: list[dict[str, Any]] = []
 
-            async def ask() -> None:
-                box.append(await approve_call(s, arguments, progress_callback=on_progress))
+        async def ask() -> None:
+            box.append(await approve_call(s, arguments, progress_callback=on_progress))
 
-            tg.start_soon(ask)
-            request = await live.pending("Bash", command=command)
-            with anyio.fail_after(20):
-                while len(progress) < 2:
-                    await anyio.sleep(0.05)
-            await live.decide(request["id"], "approve", comment="only tmp", edited_args=edited)
+        tg.start_soon(ask)
+        request = await live.pending("Bash", command=command)
+        with anyio.fail_after(20):
+            while len(progress) < 2:
+                await anyio.sleep(0.05)
+        await live.decide(request["id"], "approve", comment="only tmp", edited_args=edited)
     assert box[0] == {"behavior": "allow", "updatedInput": edited}
     assert request["rule"] == "risky-bash"
     # a beat may come while the ask is in flight ("the request"); once asked, each names it
@@ -107,39 +113,37 @@ async def test_approval_with_edits_allows_the_edited_input(live: Live) -> None:
     assert [r["id"] for r in found["items"]] == [request["id"]]
 
 
-async def test_rejection_denies_with_the_approvers_comment(live: Live) -> None:
+@SHARED_LOOP
+async def test_rejection_denies_with_the_approvers_comment(live: Live, prompt: Turn) -> None:
     command = unique("rm -rf /srv")
-    async with mcp_client(PROMPT, gate_env(live.url)) as s:
-        async with anyio.create_task_group() as tg:
-            box: list[dict[str, Any]] = []
+    s = prompt.session
+    async with anyio.create_task_group() as tg:
+        box: list[dict[str, Any]] = []
 
-            async def ask() -> None:
-                box.append(
-                    await approve_call(s, {"tool_name": "Bash", "input": {"command": command}})
-                )
+        async def ask() -> None:
+            box.append(await approve_call(s, {"tool_name": "Bash", "input": {"command": command}}))
 
-            tg.start_soon(ask)
-            request = await live.pending("Bash", command=command)
-            await live.decide(request["id"], "reject", comment="never on /srv")
+        tg.start_soon(ask)
+        request = await live.pending("Bash", command=command)
+        await live.decide(request["id"], "reject", comment="never on /srv")
     assert box[0]["behavior"] == "deny"
     assert "never on /srv" in box[0]["message"]
     assert "A person reviewed this Bash call and said no" in box[0]["message"]
 
 
-async def test_no_rule_asks_a_person_by_default(live: Live) -> None:
+@SHARED_LOOP
+async def test_no_rule_asks_a_person_by_default(live: Live, prompt: Turn) -> None:
     pattern = unique("**/*.secret")
-    async with mcp_client(PROMPT, gate_env(live.url)) as s:
-        async with anyio.create_task_group() as tg:
-            box: list[dict[str, Any]] = []
+    s = prompt.session
+    async with anyio.create_task_group() as tg:
+        box: list[dict[str, Any]] = []
 
-            async def ask() -> None:
-                box.append(
-                    await approve_call(s, {"tool_name": "Glob", "input": {"pattern": pattern}})
-                )
+        async def ask() -> None:
+            box.append(await approve_call(s, {"tool_name": "Glob", "input": {"pattern": pattern}}))
 
-            tg.start_soon(ask)
-            request = await live.pending("Glob", pattern=pattern)
-            await live.decide(request["id"], "approve")
+        tg.start_soon(ask)
+        request = await live.pending("Glob", pattern=pattern)
+        await live.decide(request["id"], "approve")
     assert box[0] == {"behavior": "allow", "updatedInput": {"pattern": pattern}}
 
 
@@ -159,12 +163,13 @@ async def test_gate_down_denies(live: Live) -> None:
     assert f"The approval server at {down} could not be reached" in body["message"]
 
 
-async def test_unreadable_arguments_deny(live: Live) -> None:
-    async with mcp_client(PROMPT, gate_env(live.url)) as s:
-        no_name = await approve_call(s, {"input": {"command": "ls"}})
-        not_object = await approve_call(s, {"tool_name": "Bash", "input": "rm -rf /"})
-        bad_id = await approve_call(s, {"tool_name": "Bash", "input": {}, "tool_use_id": 7})
-        other = await s.call_tool("not-approve", {})
+@SHARED_LOOP
+async def test_unreadable_arguments_deny(prompt: Turn) -> None:
+    s = prompt.session
+    no_name = await approve_call(s, {"input": {"command": "ls"}})
+    not_object = await approve_call(s, {"tool_name": "Bash", "input": "rm -rf /"})
+    bad_id = await approve_call(s, {"tool_name": "Bash", "input": {}, "tool_use_id": 7})
+    other = await s.call_tool("not-approve", {})
     assert "(no tool_name)" in no_name["message"]
     assert "(input is not a JSON object)" in not_object["message"]
     assert "(tool_use_id is not a string)" in bad_id["message"]
@@ -181,15 +186,45 @@ async def test_own_deadline_denies_and_nobody_is_left_deciding(live: Live) -> No
     assert (await live.settled(request["id"]))["status"] in ("cancelled", "expired")
 
 
-async def test_cancelled_permission_request_is_withdrawn(live: Live) -> None:
+@SHARED_LOOP
+async def test_cancelled_permission_request_is_withdrawn(live: Live, prompt: Turn) -> None:
     command = unique("rm -rf dist")
-    async with mcp_client(PROMPT, gate_env(live.url)) as s:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(
-                s.call_tool, "approve", {"tool_name": "Bash", "input": {"command": command}}
-            )
-            request = await live.pending("Bash", command=command)
-            tg.cancel_scope.cancel()
-        done = await live.settled(request["id"])
+    s = prompt.session
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(s.call_tool, "approve", {"tool_name": "Bash", "input": {"command": command}})
+        request = await live.pending("Bash", command=command)
+        tg.cancel_scope.cancel()
+    done = await live.settled(request["id"])
     assert done["status"] == "cancelled"
     assert "Claude Code cancelled the permission request" in (done["reason"] or "")
+
+
+# A tool_use_id is answered once: the same id asked again is refused, never allowed on the
+# approval the first ask got (the call would run twice on one person's yes).
+@SHARED_LOOP
+async def test_a_reused_tool_use_id_is_refused_after_its_approval(live: Live, prompt: Turn) -> None:
+    command = unique("rm -rf build")
+    arguments = {
+        "tool_name": "Bash",
+        "input": {"command": command},
+        "tool_use_id": unique("toolu_replay"),
+    }
+    s = prompt.session
+    async with anyio.create_task_group() as tg:
+        box: list[dict[str, Any]] = []
+
+        async def ask() -> None:
+            box.append(await approve_call(s, arguments))
+
+        tg.start_soon(ask)
+        request = await live.pending("Bash", command=command)
+        await live.decide(request["id"], "approve")
+    assert box[0] == {"behavior": "allow", "updatedInput": arguments["input"]}
+
+    again = await approve_call(s, arguments)
+
+    assert again["behavior"] == "deny"
+    assert "was already asked about" in again["message"]
+    async with live.api() as c:  # nobody was asked again, and nothing new was stored
+        found = await c.get("/v1/requests", params={"idempotency_key": arguments["tool_use_id"]})
+    assert [r["id"] for r in found.json()["items"]] == [request["id"]]

@@ -17,7 +17,17 @@ import mcp.types as types
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from tests.mcp.conftest import Live, gate_env, mcp_client, proxy_args, ran, unique, upstream_client
+from tests.mcp.conftest import (
+    SHARED_LOOP,
+    Live,
+    Turn,
+    gate_env,
+    mcp_client,
+    proxy_args,
+    ran,
+    unique,
+    upstream_client,
+)
 
 VARIANTS = {
     "case": "Delete_File",
@@ -51,19 +61,20 @@ async def test_the_upstream_alone_runs_a_variant_name(live: Live, tmp_path: Path
     assert [r["tool"] for r in ran(marker)] == ["delete_file"] * 3
 
 
+# The variants take turns on one proxy session (the `proxy` fixture): each is refused by a
+# proxy that has already refused others, and still forwards the listed name after it.
+@SHARED_LOOP
 @pytest.mark.parametrize("name", list(VARIANTS.values()), ids=list(VARIANTS))
 async def test_a_name_the_upstream_did_not_list_is_refused_and_never_forwarded(
-    live: Live, tmp_path: Path, name: str
+    live: Live, proxy: Turn, name: str
 ) -> None:
-    marker, calls = tmp_path / "ran.jsonl", tmp_path / "heard.jsonl"
     path = unique("/tmp/victim")
-    env = gate_env(live.url, UPSTREAM_MARKER=str(marker), UPSTREAM_HEARD=str(calls))
-    async with mcp_client(proxy_args(), env) as s:
-        await s.list_tools()  # as a client does; the proxy reads the list itself otherwise
-        with pytest.raises(MCPError) as refused:
-            await s.call_tool(name, {"path": path})
-        # the same session still forwards the listed name (no rule: --on-no-rule allow)
-        exact = await s.call_tool("delete_file", {"path": path})
+    s = proxy.session
+    await s.list_tools()  # as a client does; the proxy reads the list itself otherwise
+    with pytest.raises(MCPError) as refused:
+        await s.call_tool(name, {"path": path})
+    # the same session still forwards the listed name (no rule: --on-no-rule allow)
+    exact = await s.call_tool("delete_file", {"path": path})
     error = refused.value
     assert error.code == types.INVALID_PARAMS
     assert error.message.startswith("gate: Unknown tool:")
@@ -71,8 +82,9 @@ async def test_a_name_the_upstream_did_not_list_is_refused_and_never_forwarded(
     assert ascii(name) in error.message  # the name as it is, invisible characters escaped
     if name != VARIANTS["unlisted"] and name != VARIANTS["cyrillic e"]:
         assert "it lists 'delete_file', which that name only resembles" in error.message
-    assert heard(calls) == ["delete_file"]  # the variant never reached the upstream...
-    assert not exact.is_error and ran(marker) == [{"tool": "delete_file", "args": {"path": path}}]
+    assert proxy.heard() == ["delete_file"]  # the variant never reached the upstream...
+    assert not exact.is_error
+    assert proxy.ran() == [{"tool": "delete_file", "args": {"path": path}}]
     assert await live.find(f"mcp__fixture__{name}") == []  # ...nor gate
 
 
@@ -88,16 +100,12 @@ async def test_a_call_without_a_listing_first_is_checked_against_the_upstreams_l
     assert heard(calls) == ["delete_file"]
 
 
-async def test_two_listed_names_that_read_alike_are_both_refused(
-    live: Live, tmp_path: Path
-) -> None:
+@SHARED_LOOP
+async def test_two_listed_names_that_read_alike_are_both_refused(proxy: Turn) -> None:
     # The fixture lists read_file and Read_File: a rule for one would not cover the other,
     # and gate cannot tell which tool a loose upstream would run.
-    marker, calls = tmp_path / "ran.jsonl", tmp_path / "heard.jsonl"
-    env = gate_env(live.url, UPSTREAM_MARKER=str(marker), UPSTREAM_HEARD=str(calls))
-    async with mcp_client(proxy_args(), env) as s:
-        for name in ("read_file", "Read_File"):
-            with pytest.raises(MCPError) as refused:
-                await s.call_tool(name, {"path": "/etc/passwd"})
-            assert "differ only in case, width or invisible characters" in refused.value.message
-    assert heard(calls) == [] and ran(marker) == []
+    for name in ("read_file", "Read_File"):
+        with pytest.raises(MCPError) as refused:
+            await proxy.session.call_tool(name, {"path": "/etc/passwd"})
+        assert "differ only in case, width or invisible characters" in refused.value.message
+    assert proxy.heard() == [] and proxy.ran() == []

@@ -14,13 +14,16 @@ import os
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
+import pytest_asyncio
 from anyio.abc import Process
 
-from tests.mcp.conftest import Live, gate_env, proxy_args, ran, unique
+from tests.mcp.conftest import SHARED_LOOP, Live, gate_env, held_open, proxy_args, ran, unique
 from tests.support import config as cfg
 
 PAY = "mcp__fixture__pay_vendor"
@@ -118,6 +121,43 @@ async def raw_client(args: list[str], env: dict[str, str]) -> AsyncIterator[RawC
             tg.cancel_scope.cancel()
 
 
+@dataclass
+class RawTurn:
+    """A test's turn on the module's shared proxy (RawClient): what happened since it began."""
+
+    client: RawClient
+    marker: Path
+    ran_from: int
+    notes_from: int
+
+    def ran(self) -> list[dict[str, Any]]:
+        """What the upstream ran during this test."""
+        return ran(self.marker)[self.ran_from :]
+
+    def notes(self) -> list[dict[str, Any]]:
+        """The proxy's notifications during this test."""
+        return self.client.notes[self.notes_from :]
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def shared_tasks(
+    live: Live, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[tuple[RawClient, Path]]:
+    """One `gate mcp proxy` with a task-capable client, for the tests marked SHARED_LOOP
+    that only make calls (those that end the session start their own)."""
+    marker = tmp_path_factory.mktemp("tasks") / "upstream-ran.jsonl"
+    env = gate_env(live.url, UPSTREAM_MARKER=str(marker))
+    async with held_open(raw_client(proxy_args(), env)) as client:
+        yield client, marker
+
+
+@pytest.fixture
+def tasks(shared_tasks: tuple[RawClient, Path]) -> RawTurn:
+    """This test's turn on the shared task-capable session."""
+    client, marker = shared_tasks
+    return RawTurn(client, marker, len(ran(marker)), len(client.notes))
+
+
 def call_as_task(name: str, arguments: dict[str, Any], **meta: Any) -> dict[str, Any]:
     params: dict[str, Any] = {"name": name, "arguments": arguments, "task": {"ttl": 60000}}
     if meta:
@@ -128,102 +168,100 @@ def call_as_task(name: str, arguments: dict[str, Any], **meta: Any) -> dict[str,
 # -- the proxy ----------------------------------------------------------------------------------
 
 
+@SHARED_LOOP
 async def test_a_held_call_is_a_task_that_completes_when_the_person_approves(
-    live: Live, marker: Path
+    live: Live, tasks: RawTurn
 ) -> None:
     vendor = unique("task")
-    env = gate_env(live.url, UPSTREAM_MARKER=str(marker))
-    async with raw_client(proxy_args(), env) as c:
-        caps = c.init["capabilities"]
-        assert caps["tasks"] == {"cancel": {}, "requests": {"tools": {"call": {}}}}
-        tools = (await c.request("tools/list", {}))["tools"]
-        assert {t["execution"]["taskSupport"] for t in tools} == {"optional"}
+    c = tasks.client
+    caps = c.init["capabilities"]
+    assert caps["tasks"] == {"cancel": {}, "requests": {"tools": {"call": {}}}}
+    tools = (await c.request("tools/list", {}))["tools"]
+    assert {t["execution"]["taskSupport"] for t in tools} == {"optional"}
 
-        args = {"vendor": vendor, "amount": 9}
-        params = call_as_task("pay_vendor", args, progressToken="p1")
-        created = await c.request("tools/call", params)
-        task = created["task"]
-        assert task["status"] == "working" and task["ttl"] == 60000 and task["pollInterval"] > 0
-        assert {"taskId", "createdAt", "lastUpdatedAt"} <= set(task)
-        request = await live.pending(PAY, vendor=vendor)
-        # progress goes on while the person decides, tagged with the task
-        with anyio.fail_after(20):
-            while not [n for n in c.notes if n["method"] == "notifications/progress"]:
-                await anyio.sleep(0.05)
-        note = [n for n in c.notes if n["method"] == "notifications/progress"][-1]["params"]
-        assert note["progressToken"] == "p1"
-        assert note["_meta"][RELATED] == {"taskId": task["taskId"]}
-        assert (await c.request("tasks/get", {"taskId": task["taskId"]}))["status"] == "working"
-        assert ran(marker) == []
+    args = {"vendor": vendor, "amount": 9}
+    params = call_as_task("pay_vendor", args, progressToken="p1")
+    created = await c.request("tools/call", params)
+    task = created["task"]
+    assert task["status"] == "working" and task["ttl"] == 60000 and task["pollInterval"] > 0
+    assert {"taskId", "createdAt", "lastUpdatedAt"} <= set(task)
+    request = await live.pending(PAY, vendor=vendor)
+    # progress goes on while the person decides, tagged with the task
+    with anyio.fail_after(20):
+        while not [n for n in tasks.notes() if n["method"] == "notifications/progress"]:
+            await anyio.sleep(0.05)
+    note = [n for n in tasks.notes() if n["method"] == "notifications/progress"][-1]["params"]
+    assert note["progressToken"] == "p1"
+    assert note["_meta"][RELATED] == {"taskId": task["taskId"]}
+    assert (await c.request("tasks/get", {"taskId": task["taskId"]}))["status"] == "working"
+    assert tasks.ran() == []
 
-        async with anyio.create_task_group() as tg:  # tasks/result waits for the decision
-            box: list[dict[str, Any]] = []
+    async with anyio.create_task_group() as tg:  # tasks/result waits for the decision
+        box: list[dict[str, Any]] = []
 
-            async def result() -> None:
-                box.append(await c.request("tasks/result", {"taskId": task["taskId"]}))
+        async def result() -> None:
+            box.append(await c.request("tasks/result", {"taskId": task["taskId"]}))
 
-            tg.start_soon(result)
-            await anyio.sleep(0.5)
-            assert box == []
-            await live.decide(request["id"], "approve")
-        done = await c.status(task["taskId"], "completed")
-        assert done["taskId"] == task["taskId"]
+        tg.start_soon(result)
+        await anyio.sleep(0.5)
+        assert box == []
+        await live.decide(request["id"], "approve")
+    done = await c.status(task["taskId"], "completed")
+    assert done["taskId"] == task["taskId"]
     (answer,) = box
     assert answer["content"] == [{"type": "text", "text": f"paid {vendor} 9"}]
     assert not answer.get("isError")
     assert answer["_meta"][RELATED] == {"taskId": task["taskId"]}
-    assert ran(marker) == [{"tool": "pay_vendor", "args": args}]
+    assert tasks.ran() == [{"tool": "pay_vendor", "args": args}]
     assert (await live.request(request["id"]))["outcome"] == "ran"
 
 
+@SHARED_LOOP
 async def test_a_rejected_task_fails_with_the_reason_and_does_not_run(
-    live: Live, marker: Path
+    live: Live, tasks: RawTurn
 ) -> None:
     vendor = unique("task-no")
-    env = gate_env(live.url, UPSTREAM_MARKER=str(marker))
-    async with raw_client(proxy_args(), env) as c:
-        created = await c.request("tools/call", call_as_task("pay_vendor", {"vendor": vendor}))
-        task_id = created["task"]["taskId"]
-        request = await live.pending(PAY, vendor=vendor)
-        await live.decide(request["id"], "reject", comment="not this month")
-        failed = await c.status(task_id, "failed")
-        answer = await c.request("tasks/result", {"taskId": task_id})
+    c = tasks.client
+    created = await c.request("tools/call", call_as_task("pay_vendor", {"vendor": vendor}))
+    task_id = created["task"]["taskId"]
+    request = await live.pending(PAY, vendor=vendor)
+    await live.decide(request["id"], "reject", comment="not this month")
+    failed = await c.status(task_id, "failed")
+    answer = await c.request("tasks/result", {"taskId": task_id})
     assert answer["isError"] is True
     assert "not this month" in answer["content"][0]["text"]
     assert "not this month" in failed["statusMessage"]
-    assert ran(marker) == []
+    assert tasks.ran() == []
 
 
+@SHARED_LOOP
 async def test_a_cancelled_task_is_withdrawn_and_never_runs_even_if_approved_later(
-    live: Live, marker: Path
+    live: Live, tasks: RawTurn
 ) -> None:
     vendor = unique("task-cancel")
-    env = gate_env(live.url, UPSTREAM_MARKER=str(marker))
-    async with raw_client(proxy_args(), env) as c:
-        created = await c.request("tools/call", call_as_task("pay_vendor", {"vendor": vendor}))
-        task_id = created["task"]["taskId"]
-        request = await live.pending(PAY, vendor=vendor)
-        cancelled = await c.request("tasks/cancel", {"taskId": task_id})
-        assert cancelled["status"] == "cancelled"
-        # the answer came once the request was withdrawn: an approver now finds it so
-        done = await live.request(request["id"])
-        assert done["status"] == "cancelled"
-        assert "the MCP client cancelled the task" in (done["reason"] or "")
-        async with live.api(cfg.ALICE) as api:
-            late = await api.post(
-                f"/v1/requests/{request['id']}/decision", json={"verdict": "approve"}
-            )
-        assert late.status_code == 409
-        answer = await c.request("tasks/result", {"taskId": task_id})
-        assert answer["isError"] is True and "will not run" in answer["content"][0]["text"]
-        assert (await c.request("tasks/get", {"taskId": task_id}))["status"] == "cancelled"
-        try:  # a finished task cannot be cancelled again (-32602, as the spec says)
-            await c.request("tasks/cancel", {"taskId": task_id})
-            raise AssertionError("cancelled twice")
-        except RpcError as exc:
-            assert exc.code == -32602
-        await anyio.sleep(1)
-    assert ran(marker) == []
+    c = tasks.client
+    created = await c.request("tools/call", call_as_task("pay_vendor", {"vendor": vendor}))
+    task_id = created["task"]["taskId"]
+    request = await live.pending(PAY, vendor=vendor)
+    cancelled = await c.request("tasks/cancel", {"taskId": task_id})
+    assert cancelled["status"] == "cancelled"
+    # the answer came once the request was withdrawn: an approver now finds it so
+    done = await live.request(request["id"])
+    assert done["status"] == "cancelled"
+    assert "the MCP client cancelled the task" in (done["reason"] or "")
+    async with live.api(cfg.ALICE) as api:
+        late = await api.post(f"/v1/requests/{request['id']}/decision", json={"verdict": "approve"})
+    assert late.status_code == 409
+    answer = await c.request("tasks/result", {"taskId": task_id})
+    assert answer["isError"] is True and "will not run" in answer["content"][0]["text"]
+    assert (await c.request("tasks/get", {"taskId": task_id}))["status"] == "cancelled"
+    try:  # a finished task cannot be cancelled again (-32602, as the spec says)
+        await c.request("tasks/cancel", {"taskId": task_id})
+        raise AssertionError("cancelled twice")
+    except RpcError as exc:
+        assert exc.code == -32602
+    await anyio.sleep(1)
+    assert tasks.ran() == []
 
 
 async def test_a_client_that_goes_away_has_its_tasks_withdrawn(live: Live, marker: Path) -> None:
@@ -242,21 +280,21 @@ async def test_a_client_that_goes_away_has_its_tasks_withdrawn(live: Live, marke
     assert ran(marker) == []
 
 
-async def test_unknown_tools_and_unknown_tasks_are_errors(live: Live, marker: Path) -> None:
-    env = gate_env(live.url, UPSTREAM_MARKER=str(marker))
-    async with raw_client(proxy_args(), env) as c:
-        for method, params in [
-            ("tools/call", call_as_task("Pay_Vendor", {"vendor": "x"})),  # no task is made
-            ("tasks/get", {"taskId": "no-such-task"}),
-            ("tasks/result", {"taskId": "no-such-task"}),
-            ("tasks/cancel", {"taskId": "no-such-task"}),
-        ]:
-            try:
-                await c.request(method, params)
-                raise AssertionError(f"{method} answered")
-            except RpcError as exc:
-                assert exc.code == -32602, (method, exc)
-    assert ran(marker) == []
+@SHARED_LOOP
+async def test_unknown_tools_and_unknown_tasks_are_errors(live: Live, tasks: RawTurn) -> None:
+    c = tasks.client
+    for method, params in [
+        ("tools/call", call_as_task("Pay_Vendor", {"vendor": "x"})),  # no task is made
+        ("tasks/get", {"taskId": "no-such-task"}),
+        ("tasks/result", {"taskId": "no-such-task"}),
+        ("tasks/cancel", {"taskId": "no-such-task"}),
+    ]:
+        try:
+            await c.request(method, params)
+            raise AssertionError(f"{method} answered")
+        except RpcError as exc:
+            assert exc.code == -32602, (method, exc)
+    assert tasks.ran() == []
 
 
 # -- the prompt tool ------------------------------------------------------------------------------

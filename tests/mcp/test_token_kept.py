@@ -15,16 +15,28 @@ import json
 import os
 import shutil
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import anyio
 import mcp.types as types
 import pytest
+import pytest_asyncio
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
-from tests.mcp.conftest import UPSTREAM, Live, gate_env, mcp_client, pid_of, ran, unique
-from tests.mcp.test_prompt import PROMPT, approve_call
+from tests.mcp.conftest import (
+    PROMPT,
+    SHARED_LOOP,
+    UPSTREAM,
+    Live,
+    Shared,
+    gate_env,
+    mcp_client,
+    pid_of,
+    shared_session,
+    unique,
+)
+from tests.mcp.test_prompt import approve_call
 from tests.support import config as cfg
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
@@ -34,24 +46,39 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="re
 UNPRIVILEGED = ["setpriv", "--inh-caps", "-all", "--bounding-set", "-all", "--ambient-caps", "-all"]
 
 
-async def peek(args: list[str], env: dict[str, str]) -> dict[str, Any]:
-    async with mcp_client(args, env) as s:
-        result = await s.call_tool("peek", {})
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def tagged_proxy(
+    live: Live, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[tuple[Shared, str]]:
+    """One `gate mcp proxy` whose command line holds a tag no other process has, for the
+    tests marked SHARED_LOOP that only call it or read its /proc files."""
+    tag = unique("tag")
+    args = ["proxy", "--name", "fixture", "--metadata", f"test={tag}", "--", *UPSTREAM]
+    async with shared_session(args, live.url, tmp_path_factory.mktemp("proxy")) as shared:
+        yield shared, tag
+
+
+def held_environment(tag: str) -> bytes:
+    """What any process of the user (the test, as their peer) reads of the environment of
+    the gate mcp process tagged `tag`."""
+    environ = Path(f"/proc/{pid_of(f'test={tag}')}/environ")
+    try:
+        return environ.read_bytes()
+    except PermissionError:
+        return b""  # non-dumpable, and this test is not privileged: nothing to read
+
+
+@SHARED_LOOP
+async def test_the_upstream_finds_no_token_in_its_parents_environment(
+    live: Live, tagged_proxy: tuple[Shared, str]
+) -> None:
+    turn = tagged_proxy[0].turn()
+    result = await turn.session.call_tool("peek", {})
     assert not result.is_error, result
     text = " ".join(c.text for c in result.content if isinstance(c, types.TextContent))
     assert cfg.AGENT not in text
-    seen: dict[str, Any] = json.loads(text)
-    return seen
-
-
-async def test_the_upstream_finds_no_token_in_its_parents_environment(
-    live: Live, tmp_path: Path
-) -> None:
-    marker, tag = tmp_path / "ran.jsonl", unique("tag")
-    env = gate_env(live.url, UPSTREAM_MARKER=str(marker))
-    args = ["proxy", "--name", "fixture", "--metadata", f"test={tag}", "--", *UPSTREAM]
-    seen = await peek(args, env)
-    assert ran(marker) == [{"tool": "peek", "args": {}}]  # gate answered: the token was sent
+    seen = json.loads(text)
+    assert turn.ran() == [{"tool": "peek", "args": {}}]  # gate answered: the token was sent
     assert "gate.cli mcp proxy" in seen["parent_cmdline"]  # the parent is the proxy
     assert "GATE_TOKEN" not in seen["own_env"] and "GATE_TOKEN" not in seen["own_environ"]
     # Here the upstream may read its parent's /proc (root with every capability can read any
@@ -87,24 +114,18 @@ async def test_an_upstream_without_privileges_cannot_read_the_proxy_at_all(
     assert seen["parent_maps"] == "unreadable: PermissionError"
 
 
-@pytest.mark.parametrize("server", ["proxy", "prompt"])
-async def test_gate_mcp_holds_no_token_in_its_own_environment(
-    live: Live, tmp_path: Path, server: str
+@SHARED_LOOP
+async def test_gate_mcp_proxy_holds_no_token_in_its_own_environment(
+    tagged_proxy: tuple[Shared, str],
 ) -> None:
-    """What any process of the user (the test, as their peer) reads of gate mcp itself."""
+    held = held_environment(tagged_proxy[1])
+    assert cfg.AGENT.encode() not in held and b"GATE_TOKEN=" not in held
+
+
+async def test_gate_mcp_prompt_holds_no_token_in_its_own_environment(live: Live) -> None:
     tag = unique("tag")
-    env = gate_env(live.url, UPSTREAM_MARKER=str(tmp_path / "ran.jsonl"))
-    if server == "proxy":
-        args = ["proxy", "--name", "fixture", "--metadata", f"test={tag}", "--", *UPSTREAM]
-    else:
-        args = [*PROMPT, "--metadata", f"test={tag}"]
-    async with mcp_client(args, env) as s:
-        environ = Path(f"/proc/{pid_of(f'test={tag}')}/environ")
-        try:
-            held = environ.read_bytes()
-        except PermissionError:
-            held = b""  # non-dumpable, and this test is not privileged: nothing to read
-        if server == "prompt":
-            body = await approve_call(s, {"tool_name": "read_config", "input": {"p": tag}})
-            assert body["behavior"] == "allow"  # gate accepted the token it kept
+    async with mcp_client([*PROMPT, "--metadata", f"test={tag}"], gate_env(live.url)) as s:
+        held = held_environment(tag)
+        body = await approve_call(s, {"tool_name": "read_config", "input": {"p": tag}})
+        assert body["behavior"] == "allow"  # gate accepted the token it kept
     assert cfg.AGENT.encode() not in held and b"GATE_TOKEN=" not in held
