@@ -50,7 +50,9 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     yield
     (own1, kids1), wall1 = _cpu(), time.monotonic()
     line = {"id": item.nodeid, "own": own1 - own0, "children": kids1 - kids0}
-    _out[0].write(json.dumps({**line, "wall": wall1 - wall0}) + "\n")
+    # `start`: seconds since the epoch, to line the workers' records up on one time axis
+    timing = {"wall": wall1 - wall0, "start": time.time() - (wall1 - wall0)}
+    _out[0].write(json.dumps({**line, **timing}) + "\n")
     _out[0].flush()
 
 
