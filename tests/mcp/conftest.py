@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 import anyio
 import httpx
+import mcp.types as types
 import pytest
 import pytest_asyncio
 from mcp import ClientSession, StdioServerParameters, stdio_client
@@ -358,3 +359,19 @@ async def shared_session(
 
     async with held_open(mcp_client(args, env, message_handler=on_message)) as session:
         yield Shared(session, marker, heard, notes)
+
+
+@asynccontextmanager
+async def calling(
+    session: ClientSession, tool: str, args: dict[str, Any], **options: Any
+) -> AsyncIterator[list[types.CallToolResult]]:
+    """`session.call_tool(tool, args)` running while the block decides it: the list holds
+    its result once the block is left (the call is awaited there)."""
+    box: list[types.CallToolResult] = []
+
+    async def call() -> None:
+        box.append(await session.call_tool(tool, args, **options))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(call)
+        yield box
