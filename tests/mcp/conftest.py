@@ -8,7 +8,7 @@ import asyncio
 import json
 import sys
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +16,6 @@ from typing import Any, TypeVar
 
 import anyio
 import httpx
-import mcp.types as types
 import pytest
 import pytest_asyncio
 from mcp import ClientSession, StdioServerParameters, stdio_client
@@ -362,16 +361,14 @@ async def shared_session(
 
 
 @asynccontextmanager
-async def calling(
-    session: ClientSession, tool: str, args: dict[str, Any], **options: Any
-) -> AsyncIterator[list[types.CallToolResult]]:
-    """`session.call_tool(tool, args)` running while the block decides it: the list holds
-    its result once the block is left (the call is awaited there)."""
-    box: list[types.CallToolResult] = []
+async def running(call: Awaitable[T]) -> AsyncIterator[list[T]]:
+    """`call` (a tool call, say) running while the block decides it: the list holds its
+    result once the block is left (the call is awaited there)."""
+    box: list[T] = []
 
-    async def call() -> None:
-        box.append(await session.call_tool(tool, args, **options))
+    async def run() -> None:
+        box.append(await call)
 
     async with anyio.create_task_group() as tg:
-        tg.start_soon(call)
+        tg.start_soon(run)
         yield box

@@ -10,7 +10,16 @@ from typing import Any
 import anyio
 import mcp.types as types
 
-from tests.mcp.conftest import PROMPT, SHARED_LOOP, Live, Turn, gate_env, mcp_client, unique
+from tests.mcp.conftest import (
+    PROMPT,
+    SHARED_LOOP,
+    Live,
+    Turn,
+    gate_env,
+    mcp_client,
+    running,
+    unique,
+)
 from tests.support.servers import free_port
 
 #: what Claude Code sends and accepts (with its source): see fixtures/permission_prompt_tool.json
@@ -90,13 +99,7 @@ async def test_approval_with_edits_allows_the_edited_input(live: Live, prompt: T
 
     edited = {"command": "rm -rf build/tmp", "description": "Clean the build"}
     s = prompt.session
-    async with anyio.create_task_group() as tg:
-        box: list[dict[str, Any]] = []
-
-        async def ask() -> None:
-            box.append(await approve_call(s, arguments, progress_callback=on_progress))
-
-        tg.start_soon(ask)
+    async with running(approve_call(s, arguments, progress_callback=on_progress)) as box:
         request = await live.pending("Bash", command=command)
         with anyio.fail_after(20):
             while len(progress) < 2:
@@ -117,13 +120,9 @@ async def test_approval_with_edits_allows_the_edited_input(live: Live, prompt: T
 async def test_rejection_denies_with_the_approvers_comment(live: Live, prompt: Turn) -> None:
     command = unique("rm -rf /srv")
     s = prompt.session
-    async with anyio.create_task_group() as tg:
-        box: list[dict[str, Any]] = []
-
-        async def ask() -> None:
-            box.append(await approve_call(s, {"tool_name": "Bash", "input": {"command": command}}))
-
-        tg.start_soon(ask)
+    async with running(
+        approve_call(s, {"tool_name": "Bash", "input": {"command": command}})
+    ) as box:
         request = await live.pending("Bash", command=command)
         await live.decide(request["id"], "reject", comment="never on /srv")
     assert box[0]["behavior"] == "deny"
@@ -135,13 +134,9 @@ async def test_rejection_denies_with_the_approvers_comment(live: Live, prompt: T
 async def test_no_rule_asks_a_person_by_default(live: Live, prompt: Turn) -> None:
     pattern = unique("**/*.secret")
     s = prompt.session
-    async with anyio.create_task_group() as tg:
-        box: list[dict[str, Any]] = []
-
-        async def ask() -> None:
-            box.append(await approve_call(s, {"tool_name": "Glob", "input": {"pattern": pattern}}))
-
-        tg.start_soon(ask)
+    async with running(
+        approve_call(s, {"tool_name": "Glob", "input": {"pattern": pattern}})
+    ) as box:
         request = await live.pending("Glob", pattern=pattern)
         await live.decide(request["id"], "approve")
     assert box[0] == {"behavior": "allow", "updatedInput": {"pattern": pattern}}
@@ -210,13 +205,7 @@ async def test_a_reused_tool_use_id_is_refused_after_its_approval(live: Live, pr
         "tool_use_id": unique("toolu_replay"),
     }
     s = prompt.session
-    async with anyio.create_task_group() as tg:
-        box: list[dict[str, Any]] = []
-
-        async def ask() -> None:
-            box.append(await approve_call(s, arguments))
-
-        tg.start_soon(ask)
+    async with running(approve_call(s, arguments)) as box:
         request = await live.pending("Bash", command=command)
         await live.decide(request["id"], "approve")
     assert box[0] == {"behavior": "allow", "updatedInput": arguments["input"]}

@@ -27,12 +27,12 @@ from tests.mcp.conftest import (
     Live,
     Shared,
     Turn,
-    calling,
     gate_env,
     mcp_client,
     pid_of,
     proxy_args,
     ran,
+    running,
     shared_session,
     start_gate,
     unique,
@@ -197,7 +197,9 @@ async def test_approved_call_runs_with_progress_and_its_outcome_is_recorded(
         progress.append((value, message))
 
     args = {"vendor": vendor, "amount": 60}
-    async with calling(proxy.session, "pay_vendor", args, progress_callback=on_progress) as box:
+    async with running(
+        proxy.session.call_tool("pay_vendor", args, progress_callback=on_progress)
+    ) as box:
         request = await live.pending(PAY, vendor=vendor)
         with anyio.fail_after(20):
             while len(progress) < 2:  # the client hears from the proxy while a person decides
@@ -223,7 +225,7 @@ async def test_approved_call_runs_with_progress_and_its_outcome_is_recorded(
 async def test_edited_arguments_are_what_runs(live: Live, proxy: Turn) -> None:
     vendor = unique("edit")
     s = proxy.session
-    async with calling(s, "pay_vendor", {"vendor": vendor, "amount": 900}) as box:
+    async with running(s.call_tool("pay_vendor", {"vendor": vendor, "amount": 900})) as box:
         request = await live.pending(PAY, vendor=vendor)
         edited = {"vendor": vendor, "amount": 90}
         await live.decide(request["id"], "approve", comment="a tenth", edited_args=edited)
@@ -236,7 +238,7 @@ async def test_edited_arguments_are_what_runs(live: Live, proxy: Turn) -> None:
 async def test_rejected_call_returns_the_comment_and_does_not_run(live: Live, proxy: Turn) -> None:
     vendor = unique("nope")
     s = proxy.session
-    async with calling(s, "pay_vendor", {"vendor": vendor, "amount": 5}) as box:
+    async with running(s.call_tool("pay_vendor", {"vendor": vendor, "amount": 5})) as box:
         request = await live.pending(PAY, vendor=vendor)
         await live.decide(request["id"], "reject", comment="not this vendor")
     assert box[0].is_error
@@ -251,7 +253,7 @@ async def test_tool_error_after_approval_is_passed_on_and_recorded_as_failed(
 ) -> None:
     reason = unique("disk full")
     s = proxy.session
-    async with calling(s, "flaky", {"reason": reason}) as box:
+    async with running(s.call_tool("flaky", {"reason": reason})) as box:
         request = await live.pending("mcp__fixture__flaky", reason=reason)
         await live.decide(request["id"], "approve")
     assert box[0].is_error and reason in text_of(box[0])
@@ -380,7 +382,7 @@ async def test_client_that_vanishes_mid_call_gets_the_request_withdrawn(
 async def test_upstream_that_dies_is_reported_and_recorded(live: Live, marker: Path) -> None:
     code = 7
     async with mcp_client(proxy_args(), gate_env(live.url, UPSTREAM_MARKER=str(marker))) as s:
-        async with calling(s, "crash", {"code": code}) as box:
+        async with running(s.call_tool("crash", {"code": code})) as box:
             request = await live.pending("mcp__fixture__crash", code=code)
             await live.decide(request["id"], "approve")
         with pytest.raises(MCPError) as later:
@@ -516,7 +518,7 @@ async def test_a_gate_restart_mid_wait_is_survived(tmp_path: Path, marker: Path)
     try:
         vendor = unique("restart")
         async with mcp_client(proxy_args(), gate_env(own.url, UPSTREAM_MARKER=str(marker))) as s:
-            async with calling(s, "pay_vendor", {"vendor": vendor, "amount": 8}) as box:
+            async with running(s.call_tool("pay_vendor", {"vendor": vendor, "amount": 8})) as box:
                 request = await own.pending(PAY, vendor=vendor)
                 await own.long_polled()
                 own.server.kill()  # SIGKILL: the long-poll drops mid-wait
