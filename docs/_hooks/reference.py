@@ -9,6 +9,8 @@ cannot drift from the code: `mkdocs build --strict` (tests/test_docs.py) builds 
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import re
@@ -188,10 +190,7 @@ def _help_pages() -> dict[tuple[str, ...], str]:
 
 def _help_in_process(command: tuple[str, ...]) -> str:
     """`gate COMMAND --help` as the command prints it, run in this process."""
-    import contextlib
-    import io
-
-    from gate.cli import main
+    from gate.cli import main  # gate's import path is set up by the caller (see the end)
 
     out = io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):
