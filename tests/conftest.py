@@ -21,6 +21,7 @@ from tests.support.databases import migrated_sqlite
 from tests.support.embedded_pg import embedded_postgres_url
 from tests.support.embedded_pg import failure as embedded_failure
 from tests.support.http import TLS
+from tests.support.pg_databases import PostgresDatabases, temporary_database
 from tests.support.servers import ThreadServer
 
 PG_ENV = "GATE_TEST_POSTGRES_URL"
@@ -74,24 +75,25 @@ def _pg_admin_url() -> str | None:
 @pytest.fixture
 def postgres_url(request: pytest.FixtureRequest) -> Iterator[str]:
     """A PostgreSQL database of its own, already migrated (empty with the `fresh_database`
-    mark), dropped afterwards; skipped when not configured."""
+    mark), gone afterwards; skipped when not configured."""
+    yield from _pg_database(request)
+
+
+def _pg_database(request: pytest.FixtureRequest) -> Iterator[str]:
     admin = _pg_admin_url()
     if not admin:
         pytest.skip(_pg_skip())
-    yield from _temporary_pg_database(admin, _pg_template(request))
-
-
-def _pg_template(request: pytest.FixtureRequest) -> str | None:
-    """The migrated template database of this test process, or None for an empty one."""
     if _wants_fresh(request):
-        return None
-    name: str = request.getfixturevalue("_postgres_template")
-    return name
+        yield from _empty_pg_database(admin)
+        return
+    databases: PostgresDatabases = request.getfixturevalue("postgres_databases")
+    yield from temporary_database(databases, _stop_servers)
 
 
 @pytest.fixture(scope="session")
-def _postgres_template() -> Iterator[str]:
-    """A PostgreSQL database migrated to head once per test process, to copy from."""
+def postgres_databases() -> Iterator[PostgresDatabases]:
+    """This test process's migrated PostgreSQL databases: a template migrated to head once,
+    and the databases copied from it, reused between tests (tests/support/pg_databases.py)."""
     from gate.store.db import normalise_url, upgrade
 
     admin = _pg_admin_url()
@@ -101,35 +103,29 @@ def _postgres_template() -> Iterator[str]:
     with engine.connect() as conn:
         conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
     upgrade(sa.make_url(normalise_url(admin)).set(database=name).render_as_string(False))
-    yield name
+    databases = PostgresDatabases(normalise_url(admin), name)
+    yield databases
+    databases.close()
     with engine.connect() as conn:
         conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
     engine.dispose()
 
 
-def _temporary_pg_database(admin_url: str, template: str | None) -> Iterator[str]:
+def _empty_pg_database(admin_url: str) -> Iterator[str]:
+    """An empty database for a test of the migrations, dropped afterwards."""
     from gate.store.db import normalise_url
 
     admin = normalise_url(admin_url)
     name = f"gate_test_{uuid.uuid4().hex[:12]}"
     engine = sa.create_engine(admin, isolation_level="AUTOCOMMIT")
-    copy = f' TEMPLATE "{template}"' if template else ""
     with engine.connect() as conn:
-        conn.execute(sa.text(f'CREATE DATABASE "{name}"{copy}'))
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
     url = sa.make_url(admin).set(database=name).render_as_string(hide_password=False)
     try:
         yield url
     finally:
-        # Servers of this test still hold pooled connections: stop them before the drop, or
-        # their sweep and pump would run against a vanished database.
         _stop_servers()
         with engine.connect() as conn:
-            conn.execute(
-                sa.text(
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = :n"
-                ),
-                {"n": name},
-            )
             conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         engine.dispose()
 
@@ -140,10 +136,7 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
         yield _sqlite_copy(request, tmp_path)
         return
-    admin = _pg_admin_url()
-    if not admin:
-        pytest.skip(_pg_skip())
-    yield from _temporary_pg_database(admin, _pg_template(request))
+    yield from _pg_database(request)
 
 
 # -- live servers ---------------------------------------------------------------------------

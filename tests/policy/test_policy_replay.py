@@ -22,9 +22,10 @@ from gate.insights import replay as policy_replay
 from gate.policy.rules import Policy
 from gate.store import decision_log
 from gate.store.db import normalise_url, read_only_engine
-from tests.conftest import _pg_admin_url, _pg_skip, _temporary_pg_database
+from tests.conftest import _pg_admin_url, _pg_skip, _stop_servers
 from tests.support.cli import gate_in_process, run_gate
 from tests.support.databases import migrated_sqlite
+from tests.support.pg_databases import PostgresDatabases, temporary_database
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "replay"
 
@@ -60,8 +61,8 @@ def week(
     admin = _pg_admin_url()
     if not admin:
         pytest.skip(_pg_skip())
-    template: str = request.getfixturevalue("_postgres_template")
-    for url in _temporary_pg_database(admin, template):
+    databases: PostgresDatabases = request.getfixturevalue("postgres_databases")
+    for url in temporary_database(databases, _stop_servers):
         yield _generate(folder, url)
 
 
