@@ -16,7 +16,9 @@ each of which refuses the sign-in when it fails (any doubt: nobody is signed in)
 * when gate asked for a fresh authentication (`max_age`, a rule's step-up), `auth_time` is
   there and no older than asked (RFC 9470), and `acr` is one asked for.
 
-Nothing is fetched at start-up: a provider that is down stops sign-in, not gate.
+Nothing is fetched at start-up: a provider that is down stops sign-in, not gate. Nor are the
+two libraries imported before a sign-in needs them (about a twentieth of what a `gate serve`
+spends importing, and most servers have no single sign-on).
 """
 
 from __future__ import annotations
@@ -28,18 +30,18 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import httpx
-from authlib.integrations.httpx_client import AsyncOAuth2Client
-from joserfc import jwt
-from joserfc.errors import JoseError
-from joserfc.jwk import KeySet
 
 from gate.config.oidc import SIGNING_ALGORITHMS, OidcSettings
 from gate.config.settings import ApproverSettings, Settings
 from gate.identity.authmethod import AuthMethod
+
+if TYPE_CHECKING:
+    from authlib.integrations.httpx_client import AsyncOAuth2Client
+    from joserfc.jwk import KeySet
 
 log = logging.getLogger("gate.identity.oidc")
 
@@ -173,6 +175,9 @@ class OidcClient:
         """The provider's keys; fetched again when `refresh` and not fetched too recently."""
         stale = self.monotonic() - self._keys_at >= self.settings.jwks_refresh_seconds
         if self._keys is None or (refresh and stale):
+            from joserfc.errors import JoseError
+            from joserfc.jwk import KeySet
+
             async with self._lock:
                 provider = self._provider
                 assert provider is not None  # verify() discovered it
@@ -224,6 +229,8 @@ class OidcClient:
         return await self.verify(id_token, asked)
 
     def _oauth(self, provider: Provider) -> AsyncOAuth2Client:
+        from authlib.integrations.httpx_client import AsyncOAuth2Client
+
         return AsyncOAuth2Client(
             client_id=self.settings.client_id,
             client_secret=self.settings.secret,
@@ -239,6 +246,9 @@ class OidcClient:
     async def verify(self, id_token: str, asked: Asked) -> Verified:
         """The ID token's claims and the sign-in it proves, or `SignInRefused` naming the
         first check that failed."""
+        from joserfc import jwt
+        from joserfc.errors import JoseError
+
         provider = await self.provider()
         header = _header(id_token)
         alg, kid = header.get("alg"), header.get("kid")
@@ -261,6 +271,9 @@ class OidcClient:
         return Verified(claims, _auth_of(claims))
 
     def _check_claims(self, claims: dict[str, Any], asked: Asked) -> None:
+        from joserfc import jwt
+        from joserfc.errors import JoseError
+
         settings, now = self.settings, self.clock()
         leeway = settings.leeway_seconds
         registry = jwt.JWTClaimsRegistry(

@@ -13,7 +13,9 @@ module says what gate asks of them and words every refusal for the person:
   counter that does not move forward (a cloned authenticator, or a replay) is refused.
 
 Nothing here touches the database: `gate.store.passkeys` keeps credentials and challenges,
-`gate.web.passkeys` runs the pages.
+`gate.web.passkeys` runs the pages. The library is imported by the functions that use it, on
+first use: it brings pyOpenSSL and the X.509 and ASN.1 stacks, a sixth of what a `gate serve`
+or `gate` command otherwise spends importing, and most servers have no passkeys.
 """
 
 from __future__ import annotations
@@ -23,30 +25,9 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import cache
 from typing import Any
 from urllib.parse import urlsplit
-
-from webauthn import (
-    generate_authentication_options,
-    generate_registration_options,
-    options_to_json,
-    verify_authentication_response,
-    verify_registration_response,
-)
-from webauthn.helpers import (
-    base64url_to_bytes,
-    bytes_to_base64url,
-    parse_authenticator_data,
-    parse_client_data_json,
-)
-from webauthn.helpers.exceptions import WebAuthnException
-from webauthn.helpers.structs import (
-    AuthenticatorSelectionCriteria,
-    AuthenticatorTransport,
-    PublicKeyCredentialDescriptor,
-    ResidentKeyRequirement,
-    UserVerificationRequirement,
-)
 
 #: how long a challenge may wait for its answer: long enough to find a security key and
 #: touch it, short enough that an unanswered one is soon worth nothing
@@ -55,7 +36,14 @@ CHALLENGE_TTL = timedelta(minutes=2)
 TIMEOUT_MS = 90_000
 #: separates gate's approval challenges from any other use of the same hash
 _DOMAIN = b"gate/webauthn-approval/v1"
-_TRANSPORTS = {t.value for t in AuthenticatorTransport}
+
+
+@cache
+def _transports() -> frozenset[str]:
+    """The transports WebAuthn names (what a browser's list is filtered to)."""
+    from webauthn.helpers.structs import AuthenticatorTransport
+
+    return frozenset(t.value for t in AuthenticatorTransport)
 
 
 class PasskeyRefused(Exception):
@@ -117,6 +105,15 @@ def registration_options(
     """`navigator.credentials.create`'s `publicKey` options (JSON), for a new passkey of
     `approver`; `existing` are their credential ids, so the same authenticator is not
     registered twice."""
+    from webauthn import generate_registration_options, options_to_json
+    from webauthn.helpers import base64url_to_bytes
+    from webauthn.helpers.structs import (
+        AuthenticatorSelectionCriteria,
+        PublicKeyCredentialDescriptor,
+        ResidentKeyRequirement,
+        UserVerificationRequirement,
+    )
+
     options = generate_registration_options(
         rp_id=rp.id,
         rp_name=rp.name,
@@ -139,6 +136,10 @@ def registration_options(
 
 def verify_registration(rp: RelyingParty, credential: str, challenge: bytes) -> NewPasskey:
     """Check a registration's answer (the credential as JSON); PasskeyRefused says why not."""
+    from webauthn import verify_registration_response
+    from webauthn.helpers import bytes_to_base64url
+    from webauthn.helpers.exceptions import WebAuthnException
+
     data = _json_object(credential)
     _check_client_data(rp, data, challenge, "webauthn.create")
     try:
@@ -153,7 +154,7 @@ def verify_registration(rp: RelyingParty, credential: str, challenge: bytes) -> 
         raise PasskeyRefused("not_verified", f"the new passkey did not check out: {exc}") from None
     response = data.get("response")
     listed = response.get("transports") if isinstance(response, dict) else None
-    transports = tuple(t for t in listed or () if isinstance(t, str) and t in _TRANSPORTS)
+    transports = tuple(t for t in listed or () if isinstance(t, str) and t in _transports())
     return NewPasskey(
         credential_id=bytes_to_base64url(verified.credential_id),
         public_key=verified.credential_public_key,
@@ -167,6 +168,14 @@ def assertion_options(
 ) -> dict[str, Any]:
     """`navigator.credentials.get`'s `publicKey` options (JSON) for the approver's passkeys
     (credential id, transports)."""
+    from webauthn import generate_authentication_options, options_to_json
+    from webauthn.helpers import base64url_to_bytes
+    from webauthn.helpers.structs import (
+        AuthenticatorTransport,
+        PublicKeyCredentialDescriptor,
+        UserVerificationRequirement,
+    )
+
     options = generate_authentication_options(
         rp_id=rp.id,
         challenge=challenge,
@@ -174,7 +183,7 @@ def assertion_options(
         allow_credentials=[
             PublicKeyCredentialDescriptor(
                 id=base64url_to_bytes(cid),
-                transports=[AuthenticatorTransport(t) for t in transports if t in _TRANSPORTS],
+                transports=[AuthenticatorTransport(t) for t in transports if t in _transports()],
             )
             for cid, transports in credentials
         ],
@@ -186,6 +195,8 @@ def assertion_options(
 
 def credential_of(assertion: str) -> str:
     """The credential id an assertion (JSON) names; PasskeyRefused when it names none."""
+    from webauthn.helpers import base64url_to_bytes, bytes_to_base64url
+
     found = _json_object(assertion).get("rawId")
     if not isinstance(found, str) or not found or len(found) > 1400:
         raise PasskeyRefused("malformed", "the passkey's answer names no credential")
@@ -205,6 +216,10 @@ def verify_assertion(
 ) -> int:
     """Check an approval's assertion (JSON) against the challenge gate computed and the
     credential's stored key and counter; the authenticator's new counter, or PasskeyRefused."""
+    from webauthn import verify_authentication_response
+    from webauthn.helpers import base64url_to_bytes, parse_authenticator_data
+    from webauthn.helpers.exceptions import WebAuthnException
+
     data = _json_object(assertion)
     _check_client_data(rp, data, challenge, "webauthn.get")
     response = data.get("response")
@@ -255,6 +270,8 @@ def _json_object(text: str) -> dict[str, Any]:
 
 def _check_client_data(rp: RelyingParty, data: dict[str, Any], challenge: bytes, kind: str) -> None:
     """What the browser said it signed, checked first so each refusal says what is wrong."""
+    from webauthn.helpers import base64url_to_bytes, parse_client_data_json
+
     response = data.get("response")
     try:
         raw = base64url_to_bytes(response["clientDataJSON"])  # type: ignore[index]
