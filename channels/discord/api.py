@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 
 from channels.discord.settings import DiscordSettings
+from gate.base.tls import verifying_context
 from gate.delivery.channel import DeliveryError
 from gate.text import untrusted
 
@@ -100,6 +101,7 @@ class DiscordApi:
                 base_url=self._base,
                 timeout=httpx.Timeout(API_TIMEOUT_SECONDS),
                 transport=self._transport,
+                verify=verifying_context(),
                 headers={"Authorization": f"Bot {self._token}", "User-Agent": USER_AGENT},
             )
         return self._http

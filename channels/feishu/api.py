@@ -14,6 +14,7 @@ import httpx
 
 from channels.app_token import AppToken
 from channels.feishu.settings import FeishuSettings
+from gate.base.tls import verifying_context
 from gate.delivery.channel import DeliveryError
 
 TOKEN_PATH = "/open-apis/auth/v3/tenant_access_token/internal"
@@ -100,6 +101,7 @@ class FeishuApi:
                 base_url=self.settings.base_url.rstrip("/"),
                 timeout=httpx.Timeout(10.0),
                 transport=self._transport,
+                verify=verifying_context(),
             )
         return self._http
 

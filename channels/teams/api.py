@@ -20,6 +20,7 @@ import httpx
 
 from channels.app_token import AppToken
 from channels.teams.settings import TeamsSettings
+from gate.base.tls import verifying_context
 from gate.delivery.channel import DeliveryError
 
 log = logging.getLogger("gate.channels.teams")
@@ -134,7 +135,9 @@ class ConnectorApi:
     def _client(self) -> httpx.AsyncClient:
         if self._http is None:
             self._http = httpx.AsyncClient(
-                timeout=httpx.Timeout(API_TIMEOUT), transport=self._transport
+                timeout=httpx.Timeout(API_TIMEOUT),
+                transport=self._transport,
+                verify=verifying_context(),
             )
         return self._http
 

@@ -22,6 +22,7 @@ import jwt
 
 from channels.teams.settings import TeamsSettings
 from gate.base.errors import Unauthenticated, Unavailable
+from gate.base.tls import verifying_context
 
 log = logging.getLogger("gate.channels.teams")
 
@@ -98,7 +99,9 @@ class OpenIdKeys:
     async def _fetch(self) -> None:
         """Metadata, then its `jwks_uri`; a failure keeps the keys held (none: fail closed)."""
         try:
-            async with httpx.AsyncClient(timeout=5.0, transport=self._transport) as client:
+            async with httpx.AsyncClient(
+                timeout=5.0, transport=self._transport, verify=verifying_context()
+            ) as client:
                 meta = _object(await client.get(self.settings.openid_metadata_url))
                 jwks_uri = meta.get("jwks_uri")
                 if not isinstance(jwks_uri, str):

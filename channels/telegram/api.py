@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 
 from channels.telegram.settings import TelegramSettings
+from gate.base.tls import verifying_context
 from gate.delivery.channel import DeliveryError
 
 #: editMessageText with what the message already shows: nothing to do, not a failure
@@ -64,6 +65,7 @@ class TelegramApi:
                 base_url=f"{self.settings.api_url.rstrip('/')}/bot{token}/",
                 timeout=httpx.Timeout(TIMEOUT_SECONDS),
                 transport=self._transport,
+                verify=verifying_context(),
             )
         return self._http
 

@@ -19,6 +19,7 @@ import httpx
 
 from channels.app_token import AppToken
 from channels.wecom.settings import WeComSettings
+from gate.base.tls import verifying_context
 from gate.delivery.channel import DeliveryError
 from gate.text import untrusted
 
@@ -141,6 +142,7 @@ class WeComApi:
                 base_url=self.settings.api_url.rstrip("/"),
                 timeout=httpx.Timeout(10.0),
                 transport=self._transport,
+                verify=verifying_context(),
             )
         return self._http
 

@@ -24,6 +24,7 @@ from standardwebhooks import Webhook
 
 from gate.base import threads
 from gate.base.statuses import utcnow
+from gate.base.tls import verifying_context
 from gate.config.settings import WebhookSettings
 from gate.store import webhooks as outbox
 from gate.store.db import Database
@@ -128,7 +129,9 @@ class WebhookSender:
 
     def _http(self) -> httpx.AsyncClient:
         if self._client is None:  # made on the event loop that sends
-            self._client = httpx.AsyncClient(transport=self._transport, follow_redirects=False)
+            self._client = httpx.AsyncClient(
+                transport=self._transport, follow_redirects=False, verify=verifying_context()
+            )
         return self._client
 
     async def aclose(self) -> None:

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import httpx
 
+from gate.base.tls import verifying_context
 from gate.config.oidc import SIGNING_ALGORITHMS, OidcSettings
 from gate.config.settings import ApproverSettings, Settings
 from gate.identity.authmethod import AuthMethod
@@ -158,7 +159,9 @@ class OidcClient:
 
     async def _get_json(self, url: str, what: str) -> dict[str, Any]:
         try:
-            async with httpx.AsyncClient(timeout=self.settings.http_timeout_seconds) as http:
+            async with httpx.AsyncClient(
+                timeout=self.settings.http_timeout_seconds, verify=verifying_context()
+            ) as http:
                 response = await http.get(url)
             response.raise_for_status()
             data = response.json()
@@ -239,6 +242,7 @@ class OidcClient:
             code_challenge_method="S256",
             token_endpoint_auth_method=provider.token_auth,
             timeout=self.settings.http_timeout_seconds,
+            verify=verifying_context(),
         )
 
     # -- the ID token --------------------------------------------------------------------------
