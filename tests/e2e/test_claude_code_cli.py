@@ -6,6 +6,11 @@ the same hooks as `gate init claude-code` writes them, and the permission-prompt
 A person decides through gate's API, and the test checks what actually happened: whether the
 command ran (the marker), and what the model was told (the `tool_result` the CLI sent back).
 
+Each way runs one session of three calls in turn (a CLI run costs 1 to 3 s of CPU): the model
+asks for a command that is approved, then one that is rejected, then one the person edits;
+each call writes a marker of its own and gets its own `tool_result`, so the tests read one
+call each. Gate down and a reused call id are sessions of their own.
+
 The CLI (`@anthropic-ai/claude-code`, version pinned in `claude-code.version`) is installed
 once into `.cache/claude-code` (`.ci/run` does it up front); without npm these tests skip.
 It runs with a throwaway HOME, telemetry, auto-update and non-essential traffic off, and only
@@ -257,40 +262,51 @@ class Agent:
         return Outcome(done.returncode, json.loads(done.stdout), done.stderr, seconds)
 
 
-@pytest.fixture(params=[*HOOK_WAYS, "permission-prompt-tool"])
-def agent(request: pytest.FixtureRequest, claude: Path, tmp_path: Path) -> Agent:
-    """Claude Code with gate's hooks (two ways), or with gate as its permission-prompt tool."""
-    if request.param == "permission-prompt-tool":
+#: every way gate stands in front of Claude Code
+WAYS = (*HOOK_WAYS, "permission-prompt-tool")
+
+
+def new_agent(cli: Path, way: str, root: Path) -> Agent:
+    """An Agent of `way` with its HOME and project under `root` (skips a way gate lacks)."""
+    if way == "permission-prompt-tool":
         missing = _gate_mcp_missing()
         if missing:
             pytest.skip(missing)
-    home, project = tmp_path / "home", tmp_path / "project"
+    home, project = root / "home", root / "project"
     home.mkdir()
     project.mkdir()
-    return Agent(claude, request.param, home, project)
+    return Agent(cli, way, home, project)
+
+
+@pytest.fixture(params=WAYS)
+def agent(request: pytest.FixtureRequest, claude: Path, tmp_path: Path) -> Agent:
+    """Claude Code with gate's hooks (two ways), or with gate as its permission-prompt tool."""
+    return new_agent(claude, request.param, tmp_path)
 
 
 # -- the person -------------------------------------------------------------------------------
 
 
 class Approver(threading.Thread):
-    """Waits for the pending Bash request with `command`, then decides it through the API."""
+    """Waits for each pending Bash request whose command it has a decision for, and decides it
+    through the API as it comes (a session asks about its calls one after the other)."""
 
-    def __init__(self, gate_url: str, command: str, decision: dict[str, Any]) -> None:
+    def __init__(self, gate_url: str, decisions: dict[str, dict[str, Any]]) -> None:
         super().__init__(daemon=True)
-        self.gate_url, self.command, self.decision = gate_url, command, decision
-        self.request: dict[str, Any] | None = None
+        self.gate_url, self.decisions = gate_url, decisions
+        #: the decided requests, by command
+        self.requests: dict[str, dict[str, Any]] = {}
         self.error: BaseException | None = None
         self.cli_done = threading.Event()
         self.start()
 
     def run(self) -> None:
         try:
-            self.request = self._decide()
+            self._decide()
         except BaseException as exc:  # handed to the test thread by finish()
             self.error = exc
 
-    def _decide(self) -> dict[str, Any]:
+    def _decide(self) -> None:
         admin = {"Authorization": f"Bearer {cfg.ADMIN}"}
         alice = {"Authorization": f"Bearer {cfg.ALICE}"}
         deadline = time.monotonic() + CLI_TIMEOUT
@@ -298,49 +314,91 @@ class Approver(threading.Thread):
             while time.monotonic() < deadline and not self.cli_done.is_set():
                 params = {"status": "pending", "tool_name": "Bash"}
                 items = http.get("/v1/requests", params=params, headers=admin).json()["items"]
-                mine = [i for i in items if i["tool_args"].get("command") == self.command]
-                if mine:
-                    path = f"/v1/requests/{mine[0]['id']}/decision"
-                    decided = http.post(path, json=self.decision, headers=alice)
-                    assert decided.status_code == 200, decided.text
-                    request: dict[str, Any] = decided.json()
-                    return request
+                for item in items:
+                    command = item["tool_args"].get("command")
+                    if command in self.decisions and command not in self.requests:
+                        path = f"/v1/requests/{item['id']}/decision"
+                        decided = http.post(path, json=self.decisions[command], headers=alice)
+                        assert decided.status_code == 200, decided.text
+                        self.requests[command] = decided.json()
+                if len(self.requests) == len(self.decisions):
+                    return
                 time.sleep(0.05)
-        raise AssertionError(f"nobody was asked about {self.command!r} while claude ran")
+        unasked = [c for c in self.decisions if c not in self.requests]
+        raise AssertionError(f"nobody was asked about {unasked!r} while claude ran")
 
-    def finish(self) -> dict[str, Any]:
-        """Once claude is done: the decided request (re-raises what went wrong in the thread)."""
+    def finish(self) -> dict[str, dict[str, Any]]:
+        """Once claude is done: the decided requests by command (re-raises what went wrong in
+        the thread)."""
         self.cli_done.set()
         self.join(timeout=CLI_TIMEOUT)
         assert not self.is_alive(), "the approver is still waiting"
         if self.error is not None:
             raise self.error
-        assert self.request is not None
-        return self.request
+        return self.requests
 
 
 # -- checks -----------------------------------------------------------------------------------
 
 
-def marker_call(model: FakeAnthropic, project: Path, name: str) -> tuple[PlannedCall, Path, str]:
-    """Plan a Bash call that writes `name` in the project and prints it; (call, file, text)."""
+@dataclass
+class Call:
+    """A Bash call the model makes: it writes `text` into `marker` and prints it."""
+
+    planned: PlannedCall
+    marker: Path
+    text: str
+
+    @property
+    def command(self) -> str:
+        return str(self.planned.input["command"])
+
+
+def writing(marker: Path, text: str) -> str:
+    """A shell command that writes `text` into `marker` and prints the file."""
+    return f"printf '%s\\n' {text} > {marker} && cat {marker}"
+
+
+def marker_call(model: FakeAnthropic, project: Path, name: str) -> Call:
+    """Plan a Bash call that writes `name` in the project and prints it."""
     marker, text = project / name, f"{name}-{uuid.uuid4().hex[:8]}"
-    command = f"printf '%s\\n' {text} > {marker} && cat {marker}"
-    return model.plan("Bash", {"command": command, "description": f"write {name}"}), marker, text
+    planned = model.plan("Bash", {"command": writing(marker, text), "description": f"write {name}"})
+    return Call(planned, marker, text)
 
 
-def told(model: FakeAnthropic, call: PlannedCall) -> tuple[str, bool]:
+def told(model: FakeAnthropic, call: Call) -> tuple[str, bool]:
     """(text, is_error) of the one tool_result the model got for `call`."""
-    results = model.results_for(call)
+    results = model.results_for(call.planned)
     assert len(results) == 1, results
     return results[0].text, results[0].is_error
 
 
-def assert_clean_exchange(model: FakeAnthropic, outcome: Outcome) -> None:
-    """The CLI spoke the API as the fake expects and finished its turn."""
+def answered_in(body: dict[str, Any]) -> list[str]:
+    """The tool_use ids whose results the newest message of a request body carries."""
+    last = body["messages"][-1]
+    content = last.get("content") if last.get("role") == "user" else None
+    if not isinstance(content, list):
+        return []
+    return [b["tool_use_id"] for b in content if b.get("type") == "tool_result"]
+
+
+def request_answering(model: FakeAnthropic, call: Call) -> dict[str, Any]:
+    """The one agent request that brought the model the result of `call`."""
+    (body,) = [b for b in model.agent_requests() if call.planned.id in answered_in(b)]
+    return body
+
+
+def denied(outcome: Outcome) -> list[str]:
+    """The tool_use ids the CLI reports as refused by permission."""
+    return [d["tool_use_id"] for d in outcome.result["permission_denials"]]
+
+
+def assert_clean_exchange(model: FakeAnthropic, outcome: Outcome, calls: list[Call]) -> None:
+    """The CLI spoke the API as the fake expects and finished its turn: one request for the
+    first call, then one per call bringing that call's result (and getting the next call)."""
     assert model.problems == []
     requests = model.agent_requests()
-    assert len(requests) == 2, "one request for the tool call, one with its result"
+    assert [answered_in(body) for body in requests] == [[]] + [[c.planned.id] for c in calls]
     for body in requests:
         assert body["model"] == MODEL
         assert body["stream"] is True
@@ -358,115 +416,203 @@ def request_of(gate_url: str, request_id: str) -> dict[str, Any]:
     return found
 
 
+# -- one session per way ----------------------------------------------------------------------
+
+
+@dataclass
+class Session:
+    """One `claude -p` session of one way, as recorded: the model asked for `approved` (the
+    person approved it), then `rejected` (rejected with a comment), then `asked` (approved
+    with `edited_args` instead). The tests only read it."""
+
+    agent: Agent
+    #: Claude Code's id of this session (the agent may run more sessions later)
+    session_id: str
+    model: FakeAnthropic
+    outcome: Outcome
+    approved: Call
+    rejected: Call
+    asked: Call
+    #: what the person changed `asked` into: a command writing `edited_text` into a marker of
+    #: its own, `edited_marker`
+    edited_args: dict[str, Any]
+    edited_marker: Path
+    edited_text: str
+    #: gate's requests as the person decided them, by call id
+    decided: dict[str, dict[str, Any]]
+    #: gate's view of the approved request once the session ended (its outcome)
+    approved_afterwards: dict[str, Any]
+
+
+def run_session(cli: Path, way: str, root: Path, gate_url: str) -> Session:
+    """Run the session of three calls for `way` (see Session)."""
+    agent = new_agent(cli, way, root)
+    model = FakeAnthropic().start()
+    try:
+        approved = marker_call(model, agent.project, "approved.txt")
+        rejected = marker_call(model, agent.project, "rejected.txt")
+        asked = marker_call(model, agent.project, "asked.txt")
+        edited_marker = agent.project / "edited.txt"
+        edited_text = f"edited-{uuid.uuid4().hex[:8]}"
+        edited_args = {**asked.planned.input, "command": writing(edited_marker, edited_text)}
+        # One person decides each call as the session reaches it.
+        person = Approver(
+            gate_url,
+            {
+                approved.command: {"verdict": "approve"},
+                rejected.command: {"verdict": "reject", "comment": "not in this repository"},
+                asked.command: {
+                    "verdict": "approve",
+                    "edited_args": edited_args,
+                    "comment": "use edited.txt",
+                },
+            },
+        )
+
+        outcome = agent.run(model, gate_url, "Write the approved, rejected and asked markers.")
+
+        by_command = person.finish()
+    finally:
+        model.stop()
+    decided = {c.planned.id: by_command[c.command] for c in (approved, rejected, asked)}
+    return Session(
+        agent=agent,
+        session_id=agent.sessions[-1],
+        model=model,
+        outcome=outcome,
+        approved=approved,
+        rejected=rejected,
+        asked=asked,
+        edited_args=edited_args,
+        edited_marker=edited_marker,
+        edited_text=edited_text,
+        decided=decided,
+        approved_afterwards=request_of(gate_url, decided[approved.planned.id]["id"]),
+    )
+
+
+class Sessions:
+    """Each way's session, run by the first test that needs it and kept for the module's
+    other tests (a session that failed fails them all with its error, and is not run again)."""
+
+    def __init__(self, cli: Path, gate_url: str, tmp: pytest.TempPathFactory) -> None:
+        self.cli, self.gate_url, self.tmp = cli, gate_url, tmp
+        self.runs: dict[str, Session | BaseException] = {}
+
+    def __getitem__(self, way: str) -> Session:
+        if way not in self.runs:
+            try:
+                self.runs[way] = run_session(self.cli, way, self.tmp.mktemp(way), self.gate_url)
+            except Exception as exc:  # a skip is no Exception: it skips every time
+                self.runs[way] = exc
+        run = self.runs[way]
+        if isinstance(run, BaseException):
+            raise run
+        return run
+
+
+@pytest.fixture(scope="module")
+def sessions(
+    claude: Path, gate_server: ServerProcess, tmp_path_factory: pytest.TempPathFactory
+) -> Sessions:
+    return Sessions(claude, gate_server.url, tmp_path_factory)
+
+
+@pytest.fixture(params=WAYS)
+def session(request: pytest.FixtureRequest, sessions: Sessions) -> Session:
+    """The session of three calls of the way this test is for."""
+    way: str = request.param
+    return sessions[way]
+
+
 # -- the tests --------------------------------------------------------------------------------
 
 
-def test_approved_command_runs_and_the_model_gets_its_output(
-    agent: Agent, model: FakeAnthropic, gate_server: ServerProcess
-) -> None:
-    call, marker, text = marker_call(model, agent.project, "approved.txt")
-    person = Approver(gate_server.url, call.input["command"], {"verdict": "approve"})
+def test_the_session_speaks_the_api_and_ends_its_turn(session: Session) -> None:
+    calls = [session.approved, session.rejected, session.asked]
+    assert_clean_exchange(session.model, session.outcome, calls)
+    # the rejected call is the only one the CLI counts as refused
+    assert denied(session.outcome) == [session.rejected.planned.id]
 
-    outcome = agent.run(model, gate_server.url, "Write the approved marker.")
 
-    request = person.finish()
-    assert marker.read_text() == text + "\n"
+def test_approved_command_runs_and_the_model_gets_its_output(session: Session) -> None:
+    call, model = session.approved, session.model
+    request = session.decided[call.planned.id]
+
+    assert call.marker.read_text() == call.text + "\n"
     output, is_error = told(model, call)
-    assert not is_error and output.startswith(text + "\n")
-    assert outcome.result["permission_denials"] == []
-    assert_clean_exchange(model, outcome)
+    assert not is_error and output.startswith(call.text + "\n")
+    assert call.planned.id not in denied(session.outcome)
     # The person saw exactly what the model asked to run.
-    assert request["tool_args"] == call.input
+    assert request["tool_args"] == call.planned.input
     assert request["status"] == "approved"
-    if agent.way in HOOK_WAYS:
+    if session.agent.way in HOOK_WAYS:
         # The hook passed Claude Code's session on, and the example's PostToolUse entry told
         # gate that the approved call ran.
-        assert request["session_id"] == agent.sessions[-1]
-        assert request_of(gate_server.url, request["id"])["outcome"] == "ran"
+        assert request["session_id"] == session.session_id
+        assert session.approved_afterwards["outcome"] == "ran"
 
 
-def test_rejected_command_does_not_run_and_the_model_gets_the_reason(
-    agent: Agent, model: FakeAnthropic, gate_server: ServerProcess
-) -> None:
-    call, marker, _ = marker_call(model, agent.project, "rejected.txt")
-    decision = {"verdict": "reject", "comment": "not in this repository"}
-    person = Approver(gate_server.url, call.input["command"], decision)
+def test_rejected_command_does_not_run_and_the_model_gets_the_reason(session: Session) -> None:
+    call = session.rejected
 
-    outcome = agent.run(model, gate_server.url, "Write the rejected marker.")
-
-    person.finish()
-    assert not marker.exists()
-    text, is_error = told(model, call)
+    assert not call.marker.exists()
+    text, is_error = told(session.model, call)
     assert is_error
     assert "Rejected by alice" in text and "not in this repository" in text
     assert "Do not retry it unchanged" in text
-    assert [d["tool_use_id"] for d in outcome.result["permission_denials"]] == [call.id]
-    assert_clean_exchange(model, outcome)
+    assert call.planned.id in denied(session.outcome)
 
 
-def test_edited_command_is_the_one_that_runs(
-    agent: Agent, model: FakeAnthropic, gate_server: ServerProcess
-) -> None:
-    call, marker, _ = marker_call(model, agent.project, "asked.txt")
-    edited_marker, edited_text = agent.project / "edited.txt", f"edited-{uuid.uuid4().hex[:8]}"
-    edited = {
-        **call.input,
-        "command": f"printf '%s\\n' {edited_text} > {edited_marker} && cat {edited_marker}",
-    }
-    decision = {"verdict": "approve", "edited_args": edited, "comment": "use edited.txt"}
-    person = Approver(gate_server.url, call.input["command"], decision)
+def test_edited_command_is_the_one_that_runs(session: Session) -> None:
+    call, model = session.asked, session.model
 
-    outcome = agent.run(model, gate_server.url, "Write the asked marker.")
-
-    request = person.finish()
-    assert not marker.exists()
-    assert edited_marker.read_text() == edited_text + "\n"
+    assert not call.marker.exists()
+    assert session.edited_marker.read_text() == session.edited_text + "\n"
     text, is_error = told(model, call)
-    assert not is_error and text.startswith(edited_text)
-    assert request["approved_args"] == edited
-    if agent.way in HOOK_WAYS:
+    assert not is_error and text.startswith(session.edited_text)
+    assert session.decided[call.planned.id]["approved_args"] == session.edited_args
+    assert call.planned.id not in denied(session.outcome)
+    if session.agent.way in HOOK_WAYS:
         # the model is told the call it asked for was changed, and how (PreToolUse's
         # additionalContext; the permission-prompt tool has no way to say it)
-        later = json.dumps(model.agent_requests()[-1])
+        later = json.dumps(request_answering(model, call))
         assert "Approved with edits by alice" in later and "use edited.txt" in later
-    assert_clean_exchange(model, outcome)
 
 
 def test_gate_down_nothing_runs(agent: Agent, model: FakeAnthropic) -> None:
-    call, marker, _ = marker_call(model, agent.project, "unreviewed.txt")
+    call = marker_call(model, agent.project, "unreviewed.txt")
     down = f"http://127.0.0.1:{free_port()}"  # nothing listens there
 
     outcome = agent.run(model, down, "Write the unreviewed marker.")
 
-    assert not marker.exists()
+    assert not call.marker.exists()
     text, is_error = told(model, call)
     assert is_error
     assert down in text and "blocked" in text
-    assert [d["tool_use_id"] for d in outcome.result["permission_denials"]] == [call.id]
-    assert_clean_exchange(model, outcome)
+    assert denied(outcome) == [call.planned.id]
+    assert_clean_exchange(model, outcome, [call])
 
 
-@pytest.mark.parametrize("agent", ["gate-init", "permission-prompt-tool"], indirect=True)
+@pytest.mark.parametrize("session", ["gate-init", "permission-prompt-tool"], indirect=True)
 def test_a_reused_call_id_does_not_carry_an_approval(
-    agent: Agent, model: FakeAnthropic, gate_server: ServerProcess
+    session: Session, gate_server: ServerProcess
 ) -> None:
     # A model (or an agent replaying ids on purpose) reuses the id of an approved call for a
     # different command: gate keys requests by call id, and the approval must not transfer.
-    call, marker, text = marker_call(model, agent.project, "first.txt")
-    person = Approver(gate_server.url, call.input["command"], {"verdict": "approve"})
-    agent.run(model, gate_server.url, "Write the first marker.")
-    person.finish()
-    assert marker.read_text() == text + "\n"
+    # The first call is the session's approved one, which ran; the replay is a new session.
+    first = session.approved
+    assert first.marker.read_text() == first.text + "\n"
 
     replay = FakeAnthropic().start()
     try:
-        second = agent.project / "second.txt"
+        second = session.agent.project / "second.txt"
         command = f"echo replayed > {second}"
-        replay.plan("Bash", {"command": command, "description": "again"}, call_id=call.id)
-        outcome = agent.run(replay, gate_server.url, "Write the second marker.")
+        replay.plan("Bash", {"command": command, "description": "again"}, call_id=first.planned.id)
+        outcome = session.agent.run(replay, gate_server.url, "Write the second marker.")
         assert not second.exists()
         (result,) = replay.results
         assert result.is_error and "already used for a different call" in result.text
-        assert [d["tool_use_id"] for d in outcome.result["permission_denials"]] == [call.id]
+        assert denied(outcome) == [first.planned.id]
     finally:
         replay.stop()

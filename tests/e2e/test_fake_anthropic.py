@@ -91,6 +91,25 @@ def test_the_tool_result_is_recorded_and_quoted_back(fake: FakeAnthropic) -> Non
     assert fake.problems == []
 
 
+def test_a_tool_result_is_answered_with_the_next_planned_call(fake: FakeAnthropic) -> None:
+    first = fake.plan("Bash", {"command": "true"})
+    second = fake.plan("Bash", {"command": "false"})
+    asked = ask(fake, [{"role": "user", "content": "go"}]).json()
+    result = {"type": "tool_result", "tool_use_id": first.id, "content": "", "is_error": False}
+    history = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": asked["content"]},
+        {"role": "user", "content": [result]},
+    ]
+
+    then = ask(fake, history).json()
+
+    assert then["stop_reason"] == "tool_use"
+    assert [(b["id"], b["input"]) for b in then["content"]] == [(second.id, second.input)]
+    assert len(fake.results_for(first)) == 1
+    assert fake.problems == []
+
+
 def test_bad_requests_are_refused_and_recorded(fake: FakeAnthropic) -> None:
     wrong_key = httpx.post(
         f"{fake.url}/v1/messages",

@@ -2,9 +2,10 @@
 
 It plays a scripted model. `POST /v1/messages` answers a conversation that offers tools with
 the next planned `tool_use` block; once the CLI sends that call's `tool_result` back, it
-answers with a short text quoting it. Requests without tools (titles, summaries, other side
-questions the CLI asks a small model) get a short text. `"stream": true` requests are answered
-with server-sent events in the shapes of a captured real stream
+answers with the next planned call, so one session can carry several calls in turn, and after
+the last one with a short text quoting its result. Requests without tools (titles, summaries,
+other side questions the CLI asks a small model) get a short text. `"stream": true` requests
+are answered with server-sent events in the shapes of a captured real stream
 (`tests/e2e/fixtures/anthropic_stream_tool_use.txt`, source in its SOURCES.md): `message_start`,
 `content_block_start`, `ping`, `content_block_delta` (`text_delta` / `input_json_delta` in
 pieces), `content_block_stop`, `message_delta` (with `stop_reason`), `message_stop`.
@@ -158,16 +159,16 @@ class FakeAnthropic(LoopbackFake):
     # -- the scripted model ---------------------------------------------------------------
 
     def _turn(self, body: dict[str, Any], tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Quote a tool result back; otherwise make the next planned call."""
+        """Make the next planned call; with none left, quote the tool result just received."""
         answered = self._tool_results(body)
-        if answered:
-            last = answered[-1]
-            verdict = "failed" if last.is_error else "succeeded"
-            return [_text(f"The tool call {verdict}: {last.text}")]
         offered = {t["name"] for t in tools}
         with self._lock:
             call = self._script.planned.pop(0) if self._script.planned else None
             if call is None:
+                if answered:
+                    last = answered[-1]
+                    verdict = "failed" if last.is_error else "succeeded"
+                    return [_text(f"The tool call {verdict}: {last.text}")]
                 return [_text("Nothing to do.")]
             if call.name not in offered:
                 self.problems.append(f"planned {call.name} but the CLI offers {sorted(offered)}")
