@@ -31,15 +31,19 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
+from tests.support.keys import rsa_key
 from tests.support.servers import LoopbackFake
 
 CLIENT_ID = "gate-console"
 CLIENT_SECRET = "fake-oidc-client-secret-0123456789"
 
 
-def new_key(kid: str) -> RSAKey:
-    """An RS256 signing key named `kid`."""
-    return RSAKey.generate_key(2048, parameters={"kid": kid, "alg": "RS256", "use": "sig"})
+def new_key(kid: str, n: int = 0) -> RSAKey:
+    """An RS256 signing key named `kid`: the process's `n`-th key of a provider
+    (tests/support/keys.py), so keys of different `n` differ."""
+    return RSAKey.import_key(
+        rsa_key("oidc", n), parameters={"kid": kid, "alg": "RS256", "use": "sig"}
+    )
 
 
 @dataclass
@@ -70,6 +74,8 @@ class FakeOidc(LoopbackFake):
 
     def __init__(self) -> None:
         self.user = User()
+        #: keys this provider made: each new one is a key none before it was
+        self._made = 0
         self.key = new_key("key-1")
         self.published: list[RSAKey] = [self.key]
         self.tamper: dict[str, Any] = {}
@@ -113,12 +119,14 @@ class FakeOidc(LoopbackFake):
 
     def rotate(self) -> None:
         """Start signing with a new key; the JWKS publishes only it from now on."""
-        self.key = new_key(f"key-{len(self.published) + 1}")
+        self._made += 1
+        self.key = new_key(f"key-{self._made + 1}", self._made)
         self.published = [self.key]
 
     def sign_with_unpublished(self) -> None:
         """Sign with a key the JWKS never publishes (a forger's)."""
-        self.key = new_key("key-forged")
+        self._made += 1
+        self.key = new_key("key-forged", self._made)
 
     # -- endpoints -----------------------------------------------------------------------
 

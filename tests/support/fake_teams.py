@@ -40,6 +40,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from tests.support.keys import rsa_key
 from tests.support.servers import LoopbackFake
 
 APP_ID = "6f1c2a8e-3b4d-4e5f-8a9b-0c1d2e3f4a5b"
@@ -140,7 +141,7 @@ class FakeTeams(LoopbackFake):
 
     def __init__(self, *, token_lifetime: int = 3599) -> None:
         self.lock = threading.Lock()
-        self.key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        self.key = rsa_key("teams")
         self.kid = "fake-teams-" + uuid.uuid4().hex[:8]
         #: channels the key is endorsed for (the connector lists msteams, skype, webchat...)
         self.endorsements = ["msteams", "webchat"]

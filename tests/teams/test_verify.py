@@ -11,7 +11,6 @@ from typing import Any
 
 import jwt
 import pytest
-from cryptography.hazmat.primitives.asymmetric import rsa
 from jwt.warnings import InsecureKeyLengthWarning
 
 from channels.teams.settings import TeamsSettings
@@ -20,6 +19,7 @@ from gate.base.errors import Unauthenticated, Unavailable
 from tests.conftest import Gate, GateFactory
 from tests.support import config as cfg
 from tests.support.fake_teams import APP_ID, APP_PASSWORD, FakeTeams
+from tests.support.keys import rsa_key
 from tests.support.servers import free_port
 from tests.teams.conftest import ask, object_id, send, teams_settings, verbs
 
@@ -98,7 +98,7 @@ def test_tokens_signed_otherwise_are_refused(teams_gate: Gate, fake_teams: FakeT
     request_id = ask(teams_gate)
     activity = refresh(fake_teams, request_id)
     service_url = activity["serviceUrl"]
-    other = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    other = rsa_key("teams", 1)  # never published
     claims = {"serviceurl": service_url, "iss": "https://api.botframework.com", "aud": APP_ID,
               "exp": int(time.time()) + 600}  # fmt: skip
     with warnings.catch_warnings():  # the test password is a short HMAC key: that is the point
@@ -140,7 +140,7 @@ async def test_a_rotated_key_is_fetched_once_a_minute_at_most(fake_teams: FakeTe
     keys = OpenIdKeys(settings, clock=lambda: now[0])
     first, _ = await keys.key(fake_teams.kid)
     old_kid = fake_teams.kid
-    fake_teams.key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    fake_teams.key = rsa_key("teams", 2)
     fake_teams.kid = "rotated-key"
     with pytest.raises(Unauthenticated):  # inside the minute: no fetch for an unknown kid
         await keys.key("rotated-key")
@@ -186,9 +186,7 @@ def test_the_token_is_checked_before_the_body_is_read(
     teams_gate: Gate, fake_teams: FakeTeams
 ) -> None:
     garbage = b"\xff{not an activity" * 20
-    forged = fake_teams.sign(
-        service_url="x", key=rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    )
+    forged = fake_teams.sign(service_url="x", key=rsa_key("teams", 1))
     refused(send(teams_gate, fake_teams, garbage, token=forged))
     # The same bytes under a good token are a 400, not a 500.
     r = send(teams_gate, fake_teams, garbage)

@@ -23,7 +23,6 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import httpx
-from cryptography.hazmat.primitives.asymmetric import rsa
 
 from tests.channels.drivers.base import (
     Answer,
@@ -37,6 +36,7 @@ from tests.channels.drivers.base import (
 )
 from tests.support import fake_teams
 from tests.support.http import TLS
+from tests.support.keys import rsa_key
 from tests.support.servers import wait_until
 
 URL = "/channels/teams/messages"
@@ -266,7 +266,7 @@ class TeamsDriver(Driver):
         activity = self._invoke(person, "approve", {"request_id": request_id})
         body = json.dumps(activity).encode()
         service_url = activity["serviceUrl"]
-        other = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        other = rsa_key("teams", 1)  # never published
         forged = self.fake.sign(service_url=service_url, key=other)  # same kid, wrong key
         stale = self.fake.sign(service_url=service_url, issued_at=time.time() - 7200)
         garbage = b"\xff{not an activity" * 10
