@@ -1,5 +1,6 @@
-"""`gate hook --format claude-code` end to end: real `gate serve`, real Claude Code payloads,
-the real hook process, decisions through the API; exact stdout JSON and exit codes."""
+"""`gate hook --format claude-code` end to end: a real gate (a `gate serve` process where the
+test kills or restarts it), real Claude Code payloads, the real hook process, decisions through
+the API; exact stdout JSON and exit codes."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from tests.hooks.conftest import Live, fixture, run_hook
+from tests.hooks.conftest import Live, LiveProcess, fixture, run_hook
 from tests.support import config as cfg
 from tests.support.databases import migrated_sqlite
 from tests.support.servers import ServerProcess, free_port, wait_until
@@ -224,7 +225,7 @@ def test_server_down_before_the_call_denies_fail_closed() -> None:
     )
 
 
-def test_server_killed_during_the_wait_denies_fail_closed(own_live: Live) -> None:
+def test_server_killed_during_the_wait_denies_fail_closed(own_live: LiveProcess) -> None:
     payload = fresh("edit")
     hook = own_live.hook("--timeout", "3").send(payload)
     request = own_live.wait_pending("Edit", payload["session_id"])
@@ -242,7 +243,7 @@ def test_server_killed_during_the_wait_denies_fail_closed(own_live: Live) -> Non
     )
 
 
-def test_server_restarted_during_the_wait_still_delivers_the_verdict(own_live: Live) -> None:
+def test_server_restarted_during_the_wait_still_delivers_the_verdict(own_live: LiveProcess) -> None:
     payload = fresh("edit")
     hook = own_live.hook("--timeout", "60").send(payload)
     request = own_live.wait_pending("Edit", payload["session_id"])
