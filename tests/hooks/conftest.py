@@ -1,5 +1,13 @@
-"""Fixtures for the hook tests: a real `gate serve` with rules that the Claude Code fixtures hit,
-and helpers to run the real `gate hook` process against it."""
+"""Fixtures for the hook tests: a real gate with rules that the Claude Code fixtures hit, and
+helpers to run the real `gate hook` process against it.
+
+The hook is the process under test; the gate it talks to is the app (`gate.app.create_app`)
+read from a gate.toml as `gate serve --config` reads it, served by uvicorn with gate's own
+protocol in a thread of the test process (`live`, `offering`, `serve_in_thread`): a `gate
+serve` process costs some 2.5 s of CPU to start (its imports), the app in a thread, whose
+imports the test process has already paid for, a small fraction of that. A test that kills or
+restarts the gate takes a `gate serve` process of its own (`own_live`).
+"""
 
 from __future__ import annotations
 
@@ -10,7 +18,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
-from contextlib import closing
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,10 +26,12 @@ from typing import Any
 import httpx
 import pytest
 
+from gate.app import create_app
+from gate.config.settings import load_settings
 from tests.support import config as cfg
 from tests.support.databases import migrated_sqlite
 from tests.support.http import TLS
-from tests.support.servers import ServerProcess, wait_until, waiters_in
+from tests.support.servers import ServerProcess, ThreadServer, wait_until, waiters_in
 
 #: real Claude Code PreToolUse payloads (copies of shared/fixtures, see fixtures/README.md)
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -84,9 +94,9 @@ def fixture(name: str, **changes: Any) -> dict[str, Any]:
 
 @dataclass
 class Live:
-    """A running `gate serve` and ways to talk to it."""
+    """A running gate and ways to talk to it."""
 
-    server: ServerProcess
+    server: ServerProcess | ThreadServer
     db: Path
 
     @property
@@ -189,27 +199,46 @@ def run_hook(
     return HookProcess.start(url, token, list(args)).send(payload).json()
 
 
-def start_server(tmp_path: Path) -> Live:
+@dataclass
+class LiveProcess(Live):
+    """A `gate serve` process and ways to talk to it (and to kill or restart it)."""
+
+    server: ServerProcess
+
+
+def start_server(tmp_path: Path) -> LiveProcess:
     """`gate serve` on a fresh SQLite file with the hook rules."""
     db = tmp_path / "gate.db"
     path = tmp_path / "gate.toml"
     path.write_text(cfg.to_toml(hook_settings(migrated_sqlite(db))))
-    return Live(ServerProcess(path).start(), db)
+    return LiveProcess(ServerProcess(path).start(), db)
+
+
+@contextmanager
+def serve_in_thread(tmp: Path, data: dict[str, Any]) -> Iterator[Live]:
+    """The gate app configured by `data` (its database a SQLite file in `tmp`) and served in
+    a thread of this process while the block runs: the settings are written to `tmp`/gate.toml
+    and read back by `load_settings`, as `gate serve --config` reads them."""
+    path = tmp / "gate.toml"
+    path.write_text(cfg.to_toml(data))
+    server = ThreadServer(create_app(load_settings(path))).start()
+    try:
+        yield Live(server, tmp / "gate.db")
+    finally:
+        server.stop()
 
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
-    """One `gate serve` for a whole module (tests use distinct ids, so they do not meet)."""
-    live = start_server(tmp_path_factory.mktemp("live"))
-    try:
+    """One gate for a whole module (tests use distinct ids, so they do not meet)."""
+    tmp = tmp_path_factory.mktemp("live")
+    with serve_in_thread(tmp, hook_settings(migrated_sqlite(tmp / "gate.db"))) as live:
         yield live
-    finally:
-        live.server.stop()
 
 
 @pytest.fixture
-def own_live(tmp_path: Path) -> Iterator[Live]:
-    """A `gate serve` of the test's own, for tests that kill or restart it."""
+def own_live(tmp_path: Path) -> Iterator[LiveProcess]:
+    """A `gate serve` process of the test's own, for tests that kill or restart it."""
     live = start_server(tmp_path)
     try:
         yield live
@@ -242,18 +271,12 @@ OFFER_RULES: list[dict[str, Any]] = [
 
 @pytest.fixture(scope="module")
 def offering(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
-    """`gate serve` with OFFER_RULES, the hook rules and the standard ones, for one module."""
+    """A gate with OFFER_RULES, the hook rules and the standard ones, for one module."""
     tmp = tmp_path_factory.mktemp("offering")
-    db = tmp / "gate.db"
-    data = hook_settings(migrated_sqlite(db))
+    data = hook_settings(migrated_sqlite(tmp / "gate.db"))
     data["rules"] = OFFER_RULES + data["rules"]
-    path = tmp / "gate.toml"
-    path.write_text(cfg.to_toml(data))
-    live = Live(ServerProcess(path).start(), db)
-    try:
+    with serve_in_thread(tmp, data) as live:
         yield live
-    finally:
-        live.server.stop()
 
 
 def bash(command: str, **changes: Any) -> dict[str, Any]:

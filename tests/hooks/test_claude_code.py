@@ -1,5 +1,6 @@
-"""`gate hook --format claude-code` end to end: real `gate serve`, real Claude Code payloads,
-the real hook process, decisions through the API; exact stdout JSON and exit codes."""
+"""`gate hook --format claude-code` end to end: a real gate (a `gate serve` process where the
+test kills or restarts it), real Claude Code payloads, the real hook process, decisions through
+the API; exact stdout JSON and exit codes."""
 
 from __future__ import annotations
 
@@ -8,10 +9,10 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from tests.hooks.conftest import Live, fixture, run_hook
+from tests.hooks.conftest import Live, LiveProcess, fixture, run_hook, serve_in_thread
 from tests.support import config as cfg
 from tests.support.databases import migrated_sqlite
-from tests.support.servers import ServerProcess, free_port, wait_until
+from tests.support.servers import free_port, wait_until
 
 
 def pre_tool_use(decision: str, reason: str) -> dict[str, Any]:
@@ -224,7 +225,7 @@ def test_server_down_before_the_call_denies_fail_closed() -> None:
     )
 
 
-def test_server_killed_during_the_wait_denies_fail_closed(own_live: Live) -> None:
+def test_server_killed_during_the_wait_denies_fail_closed(own_live: LiveProcess) -> None:
     payload = fresh("edit")
     hook = own_live.hook("--timeout", "3").send(payload)
     request = own_live.wait_pending("Edit", payload["session_id"])
@@ -242,7 +243,7 @@ def test_server_killed_during_the_wait_denies_fail_closed(own_live: Live) -> Non
     )
 
 
-def test_server_restarted_during_the_wait_still_delivers_the_verdict(own_live: Live) -> None:
+def test_server_restarted_during_the_wait_still_delivers_the_verdict(own_live: LiveProcess) -> None:
     payload = fresh("edit")
     hook = own_live.hook("--timeout", "60").send(payload)
     request = own_live.wait_pending("Edit", payload["session_id"])
@@ -313,19 +314,13 @@ def test_bad_url_and_bad_input_deny(live: Live) -> None:
 
 
 def test_anonymous_loopback_server_needs_no_token(tmp_path: Path) -> None:
-    (tmp_path / "gate.toml").write_text(
-        cfg.to_toml(
-            {
-                "server": {"database_url": migrated_sqlite(tmp_path / "gate.db")},
-                "rules": [{"name": "reads", "tools": ["Bash"], "action": "allow"}],
-            }
-        )
-    )
-    server = ServerProcess(tmp_path / "gate.toml").start()
-    try:
-        code, out, _ = run_hook(server.url, fresh("bash"), token=None)
-    finally:
-        server.stop()
+    # `gate serve` itself serving a token-less gate.toml on loopback: tests/test_docs.py
+    data = {
+        "server": {"database_url": migrated_sqlite(tmp_path / "gate.db")},
+        "rules": [{"name": "reads", "tools": ["Bash"], "action": "allow"}],
+    }
+    with serve_in_thread(tmp_path, data) as anonymous:
+        code, out, _ = run_hook(anonymous.url, fresh("bash"), token=None)
     assert (code, out) == (0, pre_tool_use("allow", "gate: Allowed by rule 'reads'."))
 
 

@@ -1,4 +1,4 @@
-"""`gate hook --format codex` end to end: real `gate serve`, Codex-shaped inputs
+"""`gate hook --format codex` end to end: a real gate, Codex-shaped inputs
 (fixtures/codex_*.json), the real hook process; every answer is checked against what Codex
 does with it (`codex_outcome`, restating Codex's parser, see fixtures/README.md)."""
 

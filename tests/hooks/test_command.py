@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.hooks.conftest import Live, run_hook
+from tests.hooks.conftest import Live, LiveProcess, run_hook
 from tests.support import config as cfg
 from tests.support.servers import free_port
 
@@ -107,7 +107,7 @@ def test_policy_allow_deny_and_no_rule(live: Live) -> None:
     assert none_denied[0] == 2
 
 
-def test_gate_down_before_and_during_the_wait_blocks(own_live: Live) -> None:
+def test_gate_down_before_and_during_the_wait_blocks(own_live: LiveProcess) -> None:
     session = str(uuid.uuid4())
     url = f"http://127.0.0.1:{free_port()}"
     code, out, err = run_hook(url, shapes("ask_x", {}, session)[0], "--format", "command")
@@ -124,7 +124,7 @@ def test_gate_down_before_and_during_the_wait_blocks(own_live: Live) -> None:
     assert err.startswith(f"gate: Lost contact with the approval server at {own_live.url}")
 
 
-def test_restart_during_the_wait_still_delivers(own_live: Live) -> None:
+def test_restart_during_the_wait_still_delivers(own_live: LiveProcess) -> None:
     session = str(uuid.uuid4())
     hook = own_live.hook("--format", "command", "--timeout", "60")
     hook.send(shapes("ask_y", {"v": 1}, session)[2])

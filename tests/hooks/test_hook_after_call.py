@@ -1,4 +1,4 @@
-"""After the call, through the real `gate hook` process and a real `gate serve`: post-tool
+"""After the call, through the real `gate hook` process and a real gate: post-tool
 records whether the approved call ran (and never blocks), session-end withdraws the session's
 pending requests and the waiting hook is told."""
 

@@ -1,6 +1,6 @@
 """What a decision carries beyond yes/no, through the real `gate hook` process and a real
-`gate serve`: edits reach the agent as `updatedInput`, approvals are bound to the call, rules
-can forbid edits, grants allow at once, preset reject reasons reach the model."""
+gate: edits reach the agent as `updatedInput`, approvals are bound to the call, rules can
+forbid edits, grants allow at once, preset reject reasons reach the model."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""`gate init claude-code | codex`: the CLI in a temporary HOME and project, a real
-`gate serve` to check against, and the hook it wrote run the way the agent runs it (by shell,
-with no `gate` on PATH)."""
+"""`gate init claude-code | codex`: the CLI in a temporary HOME and project, a real gate to
+check against, and the hook it wrote run the way the agent runs it (by shell, with no `gate`
+on PATH)."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import docs
-from tests.support.cli import run_gate
+from tests.support.cli import gate_in_process
 
 
 def wire() -> str:
@@ -20,7 +20,9 @@ def wire() -> str:
 
 
 def gate(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return run_gate(*args, stdin=stdin)
+    """`gate ARGS` in this process: what the page's commands say and exit with (the `gate`
+    process itself, per command family, is tests/policy's and test_init.py's to run)."""
+    return gate_in_process(*args, stdin=stdin)
 
 
 def test_the_starter_gate_toml_gates_risky_bash(tmp_path: Path) -> None:

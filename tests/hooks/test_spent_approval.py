@@ -1,4 +1,4 @@
-"""One approval runs a call once, through the real `gate hook` process and a real `gate serve`:
+"""One approval runs a call once, through the real `gate hook` process and a real gate:
 once the post-tool report says the approved call ran, the same call id asks nobody and gets
 no yes; a call without an id (a key derived from its content) is asked about afresh."""
 

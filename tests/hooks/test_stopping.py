@@ -1,5 +1,5 @@
 """A request never outlives the agent that asked: a stopped `gate hook` (real process, real
-`gate serve`) withdraws it, the hook's deadline is the request's, and so is the SDK's."""
+gate) withdraws it, the hook's deadline is the request's, and so is the SDK's."""
 
 from __future__ import annotations
 
@@ -16,11 +16,10 @@ from gate.base.statuses import utcnow
 from gate.client import GateClient
 from gate.config.settings import Settings
 from tests.conftest import Gate, GateFactory
-from tests.hooks.conftest import Live, hook_settings, run_hook
+from tests.hooks.conftest import Live, hook_settings, run_hook, serve_in_thread
 from tests.hooks.test_claude_code import RM, fresh, pre_tool_use
 from tests.support import config as cfg
 from tests.support.databases import migrated_sqlite
-from tests.support.servers import ServerProcess
 
 
 def lifetime(request: dict[str, Any]) -> timedelta:
@@ -74,15 +73,11 @@ def test_approvers_see_the_hooks_deadline_not_the_rules(live: Live) -> None:
 
 @pytest.fixture
 def slow_sweep(tmp_path: Path) -> Iterator[Live]:
-    """A `gate serve` whose expiry sweep runs once a minute: the hook's deadline comes first."""
+    """A gate whose expiry sweep runs once a minute: the hook's deadline comes first."""
     data = hook_settings(migrated_sqlite(tmp_path / "gate.db"))
     data["server"]["sweep_interval_seconds"] = 60
-    (tmp_path / "gate.toml").write_text(cfg.to_toml(data))
-    live = Live(ServerProcess(tmp_path / "gate.toml").start(), tmp_path / "gate.db")
-    try:
+    with serve_in_thread(tmp_path, data) as live:
         yield live
-    finally:
-        live.server.stop()
 
 
 def test_a_hook_withdraws_at_its_deadline_when_the_server_has_not_expired_it(

@@ -1,5 +1,10 @@
-"""Fixtures for the MCP tests: a real `gate serve`, the real `gate mcp prompt|proxy` processes
-spawned over stdio by the official SDK's client, and an upstream MCP server built with the SDK.
+"""Fixtures for the MCP tests: a real gate, the real `gate mcp prompt|proxy` processes spawned
+over stdio by the official SDK's client, and an upstream MCP server built with the SDK.
+
+The `gate mcp` processes are under test; the gate they talk to (`live`) is the app read from a
+gate.toml as `gate serve --config` reads it, served by uvicorn with gate's own protocol in a
+thread of the test process (a `gate serve` process costs some 2.5 s of CPU to start). A test
+that kills or restarts the gate starts a `gate serve` process of its own (`start_gate`).
 """
 
 from __future__ import annotations
@@ -20,10 +25,12 @@ import pytest
 import pytest_asyncio
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
+from gate.app import create_app
+from gate.config.settings import load_settings
 from tests.support import config as cfg
 from tests.support.databases import migrated_sqlite
 from tests.support.http import TLS
-from tests.support.servers import ServerProcess, waiters_in
+from tests.support.servers import ServerProcess, ThreadServer, waiters_in
 
 HERE = Path(__file__).parent
 UPSTREAM = [sys.executable, str(HERE / "upstream_server.py")]
@@ -64,9 +71,9 @@ MCP_RULES: list[dict[str, Any]] = [
 
 @dataclass
 class Live:
-    """A running `gate serve` and ways to talk to it as an approver or admin."""
+    """A running gate and ways to talk to it as an approver or admin."""
 
-    server: ServerProcess
+    server: ServerProcess | ThreadServer
 
     @property
     def url(self) -> str:
@@ -138,24 +145,37 @@ class Live:
         return events
 
 
-def start_gate(tmp: Path) -> Live:
-    """`gate serve` on a fresh SQLite file with the MCP rules in front of the standard ones."""
+@dataclass
+class LiveProcess(Live):
+    """A `gate serve` process and ways to talk to it (and to kill or restart it)."""
+
+    server: ServerProcess
+
+
+def gate_toml(tmp: Path) -> Path:
+    """`tmp`/gate.toml: a fresh SQLite file, the MCP rules in front of the standard ones."""
     data = cfg.settings_data(migrated_sqlite(tmp / "gate.db"))
     data["rules"] = MCP_RULES + data["rules"]
     path = tmp / "gate.toml"
     path.write_text(cfg.to_toml(data))
-    return Live(ServerProcess(path).start())
+    return path
+
+
+def start_gate(tmp: Path) -> LiveProcess:
+    """`gate serve` on `gate_toml(tmp)`, for a test that kills or restarts it."""
+    return LiveProcess(ServerProcess(gate_toml(tmp)).start())
 
 
 @pytest.fixture(scope="package")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
-    """One `gate serve` for the MCP tests (~2 s of CPU to start), stopped after the last of
+    """One gate for the MCP tests (the app in a thread, see above), stopped after the last of
     them: tests tell their requests apart by unique arguments."""
-    live = start_gate(tmp_path_factory.mktemp("gate"))
+    path = gate_toml(tmp_path_factory.mktemp("gate"))
+    server = ThreadServer(create_app(load_settings(path))).start()
     try:
-        yield live
+        yield Live(server)
     finally:
-        live.server.stop()
+        server.stop()
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")

@@ -4,20 +4,25 @@ way Claude Code calls `--permission-prompt-tool mcp__gate__approve`, against a r
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import anyio
 import mcp.types as types
+import pytest
+import pytest_asyncio
 
 from tests.mcp.conftest import (
     PROMPT,
     SHARED_LOOP,
     Live,
+    Shared,
     Turn,
     gate_env,
     mcp_client,
     running,
+    shared_session,
     unique,
 )
 from tests.support.servers import free_port
@@ -27,7 +32,8 @@ SHAPE = json.loads((Path(__file__).parent / "fixtures" / "permission_prompt_tool
 JSON_TYPES = {"string": str, "object": dict, "array": list, "boolean": bool}
 
 # The tests that only make calls and read results take turns on one prompt session (the
-# `prompt` fixture, on the module's event loop: SHARED_LOOP); the others start their own.
+# `prompt` fixture, on the module's event loop: SHARED_LOOP), or on one with other options
+# (`strict_prompt`); the others start their own.
 
 
 def decision(result: types.CallToolResult) -> dict[str, Any]:
@@ -142,10 +148,31 @@ async def test_no_rule_asks_a_person_by_default(live: Live, prompt: Turn) -> Non
     assert box[0] == {"behavior": "allow", "updatedInput": {"pattern": pattern}}
 
 
-async def test_no_rule_with_on_no_rule_deny_denies_without_asking(live: Live) -> None:
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def shared_strict_prompt(
+    live: Live, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[Shared]:
+    """A prompt with `--on-no-rule deny --timeout 1`, for two tests marked SHARED_LOOP: one
+    asks about a tool no rule covers (only --on-no-rule matters), the other about one a rule
+    holds for a person (only --timeout matters)."""
+    args = [*PROMPT, "--on-no-rule", "deny", "--timeout", "1"]
+    async with shared_session(args, live.url, tmp_path_factory.mktemp("strict")) as shared:
+        yield shared
+
+
+@pytest.fixture
+def strict_prompt(shared_strict_prompt: Shared) -> Turn:
+    """This test's turn on the module's `--on-no-rule deny --timeout 1` prompt."""
+    return shared_strict_prompt.turn()
+
+
+@SHARED_LOOP
+async def test_no_rule_with_on_no_rule_deny_denies_without_asking(
+    live: Live, strict_prompt: Turn
+) -> None:
     pattern = unique("*.md")
-    async with mcp_client([*PROMPT, "--on-no-rule", "deny"], gate_env(live.url)) as s:
-        body = await approve_call(s, {"tool_name": "Glob", "input": {"pattern": pattern}})
+    s = strict_prompt.session
+    body = await approve_call(s, {"tool_name": "Glob", "input": {"pattern": pattern}})
     assert body == {"behavior": "deny", "message": "gate: No rule covers this Glob call."}
     assert await live.find("Glob", pattern=pattern) == []
 
@@ -172,10 +199,13 @@ async def test_unreadable_arguments_deny(prompt: Turn) -> None:
     assert other.is_error
 
 
-async def test_own_deadline_denies_and_nobody_is_left_deciding(live: Live) -> None:
+@SHARED_LOOP
+async def test_own_deadline_denies_and_nobody_is_left_deciding(
+    live: Live, strict_prompt: Turn
+) -> None:
     command = unique("rm -rf cache")
-    async with mcp_client([*PROMPT, "--timeout", "1"], gate_env(live.url)) as s:
-        body = await approve_call(s, {"tool_name": "Bash", "input": {"command": command}})
+    s = strict_prompt.session
+    body = await approve_call(s, {"tool_name": "Bash", "input": {"command": command}})
     assert body["behavior"] == "deny" and "No human rejected it" in body["message"]
     (request,) = await live.find("Bash", command=command)
     assert (await live.settled(request["id"]))["status"] in ("cancelled", "expired")

@@ -1,5 +1,6 @@
 """`gate mcp proxy`: the real proxy process, spawned by the official SDK client over stdio,
-in front of an upstream MCP server built with the same SDK, against a real `gate serve`."""
+in front of an upstream MCP server built with the same SDK, against a real gate (a `gate serve`
+process where the test restarts it)."""
 
 from __future__ import annotations
 
