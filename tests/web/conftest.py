@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import os
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -243,6 +244,8 @@ def tab(chromium: Browser) -> Iterator[Tab]:
 
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+#: copies of the screenshots the docs show (docs/development.md)
+DOCS_SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "images" / "screenshots"
 
 
 class Watched:
@@ -340,5 +343,9 @@ def artifact(name: str) -> Path:
 
 
 def shot(page: Page, name: str, *, full_page: bool = False) -> None:
-    """A screenshot of `page` into test-artifacts/`name`."""
-    page.screenshot(path=str(artifact(name)), full_page=full_page)
+    """A screenshot of `page` into test-artifacts/`name`, when the docs show it (a copy is in
+    docs/images/screenshots/) or GATE_TEST_SCREENSHOTS=all: the others are for a person
+    looking over a change of the pages, and each costs Chromium a fifth of a second of CPU or
+    more (a whole page's, more)."""
+    if (DOCS_SCREENSHOTS / name).exists() or os.environ.get("GATE_TEST_SCREENSHOTS") == "all":
+        page.screenshot(path=str(artifact(name)), full_page=full_page)
