@@ -18,6 +18,12 @@ if TYPE_CHECKING:
     from playwright.sync_api import Browser
 
 CHROMIUM = "/usr/bin/chromium"
+#: what Playwright starts: CHROMIUM, with the --disable-features switches merged (see the script)
+LAUNCHER = Path(__file__).with_name("chromium.sh")
+#: browser features headless tests never see and that cost CPU: Chromium 156 builds each new
+#: context's address bar popups (two WebUI pages, each in a renderer process of its own),
+#: about half the CPU of a new context and its first page. Pages draw the same without them.
+DISABLED_FEATURES = ("WebUIOmniboxPopup", "WebUIOmniboxAimPopup")
 ENABLED = os.environ.get("GATE_TEST_BROWSER") == "1" or Path(CHROMIUM).exists()
 
 #: `pytestmark = BROWSER_TESTS` in a module of browser tests
@@ -43,8 +49,9 @@ def launched() -> Iterator[Browser]:
 
     with sync_playwright() as p:
         b = p.chromium.launch(
-            executable_path=CHROMIUM,
+            executable_path=LAUNCHER,
             args=[
+                "--disable-features=" + ",".join(DISABLED_FEATURES),
                 "--no-sandbox",
                 "--disable-gpu",
                 "--disable-background-networking",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import os
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -17,6 +18,7 @@ from gate.config.settings import Settings
 from tests.conftest import Gate, GateFactory
 from tests.support import config as cfg
 from tests.support.browser import launched
+from tests.support.tab import Tab
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
@@ -224,13 +226,26 @@ def set_offers(gate: Gate, request_id: str, **offers: Any) -> None:
 def chromium() -> Iterator[Browser]:
     """One headless Chromium for the run of tests/web tests in this process, not one per
     module: a launch costs most of a second of CPU and some fifteen modules here use it.
-    Tests do not share state through it: each opens a fresh context (cookies, storage, cache
-    of its own) and closes it. Nothing in tests/web runs an event loop in the test thread
-    (see `launched`); a test that must, runs it in a thread of its own."""
+    Tests do not share state through it: the first page of each is the `tab`, reset between
+    tests, and any other is a fresh context closed afterwards. Nothing in tests/web runs an
+    event loop in the test thread (see `launched`); a test that must, runs it in a thread of
+    its own."""
     yield from launched()
 
 
+@pytest.fixture(scope="package")
+def tab(chromium: Browser) -> Iterator[Tab]:
+    """The page lent to the first `open_page` of each test, reset in between
+    (tests/support/tab.py): a new context and page for every test cost Chromium more than
+    twice the CPU."""
+    reused = Tab(chromium)
+    yield reused
+    reused.close()
+
+
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+#: copies of the screenshots the docs show (docs/development.md)
+DOCS_SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "images" / "screenshots"
 
 
 class Watched:
@@ -254,21 +269,35 @@ OpenPage = Callable[..., Watched]
 
 @pytest.fixture
 def open_page(request: pytest.FixtureRequest) -> Iterator[OpenPage]:
-    """`open_page(gate, "alice")`: a fresh browser context, signed in, on the queue page
-    (`form=True`: signed in through the sign-in form)."""
+    """`open_page(gate, "alice")`: a browser page of its own, signed in, on the queue page
+    (`form=True`: signed in through the sign-in form).
+
+    The first in a test is the worker's `tab`, reset since the last test used it; the others
+    (a second person in the same test), and any with `fresh=True`, are fresh contexts."""
     from playwright.sync_api import expect
 
     chrome: Browser = request.getfixturevalue("chromium")  # one browser for tests/web
+    reused: Tab = request.getfixturevalue("tab")
 
     contexts: list[Any] = []
+    borrowed = False
 
     def factory(
-        gate: Gate, name: str, *, viewport: tuple[int, int] = (1280, 860), form: bool = False
+        gate: Gate,
+        name: str,
+        *,
+        viewport: tuple[int, int] = (1280, 860),
+        form: bool = False,
+        fresh: bool = False,
     ) -> Watched:
-        context = chrome.new_context(viewport={"width": viewport[0], "height": viewport[1]})
-        contexts.append(context)
-        watched = Watched(context.new_page())
-        page = watched.page
+        nonlocal borrowed
+        page = None if borrowed or fresh else reused.borrow(viewport)
+        borrowed = borrowed or page is not None
+        if page is None:
+            context = chrome.new_context(viewport={"width": viewport[0], "height": viewport[1]})
+            contexts.append(context)
+            page = context.new_page()
+        watched = Watched(page)
         if form:  # through the sign-in form, as a person does
             page.goto(gate.url + "/")
             expect(page).to_have_url(re.compile(r"/login\?next=/$"))
@@ -281,7 +310,7 @@ def open_page(request: pytest.FixtureRequest) -> Iterator[OpenPage]:
             # the pages behind it (test_browser.py signs in through the form).
             with sign_in(gate, name) as client:
                 cookie = client.cookies["gate_session"]
-            context.add_cookies(
+            page.context.add_cookies(
                 [
                     {
                         "name": "gate_session",
@@ -301,6 +330,8 @@ def open_page(request: pytest.FixtureRequest) -> Iterator[OpenPage]:
         return watched
 
     yield factory
+    if borrowed:
+        reused.give_back()
     for context in contexts:
         context.close()
 
@@ -312,5 +343,9 @@ def artifact(name: str) -> Path:
 
 
 def shot(page: Page, name: str, *, full_page: bool = False) -> None:
-    """A screenshot of `page` into test-artifacts/`name`."""
-    page.screenshot(path=str(artifact(name)), full_page=full_page)
+    """A screenshot of `page` into test-artifacts/`name`, when the docs show it (a copy is in
+    docs/images/screenshots/) or GATE_TEST_SCREENSHOTS=all: the others are for a person
+    looking over a change of the pages, and each costs Chromium a fifth of a second of CPU or
+    more (a whole page's, more)."""
+    if (DOCS_SCREENSHOTS / name).exists() or os.environ.get("GATE_TEST_SCREENSHOTS") == "all":
+        page.screenshot(path=str(artifact(name)), full_page=full_page)
