@@ -94,21 +94,13 @@ def _pg_database(request: pytest.FixtureRequest) -> Iterator[str]:
 def postgres_databases() -> Iterator[PostgresDatabases]:
     """This test process's migrated PostgreSQL databases: a template migrated to head once,
     and the databases copied from it, reused between tests (tests/support/pg_databases.py)."""
-    from gate.store.db import normalise_url, upgrade
+    from gate.store.db import normalise_url
 
     admin = _pg_admin_url()
     assert admin
-    name = f"gate_template_{uuid.uuid4().hex[:12]}"
-    engine = sa.create_engine(normalise_url(admin), isolation_level="AUTOCOMMIT")
-    with engine.connect() as conn:
-        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    upgrade(sa.make_url(normalise_url(admin)).set(database=name).render_as_string(False))
-    databases = PostgresDatabases(normalise_url(admin), name)
+    databases = PostgresDatabases.migrated(normalise_url(admin))
     yield databases
     databases.close()
-    with engine.connect() as conn:
-        conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    engine.dispose()
 
 
 def _empty_pg_database(admin_url: str) -> Iterator[str]:

@@ -86,6 +86,11 @@ SELECT setval(s.seqrelid, s.seqstart, false) FROM pg_sequence s
 """
 
 
+def _libpq(url: sa.URL) -> str:
+    """`url` as libpq (psycopg) reads it."""
+    return url.set(drivername="postgresql").render_as_string(hide_password=False)
+
+
 def _test_name() -> str:
     return f"gate_test_{uuid.uuid4().hex[:12]}"
 
@@ -99,6 +104,8 @@ class PostgresDatabases:
         self.template = template
         self._admin = psycopg.connect(self._conninfo(self.admin_url.database), autocommit=True)
         self._free: list[str] = []
+        #: made by `migrated`, so dropped by `close` (a pool on another's template keeps it)
+        self._owns_template = False
         self._schema = self._fingerprint(template)
         #: how many databases were made, reused and dropped for a changed schema (for the docs'
         #: figures; a test reads them to see that reuse happens)
@@ -109,9 +116,7 @@ class PostgresDatabases:
         return self.admin_url.set(database=name).render_as_string(hide_password=False)
 
     def _conninfo(self, name: str | None) -> str:
-        return self.admin_url.set(drivername="postgresql", database=name).render_as_string(
-            hide_password=False
-        )
+        return _libpq(self.admin_url.set(database=name))
 
     def _fingerprint(self, name: str) -> str | None:
         try:
@@ -188,10 +193,25 @@ class PostgresDatabases:
             sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
         )
 
+    @classmethod
+    def migrated(cls, admin_url: str) -> PostgresDatabases:
+        """A new template on the server at `admin_url` (SQLAlchemy URL), migrated to head."""
+        from gate.store.db import upgrade
+
+        name = f"gate_template_{uuid.uuid4().hex[:12]}"
+        with psycopg.connect(_libpq(sa.make_url(admin_url)), autocommit=True) as admin:
+            admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        upgrade(sa.make_url(admin_url).set(database=name).render_as_string(False))
+        databases = cls(admin_url, name)
+        databases._owns_template = True
+        return databases
+
     def close(self) -> None:
-        """Drop the kept databases (at the end of the test process)."""
+        """Drop the kept databases and the template (at the end of the test process)."""
         while self._free:
             self._drop(self._free.pop())
+        if self._owns_template:
+            self._drop(self.template)
         self._admin.close()
 
 
